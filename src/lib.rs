@@ -1,0 +1,20 @@
+//! `handoff`: Kubernetes-native continuation for AI agents.
+//!
+//! A fresh agent carries a compact *handoff* ("where I left off, next steps")
+//! instead of replaying its predecessor's transcript. The layout follows the
+//! architecture:
+//!
+//! - [`api`]: the custom resource types and the pure key → name mapping.
+//! - [`goals`]: the continuation preamble (and, later, refine/brainstorm goals).
+//! - [`transcript`]: linearizes another agent's transcript into a handoff document.
+//! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
+//!   shared by the integration suites and `handoff dev`.
+//! - [`dev`]: `handoff dev`, the embedded default for a laptop with no cluster.
+//! - [`telemetry`]: logging setup.
+
+pub mod api;
+pub mod dev;
+pub mod goals;
+pub mod telemetry;
+pub mod testing;
+pub mod transcript;

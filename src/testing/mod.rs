@@ -1,0 +1,1 @@
+//! A real local control plane for tests and `handoff dev`.
