@@ -20,7 +20,11 @@ enum Command {
     /// Serve the four handoff tools over MCP (stdio or streamable HTTP).
     Mcp,
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
-    Crd,
+    Crd {
+        /// Write one file per CRD into this directory instead of printing.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
     Preamble(handoff::goals::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
@@ -39,7 +43,8 @@ fn main() -> ExitCode {
     handoff::telemetry::init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Crd => handoff::api::print_crds(&mut std::io::stdout().lock()),
+        Command::Crd { dir: Some(dir) } => handoff::api::write_crds(&dir),
+        Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
         Command::Preamble(args) => handoff::goals::run_preamble(args),
         Command::Transcript(command) => handoff::transcript::cli::run(command),
         Command::Dev { dir } => runtime().and_then(|rt| rt.block_on(handoff::dev::run(dir))),

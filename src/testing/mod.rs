@@ -1,1 +1,195 @@
-//! A real local control plane for tests and `handoff dev`.
+//! A real local control plane for the integration suites and `handoff dev`.
+//!
+//! [`ControlPlane`] starts etcd + kube-apiserver as controller-runtime's
+//! envtest does (generated certificates, RBAC authorization, an admin client
+//! certificate, service-account signing keys), waits until it is ready and
+//! writes an admin kubeconfig. [`Postgres`] starts a throwaway PostgreSQL.
+//! Both stop on drop, and their processes die with ours even on SIGKILL
+//! (see [`process`]).
+//!
+//! Test suites use [`shared`]: one control plane per test binary, started on
+//! first use, with the CRDs installed, and a namespace per test
+//! ([`TestEnv::namespace`]). With `USE_EXISTING_CLUSTER=true` the same suites
+//! run against the current kubeconfig instead (a kind cluster, say). A suite
+//! that needs the control plane and cannot start it fails with the reason —
+//! it never skips.
+
+pub mod assets;
+mod control_plane;
+mod pki;
+pub mod postgres;
+pub mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use kube::config::Kubeconfig;
+use kube::{Client, ResourceExt};
+
+pub use assets::{Assets, Versions};
+pub use control_plane::{ControlPlane, FIELD_MANAGER, client_from, install_crds};
+pub use postgres::Postgres;
+
+/// What a test needs to reach the cluster under test.
+#[derive(Clone)]
+pub struct TestEnv {
+    kubeconfig: Kubeconfig,
+    kubeconfig_path: PathBuf,
+    kubectl: PathBuf,
+    existing_cluster: bool,
+    pids: Vec<u32>,
+}
+
+/// The control plane of this process, kept until exit.
+static PLANE: Mutex<Option<ControlPlane>> = Mutex::new(None);
+static POSTGRES: Mutex<Option<Postgres>> = Mutex::new(None);
+
+/// The shared test environment of this test binary, started on first use.
+/// Panics with an actionable message when it cannot start: a suite that
+/// needs a control plane must fail, not skip.
+pub fn shared() -> &'static TestEnv {
+    static ENV: OnceLock<TestEnv> = OnceLock::new();
+    ENV.get_or_init(|| {
+        // Start on a runtime of our own: the caller's (a #[tokio::test]'s)
+        // ends with its test.
+        let started = std::thread::spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| rt.block_on(TestEnv::start()))
+        })
+        .join();
+        match started {
+            Ok(Ok(env)) => env,
+            Ok(Err(err)) => panic!("the test control plane could not start: {err:#}"),
+            Err(_) => panic!("the test control plane could not start: its thread panicked"),
+        }
+    })
+}
+
+/// The shared PostgreSQL of this test binary (`DATABASE_URL` when set),
+/// started on first use; panics with an actionable message when it cannot.
+pub fn shared_postgres_url() -> String {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        if let Ok(url) = std::env::var("DATABASE_URL") {
+            return url;
+        }
+        let pg = Postgres::start().unwrap_or_else(|e| panic!("the test PostgreSQL could not start: {e:#}"));
+        let url = pg.url();
+        if let Ok(mut slot) = POSTGRES.lock() {
+            *slot = Some(pg);
+        }
+        register_exit_cleanup();
+        url
+    })
+    .clone()
+}
+
+impl TestEnv {
+    async fn start() -> anyhow::Result<Self> {
+        if use_existing_cluster() {
+            return Self::existing().await;
+        }
+        let plane = ControlPlane::start(Assets::locate()?).await?;
+        install_crds(&plane.client().await?).await?;
+        let env = Self {
+            kubeconfig: plane.kubeconfig().clone(),
+            kubeconfig_path: plane.kubeconfig_path().to_owned(),
+            kubectl: plane.assets().bin("kubectl"),
+            existing_cluster: false,
+            pids: plane.pids(),
+        };
+        *PLANE.lock().map_err(|_| anyhow::anyhow!("control plane lock poisoned"))? = Some(plane);
+        register_exit_cleanup();
+        Ok(env)
+    }
+
+    async fn existing() -> anyhow::Result<Self> {
+        let kubeconfig = Kubeconfig::read()?;
+        let kubeconfig_path = std::env::var_os("KUBECONFIG")
+            .and_then(|v| std::env::split_paths(&v).next())
+            .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".kube/config")))
+            .ok_or_else(|| anyhow::anyhow!("USE_EXISTING_CLUSTER=true but no kubeconfig found"))?;
+        let kubectl = Assets::locate().map(|a| a.bin("kubectl")).unwrap_or_else(|_| "kubectl".into());
+        install_crds(&client_from(&kubeconfig).await?).await?;
+        Ok(Self { kubeconfig, kubeconfig_path, kubectl, existing_cluster: true, pids: Vec::new() })
+    }
+
+    /// A fresh client (make one per test: clients are bound to their runtime).
+    pub async fn client(&self) -> Client {
+        client_from(&self.kubeconfig)
+            .await
+            .unwrap_or_else(|e| panic!("cannot build a client for the test cluster: {e:#}"))
+    }
+
+    /// Creates a namespace `<prefix>-<random>` for one test and returns its name.
+    /// (envtest has no namespace controller, so namespaces are not deleted.)
+    pub async fn namespace(&self, prefix: &str) -> String {
+        let api: Api<Namespace> = Api::all(self.client().await);
+        let mut ns = Namespace::default();
+        ns.metadata.generate_name = Some(format!("{prefix}-"));
+        let created = api
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a test namespace: {e}"));
+        created.name_any()
+    }
+
+    /// `kubectl --kubeconfig <admin kubeconfig>`.
+    pub fn kubectl(&self) -> Command {
+        let mut cmd = Command::new(&self.kubectl);
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig_path);
+        cmd
+    }
+
+    /// The admin kubeconfig file.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Kubeconfig {
+        &self.kubeconfig
+    }
+
+    /// Whether this runs against an existing cluster (`USE_EXISTING_CLUSTER=true`).
+    pub fn existing_cluster(&self) -> bool {
+        self.existing_cluster
+    }
+
+    /// Process ids of the local control plane (empty for an existing cluster).
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
+    }
+}
+
+/// `USE_EXISTING_CLUSTER=true` (as in controller-runtime's envtest).
+pub fn use_existing_cluster() -> bool {
+    std::env::var("USE_EXISTING_CLUSTER").is_ok_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// Stops the shared processes and removes their directories when the process
+/// exits normally (statics are never dropped). On abnormal exit the kernel
+/// still kills them (parent-death signal); only the temp dirs remain.
+fn register_exit_cleanup() {
+    static REGISTERED: OnceLock<()> = OnceLock::new();
+    REGISTERED.get_or_init(|| {
+        extern "C" fn cleanup() {
+            if let Ok(mut plane) = PLANE.lock() {
+                drop(plane.take());
+            }
+            if let Ok(mut pg) = POSTGRES.lock() {
+                drop(pg.take());
+            }
+        }
+        // SAFETY: `cleanup` is a plain extern "C" fn with no arguments.
+        unsafe {
+            libc::atexit(cleanup);
+        }
+    });
+}

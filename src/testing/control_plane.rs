@@ -1,0 +1,230 @@
+//! etcd + kube-apiserver, started the way controller-runtime's envtest does.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tempfile::TempDir;
+
+use super::assets::Assets;
+use super::pki::Pki;
+use super::process::{Supervised, free_port};
+
+/// How long etcd and the apiserver get to become ready.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The field manager the harness applies CRDs with.
+pub const FIELD_MANAGER: &str = "handoff-envtest";
+
+/// A running etcd + kube-apiserver in a temporary directory. Dropping it stops
+/// both (apiserver first) and removes the directory.
+pub struct ControlPlane {
+    // Field order is drop order: the apiserver goes before etcd, and the
+    // directory (data, certificates, logs) last.
+    apiserver: Supervised,
+    etcd: Supervised,
+    kubeconfig: Kubeconfig,
+    kubeconfig_path: PathBuf,
+    assets: Assets,
+    dir: TempDir,
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver, waits until the apiserver is ready and
+    /// the `default` namespace exists, and writes an admin kubeconfig.
+    pub async fn start(assets: Assets) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("handoff-envtest-").tempdir()?;
+        let root = dir.path();
+        let pki = Pki::generate()?;
+        let certs = root.join("certs");
+        std::fs::create_dir_all(&certs)?;
+        for (file, pem) in [
+            ("ca.crt", &pki.ca_cert),
+            ("apiserver.crt", &pki.serving_cert),
+            ("apiserver.key", &pki.serving_key),
+            ("sa.key", &pki.sa_key),
+            ("sa.pub", &pki.sa_pub),
+        ] {
+            std::fs::write(certs.join(file), pem)?;
+        }
+
+        let etcd_port = free_port()?;
+        let etcd = start_etcd(&assets, root, etcd_port)?;
+        let api_port = free_port()?;
+        let apiserver = start_apiserver(&assets, root, &certs, etcd_port, api_port)?;
+
+        let kubeconfig = admin_kubeconfig(&pki, api_port)?;
+        let kubeconfig_path = root.join("kubeconfig");
+        std::fs::write(&kubeconfig_path, serde_saphyr::to_string(&kubeconfig)?)?;
+
+        let mut plane = Self { apiserver, etcd, kubeconfig, kubeconfig_path, assets, dir };
+        plane.wait_ready().await?;
+        Ok(plane)
+    }
+
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let client = self.client().await?;
+        let deadline = Instant::now() + START_TIMEOUT;
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        loop {
+            self.etcd.ensure_running()?;
+            self.apiserver.ensure_running()?;
+            let ready = client
+                .request_text(http_get("/readyz")?)
+                .await
+                .is_ok_and(|body| body.trim() == "ok");
+            if ready && namespaces.get_opt("default").await.ok().flatten().is_some() {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "kube-apiserver was not ready within {START_TIMEOUT:?}; last lines of its log:\n{}",
+                self.apiserver.log_tail(25)
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// A new client with admin rights. Make one per tokio runtime (a client's
+    /// connection pool lives on the runtime that created it).
+    pub async fn client(&self) -> anyhow::Result<Client> {
+        client_from(&self.kubeconfig).await
+    }
+
+    /// The admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Kubeconfig {
+        &self.kubeconfig
+    }
+
+    /// The admin kubeconfig file.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The binaries this plane runs.
+    pub fn assets(&self) -> &Assets {
+        &self.assets
+    }
+
+    /// The temporary directory holding data, certificates and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Process ids of etcd and kube-apiserver (for leak checks).
+    pub fn pids(&self) -> Vec<u32> {
+        vec![self.etcd.pid(), self.apiserver.pid()]
+    }
+
+    /// Stops both processes and removes the directory (same as dropping it).
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+fn start_etcd(assets: &Assets, root: &Path, port: u16) -> anyhow::Result<Supervised> {
+    let url = format!("http://127.0.0.1:{port}");
+    let mut cmd = Command::new(assets.bin("etcd"));
+    cmd.arg(format!("--data-dir={}", root.join("etcd").display()))
+        .arg(format!("--listen-client-urls={url}"))
+        .arg(format!("--advertise-client-urls={url}"))
+        .arg("--listen-peer-urls=http://127.0.0.1:0")
+        .arg("--unsafe-no-fsync=true")
+        .arg("--log-level=warn");
+    Supervised::spawn("etcd", cmd, &root.join("etcd.log"))
+}
+
+fn start_apiserver(
+    assets: &Assets,
+    root: &Path,
+    certs: &Path,
+    etcd_port: u16,
+    port: u16,
+) -> anyhow::Result<Supervised> {
+    let cert = |f: &str| certs.join(f).display().to_string();
+    let mut cmd = Command::new(assets.bin("kube-apiserver"));
+    cmd.arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
+        .arg(format!("--cert-dir={}", certs.display()))
+        .arg(format!("--tls-cert-file={}", cert("apiserver.crt")))
+        .arg(format!("--tls-private-key-file={}", cert("apiserver.key")))
+        .arg(format!("--client-ca-file={}", cert("ca.crt")))
+        .arg(format!("--secure-port={port}"))
+        .arg("--bind-address=127.0.0.1")
+        .arg("--service-cluster-ip-range=10.0.0.0/24")
+        .arg("--allow-privileged=true")
+        .arg("--disable-admission-plugins=ServiceAccount")
+        .arg("--authorization-mode=RBAC")
+        .arg(format!("--service-account-issuer=https://127.0.0.1:{port}"))
+        .arg(format!("--service-account-key-file={}", cert("sa.pub")))
+        .arg(format!("--service-account-signing-key-file={}", cert("sa.key")))
+        .arg("--v=1");
+    Supervised::spawn("kube-apiserver", cmd, &root.join("kube-apiserver.log"))
+}
+
+/// An admin kubeconfig (client certificate in `system:masters`).
+fn admin_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<Kubeconfig> {
+    let doc = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "handoff-dev", "cluster": {
+            "server": format!("https://127.0.0.1:{port}"),
+            "certificate-authority-data": B64.encode(&pki.ca_cert),
+        }}],
+        "users": [{"name": "admin", "user": {
+            "client-certificate-data": B64.encode(&pki.admin_cert),
+            "client-key-data": B64.encode(&pki.admin_key),
+        }}],
+        "contexts": [{"name": "handoff-dev", "context": {"cluster": "handoff-dev", "user": "admin"}}],
+        "current-context": "handoff-dev",
+    });
+    Ok(serde_json::from_value(doc)?)
+}
+
+/// A client for a kubeconfig's current context.
+pub async fn client_from(kubeconfig: &Kubeconfig) -> anyhow::Result<Client> {
+    let config = Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+fn http_get(path: &str) -> anyhow::Result<http::Request<Vec<u8>>> {
+    Ok(http::Request::get(path).body(Vec::new())?)
+}
+
+/// Applies every CRD of [`crate::api::crds`] (server-side) and waits until
+/// each is `Established` and its resource is served.
+pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for crd in crate::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(&name, &params, &Patch::Apply(&crd)).await?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for crd in crate::api::crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        loop {
+            let established = api.get(&name).await?.status.and_then(|s| s.conditions).is_some_and(|cs| {
+                cs.iter().any(|c| c.type_ == "Established" && c.status == "True")
+            });
+            let path = format!("/apis/{}/{}/{}", crd.spec.group, crd.spec.versions[0].name, crd.spec.names.plural);
+            let served = established
+                && client
+                    .request_text(http_get(&format!("{path}?limit=1"))?)
+                    .await
+                    .is_ok();
+            if served {
+                break;
+            }
+            anyhow::ensure!(Instant::now() < deadline, "CRD {name} was not established within 30s");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,162 @@
+//! A throwaway PostgreSQL: `initdb` + `postgres` from the distribution's
+//! packages, in a temporary directory, on a free loopback port.
+//!
+//! `initdb` refuses to run as root, and CI runs as root: then both programs
+//! run as the `postgres` system user (which the Debian packages create) and
+//! the directory is handed to that user.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::unistd::{Uid, User, chown};
+use tempfile::TempDir;
+
+use super::process::{Supervised, free_port};
+
+/// A running PostgreSQL server. Dropping it stops the server and removes its data.
+pub struct Postgres {
+    server: Supervised,
+    port: u16,
+    bindir: PathBuf,
+    run_as: Option<User>,
+    dir: TempDir,
+}
+
+impl Postgres {
+    /// Runs `initdb` and starts `postgres`, waiting until it accepts connections.
+    pub fn start() -> anyhow::Result<Self> {
+        let bindir = bindir()?;
+        let dir = tempfile::Builder::new().prefix("handoff-pg-").tempdir()?;
+        let run_as = if Uid::effective().is_root() {
+            let user = User::from_name("postgres")?.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "running as root, and initdb refuses root: create a `postgres` user \
+                     (the postgresql package does) or run as a normal user"
+                )
+            })?;
+            chown(dir.path(), Some(user.uid), Some(user.gid))?;
+            Some(user)
+        } else {
+            None
+        };
+        let data = dir.path().join("data");
+        let log = dir.path().join("initdb.log");
+        let mut initdb = command(&bindir, "initdb", run_as.as_ref());
+        initdb.args(["-D"]).arg(&data).args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]);
+        let mut init = Supervised::spawn("initdb", initdb, &log)?;
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = init.exited() {
+                break status;
+            }
+            anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "initdb did not finish within 120s");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        anyhow::ensure!(status.success(), "initdb failed ({status}):\n{}", init.log_tail(20));
+
+        let port = free_port()?;
+        let server = spawn_server(&bindir, run_as.as_ref(), dir.path(), port)?;
+        let mut pg = Self { server, port, bindir, run_as, dir };
+        pg.wait_ready()?;
+        Ok(pg)
+    }
+
+    /// Waits until the postmaster reports `ready` in `postmaster.pid` (its
+    /// 8th line, PostgreSQL ≥ 10): no client program needed.
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let pid_file = self.dir.path().join("data").join("postmaster.pid");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.server.ensure_running()?;
+            let ready = std::fs::read_to_string(&pid_file)
+                .is_ok_and(|s| s.lines().nth(7).is_some_and(|l| l.trim() == "ready"));
+            if ready {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "postgres did not accept connections within 60s:\n{}",
+                self.server.log_tail(20)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.server.pid()
+    }
+
+    /// Stops the server, keeping its data (fault injection).
+    pub fn stop_server(&mut self) {
+        self.server.stop(Duration::from_secs(10));
+    }
+
+    /// Starts the server again on the same port and data.
+    pub fn restart_server(&mut self) -> anyhow::Result<()> {
+        self.server.stop(Duration::from_secs(10));
+        self.server = spawn_server(&self.bindir, self.run_as.as_ref(), self.dir.path(), self.port)?;
+        self.wait_ready()
+    }
+}
+
+fn spawn_server(bindir: &Path, run_as: Option<&User>, dir: &Path, port: u16) -> anyhow::Result<Supervised> {
+    let mut cmd = command(bindir, "postgres", run_as);
+    cmd.arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(dir)
+        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .args(["-c", "full_page_writes=off", "-c", "max_connections=200"]);
+    Supervised::spawn("postgres", cmd, &dir.join("postgres.log"))
+}
+
+fn command(bindir: &Path, program: &str, run_as: Option<&User>) -> Command {
+    let mut cmd = Command::new(bindir.join(program));
+    if let Some(user) = run_as {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(user.uid.as_raw()).gid(user.gid.as_raw());
+        cmd.env("HOME", &user.dir);
+    }
+    cmd
+}
+
+/// Where `initdb` and `postgres` are: `HANDOFF_PG_BINDIR`, then `PATH`, then
+/// the newest `/usr/lib/postgresql/<major>/bin` (Debian does not put them on PATH).
+pub fn bindir() -> anyhow::Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("HANDOFF_PG_BINDIR").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let has_both = |d: &Path| d.join("initdb").is_file() && d.join("postgres").is_file();
+    if let Some(path) = std::env::var_os("PATH") {
+        if let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d)) {
+            return Ok(dir);
+        }
+    }
+    let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, d)| has_both(d))
+        .collect();
+    debian.sort();
+    debian.pop().map(|(_, d)| d).ok_or_else(|| {
+        anyhow::anyhow!(
+            "PostgreSQL server binaries (initdb, postgres) not found: install them \
+             (`apt-get install postgresql`, which `make test` does when run as root) \
+             or set HANDOFF_PG_BINDIR"
+        )
+    })
+}
+
+/// Whether PostgreSQL server binaries are installed.
+pub fn available() -> bool {
+    bindir().is_ok()
+}
