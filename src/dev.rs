@@ -22,13 +22,16 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     let dir = std::path::absolute(&dir)?;
     let versions = Versions::pinned();
     let assets = Assets::locate()?;
-    eprintln!("handoff dev: starting etcd {} and kube-apiserver {} …", versions.etcd, versions.kubernetes);
-    let plane = ControlPlane::start(assets.clone()).await?;
+    eprintln!(
+        "handoff dev: starting etcd {} and kube-apiserver {} …",
+        versions.etcd, versions.kubernetes
+    );
+    let plane = ControlPlane::start_in(assets.clone(), &dir).await?;
     install_crds(&plane.client().await?).await?;
 
     let pg = if postgres::available() {
         eprintln!("handoff dev: starting PostgreSQL …");
-        Some(tokio::task::block_in_place(Postgres::start)?)
+        Some(tokio::task::block_in_place(|| Postgres::start_in(&dir))?)
     } else {
         eprintln!("handoff dev: PostgreSQL binaries not found; running without the mirror");
         None
@@ -37,16 +40,32 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::copy(plane.kubeconfig_path(), &kubeconfig)?;
     let env_file = dir.join("env");
-    std::fs::write(&env_file, env_script(&kubeconfig, &assets.dir, pg.as_ref().map(Postgres::url).as_deref()))?;
+    std::fs::write(
+        &env_file,
+        env_script(
+            &kubeconfig,
+            &assets.dir,
+            pg.as_ref().map(Postgres::url).as_deref(),
+        ),
+    )?;
 
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{READY_LINE} (Kubernetes {}, etcd {})", versions.kubernetes, versions.etcd)?;
+    writeln!(
+        out,
+        "{READY_LINE} (Kubernetes {}, etcd {})",
+        versions.kubernetes, versions.etcd
+    )?;
     writeln!(out, "  kubeconfig: {}", kubeconfig.display())?;
     writeln!(out, "  logs:       {}", plane.dir().display())?;
     if let Some(pg) = &pg {
         writeln!(out, "  postgres:   {}", pg.url())?;
+        writeln!(out, "  pg data:    {}", pg.dir().display())?;
     }
-    writeln!(out, "\nIn another shell:\n  source {}\n  kubectl get handoffs", env_file.display())?;
+    writeln!(
+        out,
+        "\nIn another shell:\n  source {}\n  kubectl get handoffs",
+        env_file.display()
+    )?;
     writeln!(out, "\nPress Ctrl-C to stop.")?;
     out.flush()?;
     drop(out);
@@ -89,7 +108,11 @@ mod tests {
 
     #[test]
     fn env_script_exports_kubeconfig_path_and_database() {
-        let s = env_script(Path::new("/a/kubeconfig"), Path::new("/bin/dir"), Some("postgres://x"));
+        let s = env_script(
+            Path::new("/a/kubeconfig"),
+            Path::new("/bin/dir"),
+            Some("postgres://x"),
+        );
         assert!(s.contains("export KUBECONFIG='/a/kubeconfig'"));
         assert!(s.contains("export PATH='/bin/dir':\"$PATH\""));
         assert!(s.contains("export DATABASE_URL='postgres://x'"));

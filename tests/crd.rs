@@ -25,22 +25,38 @@ fn spec(key: &str, project: &str, repo: Option<&str>) -> HandoffSpec {
 fn handoff(key: &str, project: &str, repo: Option<&str>) -> Handoff {
     let spec = spec(key, project, repo);
     let mut h = Handoff::new(&name_for_key(key), spec.clone());
-    h.metadata.labels = Some(labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref()));
+    h.metadata.labels = Some(labels_for(
+        &spec.project,
+        spec.repo.as_deref(),
+        spec.kind.as_deref(),
+    ));
     h
 }
 
 fn kubectl(args: &[&str], stdin: Option<&str>) -> Output {
     let mut cmd = testing::shared().kubectl();
-    cmd.args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("kubectl runs");
     if let Some(input) = stdin {
-        child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write stdin");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write stdin");
     }
     child.wait_with_output().expect("kubectl output")
 }
 
 fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[tokio::test]
@@ -53,22 +69,46 @@ async fn kubectl_apply_and_label_listing_show_the_columns() {
     assert!(out.status.success(), "kubectl apply: {}", text(&out));
 
     let other = handoff("other#1", "other-project", None);
-    let out = kubectl(&["apply", "-n", &ns, "-f", "-"], Some(&serde_saphyr::to_string(&other).expect("yaml")));
+    let out = kubectl(
+        &["apply", "-n", &ns, "-f", "-"],
+        Some(&serde_saphyr::to_string(&other).expect("yaml")),
+    );
     assert!(out.status.success(), "kubectl apply: {}", text(&out));
 
     let out = kubectl(&["get", "handoffs", "-n", &ns, "-l", "project=shop"], None);
     assert!(out.status.success(), "{}", text(&out));
     let listing = String::from_utf8_lossy(&out.stdout);
-    let header: Vec<_> = listing.lines().next().unwrap_or_default().split_whitespace().collect();
-    assert_eq!(header, ["NAME", "KEY", "PROJECT", "REPO", "KIND", "UPDATED", "AGE"], "{listing}");
-    assert!(listing.contains("acme/api#42") && listing.contains("acme-api"), "{listing}");
-    assert!(!listing.contains("other#1"), "label selector leaked another project: {listing}");
+    let header: Vec<_> = listing
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "KEY", "PROJECT", "REPO", "KIND", "UPDATED", "AGE"],
+        "{listing}"
+    );
+    assert!(
+        listing.contains("acme/api#42") && listing.contains("acme-api"),
+        "{listing}"
+    );
+    assert!(
+        !listing.contains("other#1"),
+        "label selector leaked another project: {listing}"
+    );
 
     let wide = text(&kubectl(&["get", "ho", "-n", &ns, "-o", "wide"], None));
-    assert!(wide.contains("WRITER") && wide.contains("system:serviceaccount:agents:implement"), "{wide}");
+    assert!(
+        wide.contains("WRITER") && wide.contains("system:serviceaccount:agents:implement"),
+        "{wide}"
+    );
 
     let by_category = text(&kubectl(&["get", "agents", "-n", &ns], None));
-    assert!(by_category.contains("acme/api#42"), "category `agents`: {by_category}");
+    assert!(
+        by_category.contains("acme/api#42"),
+        "category `agents`: {by_category}"
+    );
 }
 
 #[tokio::test]
@@ -77,22 +117,56 @@ async fn kube_client_apply_and_field_selector_on_a_non_label_repo() {
     let ns = env.namespace("crd-fields").await;
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let params = PatchParams::apply(FIELD_MANAGER);
-    for h in [handoff("k1", "shop", Some("org/repo")), handoff("k2", "shop", Some("org/other"))] {
-        api.patch(&h.metadata.name.clone().unwrap_or_default(), &params, &Patch::Apply(&h))
-            .await
-            .expect("server-side apply");
+    for h in [
+        handoff("k1", "shop", Some("org/repo")),
+        handoff("k2", "shop", Some("org/other")),
+    ] {
+        api.patch(
+            &h.metadata.name.clone().unwrap_or_default(),
+            &params,
+            &Patch::Apply(&h),
+        )
+        .await
+        .expect("server-side apply");
     }
     let stored = api.get(&name_for_key("k1")).await.expect("get");
     assert_eq!(stored.spec.repo.as_deref(), Some("org/repo"));
-    assert!(!stored.metadata.labels.unwrap_or_default().contains_key("repo"), "org/repo is no label value");
+    assert!(
+        !stored
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("repo"),
+        "org/repo is no label value"
+    );
 
-    let out = kubectl(&["get", "handoffs", "-n", &ns, "--field-selector", "spec.repo=org/repo"], None);
+    let out = kubectl(
+        &[
+            "get",
+            "handoffs",
+            "-n",
+            &ns,
+            "--field-selector",
+            "spec.repo=org/repo",
+        ],
+        None,
+    );
     assert!(out.status.success(), "{}", text(&out));
     let listing = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(listing.lines().count(), 2, "header + one row expected: {listing}");
-    assert!(listing.contains("k1") && !listing.contains("k2"), "{listing}");
+    assert_eq!(
+        listing.lines().count(),
+        2,
+        "header + one row expected: {listing}"
+    );
+    assert!(
+        listing.contains("k1") && !listing.contains("k2"),
+        "{listing}"
+    );
 
-    let by_key = api.list(&ListParams::default().fields("spec.handoffKey=k2")).await.expect("list");
+    let by_key = api
+        .list(&ListParams::default().fields("spec.handoffKey=k2"))
+        .await
+        .expect("list");
     assert_eq!(by_key.items.len(), 1);
     assert_eq!(by_key.items[0].spec.handoff_key, "k2");
 }
@@ -102,9 +176,15 @@ fn kubectl_explain_shows_the_field_docs() {
     let out = kubectl(&["explain", "handoff.spec.body"], None);
     assert!(out.status.success(), "{}", text(&out));
     let doc = String::from_utf8_lossy(&out.stdout);
-    assert!(doc.contains("A summary, not a log") && doc.contains("32768"), "{doc}");
+    assert!(
+        doc.contains("A summary, not a log") && doc.contains("32768"),
+        "{doc}"
+    );
     let key_doc = text(&kubectl(&["explain", "handoffs.spec.handoffKey"], None));
-    assert!(key_doc.contains("cannot") && key_doc.contains("change after creation"), "{key_doc}");
+    assert!(
+        key_doc.contains("cannot") && key_doc.contains("change after creation"),
+        "{key_doc}"
+    );
 }
 
 /// Each case: a spec change, the words the apiserver's refusal must contain.
@@ -115,24 +195,57 @@ async fn invalid_handoffs_are_refused_clearly_and_nothing_is_stored() {
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     type Mutate = fn(&mut HandoffSpec);
     let cases: [(&str, Mutate, &[&str]); 7] = [
-        ("project not a label value", |s| s.project = "Not A Label!".into(), &["spec.project", "valid label value"]),
-        ("project too long", |s| s.project = "p".repeat(64), &["spec.project", "63"]),
-        ("empty project", |s| s.project = String::new(), &["spec.project"]),
-        ("body over the limit", |s| s.body = "x".repeat(MAX_BODY_CHARS + 1), &["spec.body", "32768"]),
+        (
+            "project not a label value",
+            |s| s.project = "Not A Label!".into(),
+            &["spec.project", "valid label value"],
+        ),
+        (
+            "project too long",
+            |s| s.project = "p".repeat(64),
+            &["spec.project", "63"],
+        ),
+        (
+            "empty project",
+            |s| s.project = String::new(),
+            &["spec.project"],
+        ),
+        (
+            "body over the limit",
+            |s| s.body = "x".repeat(MAX_BODY_CHARS + 1),
+            &["spec.body", "32768"],
+        ),
         ("empty body", |s| s.body = String::new(), &["spec.body"]),
-        ("NUL in body", |s| s.body = "a\0b".into(), &["spec.body", "NUL"]),
-        ("newline in key", |s| s.handoff_key = "a\nb".into(), &["spec.handoffKey", "control characters"]),
+        (
+            "NUL in body",
+            |s| s.body = "a\0b".into(),
+            &["spec.body", "NUL"],
+        ),
+        (
+            "newline in key",
+            |s| s.handoff_key = "a\nb".into(),
+            &["spec.handoffKey", "control characters"],
+        ),
     ];
     for (what, mutate, expected) in cases {
         let mut h = handoff("refused", "shop", None);
         mutate(&mut h.spec);
         h.metadata.labels = None;
-        let err = api.create(&PostParams::default(), &h).await.expect_err(what);
+        let err = api
+            .create(&PostParams::default(), &h)
+            .await
+            .expect_err(what);
         let msg = err.to_string();
         for word in expected {
             assert!(msg.contains(word), "{what}: {word:?} missing from {msg}");
         }
-        assert!(api.get_opt(&name_for_key("refused")).await.expect("get").is_none(), "{what}: stored anyway");
+        assert!(
+            api.get_opt(&name_for_key("refused"))
+                .await
+                .expect("get")
+                .is_none(),
+            "{what}: stored anyway"
+        );
     }
 
     let missing_project = serde_json::json!({
@@ -140,9 +253,16 @@ async fn invalid_handoffs_are_refused_clearly_and_nothing_is_stored() {
         "metadata": {"name": "no-project"},
         "spec": {"handoffKey": "no-project", "body": "x"},
     });
-    let out = kubectl(&["create", "-n", &ns, "-f", "-"], Some(&missing_project.to_string()));
+    let out = kubectl(
+        &["create", "-n", &ns, "-f", "-"],
+        Some(&missing_project.to_string()),
+    );
     assert!(!out.status.success());
-    assert!(text(&out).contains("spec.project: Required value"), "{}", text(&out));
+    assert!(
+        text(&out).contains("spec.project: Required value"),
+        "{}",
+        text(&out)
+    );
     assert!(api.get_opt("no-project").await.expect("get").is_none());
 }
 
@@ -153,7 +273,9 @@ async fn handoff_key_is_immutable() {
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let h = handoff("stable-key", "shop", None);
     let name = name_for_key("stable-key");
-    api.create(&PostParams::default(), &h).await.expect("create");
+    api.create(&PostParams::default(), &h)
+        .await
+        .expect("create");
 
     let patch = serde_json::json!({"spec": {"handoffKey": "another-key", "body": "changed"}});
     let err = api
@@ -164,5 +286,8 @@ async fn handoff_key_is_immutable() {
 
     let stored = api.get(&name).await.expect("get");
     assert_eq!(stored.spec.handoff_key, "stable-key");
-    assert_eq!(stored.spec.body, h.spec.body, "the refused patch changed the body");
+    assert_eq!(
+        stored.spec.body, h.spec.body,
+        "the refused patch changed the body"
+    );
 }

@@ -54,7 +54,7 @@ ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMi
 build() { # module-dir package output
   local started=$SECONDS
   echo "envtest: building $3 from $2 (cold builds take 10-30 min on 2 cores; Go caches make the next one fast)..." >&2
-  (cd "$here/$1" && go build -trimpath -ldflags "$4" -o "$stage/$3" "$2")
+  (cd "$here/$1" && go build -buildvcs=false -trimpath -ldflags "$4" -o "$stage/$3" "$2")
   echo "envtest: built $3 in $((SECONDS - started))s" >&2
 }
 

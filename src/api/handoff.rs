@@ -38,6 +38,9 @@ pub const MAX_WRITER_CHARS: usize = 512;
 /// A handoff: the compact summary an agent leaves for whoever continues the
 /// same conversation (issue, incident, …). One current handoff per key: the
 /// object name is derived from `spec.handoffKey`, and a write replaces it.
+// clippy reads the repeated `type_ = "string"` of separate printcolumns as
+// duplicated attributes; they are arguments of different columns.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "handoff.dev",
@@ -49,13 +52,32 @@ pub const MAX_WRITER_CHARS: usize = 512;
     namespaced,
     status = "HandoffStatus",
     doc = "A compact summary (\"where I left off, next steps\") that lets a fresh agent continue a conversation without replaying its transcript. One current Handoff per conversation key.",
-    printcolumn(name = "Key", type_ = "string", json_path = ".spec.handoffKey", description = "Conversation object key"),
+    printcolumn(
+        name = "Key",
+        type_ = "string",
+        json_path = ".spec.handoffKey",
+        description = "Conversation object key"
+    ),
     printcolumn(name = "Project", type_ = "string", json_path = ".spec.project"),
     printcolumn(name = "Repo", type_ = "string", json_path = ".spec.repo"),
     printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
-    printcolumn(name = "Updated", type_ = "date", json_path = ".status.updatedAt", description = "Last content change"),
-    printcolumn(name = "Writer", type_ = "string", json_path = ".spec.createdBy", priority = 1),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Updated",
+        type_ = "date",
+        json_path = ".status.updatedAt",
+        description = "Last content change"
+    ),
+    printcolumn(
+        name = "Writer",
+        type_ = "string",
+        json_path = ".spec.createdBy",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
     selectable = ".spec.project",
     selectable = ".spec.repo",
     selectable = ".spec.kind",

@@ -89,8 +89,14 @@ mod tests {
     fn handoff_crd_names_and_columns() {
         let crd = Handoff::crd();
         assert_eq!(crd.spec.group, GROUP);
-        assert_eq!(crd.spec.names.short_names.as_deref(), Some(&["ho".to_owned()][..]));
-        assert_eq!(crd.spec.names.categories.as_deref(), Some(&["agents".to_owned()][..]));
+        assert_eq!(
+            crd.spec.names.short_names.as_deref(),
+            Some(&["ho".to_owned()][..])
+        );
+        assert_eq!(
+            crd.spec.names.categories.as_deref(),
+            Some(&["agents".to_owned()][..])
+        );
         let version = &crd.spec.versions[0];
         let columns: Vec<_> = version
             .additional_printer_columns
@@ -100,7 +106,15 @@ mod tests {
             .collect();
         assert_eq!(
             columns,
-            [("Key", 0), ("Project", 0), ("Repo", 0), ("Kind", 0), ("Updated", 0), ("Writer", 1), ("Age", 0)]
+            [
+                ("Key", 0),
+                ("Project", 0),
+                ("Repo", 0),
+                ("Kind", 0),
+                ("Updated", 0),
+                ("Writer", 1),
+                ("Age", 0)
+            ]
         );
         let selectable: Vec<_> = version
             .selectable_fields
@@ -108,6 +122,14 @@ mod tests {
             .flatten()
             .map(|f| f.json_path.as_str())
             .collect();
-        assert_eq!(selectable, [".spec.project", ".spec.repo", ".spec.kind", ".spec.handoffKey"]);
+        assert_eq!(
+            selectable,
+            [
+                ".spec.project",
+                ".spec.repo",
+                ".spec.kind",
+                ".spec.handoffKey"
+            ]
+        );
     }
 }

@@ -30,12 +30,15 @@ impl Versions {
 fn parse_versions(text: &str) -> Versions {
     let get = |name: &str| {
         text.lines()
-            .filter_map(|l| l.trim().strip_prefix(name)?.strip_prefix('='))
-            .map(|v| v.trim().to_owned())
-            .next()
+            .filter_map(|l| l.split_once('='))
+            .find(|(k, _)| k.trim() == name)
+            .map(|(_, v)| v.trim().to_owned())
             .unwrap_or_default()
     };
-    Versions { kubernetes: get("KUBE_VERSION"), etcd: get("ETCD_VERSION") }
+    Versions {
+        kubernetes: get("KUBE_VERSION"),
+        etcd: get("ETCD_VERSION"),
+    }
 }
 
 /// Where the control-plane binaries are.
@@ -56,7 +59,10 @@ impl Assets {
             Some(dir) if !dir.is_empty() => (PathBuf::from(dir), "KUBEBUILDER_ASSETS"),
             _ => (default_dir(&Versions::pinned()), "the envtest cache"),
         };
-        let missing: Vec<_> = BINARIES.iter().filter(|b| !is_executable(&dir.join(b))).collect();
+        let missing: Vec<_> = BINARIES
+            .iter()
+            .filter(|b| !is_executable(&dir.join(b)))
+            .collect();
         anyhow::ensure!(
             missing.is_empty(),
             "control-plane binaries missing from {origin} ({}): {missing:?}. \
@@ -76,15 +82,21 @@ impl Assets {
 /// `${HANDOFF_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/handoff}/envtest/k8s-<v>-etcd-<v>`,
 /// exactly as `hack/envtest/build.sh` computes it.
 pub fn default_dir(versions: &Versions) -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     let root = env("HANDOFF_CACHE_DIR").unwrap_or_else(|| {
         env("XDG_CACHE_HOME")
             .or_else(|| env("HOME").map(|h| h.join(".cache")))
             .unwrap_or_else(std::env::temp_dir)
             .join("handoff")
     });
-    root.join("envtest")
-        .join(format!("k8s-{}-etcd-{}", versions.kubernetes, versions.etcd))
+    root.join("envtest").join(format!(
+        "k8s-{}-etcd-{}",
+        versions.kubernetes, versions.etcd
+    ))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -104,12 +116,20 @@ mod tests {
         assert_eq!(v.kubernetes, "v1.2.3");
         assert_eq!(v.etcd, "v3.4.5");
         let pinned = Versions::pinned();
-        assert!(pinned.kubernetes.starts_with("v1.") && pinned.etcd.starts_with("v3."), "{pinned:?}");
+        assert!(
+            pinned.kubernetes.starts_with("v1.") && pinned.etcd.starts_with("v3."),
+            "{pinned:?}"
+        );
     }
 
     #[test]
     fn k8s_openapi_feature_matches_the_pinned_minor() {
-        let minor = Versions::pinned().kubernetes.split('.').nth(1).unwrap_or_default().to_owned();
+        let minor = Versions::pinned()
+            .kubernetes
+            .split('.')
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
         let cargo = include_str!("../../Cargo.toml");
         assert!(
             cargo.contains(&format!("\"v1_{minor}\"")),

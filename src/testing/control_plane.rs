@@ -37,10 +37,19 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
-    /// Starts etcd and kube-apiserver, waits until the apiserver is ready and
-    /// the `default` namespace exists, and writes an admin kubeconfig.
+    /// Starts etcd and kube-apiserver in a new temporary directory, waits
+    /// until the apiserver is ready and the `default` namespace exists, and
+    /// writes an admin kubeconfig.
     pub async fn start(assets: Assets) -> anyhow::Result<Self> {
-        let dir = tempfile::Builder::new().prefix("handoff-envtest-").tempdir()?;
+        Self::start_in(assets, &std::env::temp_dir()).await
+    }
+
+    /// [`ControlPlane::start`] with the temporary directory created under
+    /// `parent` (so a killed `handoff dev` leaves its state in its own dir).
+    pub async fn start_in(assets: Assets, parent: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-envtest-")
+            .tempdir_in(parent)?;
         let root = dir.path();
         let pki = Pki::generate()?;
         let certs = root.join("certs");
@@ -64,7 +73,14 @@ impl ControlPlane {
         let kubeconfig_path = root.join("kubeconfig");
         std::fs::write(&kubeconfig_path, serde_saphyr::to_string(&kubeconfig)?)?;
 
-        let mut plane = Self { apiserver, etcd, kubeconfig, kubeconfig_path, assets, dir };
+        let mut plane = Self {
+            apiserver,
+            etcd,
+            kubeconfig,
+            kubeconfig_path,
+            assets,
+            dir,
+        };
         plane.wait_ready().await?;
         Ok(plane)
     }
@@ -163,7 +179,10 @@ fn start_apiserver(
         .arg("--authorization-mode=RBAC")
         .arg(format!("--service-account-issuer=https://127.0.0.1:{port}"))
         .arg(format!("--service-account-key-file={}", cert("sa.pub")))
-        .arg(format!("--service-account-signing-key-file={}", cert("sa.key")))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            cert("sa.key")
+        ))
         .arg("--v=1");
     Supervised::spawn("kube-apiserver", cmd, &root.join("kube-apiserver.log"))
 }
@@ -189,7 +208,8 @@ fn admin_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<Kubeconfig> {
 
 /// A client for a kubeconfig's current context.
 pub async fn client_from(kubeconfig: &Kubeconfig) -> anyhow::Result<Client> {
-    let config = Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default()).await?;
+    let config =
+        Config::from_custom_kubeconfig(kubeconfig.clone(), &KubeConfigOptions::default()).await?;
     Ok(Client::try_from(config)?)
 }
 
@@ -210,10 +230,19 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     for crd in crate::api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         loop {
-            let established = api.get(&name).await?.status.and_then(|s| s.conditions).is_some_and(|cs| {
-                cs.iter().any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            let path = format!("/apis/{}/{}/{}", crd.spec.group, crd.spec.versions[0].name, crd.spec.names.plural);
+            let established = api
+                .get(&name)
+                .await?
+                .status
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            let path = format!(
+                "/apis/{}/{}/{}",
+                crd.spec.group, crd.spec.versions[0].name, crd.spec.names.plural
+            );
             let served = established
                 && client
                     .request_text(http_get(&format!("{path}?limit=1"))?)
@@ -222,7 +251,10 @@ pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
             if served {
                 break;
             }
-            anyhow::ensure!(Instant::now() < deadline, "CRD {name} was not established within 30s");
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "CRD {name} was not established within 30s"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }

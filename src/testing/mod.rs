@@ -79,7 +79,8 @@ pub fn shared_postgres_url() -> String {
         if let Ok(url) = std::env::var("DATABASE_URL") {
             return url;
         }
-        let pg = Postgres::start().unwrap_or_else(|e| panic!("the test PostgreSQL could not start: {e:#}"));
+        let pg = Postgres::start()
+            .unwrap_or_else(|e| panic!("the test PostgreSQL could not start: {e:#}"));
         let url = pg.url();
         if let Ok(mut slot) = POSTGRES.lock() {
             *slot = Some(pg);
@@ -104,7 +105,9 @@ impl TestEnv {
             existing_cluster: false,
             pids: plane.pids(),
         };
-        *PLANE.lock().map_err(|_| anyhow::anyhow!("control plane lock poisoned"))? = Some(plane);
+        *PLANE
+            .lock()
+            .map_err(|_| anyhow::anyhow!("control plane lock poisoned"))? = Some(plane);
         register_exit_cleanup();
         Ok(env)
     }
@@ -115,9 +118,17 @@ impl TestEnv {
             .and_then(|v| std::env::split_paths(&v).next())
             .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".kube/config")))
             .ok_or_else(|| anyhow::anyhow!("USE_EXISTING_CLUSTER=true but no kubeconfig found"))?;
-        let kubectl = Assets::locate().map(|a| a.bin("kubectl")).unwrap_or_else(|_| "kubectl".into());
+        let kubectl = Assets::locate()
+            .map(|a| a.bin("kubectl"))
+            .unwrap_or_else(|_| "kubectl".into());
         install_crds(&client_from(&kubeconfig).await?).await?;
-        Ok(Self { kubeconfig, kubeconfig_path, kubectl, existing_cluster: true, pids: Vec::new() })
+        Ok(Self {
+            kubeconfig,
+            kubeconfig_path,
+            kubectl,
+            existing_cluster: true,
+            pids: Vec::new(),
+        })
     }
 
     /// A fresh client (make one per test: clients are bound to their runtime).

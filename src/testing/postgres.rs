@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
 use nix::unistd::{Uid, User, chown};
 use tempfile::TempDir;
 
@@ -24,40 +25,70 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// Runs `initdb` and starts `postgres`, waiting until it accepts connections.
+    /// Runs `initdb` and starts `postgres` in a new temporary directory,
+    /// waiting until it accepts connections.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_in(&std::env::temp_dir())
+    }
+
+    /// [`Postgres::start`] with the temporary directory created under
+    /// `parent`. As root the directory goes under the system temp dir
+    /// instead: the `postgres` user must be able to reach it, and `parent`
+    /// may be private to root.
+    pub fn start_in(parent: &Path) -> anyhow::Result<Self> {
         let bindir = bindir()?;
-        let dir = tempfile::Builder::new().prefix("handoff-pg-").tempdir()?;
-        let run_as = if Uid::effective().is_root() {
-            let user = User::from_name("postgres")?.ok_or_else(|| {
-                anyhow::anyhow!(
-                    "running as root, and initdb refuses root: create a `postgres` user \
-                     (the postgresql package does) or run as a normal user"
-                )
-            })?;
-            chown(dir.path(), Some(user.uid), Some(user.gid))?;
-            Some(user)
+        let run_as = server_user()?;
+        let parent = if run_as.is_some() {
+            std::env::temp_dir()
         } else {
-            None
+            parent.to_owned()
         };
+        let dir = tempfile::Builder::new()
+            .prefix("handoff-pg-")
+            .tempdir_in(parent)?;
+        if let Some(user) = &run_as {
+            chown(dir.path(), Some(user.uid), Some(user.gid))?;
+        }
         let data = dir.path().join("data");
         let log = dir.path().join("initdb.log");
         let mut initdb = command(&bindir, "initdb", run_as.as_ref());
-        initdb.args(["-D"]).arg(&data).args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"]);
+        initdb.args(["-D"]).arg(&data).args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]);
         let mut init = Supervised::spawn("initdb", initdb, &log)?;
         let started = Instant::now();
         let status = loop {
             if let Some(status) = init.exited() {
                 break status;
             }
-            anyhow::ensure!(started.elapsed() < Duration::from_secs(120), "initdb did not finish within 120s");
+            anyhow::ensure!(
+                started.elapsed() < Duration::from_secs(120),
+                "initdb did not finish within 120s"
+            );
             std::thread::sleep(Duration::from_millis(50));
         };
-        anyhow::ensure!(status.success(), "initdb failed ({status}):\n{}", init.log_tail(20));
+        anyhow::ensure!(
+            status.success(),
+            "initdb failed ({status}):\n{}",
+            init.log_tail(20)
+        );
 
         let port = free_port()?;
         let server = spawn_server(&bindir, run_as.as_ref(), dir.path(), port)?;
-        let mut pg = Self { server, port, bindir, run_as, dir };
+        let mut pg = Self {
+            server,
+            port,
+            bindir,
+            run_as,
+            dir,
+        };
         pg.wait_ready()?;
         Ok(pg)
     }
@@ -88,6 +119,11 @@ impl Postgres {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// The directory holding the data, socket and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.server.pid()
@@ -101,20 +137,54 @@ impl Postgres {
     /// Starts the server again on the same port and data.
     pub fn restart_server(&mut self) -> anyhow::Result<()> {
         self.server.stop(Duration::from_secs(10));
-        self.server = spawn_server(&self.bindir, self.run_as.as_ref(), self.dir.path(), self.port)?;
+        self.server = spawn_server(
+            &self.bindir,
+            self.run_as.as_ref(),
+            self.dir.path(),
+            self.port,
+        )?;
         self.wait_ready()
     }
 }
 
-fn spawn_server(bindir: &Path, run_as: Option<&User>, dir: &Path, port: u16) -> anyhow::Result<Supervised> {
+/// The user the server runs as: `None` (ourselves) unless we are root.
+fn server_user() -> anyhow::Result<Option<User>> {
+    if !Uid::effective().is_root() {
+        return Ok(None);
+    }
+    let user = User::from_name("postgres")?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "running as root, and initdb refuses root: create a `postgres` user \
+             (the postgresql package does) or run as a normal user"
+        )
+    })?;
+    Ok(Some(user))
+}
+
+fn spawn_server(
+    bindir: &Path,
+    run_as: Option<&User>,
+    dir: &Path,
+    port: u16,
+) -> anyhow::Result<Supervised> {
     let mut cmd = command(bindir, "postgres", run_as);
     cmd.arg("-D")
         .arg(dir.join("data"))
         .args(["-p", &port.to_string(), "-k"])
         .arg(dir)
-        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .args([
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+        ])
         .args(["-c", "full_page_writes=off", "-c", "max_connections=200"]);
-    Supervised::spawn("postgres", cmd, &dir.join("postgres.log"))
+    Ok(
+        Supervised::spawn("postgres", cmd, &dir.join("postgres.log"))?
+            .with_stop_signal(Signal::SIGINT),
+    )
 }
 
 fn command(bindir: &Path, program: &str, run_as: Option<&User>) -> Command {
@@ -134,10 +204,10 @@ pub fn bindir() -> anyhow::Result<PathBuf> {
         return Ok(PathBuf::from(dir));
     }
     let has_both = |d: &Path| d.join("initdb").is_file() && d.join("postgres").is_file();
-    if let Some(path) = std::env::var_os("PATH") {
-        if let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d)) {
-            return Ok(dir);
-        }
+    if let Some(path) = std::env::var_os("PATH")
+        && let Some(dir) = std::env::split_paths(&path).find(|d| has_both(d))
+    {
+        return Ok(dir);
     }
     let mut debian: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
         .into_iter()

@@ -51,6 +51,7 @@ pub struct Supervised {
     name: String,
     child: Child,
     log: PathBuf,
+    stop_signal: Signal,
 }
 
 impl Supervised {
@@ -86,7 +87,19 @@ impl Supervised {
             .recv()
             .map_err(|_| anyhow::anyhow!("the spawner thread is gone"))?
             .map_err(|e| anyhow::anyhow!("cannot start {name}: {e}"))?;
-        Ok(Self { name: name.to_owned(), child, log: log.to_owned() })
+        Ok(Self {
+            name: name.to_owned(),
+            child,
+            log: log.to_owned(),
+            stop_signal: Signal::SIGTERM,
+        })
+    }
+
+    /// Use `signal` instead of SIGTERM to ask the child to stop (PostgreSQL's
+    /// SIGTERM waits for every client to leave; SIGINT is its fast shutdown).
+    pub fn with_stop_signal(mut self, signal: Signal) -> Self {
+        self.stop_signal = signal;
+        self
     }
 
     /// The child's process id (also its process group id).
@@ -117,13 +130,14 @@ impl Supervised {
         tail(&self.log, lines)
     }
 
-    /// SIGTERM to the group, then SIGKILL after `grace`; reaps the child.
+    /// The stop signal (SIGTERM by default) to the group, then SIGKILL after
+    /// `grace`; reaps the child.
     pub fn stop(&mut self, grace: Duration) {
         if self.exited().is_some() {
             return;
         }
         let group = Pid::from_raw(self.child.id() as libc::pid_t);
-        let _ = killpg(group, Signal::SIGTERM);
+        let _ = killpg(group, self.stop_signal);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if self.exited().is_some() {
@@ -139,7 +153,10 @@ impl Supervised {
 
     /// SIGKILL to the group at once (fault injection); reaps the child.
     pub fn kill(&mut self) {
-        let _ = killpg(Pid::from_raw(self.child.id() as libc::pid_t), Signal::SIGKILL);
+        let _ = killpg(
+            Pid::from_raw(self.child.id() as libc::pid_t),
+            Signal::SIGKILL,
+        );
         let _ = self.child.wait();
     }
 }
@@ -172,6 +189,8 @@ pub fn free_port() -> anyhow::Result<u16> {
 pub fn is_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
     }
 }

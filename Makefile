@@ -1,0 +1,49 @@
+# handoff — the two commands are `make run` and `make test`.
+#
+#   make run             local control plane (+ PostgreSQL) with the CRDs, until Ctrl-C
+#   make test            install what is missing, then fmt check, clippy, every test
+#   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
+#   make crds            regenerate crds/ from the Rust types
+#   make lint / fmt / build / bench
+
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres bench clean
+
+all: build
+
+build:
+	$(CARGO) build --release --locked
+
+## The control plane binaries, built once per version into ~/.cache/handoff/envtest.
+envtest-assets:
+	@hack/envtest/build.sh >/dev/null
+
+## PostgreSQL server binaries for the mirror tests and `handoff dev`.
+postgres:
+	@hack/ensure-postgres.sh
+
+run: envtest-assets
+	$(CARGO) run --locked -- dev
+
+test-deps: envtest-assets postgres
+
+test: test-deps lint
+	$(CARGO) test --locked --all-targets
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt
+
+crds:
+	$(CARGO) run --locked -q -- crd --dir crds
+
+bench:
+	@echo "make bench: no benchmarks yet"
+
+clean:
+	$(CARGO) clean
