@@ -9,8 +9,6 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use tokio::signal::unix::{SignalKind, signal};
-
 use crate::testing::{Assets, ControlPlane, Postgres, Versions, install_crds, postgres};
 
 /// The line `handoff dev` prints once everything is up (scripts wait for it).
@@ -70,7 +68,7 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
 
-    wait_for_shutdown().await?;
+    crate::telemetry::shutdown_signal().await;
     eprintln!("handoff dev: stopping …");
     drop(pg);
     plane.stop();
@@ -93,14 +91,6 @@ fn env_script(kubeconfig: &Path, bin_dir: &Path, database_url: Option<&str>) -> 
     script
 }
 
-async fn wait_for_shutdown() -> anyhow::Result<()> {
-    let mut term = signal(SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r?,
-        _ = term.recv() => {}
-    }
-    Ok(())
-}
 
 #[cfg(test)]
 mod tests {

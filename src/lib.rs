@@ -5,6 +5,8 @@
 //! architecture:
 //!
 //! - [`api`]: the custom resource types and the pure key → name mapping.
+//! - [`store`]: the one place that talks `Handoff` to the apiserver.
+//! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
 //! - [`goals`]: the continuation preamble (and, later, refine/brainstorm goals).
 //! - [`transcript`]: linearizes another agent's transcript into a handoff document.
 //! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
@@ -15,6 +17,8 @@
 pub mod api;
 pub mod dev;
 pub mod goals;
+pub mod mcp;
 pub mod telemetry;
+pub mod store;
 pub mod testing;
 pub mod transcript;

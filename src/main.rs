@@ -22,7 +22,7 @@ enum Command {
     /// Run the reconcile loops (leader-elected).
     Controller,
     /// Serve the four handoff tools over MCP (stdio or streamable HTTP).
-    Mcp,
+    Mcp(handoff::mcp::McpArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd {
         /// Write one file per CRD into this directory instead of printing.
@@ -53,7 +53,7 @@ fn main() -> ExitCode {
         Command::Transcript(command) => handoff::transcript::cli::run(command),
         Command::Dev { dir } => runtime().and_then(|rt| rt.block_on(handoff::dev::run(dir))),
         Command::Controller => not_yet("controller"),
-        Command::Mcp => not_yet("mcp"),
+        Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,3 +17,105 @@ pub fn init_logging() {
         .with_writer(std::io::stderr)
         .try_init();
 }
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of a tool call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolCallLabels {
+    /// Tool name.
+    pub tool: String,
+    /// A contract profile, or `other` (keeps the label's cardinality bounded).
+    pub profile: String,
+    /// `ok`, `refused`, `invalid`, `forbidden`, `unavailable` or `error`.
+    pub outcome: String,
+}
+
+/// Labels of a tool's latency.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ToolLabels {
+    /// Tool name.
+    pub tool: String,
+}
+
+/// The bridge's metrics.
+pub struct BridgeMetrics {
+    registry: Registry,
+    calls: Family<ToolCallLabels, Counter>,
+    latency: Family<ToolLabels, Histogram>,
+}
+
+impl BridgeMetrics {
+    /// Registers `handoff_mcp_tool_calls_total` and `handoff_mcp_tool_call_duration_seconds`.
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("handoff_mcp");
+        let calls = Family::<ToolCallLabels, Counter>::default();
+        let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 14))
+        });
+        registry.register("tool_calls", "MCP tool calls by tool, profile and outcome", calls.clone());
+        registry.register("tool_call_duration_seconds", "MCP tool call latency", latency.clone());
+        Arc::new(Self { registry, calls, latency })
+    }
+
+    /// Records one call.
+    pub fn record(&self, labels: ToolCallLabels, elapsed: Duration) {
+        self.latency.get_or_create(&ToolLabels { tool: labels.tool.clone() }).observe(elapsed.as_secs_f64());
+        self.calls.get_or_create(&labels).inc();
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` until `shutdown` resolves.
+pub async fn serve_metrics(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<BridgeMetrics>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        metrics.encode(),
+                    )
+                }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }));
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}

@@ -6,6 +6,7 @@
 
 mod handoff;
 pub mod naming;
+pub mod validation;
 
 use std::io::Write;
 use std::path::Path;

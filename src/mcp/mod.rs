@@ -1,0 +1,110 @@
+//! The MCP-to-apiserver bridge (`handoff mcp`): four tools — `get_handoff`,
+//! `write_handoff`, `list_handoffs`, `delete_handoff` — onto `Handoff`
+//! objects, over stdio or streamable HTTP.
+//!
+//! The bridge is thin and stateless: it keeps no handoff state, acts with
+//! the caller's own credentials (over HTTP the agent's bearer token is
+//! passed through; over stdio the process's kubeconfig or in-cluster
+//! identity), and lets the apiserver's RBAC and the CRD's schema be the
+//! authority. Profiles ([`profiles`]) decide which tools an agent sees.
+//!
+//! - [`profiles`]: the profile → tools table (pure).
+//! - [`tools`]: arguments, results, schemas, validation, paging, texts (pure).
+//! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
+//! - [`server`]: the rmcp `ServerHandler`.
+//! - [`http`]: the streamable HTTP transport with authentication.
+
+pub mod auth;
+pub mod http;
+pub mod profiles;
+pub mod server;
+pub mod tools;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use rmcp::ServiceExt;
+use tokio_util::sync::CancellationToken;
+
+use self::auth::{Caller, TokenResolver};
+use self::profiles::Profile;
+use self::server::HandoffServer;
+use crate::telemetry::{BridgeMetrics, serve_metrics};
+
+/// Arguments of `handoff mcp`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("transport").required(true).args(["stdio", "listen"])))]
+pub struct McpArgs {
+    /// Serve one agent over stdin/stdout, with this process's kubeconfig or
+    /// in-cluster identity.
+    #[arg(long)]
+    pub stdio: bool,
+    /// Serve streamable HTTP at http://ADDR/mcp (callers send bearer tokens).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// The agent profile (stdio). Over HTTP the caller's ServiceAccount label
+    /// `handoff.dev/profile` or the `X-Handoff-Profile` header names it.
+    #[arg(long, env = "HANDOFF_PROFILE", default_value = "")]
+    pub profile: String,
+    /// Namespace of the handoffs (default: the kubeconfig's or the pod's).
+    #[arg(long, env = "HANDOFF_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// A Host header value to accept besides loopback (repeatable), e.g. the
+    /// Service name `handoff-bridge.handoff-system.svc`.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// Serve /metrics, /healthz and /readyz on this address.
+    #[arg(long, env = "HANDOFF_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Most callers whose client and identity are cached.
+    #[arg(long, default_value_t = 1024)]
+    pub token_cache_size: usize,
+    /// How long a cached caller identity is trusted, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub token_cache_ttl: u64,
+}
+
+/// Runs `handoff mcp`.
+pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    let config = kube::Config::infer().await?;
+    let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+    let metrics = BridgeMetrics::new();
+    let shutdown = CancellationToken::new();
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let stop = shutdown.clone();
+        tokio::spawn(serve_metrics(listener, metrics.clone(), async move { stop.cancelled().await }));
+    }
+    if args.stdio {
+        let profile = Profile::new(&args.profile);
+        if profile.tools().is_empty() {
+            tracing::warn!(profile = %profile.as_str(), "this profile sees no handoff tool (set --profile or HANDOFF_PROFILE)");
+        }
+        let client = kube::Client::try_from(config)?;
+        let caller = Arc::new(Caller::new(client, &namespace, profile));
+        let service = HandoffServer::for_caller(caller, metrics).serve(rmcp::transport::stdio()).await?;
+        service.waiting().await?;
+        shutdown.cancel();
+        return Ok(());
+    }
+    let addr = args.listen.ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
+    let bridge = kube::Client::try_from(config.clone())?;
+    let ttl = Duration::from_secs(args.token_cache_ttl);
+    let resolver = Arc::new(TokenResolver::new(config, bridge, &namespace, args.token_cache_size, ttl));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    eprintln!("handoff mcp: serving http://{}/mcp (namespace {namespace})", listener.local_addr()?);
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        crate::telemetry::shutdown_signal().await;
+        stop.cancel();
+    });
+    http::serve(listener, resolver, metrics, allowed_hosts(&args.allowed_hosts), shutdown).await?;
+    Ok(())
+}
+
+/// Loopback plus the configured hosts.
+pub fn allowed_hosts(extra: &[String]) -> Vec<String> {
+    http::LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).chain(extra.iter().cloned()).collect()
+}

@@ -1,0 +1,246 @@
+//! The MCP server: `tools/list` filtered by profile, `tools/call` dispatched
+//! to the store with the caller's credentials, every failure turned into a
+//! message an agent can act on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::handler::server::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde::Serialize;
+
+use super::auth::Caller;
+use super::profiles::{ToolName, WRITER_PROFILES};
+use super::tools::{self, DeleteArgs, DeleteResult, GetArgs, GetResult, HandoffView, ListArgs, WriteArgs, WriteResult};
+use crate::api::validation::FieldError;
+use crate::store::ListQuery;
+use crate::telemetry::{BridgeMetrics, ToolCallLabels};
+
+/// Longest a tool call may wait for the apiserver before answering with a
+/// retriable error.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The MCP server of one stdio process or of HTTP requests.
+#[derive(Clone)]
+pub struct HandoffServer {
+    /// The caller of a stdio process; `None` over HTTP, where each request
+    /// carries its own (see `http.rs`).
+    fixed: Option<Arc<Caller>>,
+    metrics: Arc<BridgeMetrics>,
+}
+
+/// Why a call failed, classified for the metric and the message.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{0}")]
+    Args(String),
+    #[error("{0}")]
+    Field(#[from] FieldError),
+    #[error("{message}")]
+    Kube { outcome: &'static str, message: String },
+}
+
+impl CallError {
+    fn outcome(&self) -> &'static str {
+        match self {
+            CallError::Args(_) | CallError::Field(_) => "invalid",
+            CallError::Kube { outcome, .. } => outcome,
+        }
+    }
+}
+
+impl HandoffServer {
+    /// A server for one fixed caller (stdio).
+    pub fn for_caller(caller: Arc<Caller>, metrics: Arc<BridgeMetrics>) -> Self {
+        Self { fixed: Some(caller), metrics }
+    }
+
+    /// A server whose callers come with each HTTP request.
+    pub fn per_request(metrics: Arc<BridgeMetrics>) -> Self {
+        Self { fixed: None, metrics }
+    }
+
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Caller>, McpError> {
+        if let Some(caller) = &self.fixed {
+            return Ok(caller.clone());
+        }
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
+            .cloned()
+            .ok_or_else(|| McpError::internal_error("request reached the server without an authenticated caller", None))
+    }
+
+    async fn dispatch(&self, caller: &Caller, tool: ToolName, args: Option<rmcp::model::JsonObject>) -> Result<(serde_json::Value, String), CallError> {
+        match tool {
+            ToolName::Get => {
+                let args: GetArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                crate::api::validation::handoff_key(&args.handoff_key)?;
+                let found = caller.store().get(&args.handoff_key).await.map_err(|e| kube_error(caller, tool, e))?;
+                let result = GetResult { found: found.is_some(), handoff: found.as_ref().map(HandoffView::of) };
+                Ok((json(&result), tools::text::get(&args.handoff_key, &result)))
+            }
+            ToolName::Write => {
+                let args: WriteArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                let mut request = tools::write_request(args)?;
+                let writer = caller.username().await.map_err(|e| kube_error(caller, tool, e))?;
+                request.created_by = Some(writer.to_owned()).filter(|w| !w.is_empty());
+                let (outcome, stored) =
+                    caller.store().write(&request).await.map_err(|e| kube_error(caller, tool, e))?;
+                let result = WriteResult { outcome, handoff: HandoffView::of(&stored) };
+                Ok((json(&result), tools::text::write(&result)))
+            }
+            ToolName::List => {
+                let args: ListArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                crate::api::validation::project(&args.project)?;
+                let limit = tools::list_limit(args.limit)?;
+                if let Some(cursor) = args.cursor.as_deref().filter(|c| !c.is_empty()) {
+                    tools::decode_cursor(cursor)?;
+                }
+                let query = ListQuery { project: args.project.clone(), repo: args.repo.clone() };
+                let sorted = caller.store().list_sorted(&query).await.map_err(|e| kube_error(caller, tool, e))?;
+                let result =
+                    tools::list_page(sorted, args.cursor.as_deref(), limit, args.include_body.unwrap_or(false))?;
+                Ok((json(&result), tools::text::list(&args.project, &result)))
+            }
+            ToolName::Delete => {
+                let args: DeleteArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                crate::api::validation::handoff_key(&args.handoff_key)?;
+                let deleted =
+                    caller.store().delete(&args.handoff_key).await.map_err(|e| kube_error(caller, tool, e))?;
+                let result = DeleteResult { deleted, handoff_key: args.handoff_key };
+                Ok((json(&result), tools::text::delete(&result)))
+            }
+        }
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// The verb RBAC checks for a tool, for Forbidden messages.
+fn verb(tool: ToolName) -> &'static str {
+    match tool {
+        ToolName::Get => "get",
+        ToolName::List => "list",
+        ToolName::Write => "write (get, create, patch)",
+        ToolName::Delete => "delete",
+    }
+}
+
+/// An apiserver error as an agent-actionable message.
+fn kube_error(caller: &Caller, tool: ToolName, err: kube::Error) -> CallError {
+    let namespace = caller.store().namespace();
+    let (outcome, message) = match &err {
+        kube::Error::Api(status) if status.code == 403 => (
+            "forbidden",
+            format!(
+                "identity {} may not {} handoffs in namespace {namespace} (the apiserver's RBAC refused: {})",
+                caller.known_username(),
+                verb(tool),
+                status.message
+            ),
+        ),
+        kube::Error::Api(status) if status.code == 401 => {
+            ("forbidden", "the apiserver did not accept your credentials (an expired token?)".to_owned())
+        }
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
+            ("invalid", format!("the apiserver refused the handoff: {}", status.message))
+        }
+        kube::Error::Api(status) if status.code == 429 || status.code >= 500 => (
+            "unavailable",
+            format!("the Kubernetes API is temporarily unavailable ({}: {}); retriable: try again shortly", status.code, status.message),
+        ),
+        kube::Error::Api(status) => ("error", format!("the apiserver answered {}: {}", status.code, status.message)),
+        other => (
+            "unavailable",
+            format!("the Kubernetes API is unreachable ({other}); retriable: try again shortly"),
+        ),
+    };
+    CallError::Kube { outcome, message }
+}
+
+/// The profile label of the metric: a contract profile, or `other`.
+fn profile_label(caller: &Caller) -> String {
+    WRITER_PROFILES
+        .into_iter()
+        .find(|p| p.eq_ignore_ascii_case(caller.profile().as_str()))
+        .unwrap_or("other")
+        .to_owned()
+}
+
+impl ServerHandler for HandoffServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("handoff", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Handoffs are compact summaries that let an agent continue a conversation without its transcript. \
+                 At start: get_handoff with the continuation key from your preamble (none: start fresh). \
+                 Before you finish: write_handoff with a compact markdown summary.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let tools = caller.profile().tools().into_iter().map(tools::definition).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(tool) = ToolName::parse(&request.name) else {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`: this server offers get_handoff, write_handoff, list_handoffs, delete_handoff",
+                    request.name
+                ),
+                None,
+            ));
+        };
+        let caller = self.caller(&ctx)?;
+        let started = Instant::now();
+        let (result, outcome) = if !caller.profile().allows(tool) {
+            (CallToolResult::error(vec![ContentBlock::text(caller.profile().refusal(tool))]), "refused")
+        } else {
+            match tokio::time::timeout(CALL_TIMEOUT, self.dispatch(&caller, tool, request.arguments)).await {
+                Ok(Ok((structured, text))) => {
+                    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+                    result.structured_content = Some(structured);
+                    (result, "ok")
+                }
+                Ok(Err(err)) => {
+                    let outcome = err.outcome();
+                    (CallToolResult::error(vec![ContentBlock::text(err.to_string())]), outcome)
+                }
+                Err(_) => (
+                    CallToolResult::error(vec![ContentBlock::text(format!(
+                        "the Kubernetes API did not answer within {}s; retriable: try again shortly",
+                        CALL_TIMEOUT.as_secs()
+                    ))]),
+                    "unavailable",
+                ),
+            }
+        };
+        let labels = ToolCallLabels {
+            tool: tool.as_str().to_owned(),
+            profile: profile_label(&caller),
+            outcome: outcome.to_owned(),
+        };
+        tracing::info!(tool = %tool, profile = %labels.profile, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tool call");
+        self.metrics.record(labels, started.elapsed());
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,269 @@
+//! The one place that talks `Handoff` to the apiserver: upsert, get, list,
+//! delete. Both the MCP bridge (as the calling agent) and the controller use
+//! it, so the semantics of "one current handoff per key" live here:
+//!
+//! - the object name is [`name_for_key`] of the key, so a write is a
+//!   server-side apply to one name and the apiserver's name uniqueness is the
+//!   upsert;
+//! - identical content (project, repo, kind, body) writes nothing: no new
+//!   resourceVersion, no Event downstream;
+//! - applies are forced (the bridge's field manager owns the spec), so
+//!   concurrent writers never see a field conflict: latest wins.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::{Client, ResourceExt};
+
+use crate::api::naming::{labels_for, name_for_key};
+use crate::api::{Handoff, HandoffSpec};
+
+/// The field manager of writes made through the bridge.
+pub const BRIDGE_FIELD_MANAGER: &str = "handoff-bridge";
+
+/// Objects fetched per apiserver list request while collecting a project.
+const LIST_CHUNK: u32 = 500;
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteOutcome {
+    /// No handoff existed for the key.
+    Created,
+    /// The content changed.
+    Updated,
+    /// The content was identical; nothing was written.
+    Unchanged,
+}
+
+/// The content of a write; `created_by` is the authenticated writer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteRequest {
+    /// The conversation object key.
+    pub handoff_key: String,
+    /// Project (a valid label value).
+    pub project: String,
+    /// Repository, if any.
+    pub repo: Option<String>,
+    /// Kind of work, if any.
+    pub kind: Option<String>,
+    /// The summary.
+    pub body: String,
+    /// The authenticated identity writing it.
+    pub created_by: Option<String>,
+}
+
+impl WriteRequest {
+    fn spec(&self) -> HandoffSpec {
+        HandoffSpec {
+            handoff_key: self.handoff_key.clone(),
+            project: self.project.clone(),
+            repo: self.repo.clone(),
+            kind: self.kind.clone(),
+            body: self.body.clone(),
+            created_by: self.created_by.clone(),
+        }
+    }
+}
+
+/// Whether `existing` already holds exactly this content. The writer is not
+/// content: the same summary written again by someone else changes nothing.
+pub fn same_content(existing: &HandoffSpec, request: &WriteRequest) -> bool {
+    existing.project == request.project
+        && existing.repo == request.repo
+        && existing.kind == request.kind
+        && existing.body == request.body
+}
+
+/// A query of one project's handoffs.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    /// Project to list.
+    pub project: String,
+    /// Only this repository, when set.
+    pub repo: Option<String>,
+}
+
+/// Handoff operations in one namespace, with one identity's client.
+#[derive(Clone)]
+pub struct HandoffStore {
+    api: Api<Handoff>,
+    namespace: String,
+}
+
+impl HandoffStore {
+    /// A store for `namespace`, acting with `client`'s identity.
+    pub fn new(client: Client, namespace: &str) -> Self {
+        Self { api: Api::namespaced(client, namespace), namespace: namespace.to_owned() }
+    }
+
+    /// The namespace this store works in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The current handoff for `key`, if any.
+    pub async fn get(&self, key: &str) -> Result<Option<Handoff>, kube::Error> {
+        let found = self.api.get_opt(&name_for_key(key)).await?;
+        Ok(found.filter(|h| h.spec.handoff_key == key))
+    }
+
+    /// Upserts the handoff for `request.handoff_key` (see the module docs).
+    pub async fn write(&self, request: &WriteRequest) -> Result<(WriteOutcome, Handoff), kube::Error> {
+        let name = name_for_key(&request.handoff_key);
+        let existing = self.api.get_opt(&name).await?;
+        if let Some(existing) = existing.as_ref().filter(|h| same_content(&h.spec, request)) {
+            return Ok((WriteOutcome::Unchanged, existing.clone()));
+        }
+        let outcome = if existing.is_some() { WriteOutcome::Updated } else { WriteOutcome::Created };
+        let spec = request.spec();
+        let mut desired = Handoff::new(&name, spec.clone());
+        desired.metadata.labels = Some(labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref()));
+        let params = PatchParams::apply(BRIDGE_FIELD_MANAGER).force();
+        let patch = Patch::Apply(&desired);
+        let written = retry_conflicts(|| self.api.patch(&name, &params, &patch)).await?;
+        Ok((outcome, written))
+    }
+
+    /// Deletes the handoff for `key`; `false` when there was none.
+    pub async fn delete(&self, key: &str) -> Result<bool, kube::Error> {
+        match self.api.delete(&name_for_key(key), &DeleteParams::default()).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Every handoff of a project (and repo), newest first. Reads the
+    /// apiserver in chunks; the caller pages the sorted result.
+    pub async fn list_sorted(&self, query: &ListQuery) -> Result<Vec<Handoff>, kube::Error> {
+        let mut fields = format!("spec.project={}", escape_field_value(&query.project));
+        if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
+            fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
+        }
+        let mut params = ListParams::default().fields(&fields).limit(LIST_CHUNK);
+        let mut all = Vec::new();
+        loop {
+            let page = self.api.list(&params).await?;
+            all.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+        all.sort_by(|a, b| newest_first(&sort_key(a), &sort_key(b)));
+        Ok(all)
+    }
+}
+
+/// When a handoff's content last changed: `status.updatedAt` (the
+/// controller's), else the last spec write recorded in managedFields, else
+/// the creation time.
+pub fn updated_at(h: &Handoff) -> Option<Time> {
+    h.status
+        .as_ref()
+        .and_then(|s| s.updated_at.clone())
+        .or_else(|| {
+            h.metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
+                .filter_map(|m| m.time.clone())
+                .max_by(|a, b| a.0.cmp(&b.0))
+        })
+        .or_else(|| h.metadata.creation_timestamp.clone())
+}
+
+/// The order of lists: `(updated_at desc, handoff_key asc)`.
+pub type SortKey = (Option<Time>, String);
+
+/// A handoff's position in list order.
+pub fn sort_key(h: &Handoff) -> SortKey {
+    (updated_at(h), h.spec.handoff_key.clone())
+}
+
+/// Newest first; ties broken by key so the order is total and pages are stable.
+pub fn newest_first(a: &SortKey, b: &SortKey) -> std::cmp::Ordering {
+    b.0.as_ref().map(|t| t.0).cmp(&a.0.as_ref().map(|t| t.0)).then_with(|| a.1.cmp(&b.1))
+}
+
+/// Field-selector values escape `\`, `,` and `=` with a backslash.
+fn escape_field_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        if matches!(c, '\\' | ',' | '=') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Retries an apiserver call a few times on 409 Conflict (two first writes
+/// racing to create the same object), with a short growing pause.
+async fn retry_conflicts<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        match call().await {
+            Err(kube::Error::Api(status)) if status.code == 409 && attempt < 5 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Name and namespace for messages.
+pub fn describe(h: &Handoff) -> String {
+    format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> Option<Time> {
+        Some(Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts")))
+    }
+
+    #[test]
+    fn newest_first_then_by_key() {
+        let mut keys: Vec<SortKey> =
+            vec![(at(1), "b".into()), (at(3), "a".into()), (None, "z".into()), (at(3), "0".into()), (at(1), "a".into())];
+        keys.sort_by(newest_first);
+        let order: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
+        assert_eq!(order, ["0", "a", "a", "b", "z"]);
+        assert_eq!(keys[0].0, at(3));
+        assert_eq!(keys[4].0, None, "undated entries sort last");
+    }
+
+    #[test]
+    fn field_values_are_escaped() {
+        assert_eq!(escape_field_value("org/repo"), "org/repo");
+        assert_eq!(escape_field_value(r"a,b=c\d"), r"a\,b\=c\\d");
+    }
+
+    #[test]
+    fn content_ignores_the_writer() {
+        let req = WriteRequest {
+            handoff_key: "k".into(),
+            project: "p".into(),
+            repo: None,
+            kind: Some("issue".into()),
+            body: "b".into(),
+            created_by: Some("alice".into()),
+        };
+        let mut spec = req.spec();
+        spec.created_by = Some("bob".into());
+        assert!(same_content(&spec, &req));
+        spec.body.push('!');
+        assert!(!same_content(&spec, &req));
+    }
+}
