@@ -9,7 +9,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres bench clean
+.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean
 
 all: build
 
@@ -27,7 +27,15 @@ postgres:
 run: envtest-assets
 	$(CARGO) run --locked -- dev
 
-test-deps: envtest-assets postgres
+## The real MCP client of the interop tests: the `mcp` Python SDK in .venv.
+mcp-sdk: .venv/.mcp-installed
+
+.venv/.mcp-installed: tests/interop/requirements.txt
+	python3 -m venv .venv
+	.venv/bin/pip install --quiet --disable-pip-version-check -r tests/interop/requirements.txt
+	touch $@
+
+test-deps: envtest-assets postgres mcp-sdk
 
 test: test-deps lint
 	$(CARGO) test --locked --all-targets

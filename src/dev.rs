@@ -91,7 +91,6 @@ fn env_script(kubeconfig: &Path, bin_dir: &Path, database_url: Option<&str>) -> 
     script
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ pub mod api;
 pub mod dev;
 pub mod goals;
 pub mod mcp;
-pub mod telemetry;
 pub mod store;
+pub mod telemetry;
 pub mod testing;
 pub mod transcript;

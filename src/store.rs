@@ -95,7 +95,10 @@ pub struct HandoffStore {
 impl HandoffStore {
     /// A store for `namespace`, acting with `client`'s identity.
     pub fn new(client: Client, namespace: &str) -> Self {
-        Self { api: Api::namespaced(client, namespace), namespace: namespace.to_owned() }
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+        }
     }
 
     /// The namespace this store works in.
@@ -110,16 +113,27 @@ impl HandoffStore {
     }
 
     /// Upserts the handoff for `request.handoff_key` (see the module docs).
-    pub async fn write(&self, request: &WriteRequest) -> Result<(WriteOutcome, Handoff), kube::Error> {
+    pub async fn write(
+        &self,
+        request: &WriteRequest,
+    ) -> Result<(WriteOutcome, Handoff), kube::Error> {
         let name = name_for_key(&request.handoff_key);
         let existing = self.api.get_opt(&name).await?;
         if let Some(existing) = existing.as_ref().filter(|h| same_content(&h.spec, request)) {
             return Ok((WriteOutcome::Unchanged, existing.clone()));
         }
-        let outcome = if existing.is_some() { WriteOutcome::Updated } else { WriteOutcome::Created };
+        let outcome = if existing.is_some() {
+            WriteOutcome::Updated
+        } else {
+            WriteOutcome::Created
+        };
         let spec = request.spec();
         let mut desired = Handoff::new(&name, spec.clone());
-        desired.metadata.labels = Some(labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref()));
+        desired.metadata.labels = Some(labels_for(
+            &spec.project,
+            spec.repo.as_deref(),
+            spec.kind.as_deref(),
+        ));
         let params = PatchParams::apply(BRIDGE_FIELD_MANAGER).force();
         let patch = Patch::Apply(&desired);
         let written = retry_conflicts(|| self.api.patch(&name, &params, &patch)).await?;
@@ -128,7 +142,11 @@ impl HandoffStore {
 
     /// Deletes the handoff for `key`; `false` when there was none.
     pub async fn delete(&self, key: &str) -> Result<bool, kube::Error> {
-        match self.api.delete(&name_for_key(key), &DeleteParams::default()).await {
+        match self
+            .api
+            .delete(&name_for_key(key), &DeleteParams::default())
+            .await
+        {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
             Err(err) => Err(err),
@@ -186,7 +204,10 @@ pub fn sort_key(h: &Handoff) -> SortKey {
 
 /// Newest first; ties broken by key so the order is total and pages are stable.
 pub fn newest_first(a: &SortKey, b: &SortKey) -> std::cmp::Ordering {
-    b.0.as_ref().map(|t| t.0).cmp(&a.0.as_ref().map(|t| t.0)).then_with(|| a.1.cmp(&b.1))
+    b.0.as_ref()
+        .map(|t| t.0)
+        .cmp(&a.0.as_ref().map(|t| t.0))
+        .then_with(|| a.1.cmp(&b.1))
 }
 
 /// Field-selector values escape `\`, `,` and `=` with a backslash.
@@ -230,13 +251,20 @@ mod tests {
     use super::*;
 
     fn at(secs: i64) -> Option<Time> {
-        Some(Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts")))
+        Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts"),
+        ))
     }
 
     #[test]
     fn newest_first_then_by_key() {
-        let mut keys: Vec<SortKey> =
-            vec![(at(1), "b".into()), (at(3), "a".into()), (None, "z".into()), (at(3), "0".into()), (at(1), "a".into())];
+        let mut keys: Vec<SortKey> = vec![
+            (at(1), "b".into()),
+            (at(3), "a".into()),
+            (None, "z".into()),
+            (at(3), "0".into()),
+            (at(1), "a".into()),
+        ];
         keys.sort_by(newest_first);
         let order: Vec<&str> = keys.iter().map(|k| k.1.as_str()).collect();
         assert_eq!(order, ["0", "a", "a", "b", "z"]);

@@ -60,14 +60,30 @@ impl BridgeMetrics {
         let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 14))
         });
-        registry.register("tool_calls", "MCP tool calls by tool, profile and outcome", calls.clone());
-        registry.register("tool_call_duration_seconds", "MCP tool call latency", latency.clone());
-        Arc::new(Self { registry, calls, latency })
+        registry.register(
+            "tool_calls",
+            "MCP tool calls by tool, profile and outcome",
+            calls.clone(),
+        );
+        registry.register(
+            "tool_call_duration_seconds",
+            "MCP tool call latency",
+            latency.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            calls,
+            latency,
+        })
     }
 
     /// Records one call.
     pub fn record(&self, labels: ToolCallLabels, elapsed: Duration) {
-        self.latency.get_or_create(&ToolLabels { tool: labels.tool.clone() }).observe(elapsed.as_secs_f64());
+        self.latency
+            .get_or_create(&ToolLabels {
+                tool: labels.tool.clone(),
+            })
+            .observe(elapsed.as_secs_f64());
         self.calls.get_or_create(&labels).inc();
     }
 
@@ -93,7 +109,10 @@ pub async fn serve_metrics(
                 let metrics = metrics.clone();
                 async move {
                     (
-                        [(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
                         metrics.encode(),
                     )
                 }
@@ -101,7 +120,9 @@ pub async fn serve_metrics(
         )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(|| async { "ok" }));
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

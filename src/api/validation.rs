@@ -22,13 +22,19 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(field: &'static str, rule: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self { field, rule: rule.into(), problem: problem.into() }
+        Self {
+            field,
+            rule: rule.into(),
+            problem: problem.into(),
+        }
     }
 }
 
 /// The handoff key: 1–512 characters, no control characters.
 pub fn handoff_key(value: &str) -> Result<(), FieldError> {
-    let rule = format!("a non-empty conversation key of at most {MAX_KEY_CHARS} characters without control characters");
+    let rule = format!(
+        "a non-empty conversation key of at most {MAX_KEY_CHARS} characters without control characters"
+    );
     required("handoff_key", value, &rule)?;
     max_chars("handoff_key", value, MAX_KEY_CHARS, &rule)?;
     no_control("handoff_key", value, &rule)
@@ -52,14 +58,16 @@ pub fn project(value: &str) -> Result<(), FieldError> {
 
 /// The repository: optional, at most 253 characters, no control characters.
 pub fn repo(value: &str) -> Result<(), FieldError> {
-    let rule = format!("at most {MAX_REPO_CHARS} characters without control characters (e.g. org/repo)");
+    let rule =
+        format!("at most {MAX_REPO_CHARS} characters without control characters (e.g. org/repo)");
     max_chars("repo", value, MAX_REPO_CHARS, &rule)?;
     no_control("repo", value, &rule)
 }
 
 /// The kind: optional, at most 63 characters, no control characters.
 pub fn kind(value: &str) -> Result<(), FieldError> {
-    let rule = format!("at most {MAX_LABEL_CHARS} characters without control characters (e.g. issue)");
+    let rule =
+        format!("at most {MAX_LABEL_CHARS} characters without control characters (e.g. issue)");
     max_chars("kind", value, MAX_LABEL_CHARS, &rule)?;
     no_control("kind", value, &rule)
 }
@@ -87,7 +95,11 @@ fn required(field: &'static str, value: &str, rule: &str) -> Result<(), FieldErr
 fn max_chars(field: &'static str, value: &str, max: usize, rule: &str) -> Result<(), FieldError> {
     let count = value.chars().count();
     if count > max {
-        return Err(FieldError::new(field, rule, format!("got {count} characters, {} too many", count - max)));
+        return Err(FieldError::new(
+            field,
+            rule,
+            format!("got {count} characters, {} too many", count - max),
+        ));
     }
     Ok(())
 }
@@ -97,7 +109,10 @@ fn no_control(field: &'static str, value: &str, rule: &str) -> Result<(), FieldE
         Some((at, c)) => Err(FieldError::new(
             field,
             rule,
-            format!("it contains the control character U+{:04X} at byte {at}", u32::from(c)),
+            format!(
+                "it contains the control character U+{:04X} at byte {at}",
+                u32::from(c)
+            ),
         )),
         None => Ok(()),
     }
@@ -120,20 +135,28 @@ mod tests {
     #[test]
     fn rules_name_the_field_and_the_problem() {
         type Check = fn(&str) -> Result<(), FieldError>;
+        /// The field and words an error must have; `None`: the value is valid.
+        type Expect<'a> = Option<(&'a str, &'a str)>;
         let big_body = "x".repeat(MAX_BODY_CHARS + 5);
-        let cases: Vec<(Check, &str, Option<(&str, &str)>)> = vec![
+        let long_project = "p".repeat(64);
+        let long_kind = "k".repeat(64);
+        let cases: Vec<(Check, &str, Expect)> = vec![
             (handoff_key, "acme/api#42", None),
             (handoff_key, "", Some(("handoff_key", "it is empty"))),
             (handoff_key, "   ", Some(("handoff_key", "it is empty"))),
             (handoff_key, "a\nb", Some(("handoff_key", "U+000A"))),
             (project, "shop", None),
-            (project, "Not A Label!", Some(("project", "\"Not A Label!\""))),
-            (project, &"p".repeat(64), Some(("project", "64 characters"))),
+            (
+                project,
+                "Not A Label!",
+                Some(("project", "\"Not A Label!\"")),
+            ),
+            (project, &long_project, Some(("project", "64 characters"))),
             (project, "-x", Some(("project", "valid label value"))),
             (repo, "org/repo", None),
             (repo, "", None),
             (repo, "a\tb", Some(("repo", "U+0009"))),
-            (kind, &"k".repeat(64), Some(("kind", "1 too many"))),
+            (kind, &long_kind, Some(("kind", "1 too many"))),
             (body, "## State\nok", None),
             (body, "", Some(("body", "it is empty"))),
             (body, "a\0b", Some(("body", "NUL"))),

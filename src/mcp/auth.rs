@@ -50,7 +50,12 @@ pub struct Caller {
 impl Caller {
     /// A caller whose name is looked up on first need (stdio).
     pub fn new(client: Client, namespace: &str, profile: Profile) -> Self {
-        Self { store: HandoffStore::new(client.clone(), namespace), client, profile, username: OnceCell::new() }
+        Self {
+            store: HandoffStore::new(client.clone(), namespace),
+            client,
+            profile,
+            username: OnceCell::new(),
+        }
     }
 
     fn known(client: Client, namespace: &str, profile: Profile, username: String) -> Self {
@@ -71,12 +76,18 @@ impl Caller {
 
     /// The authenticated user name (a SelfSubjectReview, made once).
     pub async fn username(&self) -> Result<&str, kube::Error> {
-        self.username.get_or_try_init(|| who_am_i(&self.client)).await.map(String::as_str)
+        self.username
+            .get_or_try_init(|| who_am_i(&self.client))
+            .await
+            .map(String::as_str)
     }
 
     /// The name if already known (for messages; never a request).
     pub fn known_username(&self) -> &str {
-        self.username.get().map(String::as_str).unwrap_or("the caller")
+        self.username
+            .get()
+            .map(String::as_str)
+            .unwrap_or("the caller")
     }
 }
 
@@ -85,7 +96,11 @@ pub async fn who_am_i(client: &Client) -> Result<String, kube::Error> {
     let review = Api::<SelfSubjectReview>::all(client.clone())
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await?;
-    Ok(review.status.and_then(|s| s.user_info).and_then(|u| u.username).unwrap_or_default())
+    Ok(review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .unwrap_or_default())
 }
 
 /// Why a request could not be tied to a caller.
@@ -118,16 +133,39 @@ impl TokenResolver {
     /// `base` is the bridge's own configuration (cluster URL and CA are
     /// kept, credentials replaced per caller); `bridge` its own client, used
     /// only to read ServiceAccount labels.
-    pub fn new(base: Config, bridge: Client, namespace: &str, capacity: usize, ttl: Duration) -> Self {
-        Self { base, bridge, namespace: namespace.to_owned(), cache: Mutex::new(TtlCache::new(capacity, ttl)) }
+    pub fn new(
+        base: Config,
+        bridge: Client,
+        namespace: &str,
+        capacity: usize,
+        ttl: Duration,
+    ) -> Self {
+        Self {
+            base,
+            bridge,
+            namespace: namespace.to_owned(),
+            cache: Mutex::new(TtlCache::new(capacity, ttl)),
+        }
     }
 
     /// The caller for `token`, with `header_profile` used when its
     /// ServiceAccount has no profile label.
-    pub async fn caller(&self, token: &str, header_profile: Option<&str>) -> Result<Caller, AuthError> {
+    pub async fn caller(
+        &self,
+        token: &str,
+        header_profile: Option<&str>,
+    ) -> Result<Caller, AuthError> {
         let resolved = self.resolve(token).await?;
-        let profile = resolved.sa_profile.clone().unwrap_or_else(|| Profile::new(header_profile.unwrap_or_default()));
-        Ok(Caller::known(resolved.client.clone(), &self.namespace, profile, resolved.username.clone()))
+        let profile = resolved
+            .sa_profile
+            .clone()
+            .unwrap_or_else(|| Profile::new(header_profile.unwrap_or_default()));
+        Ok(Caller::known(
+            resolved.client.clone(),
+            &self.namespace,
+            profile,
+            resolved.username.clone(),
+        ))
     }
 
     async fn resolve(&self, token: &str) -> Result<Arc<Resolved>, AuthError> {
@@ -142,7 +180,11 @@ impl TokenResolver {
             Err(err) => return Err(AuthError::Unavailable(err.to_string())),
         };
         let sa_profile = self.service_account_profile(&username).await;
-        let resolved = Arc::new(Resolved { client, username, sa_profile });
+        let resolved = Arc::new(Resolved {
+            client,
+            username,
+            sa_profile,
+        });
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(key, resolved.clone());
         }
@@ -151,7 +193,10 @@ impl TokenResolver {
 
     fn client_for(&self, token: &str) -> Result<Client, AuthError> {
         let mut config = self.base.clone();
-        config.auth_info = AuthInfo { token: Some(token.to_owned().into()), ..AuthInfo::default() };
+        config.auth_info = AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..AuthInfo::default()
+        };
         config.connect_timeout = Some(CONNECT_TIMEOUT);
         config.read_timeout = Some(READ_TIMEOUT);
         Client::try_from(config).map_err(|e| AuthError::Unavailable(e.to_string()))
@@ -159,8 +204,15 @@ impl TokenResolver {
 
     async fn service_account_profile(&self, username: &str) -> Option<Profile> {
         let (namespace, name) = service_account_of(username)?;
-        match Api::<ServiceAccount>::namespaced(self.bridge.clone(), namespace).get_opt(name).await {
-            Ok(sa) => sa?.metadata.labels?.get(PROFILE_LABEL).map(|p| Profile::new(p)),
+        match Api::<ServiceAccount>::namespaced(self.bridge.clone(), namespace)
+            .get_opt(name)
+            .await
+        {
+            Ok(sa) => sa?
+                .metadata
+                .labels?
+                .get(PROFILE_LABEL)
+                .map(|p| Profile::new(p)),
             Err(err) => {
                 tracing::warn!(%username, error = %err, "cannot read the caller's ServiceAccount; using the profile header");
                 None
@@ -194,7 +246,11 @@ struct TtlCache<V> {
 
 impl<V: Clone> TtlCache<V> {
     fn new(capacity: usize, ttl: Duration) -> Self {
-        Self { entries: HashMap::new(), capacity: capacity.max(1), ttl }
+        Self {
+            entries: HashMap::new(),
+            capacity: capacity.max(1),
+            ttl,
+        }
     }
 
     fn get(&mut self, key: &[u8; 32]) -> Option<V> {
@@ -213,7 +269,11 @@ impl<V: Clone> TtlCache<V> {
             let ttl = self.ttl;
             self.entries.retain(|_, (at, _)| at.elapsed() < ttl);
             if self.entries.len() >= self.capacity
-                && let Some(oldest) = self.entries.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| *k)
+                && let Some(oldest) = self
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(k, _)| *k)
             {
                 self.entries.remove(&oldest);
             }
@@ -237,7 +297,10 @@ mod tests {
 
     #[test]
     fn service_account_names() {
-        assert_eq!(service_account_of("system:serviceaccount:agents:implement"), Some(("agents", "implement")));
+        assert_eq!(
+            service_account_of("system:serviceaccount:agents:implement"),
+            Some(("agents", "implement"))
+        );
         assert_eq!(service_account_of("system:serviceaccount:agents"), None);
         assert_eq!(service_account_of("system:serviceaccount::x"), None);
         assert_eq!(service_account_of("alice"), None);

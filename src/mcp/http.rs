@@ -22,7 +22,12 @@ use crate::telemetry::BridgeMetrics;
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The router: `/mcp` behind authentication.
-pub fn router(resolver: Arc<TokenResolver>, metrics: Arc<BridgeMetrics>, allowed_hosts: Vec<String>, shutdown: CancellationToken) -> axum::Router {
+pub fn router(
+    resolver: Arc<TokenResolver>,
+    metrics: Arc<BridgeMetrics>,
+    allowed_hosts: Vec<String>,
+    shutdown: CancellationToken,
+) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
     config.legacy_session_mode = false;
     config.json_response = true;
@@ -46,15 +51,25 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = router(resolver, metrics, allowed_hosts, shutdown.clone());
-    axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }
 
 /// Resolves the bearer token into a caller and hands it to the MCP service
 /// in the request's extensions; 401 without a valid token.
-async fn authenticate(State(resolver): State<Arc<TokenResolver>>, mut request: Request, next: Next) -> Response {
-    let token = header_text(&request, header::AUTHORIZATION.as_str()).and_then(|v| bearer_token(&v).map(str::to_owned));
+async fn authenticate(
+    State(resolver): State<Arc<TokenResolver>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let token = header_text(&request, header::AUTHORIZATION.as_str())
+        .and_then(|v| bearer_token(&v).map(str::to_owned));
     let Some(token) = token else {
-        return unauthorized("missing bearer token: send `Authorization: Bearer <ServiceAccount token>`", None);
+        return unauthorized(
+            "missing bearer token: send `Authorization: Bearer <ServiceAccount token>`",
+            None,
+        );
     };
     let profile = header_text(&request, PROFILE_HEADER);
     match resolver.caller(&token, profile.as_deref()).await {
@@ -62,15 +77,25 @@ async fn authenticate(State(resolver): State<Arc<TokenResolver>>, mut request: R
             request.extensions_mut().insert(Arc::new(caller));
             next.run(request).await
         }
-        Err(AuthError::InvalidToken) => unauthorized("the apiserver did not accept this bearer token", Some("invalid_token")),
-        Err(err @ AuthError::Unavailable(_)) => {
-            (StatusCode::SERVICE_UNAVAILABLE, [(header::RETRY_AFTER, "2")], format!("{err}; retriable")).into_response()
-        }
+        Err(AuthError::InvalidToken) => unauthorized(
+            "the apiserver did not accept this bearer token",
+            Some("invalid_token"),
+        ),
+        Err(err @ AuthError::Unavailable(_)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "2")],
+            format!("{err}; retriable"),
+        )
+            .into_response(),
     }
 }
 
 fn header_text(request: &Request, name: &str) -> Option<String> {
-    request.headers().get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map(str::to_owned)
+    request
+        .headers()
+        .get(name)
+        .and_then(|v: &HeaderValue| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 fn unauthorized(message: &str, error: Option<&str>) -> Response {
@@ -78,5 +103,10 @@ fn unauthorized(message: &str, error: Option<&str>) -> Response {
         Some(e) => format!("Bearer realm=\"handoff\", error=\"{e}\""),
         None => "Bearer realm=\"handoff\"".to_owned(),
     };
-    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)], message.to_owned()).into_response()
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        message.to_owned(),
+    )
+        .into_response()
 }

@@ -13,11 +13,13 @@
 //! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport with authentication.
+//! - [`stdio`]: the stdio transport, answering malformed lines.
 
 pub mod auth;
 pub mod http;
 pub mod profiles;
 pub mod server;
+pub mod stdio;
 pub mod tools;
 
 use std::net::SocketAddr;
@@ -69,13 +71,18 @@ pub struct McpArgs {
 /// Runs `handoff mcp`.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let config = kube::Config::infer().await?;
-    let namespace = args.namespace.clone().unwrap_or_else(|| config.default_namespace.clone());
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
     let metrics = BridgeMetrics::new();
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let stop = shutdown.clone();
-        tokio::spawn(serve_metrics(listener, metrics.clone(), async move { stop.cancelled().await }));
+        tokio::spawn(serve_metrics(listener, metrics.clone(), async move {
+            stop.cancelled().await
+        }));
     }
     if args.stdio {
         let profile = Profile::new(&args.profile);
@@ -84,27 +91,51 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         }
         let client = kube::Client::try_from(config)?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
-        let service = HandoffServer::for_caller(caller, metrics).serve(rmcp::transport::stdio()).await?;
+        let service = HandoffServer::for_caller(caller, metrics)
+            .serve(stdio::guarded_stdio())
+            .await?;
         service.waiting().await?;
         shutdown.cancel();
         return Ok(());
     }
-    let addr = args.listen.ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
+    let addr = args
+        .listen
+        .ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
     let bridge = kube::Client::try_from(config.clone())?;
     let ttl = Duration::from_secs(args.token_cache_ttl);
-    let resolver = Arc::new(TokenResolver::new(config, bridge, &namespace, args.token_cache_size, ttl));
+    let resolver = Arc::new(TokenResolver::new(
+        config,
+        bridge,
+        &namespace,
+        args.token_cache_size,
+        ttl,
+    ));
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    eprintln!("handoff mcp: serving http://{}/mcp (namespace {namespace})", listener.local_addr()?);
+    eprintln!(
+        "handoff mcp: serving http://{}/mcp (namespace {namespace})",
+        listener.local_addr()?
+    );
     let stop = shutdown.clone();
     tokio::spawn(async move {
         crate::telemetry::shutdown_signal().await;
         stop.cancel();
     });
-    http::serve(listener, resolver, metrics, allowed_hosts(&args.allowed_hosts), shutdown).await?;
+    http::serve(
+        listener,
+        resolver,
+        metrics,
+        allowed_hosts(&args.allowed_hosts),
+        shutdown,
+    )
+    .await?;
     Ok(())
 }
 
 /// Loopback plus the configured hosts.
 pub fn allowed_hosts(extra: &[String]) -> Vec<String> {
-    http::LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).chain(extra.iter().cloned()).collect()
+    http::LOOPBACK_HOSTS
+        .iter()
+        .map(|h| (*h).to_owned())
+        .chain(extra.iter().cloned())
+        .collect()
 }

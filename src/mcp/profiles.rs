@@ -24,7 +24,12 @@ pub enum ToolName {
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub const ALL: [ToolName; 4] = [ToolName::Get, ToolName::Write, ToolName::List, ToolName::Delete];
+    pub const ALL: [ToolName; 4] = [
+        ToolName::Get,
+        ToolName::Write,
+        ToolName::List,
+        ToolName::Delete,
+    ];
 
     /// The wire name.
     pub fn as_str(self) -> &'static str {
@@ -49,7 +54,13 @@ impl fmt::Display for ToolName {
 }
 
 /// Profiles that may read and write handoffs.
-pub const WRITER_PROFILES: [&str; 5] = ["implement", "issueLifecycle", "incident", "brainstorm", "refine"];
+pub const WRITER_PROFILES: [&str; 5] = [
+    "implement",
+    "issueLifecycle",
+    "incident",
+    "brainstorm",
+    "refine",
+];
 /// The one profile that may also delete.
 pub const GROOMER_PROFILE: &str = "refine";
 
@@ -65,7 +76,9 @@ impl Profile {
 
     /// The contract's spelling of a known profile (matched case-insensitively).
     fn canonical(&self) -> Option<&'static str> {
-        WRITER_PROFILES.into_iter().find(|p| p.eq_ignore_ascii_case(&self.0))
+        WRITER_PROFILES
+            .into_iter()
+            .find(|p| p.eq_ignore_ascii_case(&self.0))
     }
 
     /// Whether this profile may see and call `tool`.
@@ -79,15 +92,25 @@ impl Profile {
 
     /// The tools this profile sees.
     pub fn tools(&self) -> Vec<ToolName> {
-        ToolName::ALL.into_iter().filter(|t| self.allows(*t)).collect()
+        ToolName::ALL
+            .into_iter()
+            .filter(|t| self.allows(*t))
+            .collect()
     }
 
     /// Why `tool` is refused, for the agent.
     pub fn refusal(&self, tool: ToolName) -> String {
-        let who = if self.0.is_empty() { "no profile".to_owned() } else { format!("profile `{}`", self.0) };
+        let who = if self.0.is_empty() {
+            "no profile".to_owned()
+        } else {
+            format!("profile `{}`", self.0)
+        };
         let rule = match tool {
             ToolName::Delete => format!("only the `{GROOMER_PROFILE}` profile may delete handoffs"),
-            _ => format!("handoff tools are for the profiles {}", WRITER_PROFILES.join(", ")),
+            _ => format!(
+                "handoff tools are for the profiles {}",
+                WRITER_PROFILES.join(", ")
+            ),
         };
         format!("tool `{tool}` is not available to {who}: {rule}")
     }
@@ -105,18 +128,45 @@ mod tests {
     #[test]
     fn the_contract_table() {
         let cases: [(&str, &[&str]); 9] = [
-            ("refine", &["get_handoff", "write_handoff", "list_handoffs", "delete_handoff"]),
-            ("implement", &["get_handoff", "write_handoff", "list_handoffs"]),
-            ("issueLifecycle", &["get_handoff", "write_handoff", "list_handoffs"]),
-            ("issuelifecycle", &["get_handoff", "write_handoff", "list_handoffs"]),
-            ("incident", &["get_handoff", "write_handoff", "list_handoffs"]),
-            ("brainstorm", &["get_handoff", "write_handoff", "list_handoffs"]),
+            (
+                "refine",
+                &[
+                    "get_handoff",
+                    "write_handoff",
+                    "list_handoffs",
+                    "delete_handoff",
+                ],
+            ),
+            (
+                "implement",
+                &["get_handoff", "write_handoff", "list_handoffs"],
+            ),
+            (
+                "issueLifecycle",
+                &["get_handoff", "write_handoff", "list_handoffs"],
+            ),
+            (
+                "issuelifecycle",
+                &["get_handoff", "write_handoff", "list_handoffs"],
+            ),
+            (
+                "incident",
+                &["get_handoff", "write_handoff", "list_handoffs"],
+            ),
+            (
+                "brainstorm",
+                &["get_handoff", "write_handoff", "list_handoffs"],
+            ),
             ("review", &[]),
             ("", &[]),
             ("refine2", &[]),
         ];
         for (profile, tools) in cases {
-            let got: Vec<&str> = Profile::new(profile).tools().into_iter().map(ToolName::as_str).collect();
+            let got: Vec<&str> = Profile::new(profile)
+                .tools()
+                .into_iter()
+                .map(ToolName::as_str)
+                .collect();
             assert_eq!(got, tools, "profile {profile:?}");
         }
     }
@@ -124,9 +174,17 @@ mod tests {
     #[test]
     fn refusals_name_the_profile_and_the_tool() {
         let msg = Profile::new("implement").refusal(ToolName::Delete);
-        assert!(msg.contains("`delete_handoff`") && msg.contains("`implement`") && msg.contains("refine"), "{msg}");
+        assert!(
+            msg.contains("`delete_handoff`")
+                && msg.contains("`implement`")
+                && msg.contains("refine"),
+            "{msg}"
+        );
         let msg = Profile::new("").refusal(ToolName::Get);
-        assert!(msg.contains("no profile") && msg.contains("get_handoff"), "{msg}");
+        assert!(
+            msg.contains("no profile") && msg.contains("get_handoff"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
@@ -16,7 +16,10 @@ use serde::Serialize;
 
 use super::auth::Caller;
 use super::profiles::{ToolName, WRITER_PROFILES};
-use super::tools::{self, DeleteArgs, DeleteResult, GetArgs, GetResult, HandoffView, ListArgs, WriteArgs, WriteResult};
+use super::tools::{
+    self, DeleteArgs, DeleteResult, GetArgs, GetResult, HandoffView, ListArgs, WriteArgs,
+    WriteResult,
+};
 use crate::api::validation::FieldError;
 use crate::store::ListQuery;
 use crate::telemetry::{BridgeMetrics, ToolCallLabels};
@@ -42,7 +45,10 @@ enum CallError {
     #[error("{0}")]
     Field(#[from] FieldError),
     #[error("{message}")]
-    Kube { outcome: &'static str, message: String },
+    Kube {
+        outcome: &'static str,
+        message: String,
+    },
 }
 
 impl CallError {
@@ -57,12 +63,18 @@ impl CallError {
 impl HandoffServer {
     /// A server for one fixed caller (stdio).
     pub fn for_caller(caller: Arc<Caller>, metrics: Arc<BridgeMetrics>) -> Self {
-        Self { fixed: Some(caller), metrics }
+        Self {
+            fixed: Some(caller),
+            metrics,
+        }
     }
 
     /// A server whose callers come with each HTTP request.
     pub fn per_request(metrics: Arc<BridgeMetrics>) -> Self {
-        Self { fixed: None, metrics }
+        Self {
+            fixed: None,
+            metrics,
+        }
     }
 
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Caller>, McpError> {
@@ -73,26 +85,52 @@ impl HandoffServer {
             .get::<http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Arc<Caller>>())
             .cloned()
-            .ok_or_else(|| McpError::internal_error("request reached the server without an authenticated caller", None))
+            .ok_or_else(|| {
+                McpError::internal_error(
+                    "request reached the server without an authenticated caller",
+                    None,
+                )
+            })
     }
 
-    async fn dispatch(&self, caller: &Caller, tool: ToolName, args: Option<rmcp::model::JsonObject>) -> Result<(serde_json::Value, String), CallError> {
+    async fn dispatch(
+        &self,
+        caller: &Caller,
+        tool: ToolName,
+        args: Option<rmcp::model::JsonObject>,
+    ) -> Result<(serde_json::Value, String), CallError> {
         match tool {
             ToolName::Get => {
                 let args: GetArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 crate::api::validation::handoff_key(&args.handoff_key)?;
-                let found = caller.store().get(&args.handoff_key).await.map_err(|e| kube_error(caller, tool, e))?;
-                let result = GetResult { found: found.is_some(), handoff: found.as_ref().map(HandoffView::of) };
+                let found = caller
+                    .store()
+                    .get(&args.handoff_key)
+                    .await
+                    .map_err(|e| kube_error(caller, tool, e))?;
+                let result = GetResult {
+                    found: found.is_some(),
+                    handoff: found.as_ref().map(HandoffView::of),
+                };
                 Ok((json(&result), tools::text::get(&args.handoff_key, &result)))
             }
             ToolName::Write => {
                 let args: WriteArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 let mut request = tools::write_request(args)?;
-                let writer = caller.username().await.map_err(|e| kube_error(caller, tool, e))?;
+                let writer = caller
+                    .username()
+                    .await
+                    .map_err(|e| kube_error(caller, tool, e))?;
                 request.created_by = Some(writer.to_owned()).filter(|w| !w.is_empty());
-                let (outcome, stored) =
-                    caller.store().write(&request).await.map_err(|e| kube_error(caller, tool, e))?;
-                let result = WriteResult { outcome, handoff: HandoffView::of(&stored) };
+                let (outcome, stored) = caller
+                    .store()
+                    .write(&request)
+                    .await
+                    .map_err(|e| kube_error(caller, tool, e))?;
+                let result = WriteResult {
+                    outcome,
+                    handoff: HandoffView::of(&stored),
+                };
                 Ok((json(&result), tools::text::write(&result)))
             }
             ToolName::List => {
@@ -102,18 +140,35 @@ impl HandoffServer {
                 if let Some(cursor) = args.cursor.as_deref().filter(|c| !c.is_empty()) {
                     tools::decode_cursor(cursor)?;
                 }
-                let query = ListQuery { project: args.project.clone(), repo: args.repo.clone() };
-                let sorted = caller.store().list_sorted(&query).await.map_err(|e| kube_error(caller, tool, e))?;
-                let result =
-                    tools::list_page(sorted, args.cursor.as_deref(), limit, args.include_body.unwrap_or(false))?;
+                let query = ListQuery {
+                    project: args.project.clone(),
+                    repo: args.repo.clone(),
+                };
+                let sorted = caller
+                    .store()
+                    .list_sorted(&query)
+                    .await
+                    .map_err(|e| kube_error(caller, tool, e))?;
+                let result = tools::list_page(
+                    sorted,
+                    args.cursor.as_deref(),
+                    limit,
+                    args.include_body.unwrap_or(false),
+                )?;
                 Ok((json(&result), tools::text::list(&args.project, &result)))
             }
             ToolName::Delete => {
                 let args: DeleteArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 crate::api::validation::handoff_key(&args.handoff_key)?;
-                let deleted =
-                    caller.store().delete(&args.handoff_key).await.map_err(|e| kube_error(caller, tool, e))?;
-                let result = DeleteResult { deleted, handoff_key: args.handoff_key };
+                let deleted = caller
+                    .store()
+                    .delete(&args.handoff_key)
+                    .await
+                    .map_err(|e| kube_error(caller, tool, e))?;
+                let result = DeleteResult {
+                    deleted,
+                    handoff_key: args.handoff_key,
+                };
                 Ok((json(&result), tools::text::delete(&result)))
             }
         }
@@ -147,17 +202,25 @@ fn kube_error(caller: &Caller, tool: ToolName, err: kube::Error) -> CallError {
                 status.message
             ),
         ),
-        kube::Error::Api(status) if status.code == 401 => {
-            ("forbidden", "the apiserver did not accept your credentials (an expired token?)".to_owned())
-        }
-        kube::Error::Api(status) if status.code == 422 || status.code == 400 => {
-            ("invalid", format!("the apiserver refused the handoff: {}", status.message))
-        }
+        kube::Error::Api(status) if status.code == 401 => (
+            "forbidden",
+            "the apiserver did not accept your credentials (an expired token?)".to_owned(),
+        ),
+        kube::Error::Api(status) if status.code == 422 || status.code == 400 => (
+            "invalid",
+            format!("the apiserver refused the handoff: {}", status.message),
+        ),
         kube::Error::Api(status) if status.code == 429 || status.code >= 500 => (
             "unavailable",
-            format!("the Kubernetes API is temporarily unavailable ({}: {}); retriable: try again shortly", status.code, status.message),
+            format!(
+                "the Kubernetes API is temporarily unavailable ({}: {}); retriable: try again shortly",
+                status.code, status.message
+            ),
         ),
-        kube::Error::Api(status) => ("error", format!("the apiserver answered {}: {}", status.code, status.message)),
+        kube::Error::Api(status) => (
+            "error",
+            format!("the apiserver answered {}: {}", status.code, status.message),
+        ),
         other => (
             "unavailable",
             format!("the Kubernetes API is unreachable ({other}); retriable: try again shortly"),
@@ -192,7 +255,12 @@ impl ServerHandler for HandoffServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let tools = caller.profile().tools().into_iter().map(tools::definition).collect();
+        let tools = caller
+            .profile()
+            .tools()
+            .into_iter()
+            .map(tools::definition)
+            .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -213,9 +281,17 @@ impl ServerHandler for HandoffServer {
         let caller = self.caller(&ctx)?;
         let started = Instant::now();
         let (result, outcome) = if !caller.profile().allows(tool) {
-            (CallToolResult::error(vec![ContentBlock::text(caller.profile().refusal(tool))]), "refused")
+            (
+                CallToolResult::error(vec![ContentBlock::text(caller.profile().refusal(tool))]),
+                "refused",
+            )
         } else {
-            match tokio::time::timeout(CALL_TIMEOUT, self.dispatch(&caller, tool, request.arguments)).await {
+            match tokio::time::timeout(
+                CALL_TIMEOUT,
+                self.dispatch(&caller, tool, request.arguments),
+            )
+            .await
+            {
                 Ok(Ok((structured, text))) => {
                     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
                     result.structured_content = Some(structured);
@@ -223,7 +299,10 @@ impl ServerHandler for HandoffServer {
                 }
                 Ok(Err(err)) => {
                     let outcome = err.outcome();
-                    (CallToolResult::error(vec![ContentBlock::text(err.to_string())]), outcome)
+                    (
+                        CallToolResult::error(vec![ContentBlock::text(err.to_string())]),
+                        outcome,
+                    )
                 }
                 Err(_) => (
                     CallToolResult::error(vec![ContentBlock::text(format!(

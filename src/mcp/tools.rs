@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::profiles::ToolName;
-use crate::api::validation::{self, FieldError};
 use crate::api::Handoff;
+use crate::api::validation::{self, FieldError};
 use crate::store::{SortKey, WriteOutcome, WriteRequest, newest_first, sort_key, updated_at};
 
 /// Default and largest page of `list_handoffs`.
@@ -222,7 +222,11 @@ pub fn definition(tool: ToolName) -> Tool {
              you finish. Writing identical content changes nothing.",
             schema::<WriteArgs>(),
             schema::<WriteResult>(),
-            ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
         ),
         ToolName::List => (
             "List a project's handoffs, newest first (optionally one repository). Entries carry a preview and \
@@ -235,10 +239,16 @@ pub fn definition(tool: ToolName) -> Tool {
             "Delete the handoff for a key (stale or done work). Deleting a key that has no handoff is not an error.",
             schema::<DeleteArgs>(),
             schema::<DeleteResult>(),
-            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
         ),
     };
-    Tool::new(tool.as_str(), description, input).with_raw_output_schema(output).with_annotations(annotations)
+    Tool::new(tool.as_str(), description, input)
+        .with_raw_output_schema(output)
+        .with_annotations(annotations)
 }
 
 fn schema<T: JsonSchema>() -> Arc<JsonObject> {
@@ -251,7 +261,10 @@ fn schema<T: JsonSchema>() -> Arc<JsonObject> {
 
 /// Parses a tool's arguments; the message names the tool and serde's reason
 /// (missing field, wrong type, unknown field).
-pub fn parse_args<T: serde::de::DeserializeOwned>(tool: ToolName, args: Option<JsonObject>) -> Result<T, String> {
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: ToolName,
+    args: Option<JsonObject>,
+) -> Result<T, String> {
     let value = serde_json::Value::Object(args.unwrap_or_default());
     serde_json::from_value(value).map_err(|e| format!("invalid arguments for {tool}: {e}"))
 }
@@ -303,7 +316,10 @@ struct Cursor {
 
 /// Encodes the position after which the next page starts.
 pub fn encode_cursor(key: &SortKey) -> String {
-    let cursor = Cursor { u: key.0.as_ref().map(|t| t.0.to_string()), k: key.1.clone() };
+    let cursor = Cursor {
+        u: key.0.as_ref().map(|t| t.0.to_string()),
+        k: key.1.clone(),
+    };
     B64URL.encode(serde_json::to_vec(&cursor).unwrap_or_default())
 }
 
@@ -314,10 +330,16 @@ pub fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
         rule: "the next_cursor of a previous list_handoffs answer, unchanged".into(),
         problem: problem.into(),
     };
-    let bytes = B64URL.decode(cursor.trim()).map_err(|_| invalid("it is not valid base64url"))?;
-    let cursor: Cursor = serde_json::from_slice(&bytes).map_err(|_| invalid("it does not decode to a position"))?;
+    let bytes = B64URL
+        .decode(cursor.trim())
+        .map_err(|_| invalid("it is not valid base64url"))?;
+    let cursor: Cursor =
+        serde_json::from_slice(&bytes).map_err(|_| invalid("it does not decode to a position"))?;
     let updated = match cursor.u {
-        Some(u) => Some(Time(u.parse().map_err(|_| invalid("its timestamp is malformed"))?)),
+        Some(u) => Some(Time(
+            u.parse()
+                .map_err(|_| invalid("its timestamp is malformed"))?,
+        )),
         None => None,
     };
     Ok((updated, cursor.k))
@@ -325,13 +347,22 @@ pub fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
 
 /// One page of items sorted by [`newest_first`]: those strictly after
 /// `after`, at most `limit`, and the position to continue from when more remain.
-pub fn page<T>(sorted: Vec<T>, key: impl Fn(&T) -> SortKey, after: Option<&SortKey>, limit: usize) -> (Vec<T>, Option<SortKey>) {
+pub fn page<T>(
+    sorted: Vec<T>,
+    key: impl Fn(&T) -> SortKey,
+    after: Option<&SortKey>,
+    limit: usize,
+) -> (Vec<T>, Option<SortKey>) {
     let mut rest = sorted
         .into_iter()
         .filter(|item| after.is_none_or(|a| newest_first(&key(item), a).is_gt()))
         .peekable();
     let items: Vec<T> = rest.by_ref().take(limit).collect();
-    let next = rest.peek().is_some().then(|| items.last().map(&key)).flatten();
+    let next = rest
+        .peek()
+        .is_some()
+        .then(|| items.last().map(&key))
+        .flatten();
     (items, next)
 }
 
@@ -342,10 +373,16 @@ pub fn list_page(
     limit: usize,
     include_body: bool,
 ) -> Result<ListResult, FieldError> {
-    let after = cursor.filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+    let after = cursor
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()?;
     let (items, next) = page(sorted, sort_key, after.as_ref(), limit);
     Ok(ListResult {
-        handoffs: items.iter().map(|h| ListEntry::of(h, include_body)).collect(),
+        handoffs: items
+            .iter()
+            .map(|h| ListEntry::of(h, include_body))
+            .collect(),
         next_cursor: next.as_ref().map(encode_cursor),
     })
 }
@@ -369,12 +406,19 @@ pub mod text {
         let h = &result.handoff;
         match result.outcome {
             WriteOutcome::Unchanged => {
-                format!("Handoff `{}` unchanged: it already holds this content; nothing was written.", h.handoff_key)
+                format!(
+                    "Handoff `{}` unchanged: it already holds this content; nothing was written.",
+                    h.handoff_key
+                )
             }
             outcome => format!(
                 "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.",
                 h.handoff_key,
-                if outcome == WriteOutcome::Created { "created" } else { "updated" },
+                if outcome == WriteOutcome::Created {
+                    "created"
+                } else {
+                    "updated"
+                },
                 h.project,
                 h.body.len()
             ),
@@ -404,13 +448,21 @@ pub mod text {
         if result.handoffs.is_empty() {
             return format!("No handoffs in project {project}.");
         }
-        let mut out = format!("{} handoff(s) in project {project}, newest first:\n", result.handoffs.len());
+        let mut out = format!(
+            "{} handoff(s) in project {project}, newest first:\n",
+            result.handoffs.len()
+        );
         for e in &result.handoffs {
             let when = e.updated_at.as_deref().unwrap_or("unknown time");
-            out.push_str(&format!("- `{}` (updated {when}, {} bytes): {}\n", e.handoff_key, e.body_bytes, e.preview));
+            out.push_str(&format!(
+                "- `{}` (updated {when}, {} bytes): {}\n",
+                e.handoff_key, e.body_bytes, e.preview
+            ));
         }
         if let Some(cursor) = &result.next_cursor {
-            out.push_str(&format!("More: call list_handoffs again with cursor \"{cursor}\".\n"));
+            out.push_str(&format!(
+                "More: call list_handoffs again with cursor \"{cursor}\".\n"
+            ));
         }
         out
     }
@@ -420,7 +472,10 @@ pub mod text {
         if result.deleted {
             format!("Deleted the handoff for `{}`.", result.handoff_key)
         } else {
-            format!("No handoff existed for `{}`; nothing to delete.", result.handoff_key)
+            format!(
+                "No handoff existed for `{}`; nothing to delete.",
+                result.handoff_key
+            )
         }
     }
 }
@@ -430,7 +485,9 @@ mod tests {
     use super::*;
 
     fn at(secs: i64) -> Option<Time> {
-        Some(Time(k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts")))
+        Some(Time(
+            k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts"),
+        ))
     }
 
     #[test]
@@ -445,7 +502,9 @@ mod tests {
             assert!(page_items.len() <= 5);
             seen.extend(page_items);
             match next {
-                Some(n) => after = Some(decode_cursor(&encode_cursor(&n)).expect("cursor round trip")),
+                Some(n) => {
+                    after = Some(decode_cursor(&encode_cursor(&n)).expect("cursor round trip"))
+                }
                 None => break,
             }
         }
@@ -462,7 +521,11 @@ mod tests {
 
     #[test]
     fn bad_cursors_and_limits_are_named() {
-        for bad in ["%%%", "bm90IGpzb24", &B64URL.encode(br#"{"u":"yesterday","k":"a"}"#)] {
+        for bad in [
+            "%%%",
+            "bm90IGpzb24",
+            &B64URL.encode(br#"{"u":"yesterday","k":"a"}"#),
+        ] {
             let err = decode_cursor(bad).expect_err(bad);
             assert_eq!(err.field, "cursor");
         }
@@ -480,9 +543,20 @@ mod tests {
             kind: None,
             body: body.into(),
         };
-        assert_eq!(write_request(args("", "p", "b")).expect_err("key").field, "handoff_key");
-        assert_eq!(write_request(args("k", "bad project", "b")).expect_err("project").field, "project");
-        assert_eq!(write_request(args("k", "p", "")).expect_err("body").field, "body");
+        assert_eq!(
+            write_request(args("", "p", "b")).expect_err("key").field,
+            "handoff_key"
+        );
+        assert_eq!(
+            write_request(args("k", "bad project", "b"))
+                .expect_err("project")
+                .field,
+            "project"
+        );
+        assert_eq!(
+            write_request(args("k", "p", "")).expect_err("body").field,
+            "body"
+        );
         let ok = write_request(args("k", "p", "b")).expect("valid");
         assert_eq!(ok.repo, None, "an empty repo means none");
     }
@@ -490,13 +564,26 @@ mod tests {
     #[test]
     fn parse_errors_name_the_tool_and_the_field() {
         let args = |v: serde_json::Value| v.as_object().cloned();
-        let err = parse_args::<WriteArgs>(ToolName::Write, args(serde_json::json!({"handoff_key": "k"})))
-            .expect_err("missing");
-        assert!(err.contains("write_handoff") && err.contains("missing field `project`"), "{err}");
-        let err = parse_args::<GetArgs>(ToolName::Get, args(serde_json::json!({"handoff_key": 5}))).expect_err("type");
-        assert!(err.contains("invalid type: integer `5`, expected a string"), "{err}");
-        let err = parse_args::<GetArgs>(ToolName::Get, args(serde_json::json!({"handoff_key": "k", "x": 1})))
-            .expect_err("unknown");
+        let err = parse_args::<WriteArgs>(
+            ToolName::Write,
+            args(serde_json::json!({"handoff_key": "k"})),
+        )
+        .expect_err("missing");
+        assert!(
+            err.contains("write_handoff") && err.contains("missing field `project`"),
+            "{err}"
+        );
+        let err = parse_args::<GetArgs>(ToolName::Get, args(serde_json::json!({"handoff_key": 5})))
+            .expect_err("type");
+        assert!(
+            err.contains("invalid type: integer `5`, expected a string"),
+            "{err}"
+        );
+        let err = parse_args::<GetArgs>(
+            ToolName::Get,
+            args(serde_json::json!({"handoff_key": "k", "x": 1})),
+        )
+        .expect_err("unknown");
         assert!(err.contains("unknown field `x`"), "{err}");
         assert!(parse_args::<GetArgs>(ToolName::Get, None).is_err());
     }
@@ -505,7 +592,11 @@ mod tests {
     fn every_tool_has_object_schemas_and_honest_annotations() {
         for tool in ToolName::ALL {
             let def = definition(tool);
-            assert_eq!(def.input_schema.get("type").and_then(|t| t.as_str()), Some("object"), "{tool}");
+            assert_eq!(
+                def.input_schema.get("type").and_then(|t| t.as_str()),
+                Some("object"),
+                "{tool}"
+            );
             assert!(def.output_schema.is_some(), "{tool}");
             let a = def.annotations.expect("annotations");
             let read_only = matches!(tool, ToolName::Get | ToolName::List);
@@ -521,6 +612,9 @@ mod tests {
     fn previews_are_one_bounded_line() {
         let p = preview_line("## State\n\n  working   on it\n");
         assert_eq!(p, "## State working on it");
-        assert_eq!(preview_line(&"w ".repeat(500)).chars().count(), PREVIEW_CHARS + 1);
+        assert_eq!(
+            preview_line(&"w ".repeat(500)).chars().count(),
+            PREVIEW_CHARS + 1
+        );
     }
 }

@@ -1,0 +1,208 @@
+//! Helpers shared by the integration suites: the real MCP client (Python
+//! SDK) driver, bridge processes, agent ServiceAccounts with tokens.
+
+#![allow(dead_code)] // each suite uses a different subset
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use handoff::testing::{self, TestEnv};
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+use kube::api::{Api, PostParams};
+use serde_json::Value;
+
+/// The Python interpreter with the `mcp` SDK (`make test-deps` makes `.venv`).
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HANDOFF_MCP_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        venv.exists(),
+        "the MCP Python SDK is missing: run `make test-deps` (creates .venv with `mcp`) or set HANDOFF_MCP_PYTHON"
+    );
+    venv
+}
+
+fn driver() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/mcp_driver.py")
+}
+
+/// Runs a plan through the real MCP client; one JSON result per step.
+pub fn drive(mode_args: &[&str], plan: Value, extra_env: &[(&str, &str)]) -> Vec<Value> {
+    let mut cmd = Command::new(python());
+    cmd.arg(driver())
+        .args(mode_args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("python runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(plan.to_string().as_bytes())
+        .expect("plan");
+    let out = child.wait_with_output().expect("driver output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "MCP driver failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("driver output is not JSON ({e}): {stdout}"))
+}
+
+/// Runs a plan against `handoff mcp --stdio` with the admin kubeconfig.
+pub fn drive_stdio(env: &TestEnv, namespace: &str, profile: &str, plan: Value) -> Vec<Value> {
+    let bin = env!("CARGO_BIN_EXE_handoff");
+    let kubeconfig = env.kubeconfig_path().display().to_string();
+    drive(
+        &[
+            "stdio",
+            bin,
+            "mcp",
+            "--stdio",
+            "--profile",
+            profile,
+            "--namespace",
+            namespace,
+        ],
+        plan,
+        &[("KUBECONFIG", &kubeconfig)],
+    )
+}
+
+/// A `handoff mcp --listen` process for one namespace, killed on drop.
+pub struct Bridge {
+    child: Child,
+    /// `http://127.0.0.1:<port>/mcp`
+    pub url: String,
+}
+
+impl Bridge {
+    /// Starts a bridge on a free loopback port, acting as admin for SA lookups.
+    pub fn start(env: &TestEnv, namespace: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bridge starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let url = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                Some(
+                    l.split_once("serving ")?
+                        .1
+                        .split_whitespace()
+                        .next()?
+                        .to_owned(),
+                )
+            })
+            .expect("the bridge printed its address");
+        std::thread::spawn(move || lines.for_each(drop));
+        Self { child, url }
+    }
+
+    /// Runs a plan over HTTP with `token` and `profile` header.
+    pub fn drive(&self, token: &str, profile: &str, plan: Value) -> Vec<Value> {
+        drive(&["http", &self.url, token, profile], plan, &[])
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Applies `config/rbac/agent_roles.yaml` (the ClusterRoles agents are bound to).
+pub fn apply_agent_roles(env: &TestEnv) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/rbac/agent_roles.yaml");
+    let out = env
+        .kubectl()
+        .args(["apply", "--server-side", "-f"])
+        .arg(path)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "apply agent roles: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Creates ServiceAccount `name` (labelled with `profile` when given), binds
+/// it to `cluster_role` in `namespace` when given, and returns a token for it.
+pub async fn agent_token(
+    env: &TestEnv,
+    namespace: &str,
+    name: &str,
+    profile: Option<&str>,
+    cluster_role: Option<&str>,
+) -> String {
+    let client = env.client().await;
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let mut sa = ServiceAccount::default();
+    sa.metadata.name = Some(name.to_owned());
+    if let Some(p) = profile {
+        sa.metadata.labels = Some([("handoff.dev/profile".to_owned(), p.to_owned())].into());
+    }
+    sas.create(&PostParams::default(), &sa)
+        .await
+        .expect("create ServiceAccount");
+    if let Some(role) = cluster_role {
+        let binding = RoleBinding {
+            metadata: kube::api::ObjectMeta {
+                name: Some(format!("{name}-{role}")),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "ClusterRole".into(),
+                name: role.into(),
+            },
+            subjects: Some(vec![Subject {
+                kind: "ServiceAccount".into(),
+                name: name.into(),
+                namespace: Some(namespace.into()),
+                ..Default::default()
+            }]),
+        };
+        Api::<RoleBinding>::namespaced(client.clone(), namespace)
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("create RoleBinding");
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let issued = sas
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .expect("token request");
+    issued.status.and_then(|s| s.token).expect("issued token")
+}
+
+/// The shared control plane (or the existing cluster).
+pub fn env() -> &'static TestEnv {
+    testing::shared()
+}

@@ -1,0 +1,551 @@
+//! The MCP bridge, driven by the real MCP Python SDK over stdio and HTTP,
+//! against the real kube-apiserver.
+
+mod common;
+
+use common::{Bridge, agent_token, apply_agent_roles, drive_stdio, env};
+use handoff::api::naming::name_for_key;
+use handoff::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+fn tools(result: &Value) -> Vec<&str> {
+    result["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+fn write(key: &str, project: &str, body: &str) -> Value {
+    json!({"op": "call", "tool": "write_handoff",
+           "args": {"handoff_key": key, "project": project, "repo": "org/repo", "kind": "issue", "body": body}})
+}
+
+fn call(tool: &str, args: Value) -> Value {
+    json!({"op": "call", "tool": tool, "args": args})
+}
+
+fn ok(result: &Value) -> &Value {
+    assert_eq!(
+        result["is_error"],
+        json!(false),
+        "expected success: {result}"
+    );
+    &result["structured"]
+}
+
+fn err_text(result: &Value) -> String {
+    assert_eq!(
+        result["is_error"],
+        json!(true),
+        "expected a tool error: {result}"
+    );
+    result["text"].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn stdio_tools_per_profile_and_hidden_tools_refused() {
+    let env = env();
+    let ns = env.namespace("mcp-stdio-profiles").await;
+    let plan = |_: &str| json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k"}))]);
+    let refine = drive_stdio(env, &ns, "refine", plan("refine"));
+    assert_eq!(
+        tools(&refine[0]),
+        [
+            "get_handoff",
+            "write_handoff",
+            "list_handoffs",
+            "delete_handoff"
+        ]
+    );
+    assert_eq!(ok(&refine[1])["deleted"], json!(false));
+
+    let implement = drive_stdio(env, &ns, "implement", plan("implement"));
+    assert_eq!(
+        tools(&implement[0]),
+        ["get_handoff", "write_handoff", "list_handoffs"]
+    );
+    let refusal = err_text(&implement[1]);
+    assert!(
+        refusal.contains("`delete_handoff`") && refusal.contains("`implement`"),
+        "{refusal}"
+    );
+
+    let unknown = drive_stdio(
+        env,
+        &ns,
+        "reviewer",
+        json!([{"op": "list_tools"}, call("get_handoff", json!({"handoff_key": "k"}))]),
+    );
+    assert!(tools(&unknown[0]).is_empty());
+    assert!(err_text(&unknown[1]).contains("profile `reviewer`"));
+}
+
+#[tokio::test]
+async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
+    let env = env();
+    let ns = env.namespace("mcp-stdio-happy").await;
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let key = "acme/api#42";
+    let body = "## State\nparser done\n## Next\n- wire the CLI";
+    let first = drive_stdio(
+        env,
+        &ns,
+        "refine",
+        json!([
+            call("get_handoff", json!({"handoff_key": key})),
+            write(key, "shop", body),
+            call("get_handoff", json!({"handoff_key": key})),
+        ]),
+    );
+    assert_eq!(ok(&first[0])["found"], json!(false));
+    assert!(
+        first[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("start fresh")
+    );
+    assert_eq!(ok(&first[1])["outcome"], json!("created"));
+    let got = &ok(&first[2])["handoff"];
+    assert_eq!(got["body"], json!(body));
+    assert_eq!(got["project"], json!("shop"));
+    assert_eq!(got["repo"], json!("org/repo"));
+    assert_eq!(
+        got["created_by"],
+        json!("admin"),
+        "createdBy is the authenticated caller"
+    );
+
+    let stored = api.get(&name_for_key(key)).await.expect("stored");
+    let rv = stored.metadata.resource_version.clone();
+    let labels = stored.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
+    assert!(!labels.contains_key("repo"), "org/repo is no label value");
+
+    let second = drive_stdio(
+        env,
+        &ns,
+        "refine",
+        json!([
+            write(key, "shop", body),
+            write(key, "shop", "## State\nCLI wired"),
+            call("delete_handoff", json!({"handoff_key": key})),
+            call("delete_handoff", json!({"handoff_key": key})),
+            call("get_handoff", json!({"handoff_key": key})),
+        ]),
+    );
+    assert_eq!(ok(&second[0])["outcome"], json!("unchanged"));
+    assert_eq!(ok(&second[1])["outcome"], json!("updated"));
+    assert_eq!(ok(&second[2])["deleted"], json!(true));
+    assert_eq!(
+        ok(&second[3])["deleted"],
+        json!(false),
+        "delete is idempotent"
+    );
+    assert_eq!(ok(&second[4])["found"], json!(false));
+    // The unchanged write did not touch the object: the update after it was the next change.
+    assert!(rv.is_some());
+}
+
+#[tokio::test]
+async fn unchanged_write_creates_no_new_resource_version() {
+    let env = env();
+    let ns = env.namespace("mcp-unchanged").await;
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    drive_stdio(env, &ns, "implement", json!([write("k", "p", "same")]));
+    let before = api
+        .get(&name_for_key("k"))
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
+    let again = drive_stdio(
+        env,
+        &ns,
+        "implement",
+        json!([write("k", "p", "same"), write("k", "p", "same")]),
+    );
+    assert!(
+        again
+            .iter()
+            .all(|r| r["structured"]["outcome"] == json!("unchanged")),
+        "{again:?}"
+    );
+    let after = api
+        .get(&name_for_key("k"))
+        .await
+        .expect("get")
+        .metadata
+        .resource_version;
+    assert_eq!(before, after);
+}
+
+#[tokio::test]
+async fn list_is_newest_first_and_pages_with_a_cursor() {
+    let env = env();
+    let ns = env.namespace("mcp-list").await;
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let keys = ["k-a", "k-b", "k-c", "k-d", "k-e"];
+    let mut plan: Vec<Value> = keys
+        .iter()
+        .map(|k| write(k, "shop", &format!("body of {k}")))
+        .collect();
+    plan.push(write("other", "elsewhere", "not listed"));
+    drive_stdio(env, &ns, "implement", Value::Array(plan));
+    // Stamp distinct updatedAt values as the controller would: k-c newest, k-a oldest.
+    for (i, key) in ["k-a", "k-e", "k-b", "k-d", "k-c"].iter().enumerate() {
+        let at = Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + i as i64 * 60).expect("ts"),
+        );
+        let status =
+            json!({"status": HandoffStatus { updated_at: Some(at), ..Default::default() }});
+        api.patch_status(
+            &name_for_key(key),
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .expect("status");
+    }
+    let expected = ["k-c", "k-d", "k-b", "k-e", "k-a"];
+
+    let all = drive_stdio(
+        env,
+        &ns,
+        "implement",
+        json!([call("list_handoffs", json!({"project": "shop"}))]),
+    );
+    let entries = ok(&all[0])["handoffs"].as_array().expect("entries").clone();
+    let order: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["handoff_key"].as_str())
+        .collect();
+    assert_eq!(order, expected);
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.get("body").is_none() && e["body_bytes"].as_u64() > Some(0))
+    );
+
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..5 {
+        let mut args = json!({"project": "shop", "limit": 2, "include_body": true});
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let page = drive_stdio(env, &ns, "implement", json!([call("list_handoffs", args)]));
+        let result = ok(&page[0]).clone();
+        let items = result["handoffs"].as_array().expect("entries").clone();
+        assert!(items.len() <= 2);
+        assert!(
+            items
+                .iter()
+                .all(|e| e["body"].as_str().is_some_and(|b| b.starts_with("body of")))
+        );
+        seen.extend(
+            items
+                .iter()
+                .filter_map(|e| e["handoff_key"].as_str().map(str::to_owned)),
+        );
+        match result.get("next_cursor").and_then(Value::as_str) {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, expected);
+
+    let by_repo = drive_stdio(
+        env,
+        &ns,
+        "implement",
+        json!([call(
+            "list_handoffs",
+            json!({"project": "shop", "repo": "org/none"})
+        )]),
+    );
+    assert_eq!(ok(&by_repo[0])["handoffs"], json!([]));
+}
+
+#[tokio::test]
+async fn bad_inputs_get_clear_errors_and_write_nothing() {
+    let env = env();
+    let ns = env.namespace("mcp-bad").await;
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let huge = "x".repeat(MAX_BODY_CHARS + 1);
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "", "project": "p", "body": "b"}),
+            ),
+            "invalid `handoff_key`",
+        ),
+        (
+            call("write_handoff", json!({"handoff_key": "k", "body": "b"})),
+            "missing field `project`",
+        ),
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "k", "project": 7, "body": "b"}),
+            ),
+            "invalid type: integer `7`",
+        ),
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "k", "project": "Not A Label", "body": "b"}),
+            ),
+            "invalid `project`",
+        ),
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "k", "project": "p", "body": huge}),
+            ),
+            "invalid `body`",
+        ),
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "k", "project": "p", "body": "a\u{0}b"}),
+            ),
+            "NUL",
+        ),
+        (
+            call(
+                "write_handoff",
+                json!({"handoff_key": "k", "project": "p", "body": "b", "extra": 1}),
+            ),
+            "unknown field `extra`",
+        ),
+        (
+            call("get_handoff", json!({})),
+            "missing field `handoff_key`",
+        ),
+        (
+            call("list_handoffs", json!({"project": "p", "limit": 0})),
+            "invalid `limit`",
+        ),
+        (
+            call(
+                "list_handoffs",
+                json!({"project": "p", "cursor": "garbage!"}),
+            ),
+            "invalid `cursor`",
+        ),
+    ];
+    let plan: Vec<Value> = cases.iter().map(|(step, _)| step.clone()).collect();
+    let mut plan = plan;
+    plan.push(call("drop_everything", json!({})));
+    let results = drive_stdio(env, &ns, "refine", Value::Array(plan));
+    for ((_, words), result) in cases.iter().zip(&results) {
+        let text = err_text(result);
+        assert!(text.contains(words), "{words:?} not in {text:?}");
+    }
+    let unknown = results.last().expect("unknown tool result");
+    assert!(
+        unknown["exception"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown tool `drop_everything`")),
+        "{unknown}"
+    );
+    assert!(
+        api.list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .is_empty(),
+        "a bad input wrote something"
+    );
+}
+
+#[tokio::test]
+async fn http_requires_a_token_and_rbac_is_the_real_gate() {
+    let env = env();
+    let ns = env.namespace("mcp-http-auth").await;
+    apply_agent_roles(env);
+    let bridge = Bridge::start(env, &ns);
+    let writer = agent_token(
+        env,
+        &ns,
+        "implementer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let fake_groomer = agent_token(
+        env,
+        &ns,
+        "fake-groomer",
+        Some("refine"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let groomer = agent_token(env, &ns, "groomer", None, Some("handoff-groomer")).await;
+    let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
+
+    let no_token = common::drive(
+        &["http", &bridge.url, "", ""],
+        json!([{"op": "raw_post", "body": "{}"}]),
+        &[],
+    );
+    assert_eq!(no_token[0]["status"], json!(401));
+    let bad_token = common::drive(
+        &["http", &bridge.url, "not-a-token", ""],
+        json!([{"op": "raw_post", "body": "{}"}]),
+        &[],
+    );
+    assert_eq!(bad_token[0]["status"], json!(401));
+
+    let wrote = bridge.drive(
+        &writer,
+        "refine",
+        json!([{"op": "list_tools"}, write("k1", "shop", "hello")]),
+    );
+    assert_eq!(
+        tools(&wrote[0]).len(),
+        3,
+        "the ServiceAccount label (implement) wins over the header (refine)"
+    );
+    let handoff = &ok(&wrote[1])["handoff"];
+    assert_eq!(
+        handoff["created_by"],
+        json!(format!("system:serviceaccount:{ns}:implementer"))
+    );
+
+    let denied = bridge.drive(
+        &fake_groomer,
+        "",
+        json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k1"}))]),
+    );
+    assert_eq!(tools(&denied[0]).len(), 4, "refine profile sees delete");
+    let msg = err_text(&denied[1]);
+    assert!(
+        msg.contains(&format!("identity system:serviceaccount:{ns}:fake-groomer may not delete handoffs in namespace {ns}")),
+        "{msg}"
+    );
+
+    let header_profile = bridge.drive(
+        &groomer,
+        "refine",
+        json!([call("delete_handoff", json!({"handoff_key": "k1"}))]),
+    );
+    assert_eq!(
+        ok(&header_profile[0])["deleted"],
+        json!(true),
+        "no label: the header names the profile"
+    );
+
+    let forbidden = bridge.drive(
+        &nobody,
+        "",
+        json!([call("get_handoff", json!({"handoff_key": "k1"}))]),
+    );
+    assert!(err_text(&forbidden[0]).contains("may not get handoffs"));
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_is_refused_and_the_bridge_stays_up() {
+    let env = env();
+    let ns = env.namespace("mcp-malformed").await;
+    apply_agent_roles(env);
+    let bridge = Bridge::start(env, &ns);
+    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let results = bridge.drive(
+        &token,
+        "",
+        json!([
+            {"op": "raw_post", "body": "{this is not json"},
+            {"op": "raw_post", "body": "[1, 2"},
+            {"op": "raw_post", "body": "{\"jsonrpc\": \"2.0\", \"id\": 1}"},
+            write("still-up", "shop", "the bridge still answers"),
+        ]),
+    );
+    for raw in &results[..3] {
+        let status = raw["status"].as_u64().unwrap_or_default();
+        assert!(
+            (400..500).contains(&status),
+            "a malformed frame must be a client error: {raw}"
+        );
+    }
+    assert_eq!(ok(&results[3])["outcome"], json!("created"));
+}
+
+#[tokio::test]
+async fn concurrent_writers_on_one_key_all_get_an_answer_and_one_object_remains() {
+    let env = env();
+    let ns = env.namespace("mcp-concurrent").await;
+    apply_agent_roles(env);
+    let bridge = Bridge::start(env, &ns);
+    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let bodies: Vec<String> = (0..32).map(|i| format!("## State\nwriter {i}")).collect();
+    let args: Vec<Value> = bodies
+        .iter()
+        .map(|b| json!({"handoff_key": "contended", "project": "shop", "body": b}))
+        .collect();
+    let results = bridge.drive(
+        &token,
+        "",
+        json!([{"op": "concurrent", "tool": "write_handoff", "args_list": args}]),
+    );
+    let answers = results[0]["results"].as_array().expect("results");
+    assert_eq!(answers.len(), 32);
+    for answer in answers {
+        assert_eq!(
+            answer["is_error"],
+            json!(false),
+            "a writer saw an error: {answer}"
+        );
+    }
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let all = api.list(&Default::default()).await.expect("list").items;
+    assert_eq!(all.len(), 1, "one object per key");
+    assert!(
+        bodies.contains(&all[0].spec.body),
+        "the object holds one of the written bodies"
+    );
+}
+
+#[test]
+fn stdio_answers_a_malformed_frame_and_keeps_serving() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let env = env();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["mcp", "--stdio", "--profile", "implement"])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    stdin
+        .write_all(format!("{{this is not json\n42\n{init}\n").as_bytes())
+        .expect("write");
+    stdin.flush().expect("flush");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut answers: Vec<Value> = Vec::new();
+    for line in lines.by_ref().take(3) {
+        answers.push(serde_json::from_str(&line.expect("line")).expect("JSON answer"));
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let codes: Vec<i64> = answers
+        .iter()
+        .filter_map(|a| a["error"]["code"].as_i64())
+        .collect();
+    assert_eq!(codes, [-32700, -32600], "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == json!(1) && a["result"]["serverInfo"]["name"] == json!("handoff"))
+    );
+}
