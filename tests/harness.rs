@@ -2,6 +2,9 @@
 //! a test binary that shared it, not when a plane is dropped by a panic, and
 //! not when `handoff dev` is interrupted or killed outright.
 
+mod common;
+
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -126,8 +129,8 @@ fn a_plane_dropped_by_a_panic_stops_its_processes() {
 }
 
 /// Starts `handoff dev` in a temp dir and waits for its ready line; returns
-/// the child, its children's pids and the PostgreSQL data dir it printed.
-fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, Option<String>) {
+/// the child, its children's pids and the `name: value` lines it printed.
+fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, HashMap<String, String>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
         .args(["dev", "--dir"])
         .arg(dir)
@@ -142,21 +145,25 @@ fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, Option<String>) {
         .map_while(Result::ok)
         .any(|l| l.starts_with(handoff::dev::READY_LINE));
     assert!(ready, "handoff dev exited before it was ready");
-    let pg_dir = lines
+    let printed: HashMap<String, String> = lines
         .by_ref()
         .map_while(Result::ok)
         .take_while(|l| !l.is_empty())
-        .find_map(|l| Some(l.trim().strip_prefix("pg data:")?.trim().to_owned()));
+        .filter_map(|l| {
+            let (name, value) = l.trim().split_once(": ")?;
+            Some((name.trim().to_owned(), value.trim().to_owned()))
+        })
+        .collect();
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     let pids = children_of(child.id());
-    (child, pids, pg_dir)
+    (child, pids, printed)
 }
 
 #[test]
 fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, pids, _) = start_dev(dir.path());
+    let (mut child, pids, printed) = start_dev(dir.path());
     let expected = if handoff::testing::postgres::available() {
         3
     } else {
@@ -183,6 +190,22 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
 
+    // The printed MCP client config reaches the dev bridge with the real MCP client.
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("mcp-implement.json")).expect("mcp config")).expect("json");
+    let server = &config["mcpServers"]["handoff"];
+    assert_eq!(server["url"].as_str(), printed.get("mcp").map(String::as_str));
+    let token = server["headers"]["Authorization"].as_str().and_then(|a| a.strip_prefix("Bearer ")).expect("token");
+    let results = common::drive(
+        &["http", server["url"].as_str().expect("url"), token, "implement"],
+        serde_json::json!([{"op": "list_tools"},
+            {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "dev#1", "project": "dev", "body": "hello"}}]),
+        &[],
+    );
+    assert_eq!(results[0]["tools"].as_array().map(Vec::len), Some(3), "{results:?}");
+    assert_eq!(results[1]["structured"]["outcome"], "created", "{results:?}");
+    assert_eq!(results[1]["structured"]["handoff"]["created_by"], "dev:implement");
+
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -203,7 +226,7 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
 #[test]
 fn handoff_dev_killed_outright_takes_its_processes_along() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, pids, pg_dir) = start_dev(dir.path());
+    let (mut child, pids, printed) = start_dev(dir.path());
     assert!(pids.len() >= 2, "{pids:?}");
     child.kill().expect("SIGKILL");
     let _ = child.wait();
@@ -215,7 +238,7 @@ fn handoff_dev_killed_outright_takes_its_processes_along() {
     // A killed process cannot remove its directories: that is the price of
     // SIGKILL. The control plane's lives in `dir`; PostgreSQL's (as root, in
     // the system temp dir) is removed here.
-    if let Some(pg_dir) = pg_dir {
+    if let Some(pg_dir) = printed.get("pg data") {
         std::fs::remove_dir_all(pg_dir).expect("remove the PostgreSQL dir");
     }
 }

@@ -23,6 +23,33 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// The field manager the harness applies CRDs with.
 pub const FIELD_MANAGER: &str = "handoff-envtest";
 
+/// How to start a [`ControlPlane`].
+#[derive(Debug, Clone, Default)]
+pub struct PlaneOptions {
+    /// Where the temporary directory goes (default: the system temp dir).
+    pub parent: Option<PathBuf>,
+    /// Static bearer tokens the apiserver accepts (`--token-auth-file`), for
+    /// development identities without ServiceAccounts.
+    pub static_tokens: Vec<StaticToken>,
+}
+
+/// One line of the apiserver's static token file.
+#[derive(Debug, Clone)]
+pub struct StaticToken {
+    /// The bearer token.
+    pub token: String,
+    /// The user name it authenticates as.
+    pub user: String,
+    /// Groups of that user.
+    pub groups: Vec<String>,
+}
+
+impl StaticToken {
+    fn csv_line(&self) -> String {
+        format!("{},{},{},\"{}\"\n", self.token, self.user, self.user, self.groups.join(","))
+    }
+}
+
 /// A running etcd + kube-apiserver in a temporary directory. Dropping it stops
 /// both (apiserver first) and removes the directory.
 pub struct ControlPlane {
@@ -41,12 +68,13 @@ impl ControlPlane {
     /// until the apiserver is ready and the `default` namespace exists, and
     /// writes an admin kubeconfig.
     pub async fn start(assets: Assets) -> anyhow::Result<Self> {
-        Self::start_in(assets, &std::env::temp_dir()).await
+        Self::start_with(assets, PlaneOptions::default()).await
     }
 
-    /// [`ControlPlane::start`] with the temporary directory created under
-    /// `parent` (so a killed `handoff dev` leaves its state in its own dir).
-    pub async fn start_in(assets: Assets, parent: &Path) -> anyhow::Result<Self> {
+    /// [`ControlPlane::start`] with options (a `parent` directory keeps a
+    /// killed `handoff dev`'s state in its own dir).
+    pub async fn start_with(assets: Assets, options: PlaneOptions) -> anyhow::Result<Self> {
+        let parent = options.parent.clone().unwrap_or_else(std::env::temp_dir);
         let dir = tempfile::Builder::new()
             .prefix("handoff-envtest-")
             .tempdir_in(parent)?;
@@ -67,7 +95,14 @@ impl ControlPlane {
         let etcd_port = free_port()?;
         let etcd = start_etcd(&assets, root, etcd_port)?;
         let api_port = free_port()?;
-        let apiserver = start_apiserver(&assets, root, &certs, etcd_port, api_port)?;
+        let token_file = (!options.static_tokens.is_empty())
+            .then(|| -> anyhow::Result<PathBuf> {
+                let path = certs.join("tokens.csv");
+                std::fs::write(&path, options.static_tokens.iter().map(StaticToken::csv_line).collect::<String>())?;
+                Ok(path)
+            })
+            .transpose()?;
+        let apiserver = start_apiserver(&assets, root, &certs, etcd_port, api_port, token_file.as_deref())?;
 
         let kubeconfig = admin_kubeconfig(&pki, api_port)?;
         let kubeconfig_path = root.join("kubeconfig");
@@ -163,6 +198,7 @@ fn start_apiserver(
     certs: &Path,
     etcd_port: u16,
     port: u16,
+    token_file: Option<&Path>,
 ) -> anyhow::Result<Supervised> {
     let cert = |f: &str| certs.join(f).display().to_string();
     let mut cmd = Command::new(assets.bin("kube-apiserver"));
@@ -184,6 +220,9 @@ fn start_apiserver(
             cert("sa.key")
         ))
         .arg("--v=1");
+    if let Some(file) = token_file {
+        cmd.arg(format!("--token-auth-file={}", file.display()));
+    }
     Supervised::spawn("kube-apiserver", cmd, &root.join("kube-apiserver.log"))
 }
 
