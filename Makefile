@@ -50,8 +50,8 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 
-bench:
-	@echo "make bench: no benchmarks yet"
+bench: envtest-assets
+	$(CARGO) bench --locked --bench bridge
 
 clean:
 	$(CARGO) clean

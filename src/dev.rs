@@ -25,7 +25,8 @@ use tokio_util::sync::CancellationToken;
 use crate::mcp::auth::TokenResolver;
 use crate::telemetry::BridgeMetrics;
 use crate::testing::{
-    Assets, ControlPlane, FIELD_MANAGER, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
+    Assets, ControlPlane, FIELD_MANAGER, PlaneOptions, Postgres, StaticToken, Versions,
+    install_crds, postgres,
 };
 
 /// The line `handoff dev` prints once everything is up (scripts wait for it).
@@ -43,8 +44,16 @@ struct DevAgent {
 }
 
 const DEV_AGENTS: [DevAgent; 2] = [
-    DevAgent { profile: "implement", group: "handoff:writers", cluster_role: "handoff-writer" },
-    DevAgent { profile: "refine", group: "handoff:groomers", cluster_role: "handoff-groomer" },
+    DevAgent {
+        profile: "implement",
+        group: "handoff:writers",
+        cluster_role: "handoff-writer",
+    },
+    DevAgent {
+        profile: "refine",
+        group: "handoff:groomers",
+        cluster_role: "handoff-groomer",
+    },
 ];
 
 /// Runs the local system until Ctrl-C.
@@ -55,10 +64,22 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     let assets = Assets::locate()?;
     let tokens: Vec<StaticToken> = DEV_AGENTS
         .iter()
-        .map(|a| Ok(StaticToken { token: random_token()?, user: format!("dev:{}", a.profile), groups: vec![a.group.into()] }))
+        .map(|a| {
+            Ok(StaticToken {
+                token: random_token()?,
+                user: format!("dev:{}", a.profile),
+                groups: vec![a.group.into()],
+            })
+        })
         .collect::<anyhow::Result<_>>()?;
-    eprintln!("handoff dev: starting etcd {} and kube-apiserver {} …", versions.etcd, versions.kubernetes);
-    let options = PlaneOptions { parent: Some(dir.clone()), static_tokens: tokens.clone() };
+    eprintln!(
+        "handoff dev: starting etcd {} and kube-apiserver {} …",
+        versions.etcd, versions.kubernetes
+    );
+    let options = PlaneOptions {
+        parent: Some(dir.clone()),
+        static_tokens: tokens.clone(),
+    };
     let plane = ControlPlane::start_with(assets.clone(), options).await?;
     let client = plane.client().await?;
     install_crds(&client).await?;
@@ -78,16 +99,34 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::copy(plane.kubeconfig_path(), &kubeconfig)?;
     let env_file = dir.join("env");
-    std::fs::write(&env_file, env_script(&kubeconfig, &assets.dir, pg.as_ref().map(Postgres::url).as_deref()))?;
+    std::fs::write(
+        &env_file,
+        env_script(
+            &kubeconfig,
+            &assets.dir,
+            pg.as_ref().map(Postgres::url).as_deref(),
+        ),
+    )?;
     let mut written = vec![kubeconfig.clone(), env_file.clone()];
     for (agent, token) in DEV_AGENTS.iter().zip(&tokens) {
         let path = dir.join(format!("mcp-{}.json", agent.profile));
-        std::fs::write(&path, serde_json::to_string_pretty(&mcp_client_config(&bridge_url, &token.token, agent.profile))?)?;
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&mcp_client_config(
+                &bridge_url,
+                &token.token,
+                agent.profile,
+            ))?,
+        )?;
         written.push(path);
     }
 
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{READY_LINE} (Kubernetes {}, etcd {})", versions.kubernetes, versions.etcd)?;
+    writeln!(
+        out,
+        "{READY_LINE} (Kubernetes {}, etcd {})",
+        versions.kubernetes, versions.etcd
+    )?;
     writeln!(out, "  kubeconfig: {}", kubeconfig.display())?;
     writeln!(out, "  mcp:        {bridge_url}")?;
     writeln!(out, "  logs:       {}", plane.dir().display())?;
@@ -95,7 +134,11 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
         writeln!(out, "  postgres:   {}", pg.url())?;
         writeln!(out, "  pg data:    {}", pg.dir().display())?;
     }
-    writeln!(out, "\nIn another shell:\n  source {}\n  kubectl get handoffs", env_file.display())?;
+    writeln!(
+        out,
+        "\nIn another shell:\n  source {}\n  kubectl get handoffs",
+        env_file.display()
+    )?;
     writeln!(
         out,
         "\nMCP client configs (Claude Code: copy one to .mcp.json):\n  {}  (profile implement)\n  {}  (profile refine)",
@@ -123,13 +166,18 @@ async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let roles: Api<ClusterRole> = Api::all(client.clone());
     for role in serde_saphyr::from_str_multiple::<ClusterRole, Vec<_>>(AGENT_ROLES)? {
-        roles.patch(&role.name_any(), &params, &Patch::Apply(&role)).await?;
+        roles
+            .patch(&role.name_any(), &params, &Patch::Apply(&role))
+            .await?;
     }
     let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
     for agent in &DEV_AGENTS {
         let name = format!("handoff-dev-{}", agent.profile);
         let binding = ClusterRoleBinding {
-            metadata: kube::api::ObjectMeta { name: Some(name.clone()), ..Default::default() },
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
             role_ref: RoleRef {
                 api_group: Some("rbac.authorization.k8s.io".into()),
                 kind: "ClusterRole".into(),
@@ -142,23 +190,35 @@ async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
                 ..Default::default()
             }]),
         };
-        bindings.patch(&name, &params, &Patch::Apply(&binding)).await?;
+        bindings
+            .patch(&name, &params, &Patch::Apply(&binding))
+            .await?;
     }
     Ok(())
 }
 
 /// Starts the HTTP bridge on a free loopback port; returns its URL.
 async fn start_bridge(plane: &ControlPlane, shutdown: CancellationToken) -> anyhow::Result<String> {
-    let config =
-        kube::Config::from_custom_kubeconfig(plane.kubeconfig().clone(), &kube::config::KubeConfigOptions::default())
-            .await?;
+    let config = kube::Config::from_custom_kubeconfig(
+        plane.kubeconfig().clone(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await?;
     let bridge = Client::try_from(config.clone())?;
-    let resolver = Arc::new(TokenResolver::new(config, bridge, "default", 64, Duration::from_secs(60)));
+    let resolver = Arc::new(TokenResolver::new(
+        config,
+        bridge,
+        "default",
+        64,
+        Duration::from_secs(60),
+    ));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     let hosts = crate::mcp::allowed_hosts(&[]);
     tokio::spawn(async move {
-        if let Err(err) = crate::mcp::http::serve(listener, resolver, BridgeMetrics::new(), hosts, shutdown).await {
+        if let Err(err) =
+            crate::mcp::http::serve(listener, resolver, BridgeMetrics::new(), hosts, shutdown).await
+        {
             tracing::error!(error = %err, "the dev bridge stopped");
         }
     });
@@ -200,7 +260,11 @@ mod tests {
 
     #[test]
     fn env_script_exports_kubeconfig_path_and_database() {
-        let s = env_script(Path::new("/a/kubeconfig"), Path::new("/bin/dir"), Some("postgres://x"));
+        let s = env_script(
+            Path::new("/a/kubeconfig"),
+            Path::new("/bin/dir"),
+            Some("postgres://x"),
+        );
         assert!(s.contains("export KUBECONFIG='/a/kubeconfig'"));
         assert!(s.contains("export PATH='/bin/dir':\"$PATH\""));
         assert!(s.contains("export DATABASE_URL='postgres://x'"));
@@ -218,7 +282,8 @@ mod tests {
 
     #[test]
     fn the_embedded_roles_parse() {
-        let roles = serde_saphyr::from_str_multiple::<ClusterRole, Vec<_>>(AGENT_ROLES).expect("roles");
+        let roles =
+            serde_saphyr::from_str_multiple::<ClusterRole, Vec<_>>(AGENT_ROLES).expect("roles");
         let names: Vec<_> = roles.iter().map(|r| r.name_any()).collect();
         assert_eq!(names, ["handoff-writer", "handoff-groomer"]);
     }

@@ -191,20 +191,43 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
 
     // The printed MCP client config reaches the dev bridge with the real MCP client.
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.path().join("mcp-implement.json")).expect("mcp config")).expect("json");
+    let config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("mcp-implement.json")).expect("mcp config"),
+    )
+    .expect("json");
     let server = &config["mcpServers"]["handoff"];
-    assert_eq!(server["url"].as_str(), printed.get("mcp").map(String::as_str));
-    let token = server["headers"]["Authorization"].as_str().and_then(|a| a.strip_prefix("Bearer ")).expect("token");
+    assert_eq!(
+        server["url"].as_str(),
+        printed.get("mcp").map(String::as_str)
+    );
+    let token = server["headers"]["Authorization"]
+        .as_str()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .expect("token");
     let results = common::drive(
-        &["http", server["url"].as_str().expect("url"), token, "implement"],
+        &[
+            "http",
+            server["url"].as_str().expect("url"),
+            token,
+            "implement",
+        ],
         serde_json::json!([{"op": "list_tools"},
             {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "dev#1", "project": "dev", "body": "hello"}}]),
         &[],
     );
-    assert_eq!(results[0]["tools"].as_array().map(Vec::len), Some(3), "{results:?}");
-    assert_eq!(results[1]["structured"]["outcome"], "created", "{results:?}");
-    assert_eq!(results[1]["structured"]["handoff"]["created_by"], "dev:implement");
+    assert_eq!(
+        results[0]["tools"].as_array().map(Vec::len),
+        Some(3),
+        "{results:?}"
+    );
+    assert_eq!(
+        results[1]["structured"]["outcome"], "created",
+        "{results:?}"
+    );
+    assert_eq!(
+        results[1]["structured"]["handoff"]["created_by"],
+        "dev:implement"
+    );
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),

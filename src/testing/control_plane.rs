@@ -46,7 +46,13 @@ pub struct StaticToken {
 
 impl StaticToken {
     fn csv_line(&self) -> String {
-        format!("{},{},{},\"{}\"\n", self.token, self.user, self.user, self.groups.join(","))
+        format!(
+            "{},{},{},\"{}\"\n",
+            self.token,
+            self.user,
+            self.user,
+            self.groups.join(",")
+        )
     }
 }
 
@@ -98,11 +104,25 @@ impl ControlPlane {
         let token_file = (!options.static_tokens.is_empty())
             .then(|| -> anyhow::Result<PathBuf> {
                 let path = certs.join("tokens.csv");
-                std::fs::write(&path, options.static_tokens.iter().map(StaticToken::csv_line).collect::<String>())?;
+                std::fs::write(
+                    &path,
+                    options
+                        .static_tokens
+                        .iter()
+                        .map(StaticToken::csv_line)
+                        .collect::<String>(),
+                )?;
                 Ok(path)
             })
             .transpose()?;
-        let apiserver = start_apiserver(&assets, root, &certs, etcd_port, api_port, token_file.as_deref())?;
+        let apiserver = start_apiserver(
+            &assets,
+            root,
+            &certs,
+            etcd_port,
+            api_port,
+            token_file.as_deref(),
+        )?;
 
         let kubeconfig = admin_kubeconfig(&pki, api_port)?;
         let kubeconfig_path = root.join("kubeconfig");

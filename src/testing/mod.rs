@@ -30,7 +30,9 @@ use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
 pub use assets::{Assets, Versions};
-pub use control_plane::{ControlPlane, FIELD_MANAGER, PlaneOptions, StaticToken, client_from, install_crds};
+pub use control_plane::{
+    ControlPlane, FIELD_MANAGER, PlaneOptions, StaticToken, client_from, install_crds,
+};
 pub use postgres::Postgres;
 
 /// What a test needs to reach the cluster under test.

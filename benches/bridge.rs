@@ -1,0 +1,258 @@
+//! `make bench`: the MCP bridge (streamable HTTP, a separate `handoff mcp`
+//! process) against the same operations done directly with the kube client,
+//! measured side by side in one run against the local control plane.
+//!
+//! Both paths authenticate with the same static bearer token, and the
+//! operations are interleaved (direct, bridge, direct, …) so that noise on a
+//! shared machine hits both alike. Reported: median and p99 per operation
+//! and the ratios; nothing is asserted.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use handoff::api::naming::name_for_key;
+use handoff::api::{Handoff, HandoffSpec};
+use handoff::testing::{Assets, ControlPlane, PlaneOptions, StaticToken, install_crds};
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::AuthInfo;
+
+const TOKEN: &str = "bench-token-0123456789abcdef";
+const ITERATIONS: usize = 300;
+const WARMUP: usize = 30;
+
+/// A minimal keep-alive HTTP/1.1 client for JSON POSTs (the bridge answers
+/// with Content-Length), so the client's own cost stays negligible.
+struct Http {
+    stream: BufReader<TcpStream>,
+    host: String,
+    path: String,
+}
+
+impl Http {
+    fn connect(url: &str) -> anyhow::Result<Self> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| anyhow::anyhow!("http URL expected: {url}"))?;
+        let (host, path) = rest
+            .split_once('/')
+            .map(|(h, p)| (h.to_owned(), format!("/{p}")))
+            .unwrap_or((rest.into(), "/".into()));
+        let stream = TcpStream::connect(&host)?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream: BufReader::new(stream),
+            host,
+            path,
+        })
+    }
+
+    fn post(&mut self, body: &str) -> anyhow::Result<String> {
+        let request = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nX-Handoff-Profile: refine\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            self.path,
+            self.host,
+            body.len()
+        );
+        self.stream.get_mut().write_all(request.as_bytes())?;
+        let mut length = 0usize;
+        let mut status = String::new();
+        self.stream.read_line(&mut status)?;
+        anyhow::ensure!(status.contains(" 200 "), "bridge answered {status}");
+        loop {
+            let mut line = String::new();
+            self.stream.read_line(&mut line)?;
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse()?;
+            }
+        }
+        let mut body = vec![0; length];
+        self.stream.read_exact(&mut body)?;
+        Ok(String::from_utf8(body)?)
+    }
+
+    fn call(&mut self, tool: &str, args: serde_json::Value) -> anyhow::Result<()> {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let answer = self.post(&body.to_string())?;
+        anyhow::ensure!(answer.contains("\"isError\":false"), "tool error: {answer}");
+        Ok(())
+    }
+}
+
+/// Median and p99 of a sample, in microseconds.
+fn summary(samples: &mut [Duration]) -> (f64, f64) {
+    samples.sort();
+    let at =
+        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e6;
+    (at(0.5), at(0.99))
+}
+
+struct Row {
+    name: &'static str,
+    samples: Vec<Duration>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let _runtime = rt.enter();
+    let tokens = vec![StaticToken {
+        token: TOKEN.into(),
+        user: "bench".into(),
+        groups: vec!["system:masters".into()],
+    }];
+    let plane = rt.block_on(ControlPlane::start_with(
+        Assets::locate()?,
+        PlaneOptions {
+            static_tokens: tokens,
+            ..Default::default()
+        },
+    ))?;
+    let admin = rt.block_on(plane.client())?;
+    rt.block_on(install_crds(&admin))?;
+
+    let mut config = rt.block_on(kube::Config::from_custom_kubeconfig(
+        plane.kubeconfig().clone(),
+        &Default::default(),
+    ))?;
+    config.auth_info = AuthInfo {
+        token: Some(TOKEN.to_owned().into()),
+        ..Default::default()
+    };
+    let direct: Api<Handoff> = Api::namespaced(kube::Client::try_from(config)?, "default");
+
+    let mut bridge = Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", "default"])
+        .env("KUBECONFIG", plane.kubeconfig_path())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut lines = BufReader::new(
+        bridge
+            .stderr
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("stderr"))?,
+    )
+    .lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.split_once("serving ")?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .ok_or_else(|| anyhow::anyhow!("the bridge did not start"))?;
+    std::thread::spawn(move || lines.for_each(drop));
+    let mut http = Http::connect(&url)?;
+
+    let key = "bench/get#1";
+    let name = name_for_key(key);
+    let spec = |body: String| HandoffSpec {
+        handoff_key: key.into(),
+        project: "bench".into(),
+        repo: None,
+        kind: None,
+        body,
+        created_by: Some("bench".into()),
+    };
+    let params = PatchParams::apply("bench-direct").force();
+    let write_args =
+        |body: &str| serde_json::json!({"handoff_key": key, "project": "bench", "body": body});
+    http.call("write_handoff", write_args("steady body"))?;
+
+    let mut rows = vec![
+        Row {
+            name: "get: direct (kube client GET)",
+            samples: vec![],
+        },
+        Row {
+            name: "get: bridge (get_handoff)",
+            samples: vec![],
+        },
+        Row {
+            name: "write: direct (server-side apply)",
+            samples: vec![],
+        },
+        Row {
+            name: "write: bridge (write_handoff, new content)",
+            samples: vec![],
+        },
+        Row {
+            name: "write: bridge (write_handoff, unchanged)",
+            samples: vec![],
+        },
+    ];
+    eprintln!("bench: {ITERATIONS} rounds of 5 operations (+{WARMUP} warm-up) …");
+    for i in 0..WARMUP + ITERATIONS {
+        let mut timings = [Duration::ZERO; 5];
+        let t = Instant::now();
+        rt.block_on(direct.get(&name))?;
+        timings[0] = t.elapsed();
+        let t = Instant::now();
+        http.call("get_handoff", serde_json::json!({"handoff_key": key}))?;
+        timings[1] = t.elapsed();
+        let t = Instant::now();
+        let h = Handoff::new(&name, spec(format!("direct body {i}")));
+        rt.block_on(direct.patch(&name, &params, &Patch::Apply(&h)))?;
+        timings[2] = t.elapsed();
+        let t = Instant::now();
+        http.call("write_handoff", write_args(&format!("bridge body {i}")))?;
+        timings[3] = t.elapsed();
+        let t = Instant::now();
+        http.call("write_handoff", write_args(&format!("bridge body {i}")))?;
+        timings[4] = t.elapsed();
+        if i >= WARMUP {
+            for (row, took) in rows.iter_mut().zip(timings) {
+                row.samples.push(took);
+            }
+        }
+        if (i + 1) % 100 == 0 {
+            eprintln!("bench: {}/{}", i + 1, WARMUP + ITERATIONS);
+        }
+    }
+    let _ = bridge.kill();
+    let _ = bridge.wait();
+
+    let stats: Vec<(f64, f64)> = rows.iter_mut().map(|r| summary(&mut r.samples)).collect();
+    println!(
+        "\n## Bridge vs direct ({} cores, Kubernetes {}, {ITERATIONS} samples each)\n",
+        cores(),
+        handoff::testing::Versions::pinned().kubernetes
+    );
+    println!("| operation | median µs | p99 µs |\n|---|---:|---:|");
+    for (row, (median, p99)) in rows.iter().zip(&stats) {
+        println!("| {} | {median:.0} | {p99:.0} |", row.name);
+    }
+    let ratio = |a: usize, b: usize| (stats[a].0 / stats[b].0, stats[a].1 / stats[b].1);
+    println!("\n| ratio | median | p99 | goal |\n|---|---:|---:|---|");
+    for (label, (a, b), goal) in [
+        ("get: bridge / direct", (1, 0), "≤ 1.5"),
+        ("write: bridge / direct", (3, 2), "≤ 1.5"),
+        ("unchanged write / direct GET", (4, 0), "≤ 1.1"),
+    ] {
+        let (m, p) = ratio(a, b);
+        println!("| {label} | {m:.2} | {p:.2} | {goal} |");
+    }
+    drop(plane);
+    Ok(())
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+}
