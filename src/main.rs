@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "handoff", version, about = "Kubernetes-native continuation for AI agents")]
+#[command(
+    name = "handoff",
+    version,
+    about = "Kubernetes-native continuation for AI agents"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

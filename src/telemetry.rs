@@ -6,8 +6,8 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the JSON subscriber once; later calls are no-ops.
 pub fn init_logging() {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("warn,handoff=info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,handoff=info"));
     let _ = tracing_subscriber::fmt()
         .json()
         .with_env_filter(filter)
