@@ -74,9 +74,9 @@ pub(crate) struct Claude;
 
 impl Format for Claude {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
-        let record: Record = match serde_json::from_slice(bytes) {
+        let record: Record = match out.parse(bytes) {
             Ok(record) => record,
-            Err(err) => return out.unreadable(&err),
+            Err(skipped) => return skipped,
         };
         let kind = record.kind.as_str();
         match kind {

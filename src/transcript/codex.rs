@@ -50,13 +50,12 @@ const SEARCH_DEPTH: usize = 3;
 /// The rollout file of `session`: under `sessions/`, newest first, then
 /// under `archived_sessions/`.
 pub(crate) fn locate(root: &Path, session: &str) -> Option<PathBuf> {
-    let suffix = format!("-{session}.jsonl");
     ["sessions", "archived_sessions"]
         .into_iter()
-        .find_map(|dir| find_rollout(&root.join(dir), &suffix, SEARCH_DEPTH))
+        .find_map(|dir| find_rollout(&root.join(dir), session, SEARCH_DEPTH))
 }
 
-fn find_rollout(dir: &Path, suffix: &str, depth: usize) -> Option<PathBuf> {
+fn find_rollout(dir: &Path, session: &str, depth: usize) -> Option<PathBuf> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
@@ -64,16 +63,24 @@ fn find_rollout(dir: &Path, suffix: &str, depth: usize) -> Option<PathBuf> {
     entries.sort_by_key(|entry| std::cmp::Reverse(entry.file_name()));
     entries.into_iter().find_map(|entry| {
         let path = entry.path();
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with("rollout-") && name.ends_with(suffix) && path.is_file() {
+        if is_rollout_of(&entry.file_name().to_string_lossy(), session) && path.is_file() {
             Some(path)
         } else if depth > 0 && path.is_dir() {
-            find_rollout(&path, suffix, depth - 1)
+            find_rollout(&path, session, depth - 1)
         } else {
             None
         }
     })
+}
+
+/// Whether `name` is `rollout-<YYYY-MM-DDThh-mm-ss>-<session>.jsonl`.
+fn is_rollout_of(name: &str, session: &str) -> bool {
+    const TIMESTAMP_LEN: usize = "2025-01-02T03-04-05".len();
+    name.strip_prefix("rollout-")
+        .and_then(|rest| rest.strip_suffix(".jsonl"))
+        .and_then(|rest| rest.get(TIMESTAMP_LEN..))
+        .and_then(|rest| rest.strip_prefix('-'))
+        == Some(session)
 }
 
 /// A rollout line, and (the same shape) its payload.
@@ -193,9 +200,9 @@ impl Codex {
 
 impl Format for Codex {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
-        let rec: Rec = match serde_json::from_slice(bytes) {
+        let rec: Rec = match out.parse(bytes) {
             Ok(rec) => rec,
-            Err(err) => return out.unreadable(&err),
+            Err(skipped) => return skipped,
         };
         let payload = rec.payload.0.as_deref();
         let kind = rec.kind.as_str();
@@ -320,6 +327,25 @@ mod tests {
             lines.join("\n").as_bytes(),
             Budget::UNLIMITED,
         )
+    }
+
+    #[test]
+    fn rollout_names() {
+        let id = "5f0c2a8e-0000-4000-8000-000000000001";
+        let cases = [
+            (format!("rollout-2025-05-01T10-00-00-{id}.jsonl"), id, true),
+            (
+                format!("rollout-2025-05-01T10-00-00-{id}.jsonl"),
+                "000000000001",
+                false,
+            ),
+            (format!("rollout-2025-05-01T10-00-00-{id}.json"), id, false),
+            (format!("other-2025-05-01T10-00-00-{id}.jsonl"), id, false),
+            ("rollout-short.jsonl".to_owned(), id, false),
+        ];
+        for (name, session, want) in cases {
+            assert_eq!(is_rollout_of(&name, session), want, "{name} {session}");
+        }
     }
 
     #[test]

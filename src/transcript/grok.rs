@@ -109,7 +109,11 @@ fn legacy_messages(document: &Value, out: &mut Linearizer) {
     };
     for item in messages {
         let disposition = match Message::deserialize(item) {
-            Ok(message) => read_message(message, out),
+            Ok(message) if item.is_object() => read_message(message, out),
+            Ok(_) => {
+                out.note(Note::Shape);
+                Disposition::Skipped
+            }
             Err(err) => out.unreadable(&err),
         };
         out.count(disposition);
@@ -149,9 +153,9 @@ pub(crate) struct Grok;
 
 impl Format for Grok {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
-        match serde_json::from_slice::<Message>(bytes) {
+        match out.parse::<Message>(bytes) {
             Ok(message) => read_message(message, out),
-            Err(err) => out.unreadable(&err),
+            Err(skipped) => skipped,
         }
     }
 }

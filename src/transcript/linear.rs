@@ -5,6 +5,10 @@
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Read};
 
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::error::Category;
+
 use super::budget::{Budget, Tail};
 use super::{Outcome, Role};
 
@@ -178,10 +182,30 @@ impl Linearizer {
         Disposition::Skipped
     }
 
-    /// Notes why a record failed to parse and skips it.
+    /// Parses one record, which must be a JSON object (serde would read an
+    /// array positionally as a struct). On failure, notes why and returns
+    /// the skip.
+    pub fn parse<'a, T: Deserialize<'a>>(&mut self, bytes: &'a [u8]) -> Result<T, Disposition> {
+        let object = bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        let parsed = if object {
+            serde_json::from_slice(bytes).map_err(|err| err.classify())
+        } else {
+            Err(match serde_json::from_slice::<IgnoredAny>(bytes) {
+                Ok(_) => Category::Data,
+                Err(err) => err.classify(),
+            })
+        };
+        parsed.map_err(|category| self.skip(category))
+    }
+
+    /// Notes why a value failed to parse and skips it.
     pub fn unreadable(&mut self, err: &serde_json::Error) -> Disposition {
-        self.note(match err.classify() {
-            serde_json::error::Category::Data => Note::Shape,
+        self.skip(err.classify())
+    }
+
+    fn skip(&mut self, category: Category) -> Disposition {
+        self.note(match category {
+            Category::Data => Note::Shape,
             _ => Note::NotJson,
         });
         Disposition::Skipped
