@@ -51,11 +51,10 @@ impl Default for Budget {
     }
 }
 
-/// A turn being kept, with how many of its tool summaries were dropped.
+/// A turn being kept, and whether its start was cut.
 #[derive(Debug)]
 struct Slot {
     turn: Turn,
-    omitted_tools: usize,
     head_cut: bool,
 }
 
@@ -129,7 +128,6 @@ impl Tail {
         let slot = self.current(Role::Assistant);
         let full = slot.turn.tools.len() >= MAX_TOOLS_PER_TURN;
         let removed = if full {
-            slot.omitted_tools += 1;
             slot.turn.tools.remove(0).len()
         } else {
             0
@@ -186,7 +184,6 @@ impl Tail {
                     text: String::new(),
                     tools: Vec::new(),
                 },
-                omitted_tools: 0,
                 head_cut: false,
             });
             self.open = true;
@@ -230,35 +227,30 @@ impl Tail {
         let Some(slot) = self.slots.back_mut() else {
             return;
         };
-        let room = max.saturating_sub(CUT_MARKER.len());
+        // The marker needs room too, unless the budget is too small for it.
+        let marked = max >= 2 * CUT_MARKER.len();
+        let room = if marked { max - CUT_MARKER.len() } else { max };
         let excess = self.bytes.saturating_sub(room);
         let cut = ceil_char_boundary(&slot.turn.text, excess.min(slot.turn.text.len()));
         if cut > 0 {
             slot.turn.text.drain(..cut);
-            slot.head_cut = true;
+            slot.head_cut |= marked;
             self.trimmed_bytes += cut;
         }
         let mut bytes = slot.bytes();
         while bytes > room && !slot.turn.tools.is_empty() {
             bytes -= slot.turn.tools.remove(0).len();
-            slot.omitted_tools += 1;
             self.omitted_tools += 1;
         }
         self.bytes = bytes;
     }
 }
 
-/// The turn as handed out: a cut start is marked, and so are dropped tools.
+/// The turn as handed out, a cut start marked.
 fn finish_slot(slot: Slot) -> Turn {
     let mut turn = slot.turn;
     if slot.head_cut {
         turn.text.insert_str(0, CUT_MARKER);
-    }
-    if slot.omitted_tools > 0 {
-        turn.tools.insert(
-            0,
-            format!("[…] {} earlier tool calls left out", slot.omitted_tools),
-        );
     }
     turn
 }
@@ -361,6 +353,18 @@ mod tests {
     }
 
     #[test]
+    fn a_tiny_budget_is_never_exceeded() {
+        for max in 1..16 {
+            let mut tail = Tail::new(Budget::new(0, max));
+            tail.add_text(Role::User, "0123456789abcdefghij");
+            tail.add_tool("[tool] x".into());
+            let (turns, _) = tail.finish();
+            let bytes: usize = turns.iter().map(turn_bytes).sum();
+            assert!(bytes <= max, "{max}: {turns:?}");
+        }
+    }
+
+    #[test]
     fn long_tool_runs_keep_the_last_tools() {
         let mut tail = Tail::new(Budget::UNLIMITED);
         for i in 0..MAX_TOOLS_PER_TURN + 5 {
@@ -368,9 +372,8 @@ mod tests {
         }
         let (turns, warnings) = tail.finish();
         let tools = &turns[0].tools;
-        assert_eq!(tools.len(), MAX_TOOLS_PER_TURN + 1);
-        assert_eq!(tools[0], "[…] 5 earlier tool calls left out");
-        assert_eq!(tools[1], "[tool] t5");
+        assert_eq!(tools.len(), MAX_TOOLS_PER_TURN);
+        assert_eq!(tools[0], "[tool] t5");
         assert!(warnings[0].starts_with("5 earlier tool calls"));
     }
 
