@@ -645,7 +645,7 @@ fn sweep_removes_only_our_expired_files() {
     let old_dir = dir.path().join("handoff-dir.md");
     fs::create_dir(&old_dir).unwrap();
     let removed = sweep_files_in(dir.path(), day, now).unwrap();
-    assert_eq!(removed, [old.clone()]);
+    assert_eq!(removed, std::slice::from_ref(&old));
     assert!(!old.exists());
     assert!(fresh.exists() && foreign.exists() && old_dir.exists());
     assert_eq!(

@@ -31,94 +31,90 @@ fn read(kind: AgentKind, name: &str) -> (Outcome, usize) {
     (outcome, lines)
 }
 
+/// What one shared transcript reads as.
+struct Expect {
+    kind: AgentKind,
+    file: &'static str,
+    turns: usize,
+    used: usize,
+    ignored: usize,
+    skipped: usize,
+    /// Words each warning holds, in order.
+    warnings: &'static [&'static str],
+}
+
+const fn expect(
+    kind: AgentKind,
+    file: &'static str,
+    (turns, used, ignored, skipped): (usize, usize, usize, usize),
+    warnings: &'static [&'static str],
+) -> Expect {
+    Expect {
+        kind,
+        file,
+        turns,
+        used,
+        ignored,
+        skipped,
+        warnings,
+    }
+}
+
 #[test]
 fn shared_transcripts_read_as_expected() {
-    // (kind, file, turns, used, ignored, skipped, a word of each warning)
-    let cases: [(AgentKind, &str, usize, usize, usize, usize, &[&str]); 8] = [
-        (
-            AgentKind::Claude,
+    use AgentKind::{Claude, Codex};
+    let cases = [
+        expect(
+            Claude,
             "claude/representative_messages.jsonl",
-            7,
-            9,
-            3,
-            0,
+            (7, 9, 3, 0),
             &[],
         ),
-        (
-            AgentKind::Claude,
+        expect(
+            Claude,
             "claude/sidechain_integrated.jsonl",
-            1,
-            2,
-            4,
-            0,
+            (1, 2, 4, 0),
             &["3 sidechain"],
         ),
-        (
-            AgentKind::Claude,
+        expect(
+            Claude,
             "claude/dag_compact_after_rewind.jsonl",
-            10,
-            10,
-            2,
-            0,
+            (10, 10, 2, 0),
             &["1 compaction"],
         ),
-        (
-            AgentKind::Claude,
-            "claude/system_reminder.jsonl",
-            2,
-            2,
-            1,
-            0,
-            &[],
-        ),
-        (
-            AgentKind::Claude,
-            "claude/sample_session.jsonl",
-            4,
-            5,
-            3,
-            0,
-            &[],
-        ),
-        (
-            AgentKind::Codex,
+        expect(Claude, "claude/system_reminder.jsonl", (2, 2, 1, 0), &[]),
+        expect(Claude, "claude/sample_session.jsonl", (4, 5, 3, 0), &[]),
+        expect(
+            Codex,
             "codex/rollout-synthetic-all-types.jsonl",
-            2,
-            5,
-            8,
-            1,
+            (2, 5, 8, 1),
             &["1 encrypted reasoning", "future_synthetic_record"],
         ),
-        (
-            AgentKind::Codex,
+        expect(
+            Codex,
             "codex/rollout-malformed.jsonl",
-            1,
-            1,
-            1,
-            1,
+            (1, 1, 1, 1),
             &["not valid JSON", "1 event message was read"],
         ),
-        (
-            AgentKind::Codex,
-            "codex/sample_codex_session.jsonl",
-            2,
-            2,
-            1,
-            0,
-            &[],
-        ),
+        expect(Codex, "codex/sample_codex_session.jsonl", (2, 2, 1, 0), &[]),
     ];
-    for (kind, name, turns, used, ignored, skipped, warnings) in cases {
-        let (o, lines) = read(kind, name);
+    for case in cases {
+        let name = case.file;
+        let (o, lines) = read(case.kind, name);
         assert_eq!(o.records, lines, "{name}: every line is a record");
         assert!(o.is_balanced(), "{name}");
         assert_eq!(
             (o.turns.len(), o.used, o.ignored, o.skipped),
-            (turns, used, ignored, skipped),
+            (case.turns, case.used, case.ignored, case.skipped),
             "{name}: turns, used, ignored, skipped"
         );
-        assert_eq!(o.warnings.len(), warnings.len(), "{name}: {:?}", o.warnings);
-        for (got, want) in o.warnings.iter().zip(warnings) {
+        assert_eq!(
+            o.warnings.len(),
+            case.warnings.len(),
+            "{name}: {:?}",
+            o.warnings
+        );
+        for (got, want) in o.warnings.iter().zip(case.warnings) {
             assert!(
                 got.contains(want),
                 "{name}: {got:?} should contain {want:?}"
