@@ -2,7 +2,7 @@
 //!
 //! A destination agent needs the END of a session (where it stopped) more
 //! than its beginning, and a long session does not fit its context. So the
-//! readers keep a bounded tail while they stream: [`Tail`] holds at most
+//! readers keep a bounded tail while they stream: the tail holds at most
 //! `max_turns` turns and `max_bytes` bytes of turn text, dropping the oldest
 //! as new ones arrive. Memory therefore stays bounded by the budget, not by
 //! the transcript, and the warnings say how much was cut.

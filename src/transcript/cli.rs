@@ -118,12 +118,12 @@ fn build(args: &BuildArgs) -> anyhow::Result<()> {
     writeln!(out, "{}", path.display())?;
     writeln!(out, "{message}")?;
     eprintln!(
-        "handoff: {} turns from {} records ({} skipped, {} warnings), {} bytes written",
+        "handoff: wrote {} bytes: {} turns from {} records; skipped: {}; warnings: {}",
+        document.len(),
         outcome.turns.len(),
         outcome.records,
         outcome.skipped,
-        outcome.warnings.len(),
-        document.len()
+        outcome.warnings.len()
     );
     Ok(())
 }
