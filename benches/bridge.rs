@@ -174,7 +174,7 @@ fn main() -> anyhow::Result<()> {
         |body: &str| serde_json::json!({"handoff_key": key, "project": "bench", "body": body});
     http.call("write_handoff", write_args("steady body"))?;
 
-    let mut rows = vec![
+    let mut rows = [
         Row {
             name: "get: direct (kube client GET)",
             samples: vec![],
