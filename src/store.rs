@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
 
 use crate::api::naming::{labels_for, name_for_key};
 use crate::api::{Handoff, HandoffSpec};
@@ -239,11 +239,6 @@ where
             other => return other,
         }
     }
-}
-
-/// Name and namespace for messages.
-pub fn describe(h: &Handoff) -> String {
-    format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any())
 }
 
 #[cfg(test)]
