@@ -9,12 +9,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
-use handoff::testing::{Assets, ControlPlane, PlaneOptions, StaticToken, install_crds};
+use handoff::testing::{
+    Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken, install_crds,
+};
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::AuthInfo;
 
@@ -129,34 +130,13 @@ fn main() -> anyhow::Result<()> {
     };
     let direct: Api<Handoff> = Api::namespaced(kube::Client::try_from(config)?, "default");
 
-    let mut bridge = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", "default"])
-        .env("KUBECONFIG", plane.kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let mut lines = BufReader::new(
-        bridge
-            .stderr
-            .take()
-            .ok_or_else(|| anyhow::anyhow!("stderr"))?,
-    )
-    .lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            Some(
-                l.split_once("serving ")?
-                    .1
-                    .split_whitespace()
-                    .next()?
-                    .to_owned(),
-            )
-        })
-        .ok_or_else(|| anyhow::anyhow!("the bridge did not start"))?;
-    std::thread::spawn(move || lines.for_each(drop));
+    let bridge = BridgeProcess::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
+        plane.kubeconfig_path(),
+        "default",
+        &[],
+    )?;
+    let url = bridge.url().to_owned();
     let mut http = Http::connect(&url)?;
 
     let key = "bench/get#1";
@@ -225,8 +205,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!("bench: {}/{}", i + 1, WARMUP + ITERATIONS);
         }
     }
-    let _ = bridge.kill();
-    let _ = bridge.wait();
+    drop(bridge);
 
     let stats: Vec<(f64, f64)> = rows.iter_mut().map(|r| summary(&mut r.samples)).collect();
     println!(

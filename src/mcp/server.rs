@@ -137,9 +137,7 @@ impl HandoffServer {
                 let args: ListArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 crate::api::validation::project(&args.project)?;
                 let limit = tools::list_limit(args.limit)?;
-                if let Some(cursor) = args.cursor.as_deref().filter(|c| !c.is_empty()) {
-                    tools::decode_cursor(cursor)?;
-                }
+                let after = tools::list_after(args.cursor.as_deref())?;
                 let query = ListQuery {
                     project: args.project.clone(),
                     repo: args.repo.clone(),
@@ -151,10 +149,10 @@ impl HandoffServer {
                     .map_err(|e| kube_error(caller, tool, e))?;
                 let result = tools::list_page(
                     sorted,
-                    args.cursor.as_deref(),
+                    after.as_ref(),
                     limit,
                     args.include_body.unwrap_or(false),
-                )?;
+                );
                 Ok((json(&result), tools::text::list(&args.project, &result)))
             }
             ToolName::Delete => {

@@ -366,25 +366,29 @@ pub fn page<T>(
     (items, next)
 }
 
+/// The position a `cursor` argument continues after (`None`: from the start).
+pub fn list_after(cursor: Option<&str>) -> Result<Option<SortKey>, FieldError> {
+    cursor
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()
+}
+
 /// Pages stored handoffs for `list_handoffs`.
 pub fn list_page(
     sorted: Vec<Handoff>,
-    cursor: Option<&str>,
+    after: Option<&SortKey>,
     limit: usize,
     include_body: bool,
-) -> Result<ListResult, FieldError> {
-    let after = cursor
-        .filter(|c| !c.is_empty())
-        .map(decode_cursor)
-        .transpose()?;
-    let (items, next) = page(sorted, sort_key, after.as_ref(), limit);
-    Ok(ListResult {
+) -> ListResult {
+    let (items, next) = page(sorted, sort_key, after, limit);
+    ListResult {
         handoffs: items
             .iter()
             .map(|h| ListEntry::of(h, include_body))
             .collect(),
         next_cursor: next.as_ref().map(encode_cursor),
-    })
+    }
 }
 
 /// The first characters of a body on one line.
