@@ -38,6 +38,13 @@ pub const PROFILE_HEADER: &str = "x-handoff-profile";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// `config` with the bridge's bounded connect and read timeouts.
+pub fn with_timeouts(mut config: Config) -> Config {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config
+}
+
 /// A caller the bridge acts for: its store (its own credentials), its
 /// profile and, once asked, its name.
 pub struct Caller {
@@ -192,13 +199,11 @@ impl TokenResolver {
     }
 
     fn client_for(&self, token: &str) -> Result<Client, AuthError> {
-        let mut config = self.base.clone();
+        let mut config = with_timeouts(self.base.clone());
         config.auth_info = AuthInfo {
             token: Some(token.to_owned().into()),
             ..AuthInfo::default()
         };
-        config.connect_timeout = Some(CONNECT_TIMEOUT);
-        config.read_timeout = Some(READ_TIMEOUT);
         Client::try_from(config).map_err(|e| AuthError::Unavailable(e.to_string()))
     }
 

@@ -89,7 +89,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         if profile.tools().is_empty() {
             tracing::warn!(profile = %profile.as_str(), "this profile sees no handoff tool (set --profile or HANDOFF_PROFILE)");
         }
-        let client = kube::Client::try_from(config)?;
+        let client = kube::Client::try_from(auth::with_timeouts(config))?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
         let service = HandoffServer::for_caller(caller, metrics)
             .serve(stdio::guarded_stdio())

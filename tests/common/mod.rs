@@ -91,11 +91,16 @@ pub struct Bridge {
 impl Bridge {
     /// Starts a bridge on a free loopback port, acting as admin for SA lookups.
     pub fn start(env: &TestEnv, namespace: &str) -> Self {
+        Self::start_with(env, namespace, &[])
+    }
+
+    /// [`Bridge::start`] with extra `handoff mcp` flags.
+    pub fn start_with(env: &TestEnv, namespace: &str, extra: &[&str]) -> Self {
         let process = BridgeProcess::start(
             Path::new(env!("CARGO_BIN_EXE_handoff")),
             env.kubeconfig_path(),
             namespace,
-            &[],
+            extra,
         )
         .unwrap_or_else(|e| panic!("the bridge did not start: {e:#}"));
         let url = process.url().to_owned();
