@@ -7,7 +7,8 @@
 //! - [`api`]: the custom resource types and the pure key → name mapping.
 //! - [`store`]: the one place that talks `Handoff` to the apiserver.
 //! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
-//! - [`goals`]: the continuation preamble (and, later, refine/brainstorm goals).
+//! - [`goals`]: the continuation preamble, the refine and brainstorm goal texts.
+//! - [`schedule`]: the refine → brainstorm barrier of `BrainstormSchedule`s.
 //! - [`transcript`]: linearizes another agent's transcript into a handoff document.
 //! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
 //!   shared by the integration suites and `handoff dev`.
@@ -18,6 +19,7 @@ pub mod api;
 pub mod dev;
 pub mod goals;
 pub mod mcp;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 pub mod testing;
