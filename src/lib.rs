@@ -9,6 +9,7 @@
 //! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
 //! - [`goals`]: the continuation preamble, the refine and brainstorm goal texts.
 //! - [`schedule`]: the refine → brainstorm barrier of `BrainstormSchedule`s.
+//! - [`offers`]: handoffs offered to a destination agent, and their lifecycle.
 //! - [`transcript`]: linearizes another agent's transcript into a handoff document.
 //! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
 //!   shared by the integration suites and `handoff dev`.
@@ -19,6 +20,7 @@ pub mod api;
 pub mod dev;
 pub mod goals;
 pub mod mcp;
+pub mod offers;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;

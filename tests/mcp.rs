@@ -53,7 +53,7 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
     let plan = |_: &str| json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k"}))]);
     let refine = drive_stdio(env, &ns, "refine", plan("refine"));
     assert_eq!(
-        tools(&refine[0]),
+        tools(&refine[0])[..4],
         [
             "get_handoff",
             "write_handoff",
@@ -61,13 +61,16 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
             "delete_handoff"
         ]
     );
+    assert_eq!(
+        tools(&refine[0]).len(),
+        7,
+        "the contract's four plus the three offer tools"
+    );
     assert_eq!(ok(&refine[1])["deleted"], json!(false));
 
     let implement = drive_stdio(env, &ns, "implement", plan("implement"));
-    assert_eq!(
-        tools(&implement[0]),
-        ["get_handoff", "write_handoff", "list_handoffs"]
-    );
+    assert_eq!(tools(&implement[0]).len(), 6, "all but delete_handoff");
+    assert!(!tools(&implement[0]).contains(&"delete_handoff"));
     let refusal = err_text(&implement[1]);
     assert!(
         refusal.contains("`delete_handoff`") && refusal.contains("`implement`"),
@@ -407,9 +410,8 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
         "refine",
         json!([{"op": "list_tools"}, write("k1", "shop", "hello")]),
     );
-    assert_eq!(
-        tools(&wrote[0]).len(),
-        3,
+    assert!(
+        !tools(&wrote[0]).contains(&"delete_handoff"),
         "the ServiceAccount label (implement) wins over the header (refine)"
     );
     let handoff = &ok(&wrote[1])["handoff"];
@@ -423,7 +425,10 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
         "",
         json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k1"}))]),
     );
-    assert_eq!(tools(&denied[0]).len(), 4, "refine profile sees delete");
+    assert!(
+        tools(&denied[0]).contains(&"delete_handoff"),
+        "refine profile sees delete"
+    );
     let msg = err_text(&denied[1]);
     assert!(
         msg.contains(&format!("identity system:serviceaccount:{ns}:fake-groomer may not delete handoffs in namespace {ns}")),

@@ -71,6 +71,11 @@ impl Caller {
         caller
     }
 
+    /// A client with this caller's credentials.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// The store acting with this caller's credentials.
     pub fn store(&self) -> &HandoffStore {
         &self.store
