@@ -256,12 +256,17 @@ impl OfferStore {
         Ok(jobs.items.iter().any(|j| job_result(j).is_none()))
     }
 
+    /// Records `Offered` on a new offer. A 409 means a newer offer (or the
+    /// controller) already moved it on: the offer as it is now is returned.
     async fn set_offered(&self, created: HandoffOffer) -> Result<HandoffOffer, kube::Error> {
         let status = HandoffOfferStatus {
             phase: Some(OfferPhase::Offered),
             ..Default::default()
         };
-        self.patch_status(&created, &status).await
+        match self.patch_status(&created, &status).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => self.offers.get(&created.name_any()).await,
+            other => other,
+        }
     }
 
     /// A status patch guarded by the object's resourceVersion (409 when it changed).
