@@ -1,8 +1,9 @@
 //! A `handoff mcp --listen` process on a free loopback port, for the
 //! integration suites and the benchmarks (a real separate process, as the
-//! bridge runs in a cluster).
+//! bridge runs in a cluster). Its stderr (the JSON logs) is kept in a file
+//! so tests can inspect what it logged.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -10,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 pub struct BridgeProcess {
     child: Child,
     url: String,
+    log: tempfile::NamedTempFile,
 }
 
 impl BridgeProcess {
@@ -21,10 +23,22 @@ impl BridgeProcess {
         namespace: &str,
         extra: &[&str],
     ) -> anyhow::Result<Self> {
+        Self::start_with_env(binary, kubeconfig, namespace, extra, &[])
+    }
+
+    /// [`BridgeProcess::start`] with extra environment variables (e.g. `RUST_LOG`).
+    pub fn start_with_env(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let mut child = Command::new(binary)
             .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
@@ -32,23 +46,43 @@ impl BridgeProcess {
             .stderr
             .take()
             .ok_or_else(|| anyhow::anyhow!("the bridge's stderr is not piped"))?;
+        let log = tempfile::NamedTempFile::new()?;
+        let mut sink = log.reopen()?;
         let mut lines = BufReader::new(stderr).lines();
-        let url = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| served_url(&l));
+        let mut url = None;
+        for line in lines.by_ref().map_while(Result::ok) {
+            let _ = writeln!(sink, "{line}");
+            if let Some(found) = served_url(&line) {
+                url = Some(found);
+                break;
+            }
+        }
         let Some(url) = url else {
             let status = child.wait()?;
             anyhow::bail!("the bridge exited ({status}) before printing its address");
         };
-        // Keep draining stderr so the bridge never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ok(Self { child, url })
+        // Keep draining stderr into the log so the bridge never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                let _ = writeln!(sink, "{line}");
+            }
+        });
+        Ok(Self { child, url, log })
     }
 
     /// `http://127.0.0.1:<port>/mcp`
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The process id (for memory readings).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Everything the bridge logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 }
 

@@ -83,7 +83,8 @@ pub fn drive_stdio(env: &TestEnv, namespace: &str, profile: &str, plan: Value) -
 
 /// A `handoff mcp --listen` process for one namespace, killed on drop.
 pub struct Bridge {
-    process: BridgeProcess,
+    /// The process (logs, pid).
+    pub process: BridgeProcess,
     /// `http://127.0.0.1:<port>/mcp`
     pub url: String,
 }

@@ -9,6 +9,7 @@ The plan is a JSON list of steps, run in order in one session:
     {"op": "call", "tool": NAME, "args": {...}}
     {"op": "concurrent", "tool": NAME, "args_list": [{...}, ...]}   (all at once)
     {"op": "raw_post", "body": "...", "headers": {...}?}   (HTTP only: a raw POST to the endpoint)
+    {"op": "load", "agents": N, "calls": M, "project": P}   (N concurrent agents × M mixed calls)
 Prints one JSON list with a result per step:
     {"tools": [...], "annotations": {...}}
     {"is_error": bool, "text": "...", "structured": {...} | null}
@@ -38,6 +39,36 @@ async def call(client, tool, args):
     return {"is_error": bool(result.is_error), "text": text, "structured": result.structured_content}
 
 
+async def load(client, agents, calls, project):
+    """N agents, each M calls mixing write/get/list on keys of its own; returns
+    the unexpected errors and the last acknowledged body of every key."""
+    errors = []
+    acknowledged = {}
+
+    async def agent(i):
+        for j in range(calls):
+            key = f"load-{i}-{j % 7}"
+            kind = j % 4
+            if kind in (0, 1):
+                body = f"agent {i} call {j}"
+                r = await call(client, "write_handoff", {"handoff_key": key, "project": project, "body": body})
+                if r.get("is_error") or "exception" in r:
+                    errors.append(r)
+                else:
+                    acknowledged[key] = body
+            elif kind == 2:
+                r = await call(client, "get_handoff", {"handoff_key": key})
+                if r.get("is_error") or "exception" in r:
+                    errors.append(r)
+            else:
+                r = await call(client, "list_handoffs", {"project": project, "limit": 20})
+                if r.get("is_error") or "exception" in r:
+                    errors.append(r)
+
+    await asyncio.gather(*(agent(i) for i in range(agents)))
+    return {"errors": errors[:20], "error_count": len(errors), "acknowledged": acknowledged}
+
+
 async def run_steps(client, plan, http=None, url=None):
     results = []
     for step in plan:
@@ -57,6 +88,8 @@ async def run_steps(client, plan, http=None, url=None):
             elif step["op"] == "concurrent":
                 calls = [call(client, step["tool"], args) for args in step["args_list"]]
                 results.append({"results": list(await asyncio.gather(*calls))})
+            elif step["op"] == "load":
+                results.append(await load(client, step["agents"], step["calls"], step["project"]))
             elif step["op"] == "raw_post":
                 headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
                 headers.update(step.get("headers", {}))
