@@ -66,7 +66,15 @@ pub struct ControlPlane {
     kubeconfig: Kubeconfig,
     kubeconfig_path: PathBuf,
     assets: Assets,
+    ports: Ports,
     dir: TempDir,
+}
+
+/// What a restarted process needs to come back where it was.
+struct Ports {
+    etcd: u16,
+    api: u16,
+    token_file: Option<PathBuf>,
 }
 
 impl ControlPlane {
@@ -128,12 +136,18 @@ impl ControlPlane {
         let kubeconfig_path = root.join("kubeconfig");
         std::fs::write(&kubeconfig_path, serde_saphyr::to_string(&kubeconfig)?)?;
 
+        let ports = Ports {
+            etcd: etcd_port,
+            api: api_port,
+            token_file,
+        };
         let mut plane = Self {
             apiserver,
             etcd,
             kubeconfig,
             kubeconfig_path,
             assets,
+            ports,
             dir,
         };
         plane.wait_ready().await?;
@@ -187,6 +201,38 @@ impl ControlPlane {
     /// The temporary directory holding data, certificates and logs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Stops kube-apiserver, keeping etcd and every byte of data (fault injection).
+    pub fn stop_apiserver(&mut self) {
+        self.apiserver.stop(Duration::from_secs(10));
+    }
+
+    /// Starts kube-apiserver again on the same port and waits until it is ready.
+    pub async fn start_apiserver(&mut self) -> anyhow::Result<()> {
+        let root = self.dir.path();
+        let token_file = self.ports.token_file.as_deref();
+        self.apiserver = start_apiserver(
+            &self.assets,
+            root,
+            &root.join("certs"),
+            self.ports.etcd,
+            self.ports.api,
+            token_file,
+        )?;
+        self.wait_ready().await
+    }
+
+    /// Stops etcd, keeping its data (fault injection).
+    pub fn stop_etcd(&mut self) {
+        self.etcd.stop(Duration::from_secs(10));
+    }
+
+    /// Starts etcd again on the same port and data, and waits until the
+    /// apiserver is ready again.
+    pub async fn start_etcd(&mut self) -> anyhow::Result<()> {
+        self.etcd = start_etcd(&self.assets, self.dir.path(), self.ports.etcd)?;
+        self.wait_ready().await
     }
 
     /// Process ids of etcd and kube-apiserver (for leak checks).
