@@ -50,10 +50,9 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 
-## Benchmarks: side-by-side ratios printed as markdown tables (never asserted in tests).
+## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests).
 bench: envtest-assets
-	$(CARGO) bench --locked --bench bridge
-	$(CARGO) bench --locked --bench transcript
+	hack/bench-report.sh
 
 clean:
 	$(CARGO) clean
