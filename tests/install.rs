@@ -1,0 +1,678 @@
+//! The GitOps install (`config/`), against the real apiserver with the real
+//! kubectl: kustomize builds, a server-side dry run and then a real apply of
+//! `config/default`, the RBAC matrix of every identity (`kubectl auth
+//! can-i --as system:serviceaccount:…`), the admission policy (forged and
+//! honest `spec.createdBy`, the bridge's writes), and every file in
+//! `examples/`.
+//!
+//! The suite applies `config/default` once per test binary (into the shared
+//! control plane's `handoff-system` namespace); the tests share it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use handoff::api::Handoff;
+use handoff::api::naming::name_for_key;
+use handoff::testing::TestEnv;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+/// The namespace `config/default` installs into.
+const NS: &str = "handoff-system";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
+    env.kubectl()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = env
+        .kubectl()
+        .current_dir(root())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("kubectl output")
+}
+
+fn must(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl kustomize <dir>` as a list of objects.
+fn build(env: &TestEnv, dir: &str) -> Vec<Value> {
+    let yaml = must(kubectl(env, &["kustomize", dir]), &format!("kustomize {dir}"));
+    serde_saphyr::from_str_multiple::<Value, Vec<_>>(&yaml)
+        .unwrap_or_else(|e| panic!("kustomize {dir} is not YAML: {e}"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} missing from the build"))
+}
+
+/// Applies `config/default` once: the namespace first (a server-side dry
+/// run cannot create it for the objects in it), then a dry run of the whole
+/// installation, then the real apply; waits until the admission policy
+/// enforces.
+fn installed() -> &'static TestEnv {
+    static DONE: OnceLock<()> = OnceLock::new();
+    let env = common::env();
+    DONE.get_or_init(|| {
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    "config/components/namespace.yaml",
+                ],
+            ),
+            "apply the namespace",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--dry-run=server",
+                    "-k",
+                    "config/default",
+                ],
+            ),
+            "server-side dry run of config/default",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--dry-run=server",
+                    "-k",
+                    "config/overlays/postgres",
+                ],
+            ),
+            "server-side dry run of the postgres overlay",
+        );
+        must(
+            kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
+            "apply config/default",
+        );
+        wait_for_policy(env);
+    });
+    env
+}
+
+fn handoff_yaml(name: &str, namespace: &str, project_label: &str, created_by: Option<&str>) -> String {
+    let created_by = created_by
+        .map(|c| format!("  createdBy: \"{c}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{name}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
+    )
+}
+
+fn sa(name: &str) -> String {
+    format!("system:serviceaccount:{NS}:{name}")
+}
+
+/// Creates a Handoff as `user` (impersonated by the admin).
+fn create_as(env: &TestEnv, user: &str, yaml: &str) -> Output {
+    kubectl_stdin(env, &["create", "-f", "-", "--as", user], yaml)
+}
+
+/// ValidatingAdmissionPolicies enforce once the apiserver has loaded them
+/// (asynchronously): retry a forged create until it is refused.
+fn wait_for_policy(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let name = "policy-probe";
+    loop {
+        let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
+        let out = create_as(env, &sa("agent-implement"), &forged);
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.createdBy")
+        {
+            return;
+        }
+        let _ = kubectl(env, &["-n", NS, "delete", "handoff", name, "--ignore-not-found"]);
+        assert!(
+            Instant::now() < deadline,
+            "the admission policy did not start enforcing within 60 s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
+    let env = common::env();
+    let default = build(env, "config/default");
+
+    // Everything namespaced lands in handoff-system; the policy stays cluster scoped.
+    for o in &default {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let cluster_scoped = matches!(
+            kind,
+            "Namespace"
+                | "CustomResourceDefinition"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+        );
+        let ns = o["metadata"]["namespace"].as_str();
+        if cluster_scoped {
+            assert_eq!(ns, None, "{kind} {} has a namespace", o["metadata"]["name"]);
+        } else {
+            assert_eq!(ns, Some(NS), "{kind} {}", o["metadata"]["name"]);
+        }
+        assert_ne!(kind, "Secret", "no Secret belongs in git");
+    }
+    let crds = default
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .count();
+    assert_eq!(crds, handoff::api::crds().len());
+    for role in ["handoff-writer", "handoff-groomer", "handoff-view", "handoff-controller", "handoff-bridge"] {
+        find(&default, "ClusterRole", role);
+    }
+
+    // The controller: 2 replicas, probes, resources, restricted security context.
+    let controller = find(&default, "Deployment", "handoff-controller");
+    assert_eq!(controller["spec"]["replicas"], json!(2));
+    let pod = &controller["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], json!("handoff-controller"));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], json!("RuntimeDefault"));
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], json!("ghcr.io/handoff-dev/handoff:0.1.0"), "the images: entry of config/default");
+    let args: Vec<&str> = c["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    assert_eq!(args[0], "controller");
+    assert!(args.contains(&"--metrics-listen=0.0.0.0:8080"), "{args:?}");
+    assert!(args.iter().any(|a| a.starts_with("--lease-namespace=")), "{args:?}");
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], json!("/healthz"));
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], json!("/readyz"));
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], json!(false));
+    assert_eq!(sc["readOnlyRootFilesystem"], json!(true));
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], json!("RuntimeDefault"));
+
+    // The bridge: allow-list = its Service's name.
+    let bridge = find(&default, "Deployment", "handoff-bridge");
+    let service = find(&default, "Service", "handoff-bridge");
+    let c = &bridge["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    let service_name = service["metadata"]["name"].as_str().expect("name");
+    assert!(
+        args.contains(&format!("--allowed-host={service_name}.$(POD_NAMESPACE).svc").as_str()),
+        "the bridge must allow its Service's host name: {args:?}"
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
+    find(&default, "PodDisruptionBudget", "handoff-bridge");
+    find(&default, "ValidatingAdmissionPolicy", "handoff.dev-honest-handoffs");
+    find(&default, "ValidatingAdmissionPolicyBinding", "handoff.dev-honest-handoffs");
+    find(&default, "NetworkPolicy", "default-deny-ingress");
+
+    // The overlay adds DATABASE_URL from a Secret, nothing else to the args.
+    let overlay = build(env, "config/overlays/postgres");
+    let c = &find(&overlay, "Deployment", "handoff-controller")["spec"]["template"]["spec"]["containers"][0];
+    let db = c["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "DATABASE_URL")
+        .expect("DATABASE_URL in the overlay");
+    assert_eq!(db["valueFrom"]["secretKeyRef"]["name"], json!("handoff-postgres"));
+    assert!(db.get("value").is_none(), "the DSN comes from the Secret only");
+    assert!(overlay.iter().all(|o| o["kind"] != "Secret"));
+
+    // Monitoring: two ServiceMonitors and a dashboard over the bridge's metrics.
+    let prometheus = build(env, "config/prometheus");
+    let monitors = prometheus.iter().filter(|o| o["kind"] == "ServiceMonitor").count();
+    assert_eq!(monitors, 2);
+    let dashboard = find(&prometheus, "ConfigMap", "handoff-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], json!("1"));
+    let json_text = dashboard["data"]["handoff-dashboard.json"].as_str().expect("dashboard");
+    let parsed: Value = serde_json::from_str(json_text).expect("the dashboard is JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+    for metric in ["handoff_mcp_tool_calls_total", "handoff_mcp_tool_call_duration_seconds_bucket", "handoff_controller_"] {
+        assert!(json_text.contains(metric), "the dashboard shows {metric}");
+    }
+}
+
+#[test]
+fn config_default_dry_runs_then_applies() {
+    let env = installed();
+    for (kind, name) in [
+        ("deployment", "handoff-controller"),
+        ("deployment", "handoff-bridge"),
+        ("service", "handoff-bridge"),
+        ("serviceaccount", "agent-refine"),
+    ] {
+        must(kubectl(env, &["-n", NS, "get", kind, name]), &format!("get {kind}/{name}"));
+    }
+    for (kind, name) in [
+        ("clusterrole", "handoff-view"),
+        ("validatingadmissionpolicy", "handoff.dev-honest-handoffs"),
+        ("validatingadmissionpolicybinding", "handoff.dev-honest-handoffs"),
+    ] {
+        must(kubectl(env, &["get", kind, name]), &format!("get {kind}/{name}"));
+    }
+    // Applying again changes nothing and fights no one (GitOps re-syncs).
+    must(
+        kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
+        "re-apply config/default",
+    );
+}
+
+/// One `kubectl auth can-i` expectation.
+struct Can {
+    who: String,
+    verb: &'static str,
+    resource: &'static str,
+    subresource: Option<&'static str>,
+    namespace: Option<&'static str>,
+    allowed: bool,
+}
+
+fn can(who: &str, verb: &'static str, resource: &'static str, allowed: bool) -> Can {
+    Can {
+        who: who.to_owned(),
+        verb,
+        resource,
+        subresource: None,
+        namespace: Some(NS),
+        allowed,
+    }
+}
+
+impl Can {
+    fn sub(mut self, subresource: &'static str) -> Self {
+        self.subresource = Some(subresource);
+        self
+    }
+    fn ns(mut self, namespace: Option<&'static str>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+}
+
+const HANDOFFS: &str = "handoffs.handoff.dev";
+const OFFERS: &str = "handoffoffers.handoff.dev";
+const SCHEDULES: &str = "brainstormschedules.handoff.dev";
+
+#[test]
+fn rbac_matrix_of_every_identity() {
+    let env = installed();
+    // An SRE: bound to handoff-view (what `view` aggregates; envtest runs
+    // no aggregation controller, so the role is bound directly and its
+    // aggregation label checked below).
+    must(
+        kubectl(env, &["-n", NS, "create", "serviceaccount", "sre-matrix"]),
+        "create the SRE account",
+    );
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "create",
+                "rolebinding",
+                "sre-matrix-view",
+                "--clusterrole=handoff-view",
+                &format!("--serviceaccount={NS}:sre-matrix"),
+            ],
+        ),
+        "bind the SRE",
+    );
+    let view = must(kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]), "get handoff-view");
+    let view: Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        json!("true"),
+        "handoff-view aggregates into `view`"
+    );
+
+    let writers = ["agent-implement", "agent-issue-lifecycle", "agent-incident", "agent-brainstorm"];
+    let mut matrix = Vec::new();
+    for w in writers {
+        let w = sa(w);
+        for verb in ["get", "list", "watch", "create", "patch", "update"] {
+            matrix.push(can(&w, verb, HANDOFFS, true));
+            matrix.push(can(&w, verb, OFFERS, true));
+        }
+        matrix.push(can(&w, "delete", HANDOFFS, false));
+        matrix.push(can(&w, "deletecollection", HANDOFFS, false));
+        matrix.push(can(&w, "delete", OFFERS, false));
+        matrix.push(can(&w, "patch", HANDOFFS, false).sub("status"));
+        matrix.push(can(&w, "create", SCHEDULES, false));
+        matrix.push(can(&w, "create", "jobs.batch", false));
+        matrix.push(can(&w, "get", "secrets", false));
+        matrix.push(can(&w, "create", HANDOFFS, false).ns(Some("default")));
+    }
+    let groomer = sa("agent-refine");
+    for verb in ["get", "list", "watch", "create", "patch", "update", "delete"] {
+        matrix.push(can(&groomer, verb, HANDOFFS, true));
+    }
+    matrix.push(can(&groomer, "delete", OFFERS, false));
+    matrix.push(can(&groomer, "create", SCHEDULES, false));
+    matrix.push(can(&groomer, "get", "secrets", false));
+    matrix.push(can(&groomer, "delete", HANDOFFS, false).ns(Some("default")));
+
+    let bridge = sa("handoff-bridge");
+    for verb in ["get", "list", "create", "patch", "update", "delete"] {
+        matrix.push(can(&bridge, verb, HANDOFFS, false));
+        matrix.push(can(&bridge, verb, OFFERS, false));
+    }
+    matrix.push(can(&bridge, "get", "serviceaccounts", true).ns(Some("default")));
+    matrix.push(can(&bridge, "get", "serviceaccounts", true));
+    matrix.push(can(&bridge, "list", "serviceaccounts", false));
+    matrix.push(can(&bridge, "update", "serviceaccounts", false));
+    matrix.push(can(&bridge, "create", "serviceaccounts/token", false));
+    matrix.push(can(&bridge, "list", "jobs.batch", true));
+    matrix.push(can(&bridge, "list", "jobs.batch", false).ns(Some("default")));
+    matrix.push(can(&bridge, "create", "jobs.batch", false));
+    matrix.push(can(&bridge, "get", "secrets", false));
+    matrix.push(can(&bridge, "create", "selfsubjectreviews.authentication.k8s.io", true).ns(None));
+    matrix.push(can(&bridge, "create", "events.events.k8s.io", false));
+
+    let controller = sa("handoff-controller");
+    for verb in ["get", "list", "watch", "patch", "update", "delete"] {
+        matrix.push(can(&controller, verb, HANDOFFS, true).ns(None));
+    }
+    matrix.push(can(&controller, "create", HANDOFFS, false));
+    for r in [HANDOFFS, SCHEDULES, OFFERS] {
+        matrix.push(can(&controller, "patch", r, true).sub("status").ns(Some("default")));
+    }
+    matrix.push(can(&controller, "patch", SCHEDULES, false));
+    matrix.push(can(&controller, "create", OFFERS, false));
+    matrix.push(can(&controller, "list", SCHEDULES, true).ns(None));
+    matrix.push(can(&controller, "create", "jobs.batch", true).ns(Some("default")));
+    matrix.push(can(&controller, "watch", "jobs.batch", true).ns(None));
+    matrix.push(can(&controller, "delete", "jobs.batch", false));
+    matrix.push(can(&controller, "create", "events.events.k8s.io", true).ns(Some("default")));
+    matrix.push(can(&controller, "create", "leases.coordination.k8s.io", true));
+    matrix.push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
+    matrix.push(can(&controller, "get", "secrets", false));
+    matrix.push(can(&controller, "create", "pods", false));
+
+    let sre = sa("sre-matrix");
+    for r in [HANDOFFS, OFFERS, SCHEDULES] {
+        for verb in ["get", "list", "watch"] {
+            matrix.push(can(&sre, verb, r, true));
+        }
+        for verb in ["create", "patch", "update", "delete"] {
+            matrix.push(can(&sre, verb, r, false));
+        }
+    }
+    matrix.push(can(&sre, "get", "secrets", false));
+
+    let mut wrong = Vec::new();
+    for c in &matrix {
+        let mut args = vec!["auth", "can-i", c.verb, c.resource, "--as", &c.who];
+        if let Some(s) = c.subresource {
+            args.extend(["--subresource", s]);
+        }
+        match c.namespace {
+            Some(ns) => args.extend(["-n", ns]),
+            None => args.push("--all-namespaces"),
+        }
+        let out = kubectl(env, &args);
+        let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let allowed = match answer.as_str() {
+            "yes" => true,
+            "no" => false,
+            _ => panic!("can-i {args:?}: {answer} {}", String::from_utf8_lossy(&out.stderr)),
+        };
+        if allowed != c.allowed {
+            wrong.push(format!(
+                "{} {} {}{} in {}: expected {}, got {answer}",
+                c.who,
+                c.verb,
+                c.resource,
+                c.subresource.map(|s| format!("/{s}")).unwrap_or_default(),
+                c.namespace.unwrap_or("all namespaces"),
+                if c.allowed { "yes" } else { "no" }
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "RBAC matrix ({} checks):\n{}", matrix.len(), wrong.join("\n"));
+    assert!(matrix.len() > 100, "the matrix covers every identity");
+}
+
+#[test]
+fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
+    let env = installed();
+    let implement = sa("agent-implement");
+
+    // As agent-implement, claiming agent-incident wrote it: refused, naming the field and the rule.
+    let forged = create_as(env, &implement, &handoff_yaml("forged", NS, "shop", Some(&sa("agent-incident"))));
+    let err = String::from_utf8_lossy(&forged.stderr);
+    assert!(!forged.status.success(), "a forged createdBy was admitted");
+    assert!(err.contains("spec.createdBy must be the requesting user"), "{err}");
+    assert!(err.contains("agent-incident") && err.contains("agent-implement"), "{err}");
+
+    // Honest: its own name.
+    must(
+        create_as(env, &implement, &handoff_yaml("honest", NS, "shop", Some(&implement))),
+        "an honest createdBy",
+    );
+    // No createdBy (a GitOps object): admitted.
+    must(
+        create_as(env, &implement, &handoff_yaml("gitops-style", NS, "shop", None)),
+        "no createdBy",
+    );
+    // The project label must mirror spec.project.
+    let mislabelled = create_as(env, &implement, &handoff_yaml("mislabelled", NS, "other", Some(&implement)));
+    let err = String::from_utf8_lossy(&mislabelled.stderr);
+    assert!(!mislabelled.status.success(), "a lying project label was admitted");
+    assert!(err.contains("metadata.labels.project must equal spec.project"), "{err}");
+
+    // An update that claims someone else is refused too ...
+    let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
+    let out = kubectl(
+        env,
+        &["-n", NS, "patch", "handoff", "honest", "--type=merge", "-p", &patch, "--as", &implement],
+    );
+    assert!(!out.status.success(), "an UPDATE forging createdBy was admitted");
+    // ... but the controller may patch labels and its finalizer on handoffs others wrote.
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "handoff",
+                "honest",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
+                "--as",
+                &sa("handoff-controller"),
+            ],
+        ),
+        "the controller patches a handoff another identity wrote",
+    );
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "handoff",
+                "honest",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+                "--as",
+                &sa("handoff-controller"),
+            ],
+        ),
+        "the controller removes its finalizer",
+    );
+    // Even an admin may not forge authorship.
+    let out = kubectl_stdin(
+        env,
+        &["create", "-f", "-"],
+        &handoff_yaml("admin-forged", NS, "shop", Some(&implement)),
+    );
+    assert!(!out.status.success(), "the policy binds admins as well");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_writes_pass_the_policy() {
+    let env = installed();
+    let ns = env.namespace("install-bridge").await;
+    let token = common::agent_token(env, &ns, "writer", Some("implement"), Some("handoff-writer")).await;
+    // The policy is active in this namespace: a forged kubectl write fails ...
+    let forged = create_as(
+        env,
+        &format!("system:serviceaccount:{ns}:writer"),
+        &handoff_yaml("forged", &ns, "shop", Some("system:serviceaccount:elsewhere:someone")),
+    );
+    assert!(!forged.status.success(), "the policy is not active in {ns}");
+
+    // ... while the bridge's write, acting with the agent's token, passes.
+    let bridge = common::Bridge::start(env, &ns);
+    let key = "acme/api#8";
+    let results = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "implement",
+            json!([
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "repo": "acme/api", "kind": "issue",
+                          "body": "## State\nwritten through the bridge under the admission policy"}},
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "repo": "acme/api", "kind": "issue",
+                          "body": "## State\nupdated through the bridge"}}
+            ]),
+        )
+    });
+    for (r, expected) in results.iter().zip(["created", "updated"]) {
+        assert_eq!(r["is_error"], json!(false), "the bridge's write was refused: {r}");
+        assert_eq!(r["structured"]["outcome"], json!(expected), "{r}");
+    }
+    let stored = Api::<Handoff>::namespaced(env.client().await, &ns)
+        .get(&name_for_key(key))
+        .await
+        .expect("the handoff exists");
+    assert_eq!(
+        stored.spec.created_by.as_deref(),
+        Some(format!("system:serviceaccount:{ns}:writer").as_str())
+    );
+    assert_eq!(
+        stored.metadata.labels.as_ref().and_then(|l| l.get("project")).map(String::as_str),
+        Some("shop")
+    );
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_example_applies_or_parses() {
+    let env = installed();
+    // Stub CRDs for the Flux and Argo CD objects, and their namespaces.
+    must(
+        kubectl(env, &["apply", "--server-side", "-f", "tests/fixtures/gitops/"]),
+        "apply the stub CRDs",
+    );
+    must(
+        kubectl(
+            env,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/kustomizations.kustomize.toolkit.fluxcd.io",
+                "crd/applications.argoproj.io",
+            ],
+        ),
+        "stub CRDs established",
+    );
+    for ns in ["flux-system", "argocd"] {
+        let yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+        must(kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &yaml), ns);
+    }
+
+    let mut files = Vec::new();
+    files_under(&root().join("examples"), &mut files);
+    files.sort();
+    let (mut yaml, mut mcp) = (0, 0);
+    for path in &files {
+        let shown = path.strip_prefix(root()).unwrap_or(path).display().to_string();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => {
+                let out = kubectl(env, &["apply", "--server-side", "--dry-run=server", "-f", &shown]);
+                must(out, &format!("dry run of {shown}"));
+                yaml += 1;
+            }
+            Some("json") => {
+                let text = std::fs::read_to_string(path).expect("readable");
+                let config: Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{shown} is not JSON: {e}"));
+                let server = &config["mcpServers"]["handoff"];
+                assert!(
+                    server["type"] == "stdio" || server["type"] == "http",
+                    "{shown}: an MCP server named handoff"
+                );
+                assert!(!text.to_lowercase().contains("bearer ey"), "{shown} holds a real token");
+                mcp += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(yaml >= 5, "Handoff, schedule, agent Job, Flux, Argo CD: {yaml}");
+    assert!(mcp >= 2, "stdio and HTTP client configs: {mcp}");
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    for expected in ["agent/agent-job.yaml", "gitops/flux-kustomization.yaml", "gitops/argocd-application.yaml", "mcp/claude-code-stdio.mcp.json", "mcp/claude-code-http.mcp.json"] {
+        assert!(names.iter().any(|n| n.ends_with(expected)), "examples/{expected} missing");
+    }
+}
