@@ -68,7 +68,10 @@ fn must(out: Output, what: &str) -> String {
 
 /// `kubectl kustomize <dir>` as a list of objects.
 fn build(env: &TestEnv, dir: &str) -> Vec<Value> {
-    let yaml = must(kubectl(env, &["kustomize", dir]), &format!("kustomize {dir}"));
+    let yaml = must(
+        kubectl(env, &["kustomize", dir]),
+        &format!("kustomize {dir}"),
+    );
     serde_saphyr::from_str_multiple::<Value, Vec<_>>(&yaml)
         .unwrap_or_else(|e| panic!("kustomize {dir} is not YAML: {e}"))
 }
@@ -135,7 +138,12 @@ fn installed() -> &'static TestEnv {
     env
 }
 
-fn handoff_yaml(name: &str, namespace: &str, project_label: &str, created_by: Option<&str>) -> String {
+fn handoff_yaml(
+    name: &str,
+    namespace: &str,
+    project_label: &str,
+    created_by: Option<&str>,
+) -> String {
     let created_by = created_by
         .map(|c| format!("  createdBy: \"{c}\"\n"))
         .unwrap_or_default();
@@ -165,7 +173,10 @@ fn wait_for_policy(env: &TestEnv) {
         {
             return;
         }
-        let _ = kubectl(env, &["-n", NS, "delete", "handoff", name, "--ignore-not-found"]);
+        let _ = kubectl(
+            env,
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+        );
         assert!(
             Instant::now() < deadline,
             "the admission policy did not start enforcing within 60 s: {}",
@@ -205,7 +216,13 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .count();
     assert_eq!(crds, handoff::api::crds().len());
-    for role in ["handoff-writer", "handoff-groomer", "handoff-view", "handoff-controller", "handoff-bridge"] {
+    for role in [
+        "handoff-writer",
+        "handoff-groomer",
+        "handoff-view",
+        "handoff-controller",
+        "handoff-bridge",
+    ] {
         find(&default, "ClusterRole", role);
     }
 
@@ -215,13 +232,28 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     let pod = &controller["spec"]["template"]["spec"];
     assert_eq!(pod["serviceAccountName"], json!("handoff-controller"));
     assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
-    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], json!("RuntimeDefault"));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        json!("RuntimeDefault")
+    );
     let c = &pod["containers"][0];
-    assert_eq!(c["image"], json!("ghcr.io/handoff-dev/handoff:0.1.0"), "the images: entry of config/default");
-    let args: Vec<&str> = c["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    assert_eq!(
+        c["image"],
+        json!("ghcr.io/handoff-dev/handoff:0.1.0"),
+        "the images: entry of config/default"
+    );
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     assert_eq!(args[0], "controller");
     assert!(args.contains(&"--metrics-listen=0.0.0.0:8080"), "{args:?}");
-    assert!(args.iter().any(|a| a.starts_with("--lease-namespace=")), "{args:?}");
+    assert!(
+        args.iter().any(|a| a.starts_with("--lease-namespace=")),
+        "{args:?}"
+    );
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], json!("/healthz"));
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], json!("/readyz"));
     assert!(c["resources"]["requests"]["cpu"].is_string());
@@ -236,7 +268,12 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     let bridge = find(&default, "Deployment", "handoff-bridge");
     let service = find(&default, "Service", "handoff-bridge");
     let c = &bridge["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = c["args"].as_array().expect("args").iter().filter_map(Value::as_str).collect();
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     let service_name = service["metadata"]["name"].as_str().expect("name");
     assert!(
         args.contains(&format!("--allowed-host={service_name}.$(POD_NAMESPACE).svc").as_str()),
@@ -244,33 +281,60 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     );
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
     find(&default, "PodDisruptionBudget", "handoff-bridge");
-    find(&default, "ValidatingAdmissionPolicy", "handoff.dev-honest-handoffs");
-    find(&default, "ValidatingAdmissionPolicyBinding", "handoff.dev-honest-handoffs");
+    find(
+        &default,
+        "ValidatingAdmissionPolicy",
+        "handoff.dev-honest-handoffs",
+    );
+    find(
+        &default,
+        "ValidatingAdmissionPolicyBinding",
+        "handoff.dev-honest-handoffs",
+    );
     find(&default, "NetworkPolicy", "default-deny-ingress");
 
     // The overlay adds DATABASE_URL from a Secret, nothing else to the args.
     let overlay = build(env, "config/overlays/postgres");
-    let c = &find(&overlay, "Deployment", "handoff-controller")["spec"]["template"]["spec"]["containers"][0];
+    let c = &find(&overlay, "Deployment", "handoff-controller")["spec"]["template"]["spec"]["containers"]
+        [0];
     let db = c["env"]
         .as_array()
         .expect("env")
         .iter()
         .find(|e| e["name"] == "DATABASE_URL")
         .expect("DATABASE_URL in the overlay");
-    assert_eq!(db["valueFrom"]["secretKeyRef"]["name"], json!("handoff-postgres"));
-    assert!(db.get("value").is_none(), "the DSN comes from the Secret only");
+    assert_eq!(
+        db["valueFrom"]["secretKeyRef"]["name"],
+        json!("handoff-postgres")
+    );
+    assert!(
+        db.get("value").is_none(),
+        "the DSN comes from the Secret only"
+    );
     assert!(overlay.iter().all(|o| o["kind"] != "Secret"));
 
     // Monitoring: two ServiceMonitors and a dashboard over the bridge's metrics.
     let prometheus = build(env, "config/prometheus");
-    let monitors = prometheus.iter().filter(|o| o["kind"] == "ServiceMonitor").count();
+    let monitors = prometheus
+        .iter()
+        .filter(|o| o["kind"] == "ServiceMonitor")
+        .count();
     assert_eq!(monitors, 2);
     let dashboard = find(&prometheus, "ConfigMap", "handoff-dashboard");
-    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], json!("1"));
-    let json_text = dashboard["data"]["handoff-dashboard.json"].as_str().expect("dashboard");
+    assert_eq!(
+        dashboard["metadata"]["labels"]["grafana_dashboard"],
+        json!("1")
+    );
+    let json_text = dashboard["data"]["handoff-dashboard.json"]
+        .as_str()
+        .expect("dashboard");
     let parsed: Value = serde_json::from_str(json_text).expect("the dashboard is JSON");
     assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
-    for metric in ["handoff_mcp_tool_calls_total", "handoff_mcp_tool_call_duration_seconds_bucket", "handoff_controller_"] {
+    for metric in [
+        "handoff_mcp_tool_calls_total",
+        "handoff_mcp_tool_call_duration_seconds_bucket",
+        "handoff_controller_",
+    ] {
         assert!(json_text.contains(metric), "the dashboard shows {metric}");
     }
 }
@@ -284,14 +348,23 @@ fn config_default_dry_runs_then_applies() {
         ("service", "handoff-bridge"),
         ("serviceaccount", "agent-refine"),
     ] {
-        must(kubectl(env, &["-n", NS, "get", kind, name]), &format!("get {kind}/{name}"));
+        must(
+            kubectl(env, &["-n", NS, "get", kind, name]),
+            &format!("get {kind}/{name}"),
+        );
     }
     for (kind, name) in [
         ("clusterrole", "handoff-view"),
         ("validatingadmissionpolicy", "handoff.dev-honest-handoffs"),
-        ("validatingadmissionpolicybinding", "handoff.dev-honest-handoffs"),
+        (
+            "validatingadmissionpolicybinding",
+            "handoff.dev-honest-handoffs",
+        ),
     ] {
-        must(kubectl(env, &["get", kind, name]), &format!("get {kind}/{name}"));
+        must(
+            kubectl(env, &["get", kind, name]),
+            &format!("get {kind}/{name}"),
+        );
     }
     // Applying again changes nothing and fights no one (GitOps re-syncs).
     must(
@@ -342,26 +415,20 @@ fn rbac_matrix_of_every_identity() {
     // An SRE: bound to handoff-view (what `view` aggregates; envtest runs
     // no aggregation controller, so the role is bound directly and its
     // aggregation label checked below).
-    must(
-        kubectl(env, &["-n", NS, "create", "serviceaccount", "sre-matrix"]),
-        "create the SRE account",
+    let sre_yaml = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sre-matrix\n  namespace: {NS}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: sre-matrix-view\n  namespace: {NS}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: handoff-view\n\
+         subjects:\n  - kind: ServiceAccount\n    name: sre-matrix\n    namespace: {NS}\n"
     );
     must(
-        kubectl(
-            env,
-            &[
-                "-n",
-                NS,
-                "create",
-                "rolebinding",
-                "sre-matrix-view",
-                "--clusterrole=handoff-view",
-                &format!("--serviceaccount={NS}:sre-matrix"),
-            ],
-        ),
-        "bind the SRE",
+        kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &sre_yaml),
+        "the SRE account bound to handoff-view",
     );
-    let view = must(kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]), "get handoff-view");
+    let view = must(
+        kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]),
+        "get handoff-view",
+    );
     let view: Value = serde_json::from_str(&view).expect("json");
     assert_eq!(
         view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
@@ -369,7 +436,12 @@ fn rbac_matrix_of_every_identity() {
         "handoff-view aggregates into `view`"
     );
 
-    let writers = ["agent-implement", "agent-issue-lifecycle", "agent-incident", "agent-brainstorm"];
+    let writers = [
+        "agent-implement",
+        "agent-issue-lifecycle",
+        "agent-incident",
+        "agent-brainstorm",
+    ];
     let mut matrix = Vec::new();
     for w in writers {
         let w = sa(w);
@@ -387,7 +459,9 @@ fn rbac_matrix_of_every_identity() {
         matrix.push(can(&w, "create", HANDOFFS, false).ns(Some("default")));
     }
     let groomer = sa("agent-refine");
-    for verb in ["get", "list", "watch", "create", "patch", "update", "delete"] {
+    for verb in [
+        "get", "list", "watch", "create", "patch", "update", "delete",
+    ] {
         matrix.push(can(&groomer, verb, HANDOFFS, true));
     }
     matrix.push(can(&groomer, "delete", OFFERS, false));
@@ -409,7 +483,15 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&bridge, "list", "jobs.batch", false).ns(Some("default")));
     matrix.push(can(&bridge, "create", "jobs.batch", false));
     matrix.push(can(&bridge, "get", "secrets", false));
-    matrix.push(can(&bridge, "create", "selfsubjectreviews.authentication.k8s.io", true).ns(None));
+    matrix.push(
+        can(
+            &bridge,
+            "create",
+            "selfsubjectreviews.authentication.k8s.io",
+            true,
+        )
+        .ns(None),
+    );
     matrix.push(can(&bridge, "create", "events.events.k8s.io", false));
 
     let controller = sa("handoff-controller");
@@ -418,7 +500,11 @@ fn rbac_matrix_of_every_identity() {
     }
     matrix.push(can(&controller, "create", HANDOFFS, false));
     for r in [HANDOFFS, SCHEDULES, OFFERS] {
-        matrix.push(can(&controller, "patch", r, true).sub("status").ns(Some("default")));
+        matrix.push(
+            can(&controller, "patch", r, true)
+                .sub("status")
+                .ns(Some("default")),
+        );
     }
     matrix.push(can(&controller, "patch", SCHEDULES, false));
     matrix.push(can(&controller, "create", OFFERS, false));
@@ -427,8 +513,14 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&controller, "watch", "jobs.batch", true).ns(None));
     matrix.push(can(&controller, "delete", "jobs.batch", false));
     matrix.push(can(&controller, "create", "events.events.k8s.io", true).ns(Some("default")));
-    matrix.push(can(&controller, "create", "leases.coordination.k8s.io", true));
-    matrix.push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
+    matrix.push(can(
+        &controller,
+        "create",
+        "leases.coordination.k8s.io",
+        true,
+    ));
+    matrix
+        .push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
     matrix.push(can(&controller, "get", "secrets", false));
     matrix.push(can(&controller, "create", "pods", false));
 
@@ -458,7 +550,10 @@ fn rbac_matrix_of_every_identity() {
         let allowed = match answer.as_str() {
             "yes" => true,
             "no" => false,
-            _ => panic!("can-i {args:?}: {answer} {}", String::from_utf8_lossy(&out.stderr)),
+            _ => panic!(
+                "can-i {args:?}: {answer} {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
         };
         if allowed != c.allowed {
             wrong.push(format!(
@@ -472,7 +567,12 @@ fn rbac_matrix_of_every_identity() {
             ));
         }
     }
-    assert!(wrong.is_empty(), "RBAC matrix ({} checks):\n{}", matrix.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "RBAC matrix ({} checks):\n{}",
+        matrix.len(),
+        wrong.join("\n")
+    );
     assert!(matrix.len() > 100, "the matrix covers every identity");
 }
 
@@ -480,37 +580,86 @@ fn rbac_matrix_of_every_identity() {
 fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     let env = installed();
     let implement = sa("agent-implement");
+    // Idempotent against an existing cluster (USE_EXISTING_CLUSTER=true).
+    for name in ["honest", "gitops-style"] {
+        let _ = kubectl(
+            env,
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+        );
+    }
 
     // As agent-implement, claiming agent-incident wrote it: refused, naming the field and the rule.
-    let forged = create_as(env, &implement, &handoff_yaml("forged", NS, "shop", Some(&sa("agent-incident"))));
+    let forged = create_as(
+        env,
+        &implement,
+        &handoff_yaml("forged", NS, "shop", Some(&sa("agent-incident"))),
+    );
     let err = String::from_utf8_lossy(&forged.stderr);
     assert!(!forged.status.success(), "a forged createdBy was admitted");
-    assert!(err.contains("spec.createdBy must be the requesting user"), "{err}");
-    assert!(err.contains("agent-incident") && err.contains("agent-implement"), "{err}");
+    assert!(
+        err.contains("spec.createdBy must be the requesting user"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agent-incident") && err.contains("agent-implement"),
+        "{err}"
+    );
 
     // Honest: its own name.
     must(
-        create_as(env, &implement, &handoff_yaml("honest", NS, "shop", Some(&implement))),
+        create_as(
+            env,
+            &implement,
+            &handoff_yaml("honest", NS, "shop", Some(&implement)),
+        ),
         "an honest createdBy",
     );
     // No createdBy (a GitOps object): admitted.
     must(
-        create_as(env, &implement, &handoff_yaml("gitops-style", NS, "shop", None)),
+        create_as(
+            env,
+            &implement,
+            &handoff_yaml("gitops-style", NS, "shop", None),
+        ),
         "no createdBy",
     );
     // The project label must mirror spec.project.
-    let mislabelled = create_as(env, &implement, &handoff_yaml("mislabelled", NS, "other", Some(&implement)));
+    let mislabelled = create_as(
+        env,
+        &implement,
+        &handoff_yaml("mislabelled", NS, "other", Some(&implement)),
+    );
     let err = String::from_utf8_lossy(&mislabelled.stderr);
-    assert!(!mislabelled.status.success(), "a lying project label was admitted");
-    assert!(err.contains("metadata.labels.project must equal spec.project"), "{err}");
+    assert!(
+        !mislabelled.status.success(),
+        "a lying project label was admitted"
+    );
+    assert!(
+        err.contains("metadata.labels.project must equal spec.project"),
+        "{err}"
+    );
 
     // An update that claims someone else is refused too ...
     let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
     let out = kubectl(
         env,
-        &["-n", NS, "patch", "handoff", "honest", "--type=merge", "-p", &patch, "--as", &implement],
+        &[
+            "-n",
+            NS,
+            "patch",
+            "handoff",
+            "honest",
+            "--type=merge",
+            "-p",
+            &patch,
+            "--as",
+            &implement,
+        ],
     );
-    assert!(!out.status.success(), "an UPDATE forging createdBy was admitted");
+    assert!(
+        !out.status.success(),
+        "an UPDATE forging createdBy was admitted"
+    );
     // ... but the controller may patch labels and its finalizer on handoffs others wrote.
     must(
         kubectl(
@@ -561,12 +710,24 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
 async fn the_bridge_writes_pass_the_policy() {
     let env = installed();
     let ns = env.namespace("install-bridge").await;
-    let token = common::agent_token(env, &ns, "writer", Some("implement"), Some("handoff-writer")).await;
+    let token = common::agent_token(
+        env,
+        &ns,
+        "writer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
     // The policy is active in this namespace: a forged kubectl write fails ...
     let forged = create_as(
         env,
         &format!("system:serviceaccount:{ns}:writer"),
-        &handoff_yaml("forged", &ns, "shop", Some("system:serviceaccount:elsewhere:someone")),
+        &handoff_yaml(
+            "forged",
+            &ns,
+            "shop",
+            Some("system:serviceaccount:elsewhere:someone"),
+        ),
     );
     assert!(!forged.status.success(), "the policy is not active in {ns}");
 
@@ -588,7 +749,11 @@ async fn the_bridge_writes_pass_the_policy() {
         )
     });
     for (r, expected) in results.iter().zip(["created", "updated"]) {
-        assert_eq!(r["is_error"], json!(false), "the bridge's write was refused: {r}");
+        assert_eq!(
+            r["is_error"],
+            json!(false),
+            "the bridge's write was refused: {r}"
+        );
         assert_eq!(r["structured"]["outcome"], json!(expected), "{r}");
     }
     let stored = Api::<Handoff>::namespaced(env.client().await, &ns)
@@ -600,7 +765,12 @@ async fn the_bridge_writes_pass_the_policy() {
         Some(format!("system:serviceaccount:{ns}:writer").as_str())
     );
     assert_eq!(
-        stored.metadata.labels.as_ref().and_then(|l| l.get("project")).map(String::as_str),
+        stored
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("project"))
+            .map(String::as_str),
         Some("shop")
     );
 }
@@ -621,7 +791,10 @@ fn every_example_applies_or_parses() {
     let env = installed();
     // Stub CRDs for the Flux and Argo CD objects, and their namespaces.
     must(
-        kubectl(env, &["apply", "--server-side", "-f", "tests/fixtures/gitops/"]),
+        kubectl(
+            env,
+            &["apply", "--server-side", "-f", "tests/fixtures/gitops/"],
+        ),
         "apply the stub CRDs",
     );
     must(
@@ -639,7 +812,10 @@ fn every_example_applies_or_parses() {
     );
     for ns in ["flux-system", "argocd"] {
         let yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
-        must(kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &yaml), ns);
+        must(
+            kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &yaml),
+            ns,
+        );
     }
 
     let mut files = Vec::new();
@@ -647,10 +823,17 @@ fn every_example_applies_or_parses() {
     files.sort();
     let (mut yaml, mut mcp) = (0, 0);
     for path in &files {
-        let shown = path.strip_prefix(root()).unwrap_or(path).display().to_string();
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => {
-                let out = kubectl(env, &["apply", "--server-side", "--dry-run=server", "-f", &shown]);
+                let out = kubectl(
+                    env,
+                    &["apply", "--server-side", "--dry-run=server", "-f", &shown],
+                );
                 must(out, &format!("dry run of {shown}"));
                 yaml += 1;
             }
@@ -663,16 +846,31 @@ fn every_example_applies_or_parses() {
                     server["type"] == "stdio" || server["type"] == "http",
                     "{shown}: an MCP server named handoff"
                 );
-                assert!(!text.to_lowercase().contains("bearer ey"), "{shown} holds a real token");
+                assert!(
+                    !text.to_lowercase().contains("bearer ey"),
+                    "{shown} holds a real token"
+                );
                 mcp += 1;
             }
             _ => {}
         }
     }
-    assert!(yaml >= 5, "Handoff, schedule, agent Job, Flux, Argo CD: {yaml}");
+    assert!(
+        yaml >= 5,
+        "Handoff, schedule, agent Job, Flux, Argo CD: {yaml}"
+    );
     assert!(mcp >= 2, "stdio and HTTP client configs: {mcp}");
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-    for expected in ["agent/agent-job.yaml", "gitops/flux-kustomization.yaml", "gitops/argocd-application.yaml", "mcp/claude-code-stdio.mcp.json", "mcp/claude-code-http.mcp.json"] {
-        assert!(names.iter().any(|n| n.ends_with(expected)), "examples/{expected} missing");
+    for expected in [
+        "agent/agent-job.yaml",
+        "gitops/flux-kustomization.yaml",
+        "gitops/argocd-application.yaml",
+        "mcp/claude-code-stdio.mcp.json",
+        "mcp/claude-code-http.mcp.json",
+    ] {
+        assert!(
+            names.iter().any(|n| n.ends_with(expected)),
+            "examples/{expected} missing"
+        );
     }
 }
