@@ -18,9 +18,8 @@ COPY . .
 # and the target directory between builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --bin handoff \
- && cp target/release/handoff /handoff \
- && strip /handoff
+    CARGO_PROFILE_RELEASE_STRIP=symbols cargo build --release --locked --bin handoff \
+ && cp target/release/handoff /handoff
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /handoff /handoff
