@@ -129,9 +129,12 @@ fn installed() -> &'static TestEnv {
             ),
             "server-side dry run of the postgres overlay",
         );
-        must(
-            kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
-            "apply config/default",
+        let applied = kubectl(env, &["apply", "--server-side", "-k", "config/default"]);
+        let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
+        must(applied, "apply config/default");
+        assert!(
+            !warnings.contains("PodSecurity"),
+            "the Deployments must meet the restricted Pod Security Standard: {warnings}"
         );
         wait_for_policy(env);
     });
@@ -216,6 +219,22 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .count();
     assert_eq!(crds, handoff::api::crds().len());
+    for crd in default
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let annotations = &crd["metadata"]["annotations"];
+        assert_eq!(
+            annotations["kustomize.toolkit.fluxcd.io/prune"],
+            json!("disabled"),
+            "GitOps must never prune a CRD (it deletes every object): {}",
+            crd["metadata"]["name"]
+        );
+        assert_eq!(
+            annotations["argocd.argoproj.io/sync-options"],
+            json!("Prune=false")
+        );
+    }
     for role in [
         "handoff-writer",
         "handoff-groomer",
@@ -834,7 +853,12 @@ fn every_example_applies_or_parses() {
                     env,
                     &["apply", "--server-side", "--dry-run=server", "-f", &shown],
                 );
+                let warnings = String::from_utf8_lossy(&out.stderr).into_owned();
                 must(out, &format!("dry run of {shown}"));
+                assert!(
+                    !warnings.contains("PodSecurity"),
+                    "{shown} must meet the restricted Pod Security Standard of handoff-system: {warnings}"
+                );
                 yaml += 1;
             }
             Some("json") => {
