@@ -898,3 +898,100 @@ fn every_example_applies_or_parses() {
         );
     }
 }
+
+/// A token for ServiceAccount `name` in the installation's namespace.
+async fn install_token(env: &TestEnv, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(env.client().await, NS)
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .and_then(|s| s.token)
+        .expect("issued token")
+}
+
+/// The bridge as deployed: its own identity is ServiceAccount
+/// handoff-bridge with only config/rbac's rights. That is enough to read
+/// the caller's profile label and to check agent Jobs for offers, while the
+/// writes go through with the agent's token (agent-implement of
+/// config/agents) and pass the admission policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_runs_with_its_own_least_privilege_identity() {
+    let env = installed();
+    let mut kubeconfig = env.kubeconfig().clone();
+    let bridge_token = install_token(env, "handoff-bridge").await;
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(bridge_token.clone().into()),
+            ..Default::default()
+        });
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bridge-kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
+    )
+    .expect("write kubeconfig");
+    let bridge = handoff::testing::BridgeProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        &path,
+        NS,
+        &[],
+    )
+    .expect("the bridge starts with its own identity");
+
+    let agent = install_token(env, "agent-implement").await;
+    let key = "acme/api#8-least-privilege";
+    // The header claims `refine`; the ServiceAccount's label (`implement`),
+    // read with the bridge's own identity, wins: no delete_handoff.
+    let results = tokio::task::block_in_place(|| {
+        common::drive(
+            &["http", bridge.url(), &agent, "refine"],
+            json!([
+                {"op": "list_tools"},
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "body": "## State\nwritten as agent-implement"}},
+                {"op": "call", "tool": "offer_handoff",
+                 "args": {"project": "shop", "to": "reviewer", "handoff_key": key}}
+            ]),
+            &[],
+        )
+    });
+    let tools: Vec<&str> = results[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(tools.contains(&"write_handoff"), "{tools:?}");
+    assert!(
+        !tools.contains(&"delete_handoff"),
+        "the profile comes from the ServiceAccount label: {tools:?}"
+    );
+    assert_eq!(results[1]["is_error"], json!(false), "{}", results[1]);
+    assert_eq!(results[1]["structured"]["outcome"], json!("created"));
+    assert_eq!(
+        results[2]["is_error"],
+        json!(false),
+        "the offer (agent Job check with the bridge's identity): {}",
+        results[2]
+    );
+    let stored = Api::<Handoff>::namespaced(env.client().await, NS)
+        .get(&name_for_key(key))
+        .await
+        .expect("the handoff exists");
+    assert_eq!(
+        stored.spec.created_by.as_deref(),
+        Some(sa("agent-implement").as_str())
+    );
+}
