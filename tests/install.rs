@@ -12,7 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use handoff::api::Handoff;
@@ -994,4 +994,185 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
         stored.spec.created_by.as_deref(),
         Some(sa("agent-implement").as_str())
     );
+}
+
+/// A client acting as ServiceAccount `name` of the installation.
+async fn client_as(env: &TestEnv, name: &str) -> kube::Client {
+    let mut kubeconfig = env.kubeconfig().clone();
+    let token = install_token(env, name).await;
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..Default::default()
+        });
+    }
+    handoff::testing::client_from(&kubeconfig)
+        .await
+        .expect("client")
+}
+
+/// Polls `check` until it holds (bounded; not a speed assertion).
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The controller's loops that exist today (schedules, offers), run
+/// cluster-wide with the controller's ServiceAccount and nothing but
+/// config/rbac's rights: they create and watch Jobs, write status, record
+/// Events and supersede offers. (The handoff loop — status, finalizer,
+/// grooming, mirror — is not written yet; its rules are covered by the
+/// can-i matrix only.)
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_loops_run_with_the_controller_identity() {
+    use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
+    use handoff::schedule::reconcile::{Context as ScheduleContext, ManualClock};
+    use handoff::schedule::tick::Timing;
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{ListParams, PostParams};
+
+    let env = installed();
+    let ns = env.namespace("install-controller").await;
+    let admin = env.client().await;
+    let controller = client_as(env, "handoff-controller").await;
+
+    // A schedule (created by the platform owner, i.e. admin).
+    let template = |image: &str| {
+        json!({"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "agent", "image": image}]}}}})
+    };
+    let schedules: Api<BrainstormSchedule> = Api::namespaced(admin.clone(), &ns);
+    let created = schedules
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+                "metadata": {"name": "daily"},
+                "spec": {"project": "shop", "schedule": "0 * * * *",
+                         "refine": {"jobTemplate": template("refiner:1")},
+                         "brainstorm": {"jobTemplate": template("brainstormer:1")}}
+            }))
+            .expect("schedule"),
+        )
+        .await
+        .expect("create schedule");
+    let created_at = created.metadata.creation_timestamp.expect("created").0;
+    let tick = Timing::parse("0 * * * *", None)
+        .expect("timing")
+        .next_after(created_at)
+        .expect("tick");
+    let clock = Arc::new(ManualClock::at(tick + jiff::SignedDuration::from_secs(20)));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = futures::FutureExt::shared(async move {
+        let _ = stop_rx.await;
+    });
+    let schedule_ctx = Arc::new(ScheduleContext::new(controller.clone(), clock, "install"));
+    let schedule_loop = tokio::spawn({
+        let stop = stop.clone();
+        async move { handoff::schedule::reconcile::run(schedule_ctx, None, 2, stop).await }
+    });
+    let offer_ctx = Arc::new(handoff::offers::activation::Context::new(
+        controller.clone(),
+        handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR,
+    ));
+    let offer_loop = tokio::spawn({
+        let stop = stop.clone();
+        async move { handoff::offers::activation::run(offer_ctx, None, 2, stop).await }
+    });
+
+    // The schedule loop creates the refine Job and records status and an Event.
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns);
+    eventually("the refine Job", || {
+        let jobs = jobs.clone();
+        async move {
+            !jobs
+                .list(&ListParams::default())
+                .await
+                .expect("jobs")
+                .items
+                .is_empty()
+        }
+    })
+    .await;
+    eventually("the schedule's status", || {
+        let schedules = schedules.clone();
+        async move {
+            schedules
+                .get("daily")
+                .await
+                .expect("get")
+                .status
+                .is_some_and(|s| s.current_cycle.is_some())
+        }
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
+    eventually("an Event from the controller", || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .expect("events")
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("RefineStarted"))
+        }
+    })
+    .await;
+
+    // The offer loop supersedes a pending offer when its agent's Job starts.
+    let token = common::agent_token(
+        env,
+        &ns,
+        "offerer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let bridge = common::Bridge::start(env, &ns);
+    let offered = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "",
+            json!([{"op": "call", "tool": "offer_handoff",
+                    "args": {"project": "shop", "to": "tester", "handoff_key": "arch#1",
+                             "session": "s1", "body": "story 1"}}]),
+        )
+    });
+    let offer_name = offered[0]["structured"]["offer"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("offered: {}", offered[0]))
+        .to_owned();
+    jobs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "tester-run", "labels": {"handoff.dev/agent": "tester", "project": "shop"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "a", "image": "agent:1"}]}}}
+        }))
+        .expect("job"),
+    )
+    .await
+    .expect("create the agent Job");
+    let offers: Api<HandoffOffer> = Api::namespaced(admin.clone(), &ns);
+    eventually("the offer superseded by the controller", || {
+        let offers = offers.clone();
+        let name = offer_name.clone();
+        async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
+    })
+    .await;
+
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(20), schedule_loop).await;
+    let _ = tokio::time::timeout(Duration::from_secs(20), offer_loop).await;
 }
