@@ -1,9 +1,11 @@
 //! The GitOps install (`config/`), against the real apiserver with the real
-//! kubectl: kustomize builds, a server-side dry run and then a real apply of
-//! `config/default`, the RBAC matrix of every identity (`kubectl auth
-//! can-i --as system:serviceaccount:…`), the admission policy (forged and
-//! honest `spec.createdBy`, the bridge's writes), and every file in
-//! `examples/`.
+//! kubectl: kustomize builds (default, the postgres overlay, prometheus), a
+//! server-side dry run and then a real apply of `config/default`, the RBAC
+//! matrix of every identity (`kubectl auth can-i --as
+//! system:serviceaccount:…`), the admission policy (forged and honest
+//! `spec.createdBy`, the project label, the bridge's writes), the bridge and
+//! the controller's loops running with nothing but their own ServiceAccounts'
+//! rights, and every file in `examples/`.
 //!
 //! The suite applies `config/default` once per test binary (into the shared
 //! control plane's `handoff-system` namespace); the tests share it.
