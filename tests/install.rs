@@ -944,16 +944,30 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
         serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
     )
     .expect("write kubeconfig");
+    // The Host allow-list exactly as config/bridge deploys it.
+    let built = build(env, "config/default");
+    let deployed = &find(&built, "Deployment", "handoff-bridge")["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    let allowed: Vec<String> = deployed
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--allowed-host="))
+        .map(|a| a.replace("$(POD_NAMESPACE)", NS))
+        .collect();
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
     let bridge = handoff::testing::BridgeProcess::start(
         Path::new(env!("CARGO_BIN_EXE_handoff")),
         &path,
         NS,
-        &[],
+        &allowed,
     )
     .expect("the bridge starts with its own identity");
 
     let agent = install_token(env, "agent-implement").await;
     let key = "acme/api#8-least-privilege";
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     // The header claims `refine`; the ServiceAccount's label (`implement`),
     // read with the bridge's own identity, wins: no delete_handoff.
     let results = tokio::task::block_in_place(|| {
@@ -961,6 +975,9 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
             &["http", bridge.url(), &agent, "refine"],
             json!([
                 {"op": "list_tools"},
+                {"op": "raw_post", "body": list, "headers": {"Host": "handoff-bridge.handoff-system.svc:8080"}},
+                {"op": "raw_post", "body": list, "headers": {"Host": "handoff-bridge.handoff-system.svc.cluster.local:8080"}},
+                {"op": "raw_post", "body": list, "headers": {"Host": "evil.example:8080"}},
                 {"op": "call", "tool": "write_handoff",
                  "args": {"handoff_key": key, "project": "shop", "body": "## State\nwritten as agent-implement"}},
                 {"op": "call", "tool": "offer_handoff",
@@ -980,6 +997,14 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
         !tools.contains(&"delete_handoff"),
         "the profile comes from the ServiceAccount label: {tools:?}"
     );
+    for (result, expected) in results[1..4].iter().zip([200, 200, 403]) {
+        assert_eq!(
+            result["status"],
+            json!(expected),
+            "the Service's names are allowed, others refused: {result}"
+        );
+    }
+    let results = &results[3..];
     assert_eq!(results[1]["is_error"], json!(false), "{}", results[1]);
     assert_eq!(results[1]["structured"]["outcome"], json!("created"));
     assert_eq!(
