@@ -681,7 +681,47 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         !out.status.success(),
         "an UPDATE forging createdBy was admitted"
     );
-    // ... but the controller may patch labels and its finalizer on handoffs others wrote.
+    // So is changing the content while leaving another writer's name on it ...
+    let out = kubectl(
+        env,
+        &[
+            "-n",
+            NS,
+            "patch",
+            "handoff",
+            "honest",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"body":"rewritten by someone else"}}"#,
+            "--as",
+            &sa("agent-incident"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a content change under another's name was admitted"
+    );
+    assert!(err.contains("spec.createdBy"), "{err}");
+    // ... while a metadata-only update claims nothing and passes (another
+    // writer adding a label; the garbage collector removing a finalizer).
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "label",
+                "handoff",
+                "honest",
+                "kind=issue",
+                "--as",
+                &sa("agent-incident"),
+            ],
+        ),
+        "a metadata-only update by another writer",
+    );
+    // ... and the controller may patch labels and its finalizer on handoffs others wrote.
     must(
         kubectl(
             env,
