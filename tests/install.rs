@@ -258,10 +258,12 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         json!("RuntimeDefault")
     );
     let c = &pod["containers"][0];
-    assert_eq!(
-        c["image"],
-        json!("ghcr.io/handoff-dev/handoff:0.1.0"),
-        "the images: entry of config/default"
+    // The `images:` entry of config/default (make set-image) names a tagged image.
+    let image = c["image"].as_str().expect("image");
+    let (name, tag) = image.rsplit_once(':').expect("a tagged image");
+    assert!(
+        name.contains('/') && !tag.is_empty() && !tag.contains('/'),
+        "config/default's images: entry replaces `handoff`: {image}"
     );
     let args: Vec<&str> = c["args"]
         .as_array()
