@@ -8,7 +8,9 @@
 //! rights, and every file in `examples/`.
 //!
 //! The suite applies `config/default` once per test binary (into the shared
-//! control plane's `handoff-system` namespace); the tests share it.
+//! control plane's `handoff-system` namespace); the tests share it. With
+//! `USE_EXISTING_CLUSTER=true` that is a real installation into the current
+//! cluster (use a throwaway kind cluster).
 
 mod common;
 
