@@ -5,11 +5,16 @@
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
 #   make crds            regenerate crds/ from the Rust types
 #   make lint / fmt / build / bench
+#   make image IMG=…     build the container image (needs docker or podman)
+#   make set-image IMG=… point config/default at that image
 
 SHELL := /bin/bash
 CARGO ?= cargo
+# The image config/default deploys (`make set-image` writes it there).
+IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
+CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean
+.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
 
 all: build
 
@@ -53,6 +58,17 @@ crds:
 ## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests).
 bench: envtest-assets
 	hack/bench-report.sh
+
+## The container image (multi-stage Dockerfile: static musl binary on distroless, non-root).
+image:
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+## Sets the `images:` entry of config/default to $(IMG) (name:tag); commit the result.
+set-image:
+	@name="$(IMG)"; tag="$${name##*:}"; name="$${name%:*}"; \
+	case "$$tag" in */*|"$(IMG)") echo "IMG must be name:tag, got $(IMG)"; exit 1;; esac; \
+	sed -i -e "s|^\(    newName: \).*|\1$$name|" -e "s|^\(    newTag: \).*|\1$$tag|" config/default/kustomization.yaml; \
+	grep -A2 -- '- name: handoff' config/default/kustomization.yaml
 
 clean:
 	$(CARGO) clean

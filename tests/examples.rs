@@ -10,6 +10,19 @@ use handoff::testing;
 fn every_example_applies_with_a_server_side_dry_run() {
     let env = testing::shared();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    // The examples live in the namespace of config/default.
+    let namespace = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/components/namespace.yaml");
+    let out = env
+        .kubectl()
+        .args(["apply", "--server-side", "-f"])
+        .arg(&namespace)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "namespace handoff-system: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut applied = 0;
     for entry in std::fs::read_dir(&dir).expect("examples/") {
         let path = entry.expect("entry").path();

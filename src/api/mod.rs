@@ -91,11 +91,40 @@ mod tests {
         let mut present: Vec<String> = std::fs::read_dir(&dir)
             .expect("crds/ exists")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".yaml"))
+            .filter(|n| n.ends_with(".yaml") && n != KUSTOMIZATION)
             .collect();
         present.sort();
+        let mut listed = kustomization_resources(&dir.join(KUSTOMIZATION));
+        listed.sort();
         expected.sort();
         assert_eq!(present, expected, "crds/ holds files no type generates");
+        assert_eq!(
+            listed, expected,
+            "crds/{KUSTOMIZATION} must list exactly the generated CRD files (config/crd builds from it)"
+        );
+    }
+
+    /// `crds/kustomization.yaml` lets `config/crd` reference `../../crds`
+    /// (kustomize loads directories, not plain files, from outside its root).
+    const KUSTOMIZATION: &str = "kustomization.yaml";
+
+    /// The `resources:` of a kustomization file, strictly: it must be a
+    /// `Kustomization` with nothing but `resources` besides its type fields.
+    fn kustomization_resources(path: &Path) -> Vec<String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        struct Kustomization {
+            api_version: String,
+            kind: String,
+            resources: Vec<String>,
+        }
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("{} is missing ({e})", path.display()));
+        let k: Kustomization = serde_saphyr::from_str(&text)
+            .unwrap_or_else(|e| panic!("{} is not a plain resource list: {e}", path.display()));
+        assert_eq!(k.api_version, "kustomize.config.k8s.io/v1beta1");
+        assert_eq!(k.kind, "Kustomization");
+        k.resources
     }
 
     #[test]

@@ -1,0 +1,1249 @@
+//! The GitOps install (`config/`), against the real apiserver with the real
+//! kubectl: kustomize builds (default, the postgres overlay, prometheus), a
+//! server-side dry run and then a real apply of `config/default`, the RBAC
+//! matrix of every identity (`kubectl auth can-i --as
+//! system:serviceaccount:…`), the admission policy (forged and honest
+//! `spec.createdBy`, the project label, the bridge's writes), the bridge and
+//! the controller's loops running with nothing but their own ServiceAccounts'
+//! rights, and every file in `examples/`.
+//!
+//! The suite applies `config/default` once per test binary (into the shared
+//! control plane's `handoff-system` namespace); the tests share it. With
+//! `USE_EXISTING_CLUSTER=true` that is a real installation into the current
+//! cluster (use a throwaway kind cluster).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use handoff::api::Handoff;
+use handoff::api::naming::name_for_key;
+use handoff::testing::TestEnv;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+/// The namespace `config/default` installs into.
+const NS: &str = "handoff-system";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
+    env.kubectl()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = env
+        .kubectl()
+        .current_dir(root())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("kubectl output")
+}
+
+fn must(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl kustomize <dir>` as a list of objects.
+fn build(env: &TestEnv, dir: &str) -> Vec<Value> {
+    let yaml = must(
+        kubectl(env, &["kustomize", dir]),
+        &format!("kustomize {dir}"),
+    );
+    serde_saphyr::from_str_multiple::<Value, Vec<_>>(&yaml)
+        .unwrap_or_else(|e| panic!("kustomize {dir} is not YAML: {e}"))
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("{kind}/{name} missing from the build"))
+}
+
+/// Applies `config/default` once: the namespace first (a server-side dry
+/// run cannot create it for the objects in it), then a dry run of the whole
+/// installation, then the real apply; waits until the admission policy
+/// enforces.
+fn installed() -> &'static TestEnv {
+    static DONE: OnceLock<()> = OnceLock::new();
+    let env = common::env();
+    DONE.get_or_init(|| {
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    "config/components/namespace.yaml",
+                ],
+            ),
+            "apply the namespace",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--dry-run=server",
+                    "-k",
+                    "config/default",
+                ],
+            ),
+            "server-side dry run of config/default",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--dry-run=server",
+                    "-k",
+                    "config/overlays/postgres",
+                ],
+            ),
+            "server-side dry run of the postgres overlay",
+        );
+        let applied = kubectl(env, &["apply", "--server-side", "-k", "config/default"]);
+        let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
+        must(applied, "apply config/default");
+        assert!(
+            !warnings.contains("PodSecurity"),
+            "the Deployments must meet the restricted Pod Security Standard: {warnings}"
+        );
+        wait_for_policy(env);
+    });
+    env
+}
+
+fn handoff_yaml(
+    name: &str,
+    namespace: &str,
+    project_label: &str,
+    created_by: Option<&str>,
+) -> String {
+    let created_by = created_by
+        .map(|c| format!("  createdBy: \"{c}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{name}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
+    )
+}
+
+fn sa(name: &str) -> String {
+    format!("system:serviceaccount:{NS}:{name}")
+}
+
+/// Creates a Handoff as `user` (impersonated by the admin).
+fn create_as(env: &TestEnv, user: &str, yaml: &str) -> Output {
+    kubectl_stdin(env, &["create", "-f", "-", "--as", user], yaml)
+}
+
+/// ValidatingAdmissionPolicies enforce once the apiserver has loaded them
+/// (asynchronously): retry a forged create until it is refused.
+fn wait_for_policy(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let name = "policy-probe";
+    loop {
+        let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
+        let out = create_as(env, &sa("agent-implement"), &forged);
+        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.createdBy")
+        {
+            return;
+        }
+        let _ = kubectl(
+            env,
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the admission policy did not start enforcing within 60 s: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+#[test]
+fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
+    let env = common::env();
+    let default = build(env, "config/default");
+
+    // Everything namespaced lands in handoff-system; the policy stays cluster scoped.
+    for o in &default {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        let cluster_scoped = matches!(
+            kind,
+            "Namespace"
+                | "CustomResourceDefinition"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "ValidatingAdmissionPolicy"
+                | "ValidatingAdmissionPolicyBinding"
+        );
+        let ns = o["metadata"]["namespace"].as_str();
+        if cluster_scoped {
+            assert_eq!(ns, None, "{kind} {} has a namespace", o["metadata"]["name"]);
+        } else {
+            assert_eq!(ns, Some(NS), "{kind} {}", o["metadata"]["name"]);
+        }
+        assert_ne!(kind, "Secret", "no Secret belongs in git");
+    }
+    let crds = default
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .count();
+    assert_eq!(crds, handoff::api::crds().len());
+    for crd in default
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+    {
+        let annotations = &crd["metadata"]["annotations"];
+        assert_eq!(
+            annotations["kustomize.toolkit.fluxcd.io/prune"],
+            json!("disabled"),
+            "GitOps must never prune a CRD (it deletes every object): {}",
+            crd["metadata"]["name"]
+        );
+        assert_eq!(
+            annotations["argocd.argoproj.io/sync-options"],
+            json!("Prune=false")
+        );
+    }
+    for role in [
+        "handoff-writer",
+        "handoff-groomer",
+        "handoff-view",
+        "handoff-controller",
+        "handoff-bridge",
+    ] {
+        find(&default, "ClusterRole", role);
+    }
+
+    // The controller: 2 replicas, probes, resources, restricted security context.
+    let controller = find(&default, "Deployment", "handoff-controller");
+    assert_eq!(controller["spec"]["replicas"], json!(2));
+    let pod = &controller["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], json!("handoff-controller"));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        json!("RuntimeDefault")
+    );
+    let c = &pod["containers"][0];
+    // The `images:` entry of config/default (make set-image) names a tagged image.
+    let image = c["image"].as_str().expect("image");
+    let (name, tag) = image.rsplit_once(':').expect("a tagged image");
+    assert!(
+        name.contains('/') && !tag.is_empty() && !tag.contains('/'),
+        "config/default's images: entry replaces `handoff`: {image}"
+    );
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(args[0], "controller");
+    assert!(args.contains(&"--metrics-listen=0.0.0.0:8080"), "{args:?}");
+    assert!(
+        args.iter().any(|a| a.starts_with("--lease-namespace=")),
+        "{args:?}"
+    );
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], json!("/healthz"));
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], json!("/readyz"));
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    let sc = &c["securityContext"];
+    assert_eq!(sc["allowPrivilegeEscalation"], json!(false));
+    assert_eq!(sc["readOnlyRootFilesystem"], json!(true));
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], json!("RuntimeDefault"));
+
+    // The bridge: allow-list = its Service's name.
+    let bridge = find(&default, "Deployment", "handoff-bridge");
+    let service = find(&default, "Service", "handoff-bridge");
+    let c = &bridge["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let service_name = service["metadata"]["name"].as_str().expect("name");
+    assert!(
+        args.contains(&format!("--allowed-host={service_name}.$(POD_NAMESPACE).svc").as_str()),
+        "the bridge must allow its Service's host name: {args:?}"
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
+    find(&default, "PodDisruptionBudget", "handoff-bridge");
+    find(
+        &default,
+        "ValidatingAdmissionPolicy",
+        "handoff.dev-honest-handoffs",
+    );
+    find(
+        &default,
+        "ValidatingAdmissionPolicyBinding",
+        "handoff.dev-honest-handoffs",
+    );
+    find(&default, "NetworkPolicy", "default-deny-ingress");
+
+    // The overlay adds DATABASE_URL from a Secret, nothing else to the args.
+    let overlay = build(env, "config/overlays/postgres");
+    let c = &find(&overlay, "Deployment", "handoff-controller")["spec"]["template"]["spec"]["containers"]
+        [0];
+    let db = c["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "DATABASE_URL")
+        .expect("DATABASE_URL in the overlay");
+    assert_eq!(
+        db["valueFrom"]["secretKeyRef"]["name"],
+        json!("handoff-postgres")
+    );
+    assert!(
+        db.get("value").is_none(),
+        "the DSN comes from the Secret only"
+    );
+    assert!(overlay.iter().all(|o| o["kind"] != "Secret"));
+
+    // Monitoring: two ServiceMonitors and a dashboard over the bridge's metrics.
+    let prometheus = build(env, "config/prometheus");
+    let monitors = prometheus
+        .iter()
+        .filter(|o| o["kind"] == "ServiceMonitor")
+        .count();
+    assert_eq!(monitors, 2);
+    let dashboard = find(&prometheus, "ConfigMap", "handoff-dashboard");
+    assert_eq!(
+        dashboard["metadata"]["labels"]["grafana_dashboard"],
+        json!("1")
+    );
+    let json_text = dashboard["data"]["handoff-dashboard.json"]
+        .as_str()
+        .expect("dashboard");
+    let parsed: Value = serde_json::from_str(json_text).expect("the dashboard is JSON");
+    assert!(parsed["panels"].as_array().is_some_and(|p| !p.is_empty()));
+    for metric in [
+        "handoff_mcp_tool_calls_total",
+        "handoff_mcp_tool_call_duration_seconds_bucket",
+        "handoff_controller_",
+    ] {
+        assert!(json_text.contains(metric), "the dashboard shows {metric}");
+    }
+}
+
+#[test]
+fn config_default_dry_runs_then_applies() {
+    let env = installed();
+    for (kind, name) in [
+        ("deployment", "handoff-controller"),
+        ("deployment", "handoff-bridge"),
+        ("service", "handoff-bridge"),
+        ("serviceaccount", "agent-refine"),
+    ] {
+        must(
+            kubectl(env, &["-n", NS, "get", kind, name]),
+            &format!("get {kind}/{name}"),
+        );
+    }
+    for (kind, name) in [
+        ("clusterrole", "handoff-view"),
+        ("validatingadmissionpolicy", "handoff.dev-honest-handoffs"),
+        (
+            "validatingadmissionpolicybinding",
+            "handoff.dev-honest-handoffs",
+        ),
+    ] {
+        must(
+            kubectl(env, &["get", kind, name]),
+            &format!("get {kind}/{name}"),
+        );
+    }
+    // Applying again changes nothing and fights no one (GitOps re-syncs).
+    must(
+        kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
+        "re-apply config/default",
+    );
+}
+
+/// One `kubectl auth can-i` expectation.
+struct Can {
+    who: String,
+    verb: &'static str,
+    resource: &'static str,
+    subresource: Option<&'static str>,
+    namespace: Option<&'static str>,
+    allowed: bool,
+}
+
+fn can(who: &str, verb: &'static str, resource: &'static str, allowed: bool) -> Can {
+    Can {
+        who: who.to_owned(),
+        verb,
+        resource,
+        subresource: None,
+        namespace: Some(NS),
+        allowed,
+    }
+}
+
+impl Can {
+    fn sub(mut self, subresource: &'static str) -> Self {
+        self.subresource = Some(subresource);
+        self
+    }
+    fn ns(mut self, namespace: Option<&'static str>) -> Self {
+        self.namespace = namespace;
+        self
+    }
+}
+
+const HANDOFFS: &str = "handoffs.handoff.dev";
+const OFFERS: &str = "handoffoffers.handoff.dev";
+const SCHEDULES: &str = "brainstormschedules.handoff.dev";
+
+#[test]
+fn rbac_matrix_of_every_identity() {
+    let env = installed();
+    // An SRE: bound to handoff-view (what `view` aggregates; envtest runs
+    // no aggregation controller, so the role is bound directly and its
+    // aggregation label checked below).
+    let sre_yaml = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sre-matrix\n  namespace: {NS}\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: sre-matrix-view\n  namespace: {NS}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: handoff-view\n\
+         subjects:\n  - kind: ServiceAccount\n    name: sre-matrix\n    namespace: {NS}\n"
+    );
+    must(
+        kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &sre_yaml),
+        "the SRE account bound to handoff-view",
+    );
+    let view = must(
+        kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]),
+        "get handoff-view",
+    );
+    let view: Value = serde_json::from_str(&view).expect("json");
+    assert_eq!(
+        view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
+        json!("true"),
+        "handoff-view aggregates into `view`"
+    );
+
+    let writers = [
+        "agent-implement",
+        "agent-issue-lifecycle",
+        "agent-incident",
+        "agent-brainstorm",
+    ];
+    let mut matrix = Vec::new();
+    for w in writers {
+        let w = sa(w);
+        for verb in ["get", "list", "watch", "create", "patch", "update"] {
+            matrix.push(can(&w, verb, HANDOFFS, true));
+            matrix.push(can(&w, verb, OFFERS, true));
+        }
+        matrix.push(can(&w, "delete", HANDOFFS, false));
+        matrix.push(can(&w, "deletecollection", HANDOFFS, false));
+        matrix.push(can(&w, "delete", OFFERS, false));
+        matrix.push(can(&w, "patch", HANDOFFS, false).sub("status"));
+        matrix.push(can(&w, "create", SCHEDULES, false));
+        matrix.push(can(&w, "create", "jobs.batch", false));
+        matrix.push(can(&w, "get", "secrets", false));
+        matrix.push(can(&w, "create", HANDOFFS, false).ns(Some("default")));
+    }
+    let groomer = sa("agent-refine");
+    for verb in [
+        "get", "list", "watch", "create", "patch", "update", "delete",
+    ] {
+        matrix.push(can(&groomer, verb, HANDOFFS, true));
+    }
+    matrix.push(can(&groomer, "delete", OFFERS, false));
+    matrix.push(can(&groomer, "create", SCHEDULES, false));
+    matrix.push(can(&groomer, "get", "secrets", false));
+    matrix.push(can(&groomer, "delete", HANDOFFS, false).ns(Some("default")));
+
+    let bridge = sa("handoff-bridge");
+    for verb in ["get", "list", "create", "patch", "update", "delete"] {
+        matrix.push(can(&bridge, verb, HANDOFFS, false));
+        matrix.push(can(&bridge, verb, OFFERS, false));
+    }
+    matrix.push(can(&bridge, "get", "serviceaccounts", true).ns(Some("default")));
+    matrix.push(can(&bridge, "get", "serviceaccounts", true));
+    matrix.push(can(&bridge, "list", "serviceaccounts", false));
+    matrix.push(can(&bridge, "update", "serviceaccounts", false));
+    matrix.push(can(&bridge, "create", "serviceaccounts/token", false));
+    matrix.push(can(&bridge, "list", "jobs.batch", true));
+    matrix.push(can(&bridge, "list", "jobs.batch", false).ns(Some("default")));
+    matrix.push(can(&bridge, "create", "jobs.batch", false));
+    matrix.push(can(&bridge, "get", "secrets", false));
+    matrix.push(
+        can(
+            &bridge,
+            "create",
+            "selfsubjectreviews.authentication.k8s.io",
+            true,
+        )
+        .ns(None),
+    );
+    matrix.push(can(&bridge, "create", "events.events.k8s.io", false));
+
+    let controller = sa("handoff-controller");
+    for verb in ["get", "list", "watch", "patch", "update", "delete"] {
+        matrix.push(can(&controller, verb, HANDOFFS, true).ns(None));
+    }
+    matrix.push(can(&controller, "create", HANDOFFS, false));
+    for r in [HANDOFFS, SCHEDULES, OFFERS] {
+        matrix.push(
+            can(&controller, "patch", r, true)
+                .sub("status")
+                .ns(Some("default")),
+        );
+    }
+    matrix.push(can(&controller, "patch", SCHEDULES, false));
+    matrix.push(can(&controller, "create", OFFERS, false));
+    matrix.push(can(&controller, "list", SCHEDULES, true).ns(None));
+    matrix.push(can(&controller, "create", "jobs.batch", true).ns(Some("default")));
+    matrix.push(can(&controller, "watch", "jobs.batch", true).ns(None));
+    matrix.push(can(&controller, "delete", "jobs.batch", false));
+    matrix.push(can(&controller, "create", "events.events.k8s.io", true).ns(Some("default")));
+    matrix.push(can(
+        &controller,
+        "create",
+        "leases.coordination.k8s.io",
+        true,
+    ));
+    matrix
+        .push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
+    matrix.push(can(&controller, "get", "secrets", false));
+    matrix.push(can(&controller, "create", "pods", false));
+
+    let sre = sa("sre-matrix");
+    for r in [HANDOFFS, OFFERS, SCHEDULES] {
+        for verb in ["get", "list", "watch"] {
+            matrix.push(can(&sre, verb, r, true));
+        }
+        for verb in ["create", "patch", "update", "delete"] {
+            matrix.push(can(&sre, verb, r, false));
+        }
+    }
+    matrix.push(can(&sre, "get", "secrets", false));
+
+    let mut wrong = Vec::new();
+    for c in &matrix {
+        let mut args = vec!["auth", "can-i", c.verb, c.resource, "--as", &c.who];
+        if let Some(s) = c.subresource {
+            args.extend(["--subresource", s]);
+        }
+        match c.namespace {
+            Some(ns) => args.extend(["-n", ns]),
+            None => args.push("--all-namespaces"),
+        }
+        let out = kubectl(env, &args);
+        let answer = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let allowed = match answer.as_str() {
+            "yes" => true,
+            "no" => false,
+            _ => panic!(
+                "can-i {args:?}: {answer} {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        };
+        if allowed != c.allowed {
+            wrong.push(format!(
+                "{} {} {}{} in {}: expected {}, got {answer}",
+                c.who,
+                c.verb,
+                c.resource,
+                c.subresource.map(|s| format!("/{s}")).unwrap_or_default(),
+                c.namespace.unwrap_or("all namespaces"),
+                if c.allowed { "yes" } else { "no" }
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "RBAC matrix ({} checks):\n{}",
+        matrix.len(),
+        wrong.join("\n")
+    );
+    assert!(matrix.len() > 100, "the matrix covers every identity");
+}
+
+#[test]
+fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
+    let env = installed();
+    let implement = sa("agent-implement");
+    // Idempotent against an existing cluster (USE_EXISTING_CLUSTER=true).
+    for name in ["honest", "gitops-style"] {
+        let _ = kubectl(
+            env,
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+        );
+    }
+
+    // As agent-implement, claiming agent-incident wrote it: refused, naming the field and the rule.
+    let forged = create_as(
+        env,
+        &implement,
+        &handoff_yaml("forged", NS, "shop", Some(&sa("agent-incident"))),
+    );
+    let err = String::from_utf8_lossy(&forged.stderr);
+    assert!(!forged.status.success(), "a forged createdBy was admitted");
+    assert!(
+        err.contains("spec.createdBy must be the requesting user"),
+        "{err}"
+    );
+    assert!(
+        err.contains("agent-incident") && err.contains("agent-implement"),
+        "{err}"
+    );
+
+    // Honest: its own name.
+    must(
+        create_as(
+            env,
+            &implement,
+            &handoff_yaml("honest", NS, "shop", Some(&implement)),
+        ),
+        "an honest createdBy",
+    );
+    // No createdBy (a GitOps object): admitted.
+    must(
+        create_as(
+            env,
+            &implement,
+            &handoff_yaml("gitops-style", NS, "shop", None),
+        ),
+        "no createdBy",
+    );
+    // The project label must mirror spec.project.
+    let mislabelled = create_as(
+        env,
+        &implement,
+        &handoff_yaml("mislabelled", NS, "other", Some(&implement)),
+    );
+    let err = String::from_utf8_lossy(&mislabelled.stderr);
+    assert!(
+        !mislabelled.status.success(),
+        "a lying project label was admitted"
+    );
+    assert!(
+        err.contains("metadata.labels.project must equal spec.project"),
+        "{err}"
+    );
+
+    // An update that claims someone else is refused too ...
+    let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
+    let out = kubectl(
+        env,
+        &[
+            "-n",
+            NS,
+            "patch",
+            "handoff",
+            "honest",
+            "--type=merge",
+            "-p",
+            &patch,
+            "--as",
+            &implement,
+        ],
+    );
+    assert!(
+        !out.status.success(),
+        "an UPDATE forging createdBy was admitted"
+    );
+    // So is changing the content while leaving another writer's name on it ...
+    let out = kubectl(
+        env,
+        &[
+            "-n",
+            NS,
+            "patch",
+            "handoff",
+            "honest",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"body":"rewritten by someone else"}}"#,
+            "--as",
+            &sa("agent-incident"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a content change under another's name was admitted"
+    );
+    assert!(err.contains("spec.createdBy"), "{err}");
+    // ... while a metadata-only update claims nothing and passes (another
+    // writer adding a label; the garbage collector removing a finalizer).
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "label",
+                "handoff",
+                "honest",
+                "kind=issue",
+                "--as",
+                &sa("agent-incident"),
+            ],
+        ),
+        "a metadata-only update by another writer",
+    );
+    // ... and the controller may patch labels and its finalizer on handoffs others wrote.
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "handoff",
+                "honest",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
+                "--as",
+                &sa("handoff-controller"),
+            ],
+        ),
+        "the controller patches a handoff another identity wrote",
+    );
+    must(
+        kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "patch",
+                "handoff",
+                "honest",
+                "--type=merge",
+                "-p",
+                r#"{"metadata":{"finalizers":null}}"#,
+                "--as",
+                &sa("handoff-controller"),
+            ],
+        ),
+        "the controller removes its finalizer",
+    );
+    // Even an admin may not forge authorship.
+    let out = kubectl_stdin(
+        env,
+        &["create", "-f", "-"],
+        &handoff_yaml("admin-forged", NS, "shop", Some(&implement)),
+    );
+    assert!(!out.status.success(), "the policy binds admins as well");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_writes_pass_the_policy() {
+    let env = installed();
+    let ns = env.namespace("install-bridge").await;
+    let token = common::agent_token(
+        env,
+        &ns,
+        "writer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    // The policy is active in this namespace: a forged kubectl write fails ...
+    let forged = create_as(
+        env,
+        &format!("system:serviceaccount:{ns}:writer"),
+        &handoff_yaml(
+            "forged",
+            &ns,
+            "shop",
+            Some("system:serviceaccount:elsewhere:someone"),
+        ),
+    );
+    assert!(!forged.status.success(), "the policy is not active in {ns}");
+
+    // ... while the bridge's write, acting with the agent's token, passes.
+    let bridge = common::Bridge::start(env, &ns);
+    let key = "acme/api#8";
+    let results = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "implement",
+            json!([
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "repo": "acme/api", "kind": "issue",
+                          "body": "## State\nwritten through the bridge under the admission policy"}},
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "repo": "acme/api", "kind": "issue",
+                          "body": "## State\nupdated through the bridge"}}
+            ]),
+        )
+    });
+    for (r, expected) in results.iter().zip(["created", "updated"]) {
+        assert_eq!(
+            r["is_error"],
+            json!(false),
+            "the bridge's write was refused: {r}"
+        );
+        assert_eq!(r["structured"]["outcome"], json!(expected), "{r}");
+    }
+    let stored = Api::<Handoff>::namespaced(env.client().await, &ns)
+        .get(&name_for_key(key))
+        .await
+        .expect("the handoff exists");
+    assert_eq!(
+        stored.spec.created_by.as_deref(),
+        Some(format!("system:serviceaccount:{ns}:writer").as_str())
+    );
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("project"))
+            .map(String::as_str),
+        Some("shop")
+    );
+}
+
+fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable dir") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_example_applies_or_parses() {
+    let env = installed();
+    // Stub CRDs for the Flux and Argo CD objects, and their namespaces.
+    must(
+        kubectl(
+            env,
+            &["apply", "--server-side", "-f", "tests/fixtures/gitops/"],
+        ),
+        "apply the stub CRDs",
+    );
+    must(
+        kubectl(
+            env,
+            &[
+                "wait",
+                "--for=condition=Established",
+                "--timeout=60s",
+                "crd/kustomizations.kustomize.toolkit.fluxcd.io",
+                "crd/applications.argoproj.io",
+            ],
+        ),
+        "stub CRDs established",
+    );
+    for ns in ["flux-system", "argocd"] {
+        let yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n");
+        must(
+            kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &yaml),
+            ns,
+        );
+    }
+
+    let mut files = Vec::new();
+    files_under(&root().join("examples"), &mut files);
+    files.sort();
+    let (mut yaml, mut mcp) = (0, 0);
+    for path in &files {
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => {
+                let out = kubectl(
+                    env,
+                    &["apply", "--server-side", "--dry-run=server", "-f", &shown],
+                );
+                let warnings = String::from_utf8_lossy(&out.stderr).into_owned();
+                must(out, &format!("dry run of {shown}"));
+                assert!(
+                    !warnings.contains("PodSecurity"),
+                    "{shown} must meet the restricted Pod Security Standard of handoff-system: {warnings}"
+                );
+                yaml += 1;
+            }
+            Some("json") => {
+                let text = std::fs::read_to_string(path).expect("readable");
+                let config: Value = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{shown} is not JSON: {e}"));
+                let server = &config["mcpServers"]["handoff"];
+                assert!(
+                    server["type"] == "stdio" || server["type"] == "http",
+                    "{shown}: an MCP server named handoff"
+                );
+                assert!(
+                    !text.to_lowercase().contains("bearer ey"),
+                    "{shown} holds a real token"
+                );
+                mcp += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        yaml >= 5,
+        "Handoff, schedule, agent Job, Flux, Argo CD: {yaml}"
+    );
+    assert!(mcp >= 2, "stdio and HTTP client configs: {mcp}");
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    for expected in [
+        "agent/agent-job.yaml",
+        "gitops/flux-kustomization.yaml",
+        "gitops/argocd-application.yaml",
+        "mcp/claude-code-stdio.mcp.json",
+        "mcp/claude-code-http.mcp.json",
+    ] {
+        assert!(
+            names.iter().any(|n| n.ends_with(expected)),
+            "examples/{expected} missing"
+        );
+    }
+}
+
+/// A token for ServiceAccount `name` in the installation's namespace.
+async fn install_token(env: &TestEnv, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(env.client().await, NS)
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .and_then(|s| s.token)
+        .expect("issued token")
+}
+
+/// The bridge as deployed: its own identity is ServiceAccount
+/// handoff-bridge with only config/rbac's rights. That is enough to read
+/// the caller's profile label and to check agent Jobs for offers, while the
+/// writes go through with the agent's token (agent-implement of
+/// config/agents) and pass the admission policy.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_bridge_runs_with_its_own_least_privilege_identity() {
+    let env = installed();
+    let mut kubeconfig = env.kubeconfig().clone();
+    let bridge_token = install_token(env, "handoff-bridge").await;
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(bridge_token.clone().into()),
+            ..Default::default()
+        });
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bridge-kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
+    )
+    .expect("write kubeconfig");
+    // The Host allow-list exactly as config/bridge deploys it.
+    let built = build(env, "config/default");
+    let deployed = &find(&built, "Deployment", "handoff-bridge")["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    let allowed: Vec<String> = deployed
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--allowed-host="))
+        .map(|a| a.replace("$(POD_NAMESPACE)", NS))
+        .collect();
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    let bridge = handoff::testing::BridgeProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        &path,
+        NS,
+        &allowed,
+    )
+    .expect("the bridge starts with its own identity");
+
+    let agent = install_token(env, "agent-implement").await;
+    let key = "acme/api#8-least-privilege";
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    // The header claims `refine`; the ServiceAccount's label (`implement`),
+    // read with the bridge's own identity, wins: no delete_handoff.
+    let results = tokio::task::block_in_place(|| {
+        common::drive(
+            &["http", bridge.url(), &agent, "refine"],
+            json!([
+                {"op": "list_tools"},
+                {"op": "raw_post", "body": list, "headers": {"Host": "handoff-bridge.handoff-system.svc:8080"}},
+                {"op": "raw_post", "body": list, "headers": {"Host": "handoff-bridge.handoff-system.svc.cluster.local:8080"}},
+                {"op": "raw_post", "body": list, "headers": {"Host": "evil.example:8080"}},
+                {"op": "call", "tool": "write_handoff",
+                 "args": {"handoff_key": key, "project": "shop", "body": "## State\nwritten as agent-implement"}},
+                {"op": "call", "tool": "offer_handoff",
+                 "args": {"project": "shop", "to": "reviewer", "handoff_key": key}}
+            ]),
+            &[],
+        )
+    });
+    let tools: Vec<&str> = results[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(tools.contains(&"write_handoff"), "{tools:?}");
+    assert!(
+        !tools.contains(&"delete_handoff"),
+        "the profile comes from the ServiceAccount label: {tools:?}"
+    );
+    for (result, expected) in results[1..4].iter().zip([200, 200, 403]) {
+        assert_eq!(
+            result["status"],
+            json!(expected),
+            "the Service's names are allowed, others refused: {result}"
+        );
+    }
+    let results = &results[3..];
+    assert_eq!(results[1]["is_error"], json!(false), "{}", results[1]);
+    assert_eq!(results[1]["structured"]["outcome"], json!("created"));
+    assert_eq!(
+        results[2]["is_error"],
+        json!(false),
+        "the offer (agent Job check with the bridge's identity): {}",
+        results[2]
+    );
+    let stored = Api::<Handoff>::namespaced(env.client().await, NS)
+        .get(&name_for_key(key))
+        .await
+        .expect("the handoff exists");
+    assert_eq!(
+        stored.spec.created_by.as_deref(),
+        Some(sa("agent-implement").as_str())
+    );
+}
+
+/// A client acting as ServiceAccount `name` of the installation.
+async fn client_as(env: &TestEnv, name: &str) -> kube::Client {
+    let mut kubeconfig = env.kubeconfig().clone();
+    let token = install_token(env, name).await;
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..Default::default()
+        });
+    }
+    handoff::testing::client_from(&kubeconfig)
+        .await
+        .expect("client")
+}
+
+/// Polls `check` until it holds (bounded; not a speed assertion).
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The controller's loops that exist today (schedules, offers), run
+/// cluster-wide with the controller's ServiceAccount and nothing but
+/// config/rbac's rights: they create and watch Jobs, write status, record
+/// Events and supersede offers. (The handoff loop — status, finalizer,
+/// grooming, mirror — is not written yet; its rules are covered by the
+/// can-i matrix only.)
+#[tokio::test(flavor = "multi_thread")]
+async fn the_controller_loops_run_with_the_controller_identity() {
+    use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
+    use handoff::schedule::reconcile::{Context as ScheduleContext, ManualClock};
+    use handoff::schedule::tick::Timing;
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::{ListParams, PostParams};
+
+    let env = installed();
+    let ns = env.namespace("install-controller").await;
+    let admin = env.client().await;
+    let controller = client_as(env, "handoff-controller").await;
+
+    // A schedule (created by the platform owner, i.e. admin).
+    let template = |image: &str| {
+        json!({"spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "agent", "image": image}]}}}})
+    };
+    let schedules: Api<BrainstormSchedule> = Api::namespaced(admin.clone(), &ns);
+    let created = schedules
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+                "metadata": {"name": "daily"},
+                "spec": {"project": "shop", "schedule": "0 * * * *",
+                         "refine": {"jobTemplate": template("refiner:1")},
+                         "brainstorm": {"jobTemplate": template("brainstormer:1")}}
+            }))
+            .expect("schedule"),
+        )
+        .await
+        .expect("create schedule");
+    let created_at = created.metadata.creation_timestamp.expect("created").0;
+    let tick = Timing::parse("0 * * * *", None)
+        .expect("timing")
+        .next_after(created_at)
+        .expect("tick");
+    let clock = Arc::new(ManualClock::at(tick + jiff::SignedDuration::from_secs(20)));
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = futures::FutureExt::shared(async move {
+        let _ = stop_rx.await;
+    });
+    let schedule_ctx = Arc::new(ScheduleContext::new(controller.clone(), clock, "install"));
+    let schedule_loop = tokio::spawn({
+        let stop = stop.clone();
+        async move { handoff::schedule::reconcile::run(schedule_ctx, None, 2, stop).await }
+    });
+    let offer_ctx = Arc::new(handoff::offers::activation::Context::new(
+        controller.clone(),
+        handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR,
+    ));
+    let offer_loop = tokio::spawn({
+        let stop = stop.clone();
+        async move { handoff::offers::activation::run(offer_ctx, None, 2, stop).await }
+    });
+
+    // The schedule loop creates the refine Job and records status and an Event.
+    let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns);
+    eventually("the refine Job", || {
+        let jobs = jobs.clone();
+        async move {
+            !jobs
+                .list(&ListParams::default())
+                .await
+                .expect("jobs")
+                .items
+                .is_empty()
+        }
+    })
+    .await;
+    eventually("the schedule's status", || {
+        let schedules = schedules.clone();
+        async move {
+            schedules
+                .get("daily")
+                .await
+                .expect("get")
+                .status
+                .is_some_and(|s| s.current_cycle.is_some())
+        }
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
+    eventually("an Event from the controller", || {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default())
+                .await
+                .expect("events")
+                .items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("RefineStarted"))
+        }
+    })
+    .await;
+
+    // The offer loop supersedes a pending offer when its agent's Job starts.
+    let token = common::agent_token(
+        env,
+        &ns,
+        "offerer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let bridge = common::Bridge::start(env, &ns);
+    let offered = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "",
+            json!([{"op": "call", "tool": "offer_handoff",
+                    "args": {"project": "shop", "to": "tester", "handoff_key": "arch#1",
+                             "session": "s1", "body": "story 1"}}]),
+        )
+    });
+    let offer_name = offered[0]["structured"]["offer"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("offered: {}", offered[0]))
+        .to_owned();
+    jobs.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "tester-run", "labels": {"handoff.dev/agent": "tester", "project": "shop"}},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "a", "image": "agent:1"}]}}}
+        }))
+        .expect("job"),
+    )
+    .await
+    .expect("create the agent Job");
+    let offers: Api<HandoffOffer> = Api::namespaced(admin.clone(), &ns);
+    eventually("the offer superseded by the controller", || {
+        let offers = offers.clone();
+        let name = offer_name.clone();
+        async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
+    })
+    .await;
+
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(20), schedule_loop).await;
+    let _ = tokio::time::timeout(Duration::from_secs(20), offer_loop).await;
+}
