@@ -309,6 +309,15 @@ fn verb(tool: ToolName) -> &'static str {
 fn kube_error(caller: &Caller, tool: ToolName, err: kube::Error) -> CallError {
     let namespace = caller.store().namespace();
     let (outcome, message) = match &err {
+        // An admission policy (not RBAC) refused the object: say which, and why.
+        kube::Error::Api(status)
+            if status.code == 403 && status.message.contains("ValidatingAdmissionPolicy") =>
+        {
+            (
+                "forbidden",
+                format!("an admission policy refused the write: {}", status.message),
+            )
+        }
         kube::Error::Api(status) if status.code == 403 => (
             "forbidden",
             format!(
