@@ -20,6 +20,7 @@ trap 'rm -f "$tmp"' EXIT
 
 for bench in bridge tokens; do
   echo "bench: running $bench …" >&2
+  echo >> "$tmp"
   cargo bench --locked --bench "$bench" 2>/dev/null | sed -n '/^## /,$p' >> "$tmp"
 done
 
@@ -29,7 +30,7 @@ echo "bench: running transcript (generates a large synthetic transcript) …" >&
   echo "## Transcript linearizer"
   echo
   echo '```text'
-  cargo bench --locked --bench transcript 2>/dev/null
+  cargo bench --locked --bench transcript 2>/dev/null | grep -v '^generating:'
   echo '```'
 } >> "$tmp"
 
