@@ -7,6 +7,8 @@
 //! - [`api`]: the custom resource types and the pure key → name mapping.
 //! - [`store`]: the one place that talks `Handoff` to the apiserver.
 //! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
+//! - [`controller`]: `handoff controller`, the leader-elected reconcile loops.
+//! - [`mirror`]: the PostgreSQL mirror the controller keeps and the bridge reads.
 //! - [`goals`]: the continuation preamble (and, later, refine/brainstorm goals).
 //! - [`transcript`]: linearizes another agent's transcript into a handoff document.
 //! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
@@ -15,9 +17,11 @@
 //! - [`telemetry`]: logging setup.
 
 pub mod api;
+pub mod controller;
 pub mod dev;
 pub mod goals;
 pub mod mcp;
+pub mod mirror;
 pub mod store;
 pub mod telemetry;
 pub mod testing;
