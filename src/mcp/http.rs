@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthError, PROFILE_HEADER, TokenResolver, bearer_token};
 use super::server::HandoffServer;
+use crate::mirror::Mirror;
 use crate::telemetry::BridgeMetrics;
 
 /// Hosts always allowed (loopback); `--allowed-host` adds more.
@@ -26,6 +27,7 @@ pub fn router(
     resolver: Arc<TokenResolver>,
     metrics: Arc<BridgeMetrics>,
     allowed_hosts: Vec<String>,
+    mirror: Option<Arc<Mirror>>,
     shutdown: CancellationToken,
 ) -> axum::Router {
     let mut config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
@@ -33,7 +35,7 @@ pub fn router(
     config.json_response = true;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
-        move || Ok(HandoffServer::per_request(metrics.clone())),
+        move || Ok(HandoffServer::per_request(metrics.clone()).with_mirror(mirror.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -48,9 +50,10 @@ pub async fn serve(
     resolver: Arc<TokenResolver>,
     metrics: Arc<BridgeMetrics>,
     allowed_hosts: Vec<String>,
+    mirror: Option<Arc<Mirror>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(resolver, metrics, allowed_hosts, shutdown.clone());
+    let app = router(resolver, metrics, allowed_hosts, mirror, shutdown.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

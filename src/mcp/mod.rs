@@ -66,6 +66,11 @@ pub struct McpArgs {
     /// How long a cached caller identity is trusted, in seconds.
     #[arg(long, default_value_t = 60)]
     pub token_cache_ttl: u64,
+    /// Answer `list_handoffs` and `get_handoff{revision}` from the PostgreSQL
+    /// mirror the controller keeps (each call first checks the caller's
+    /// RBAC with a SelfSubjectAccessReview). Off when unset.
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
 }
 
 /// Runs `handoff mcp`.
@@ -76,6 +81,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let metrics = BridgeMetrics::new();
+    let mirror = args
+        .postgres_url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .map(|url| crate::mirror::Mirror::new(url, false))
+        .transpose()?
+        .map(Arc::new);
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -92,6 +104,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_from(config)?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
         let service = HandoffServer::for_caller(caller, metrics)
+            .with_mirror(mirror)
             .serve(stdio::guarded_stdio())
             .await?;
         service.waiting().await?;
@@ -125,6 +138,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         resolver,
         metrics,
         allowed_hosts(&args.allowed_hosts),
+        mirror,
         shutdown,
     )
     .await?;
