@@ -9,15 +9,20 @@
 //!
 //! 1. a terminating object: delete its mirror row, then remove the
 //!    `handoff.dev/mirror` finalizer;
-//! 2. status: a merge patch of the status subresource *carrying the
+//! 2. count: the new status (revision, updatedAt, sizes) is computed;
+//! 3. the mirror row of that status is upserted (rows never move
+//!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
+//!    condition set from the outcome;
+//! 4. status: one merge patch of the status subresource *carrying the
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 3. Events (`Written`, `Superseded`), only after that write succeeded;
-//! 4. metadata (labels, finalizer): a server-side apply with the
+//! 5. Events (`Written`, `Superseded`), only after that write succeeded;
+//! 6. metadata (labels, finalizer): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge);
-//! 5. the mirror row, then the `Mirrored` condition when it changed.
+//! 7. a failed mirror write fails the reconcile (retried with backoff)
+//!    after the status was written, so status never waits for PostgreSQL.
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
 //! `metav1.Time` serializes) when it counted the change — normally within a
@@ -299,10 +304,29 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
 
     let now = ctx.clock.now();
     let (mut status, change) = count(&h.spec, h.status.as_ref(), h.metadata.generation, now);
-    if ctx.mirror.is_none() {
-        status.conditions.retain(|c| c.type_ != MIRRORED);
-    }
-    let mut current = h.clone();
+    let mut counted = h.clone();
+    counted.status = Some(status.clone());
+    let mirrored = match &ctx.mirror {
+        None => {
+            status.conditions.retain(|c| c.type_ != MIRRORED);
+            Ok(())
+        }
+        Some(mirror) => {
+            let result = mirror_row(ctx, mirror, &counted).await;
+            let condition = match &result {
+                Ok(revision) => mirrored_condition(
+                    true,
+                    format!("the mirror row holds revision {revision}"),
+                    h.metadata.generation,
+                    now,
+                ),
+                Err(err) => mirrored_condition(false, err.to_string(), h.metadata.generation, now),
+            };
+            status.conditions = set_condition(&status.conditions, condition);
+            result.map(drop)
+        }
+    };
+    let mut current = counted;
     if h.status.as_ref() != Some(&status) {
         match write_status(&api, &name, h.resource_version(), &status).await {
             Ok(written) => current = written,
@@ -340,46 +364,14 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
     if let Some(plan) = metadata_plan(&current, ctx.mirror.is_some()) {
         let params = PatchParams::apply(FIELD_MANAGER);
         match api.patch(&name, &params, &Patch::Apply(&plan)).await {
-            Ok(written) => current = written,
+            Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(handoff = %crate::store::describe(h), message = %s.message, "labels owned by another writer are left alone");
             }
             Err(err) => return Err(err.into()),
         }
     }
-
-    if let Some(mirror) = &ctx.mirror {
-        let result = mirror_row(ctx, mirror, &current).await;
-        let condition = match &result {
-            Ok(revision) => mirrored_condition(
-                true,
-                format!("the mirror row holds revision {revision}"),
-                current.metadata.generation,
-                now,
-            ),
-            Err(err) => {
-                mirrored_condition(false, err.to_string(), current.metadata.generation, now)
-            }
-        };
-        let conditions = current
-            .status
-            .as_ref()
-            .map(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let same = conditions
-            .iter()
-            .any(|c| c.type_ == MIRRORED && c.status == condition.status);
-        if !same {
-            let mut status = current.status.clone().unwrap_or_default();
-            status.conditions = set_condition(&conditions, condition);
-            match write_status(&api, &name, current.resource_version(), &status).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(err) => return Err(err.into()),
-            }
-        }
-        result?;
-    }
+    mirrored?;
     Ok(Action::await_change())
 }
 

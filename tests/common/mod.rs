@@ -91,8 +91,14 @@ pub struct Bridge {
 impl Bridge {
     /// Starts a bridge on a free loopback port, acting as admin for SA lookups.
     pub fn start(env: &TestEnv, namespace: &str) -> Self {
+        Self::start_with(env, namespace, &[])
+    }
+
+    /// [`Bridge::start`] with extra arguments (e.g. `--postgres-url URL`).
+    pub fn start_with(env: &TestEnv, namespace: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
             .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
+            .args(extra)
             .env("KUBECONFIG", env.kubeconfig_path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
