@@ -783,3 +783,168 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
     );
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_and_condition_go_when_the_mirror_is_disabled() {
+    let env = common::env();
+    let ns = env.namespace("ctl-no-mirror").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let with_mirror = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    store
+        .write(&request("k", "shop", "body", "w"))
+        .await
+        .expect("write");
+    eventually("finalizer added", Duration::from_secs(20), || async {
+        let h = api.get(&name_for_key("k")).await.ok()?;
+        h.finalizers()
+            .iter()
+            .any(|f| f == MIRROR_FINALIZER)
+            .then_some(())
+    })
+    .await;
+    with_mirror.stop().await;
+
+    let without = Setup::new("a").start(client.clone(), &ns);
+    let h = eventually(
+        "finalizer and condition removed",
+        Duration::from_secs(20),
+        || async {
+            let h = api.get(&name_for_key("k")).await.ok()?;
+            let finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
+            let condition = h
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .any(|c| c.type_ == MIRRORED);
+            (!finalizer && !condition).then_some(h)
+        },
+    )
+    .await;
+    assert_eq!(h.status.and_then(|s| s.revision), Some(1));
+    // Deletion no longer waits for a mirror.
+    store.delete("k").await.expect("delete");
+    eventually("deleted", Duration::from_secs(20), || async {
+        api.get_opt(&name_for_key("k"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    without.stop().await;
+}
+
+/// `GET path` on a loopback address: `(status line, body)`.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let status = answer.lines().next().unwrap_or_default().to_owned();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    let env = common::env();
+    let ns = env.namespace("ctl-process").await;
+    let client = env.client().await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["controller", "--namespace", &ns, "--lease-namespace", &ns])
+        .args(["--identity", "proc", "--metrics-listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("controller starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.split_once("metrics on http://")?
+                    .1
+                    .split('/')
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .expect("the controller printed its metrics address");
+    let logs = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+
+    eventually("the process leads", Duration::from_secs(30), || async {
+        (holder(&client, &ns).await.as_deref() == Some("proc")).then_some(())
+    })
+    .await;
+    let store = HandoffStore::new(client.clone(), &ns);
+    store
+        .write(&request("p", "shop", "body", "w"))
+        .await
+        .expect("write");
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    eventually(
+        "counted by the process",
+        Duration::from_secs(20),
+        || async { api.get(&name_for_key("p")).await.ok()?.status?.revision },
+    )
+    .await;
+
+    let probe = addr.clone();
+    let (health, ready, metrics) = tokio::task::spawn_blocking(move || {
+        (
+            http_get(&probe, "/healthz"),
+            http_get(&probe, "/readyz"),
+            http_get(&probe, "/metrics"),
+        )
+    })
+    .await
+    .expect("probes");
+    assert!(health.0.contains(" 200 "), "{health:?}");
+    assert!(ready.0.contains(" 200 "), "{ready:?}");
+    assert!(
+        metrics.1.contains("handoff_controller_leader 1"),
+        "{}",
+        metrics.1
+    );
+    assert!(
+        metrics.1.contains("handoff_controller_revisions_total 1"),
+        "{}",
+        metrics.1
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    assert_eq!(holder(&client, &ns).await, None, "the lease was released");
+    let logs = logs.join().expect("logs");
+    assert!(
+        logs.iter()
+            .filter(|l| l.starts_with('{'))
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "JSON logs: {logs:?}"
+    );
+}
