@@ -21,7 +21,9 @@
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge);
-//! 7. a failed mirror write fails the reconcile (retried with backoff)
+//! 7. the revision is appended to the mirror's history only now that the
+//!    apiserver holds it, so a number is never recorded for other content;
+//!    a failed mirror write fails the reconcile (retried with backoff)
 //!    after the status was written, so status never waits for PostgreSQL.
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
@@ -309,12 +311,14 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
     let mirrored = match &ctx.mirror {
         None => {
             status.conditions.retain(|c| c.type_ != MIRRORED);
-            Ok(())
+            Ok(None)
         }
         Some(mirror) => {
+            // The row may go first: rows never move backwards, so if the
+            // status write below loses a race the next reconcile corrects it.
             let result = mirror_row(ctx, mirror, &counted).await;
             let condition = match &result {
-                Ok(revision) => mirrored_condition(
+                Ok((revision, _)) => mirrored_condition(
                     true,
                     format!("the mirror row holds revision {revision}"),
                     h.metadata.generation,
@@ -323,7 +327,7 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
                 Err(err) => mirrored_condition(false, err.to_string(), h.metadata.generation, now),
             };
             status.conditions = set_condition(&status.conditions, condition);
-            result.map(drop)
+            result.map(|(_, pending)| pending)
         }
     };
     let mut current = counted;
@@ -371,35 +375,53 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
             Err(err) => return Err(err.into()),
         }
     }
-    mirrored?;
+    if let (Some(mirror), Some(row)) = (&ctx.mirror, mirrored?) {
+        record_revision(ctx, mirror, &row).await?;
+    }
     Ok(Action::await_change())
 }
 
-/// Writes `row` of `h` into the mirror unless this controller already
-/// mirrored that revision of that object; returns the revision.
+/// Writes the row of `h` into the mirror unless this controller already
+/// mirrored that revision of that object; returns the revision and the row
+/// whose revision is still to be recorded in the history.
 async fn mirror_row(
     ctx: &Context,
     mirror: &crate::mirror::Mirror,
     h: &Handoff,
-) -> Result<i64, MirrorError> {
+) -> Result<(i64, Option<Row>), MirrorError> {
     let Some(row) = Row::of(h)? else {
-        return Ok(0);
+        return Ok((0, None));
     };
     let key = (row.namespace.clone(), row.handoff_key.clone());
     let known = ctx.mirrored.lock().ok().and_then(|m| m.get(&key).cloned());
     if known.as_ref() == Some(&(row.id.clone(), row.revision)) {
         ctx.metrics.mirror_caught_up(&key);
-        return Ok(row.revision);
+        return Ok((row.revision, None));
     }
     ctx.metrics.mirror_pending(&key);
     mirror.upsert(&row).await.inspect_err(|_| {
         ctx.metrics.count_mirror_error();
     })?;
+    Ok((row.revision, Some(row)))
+}
+
+/// Records a revision the apiserver now holds in status, then marks it
+/// mirrored.
+async fn record_revision(
+    ctx: &Context,
+    mirror: &crate::mirror::Mirror,
+    row: &Row,
+) -> Result<(), MirrorError> {
+    let key = (row.namespace.clone(), row.handoff_key.clone());
+    mirror
+        .record_revision(row)
+        .await
+        .inspect_err(|_| ctx.metrics.count_mirror_error())?;
     if let Ok(mut m) = ctx.mirrored.lock() {
         m.insert(key.clone(), (row.id.clone(), row.revision));
     }
     ctx.metrics.mirror_caught_up(&key);
-    Ok(row.revision)
+    Ok(())
 }
 
 /// A terminating Handoff: its row goes, then the finalizer.

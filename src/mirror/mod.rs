@@ -13,7 +13,8 @@
 //! - rows never move backwards: an upsert only replaces a row of another
 //!   object incarnation (`id` is the uid) or of an older `(revision,
 //!   resource_version)` (see [`should_replace`]; the SQL mirrors it).
-//! - `handoff_revisions` is append-only: one row per counted revision.
+//! - `handoff_revisions` is append-only: one row per counted revision,
+//!   recorded only once the revision is stored in the object's status.
 //! - the connection is lazy and re-made after a failure, so PostgreSQL being
 //!   down is an error of the call, never of the process; the controller
 //!   retries with backoff and its resync catches up.
@@ -201,28 +202,24 @@ pub fn is_stale(row: &RowVersion, current: &Row) -> bool {
 pub type ListAfter = (Timestamp, String);
 
 const UPSERT: &str = r#"
-WITH up AS (
-    INSERT INTO handoffs AS h (id, namespace, handoff_key, project, repo, kind, created_by, body,
-                               revision, resource_version, created_at, updated_at)
-    VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-    ON CONFLICT (namespace, handoff_key) DO UPDATE SET
-        id = EXCLUDED.id, project = EXCLUDED.project, repo = EXCLUDED.repo, kind = EXCLUDED.kind,
-        created_by = EXCLUDED.created_by, body = EXCLUDED.body, revision = EXCLUDED.revision,
-        resource_version = EXCLUDED.resource_version, created_at = EXCLUDED.created_at,
-        updated_at = EXCLUDED.updated_at
-    WHERE h.id <> EXCLUDED.id
-       OR h.revision < EXCLUDED.revision
-       OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
-    RETURNING 1
-), history AS (
-    INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo, kind,
-                                   body, created_by, written_at)
-    VALUES ($2, $3, $1::text::uuid, $9, $4, $5, $6, $8, $7, $12)
-    ON CONFLICT DO NOTHING
-    RETURNING 1
-)
--- data-modifying CTEs always run; `history` needs no reference.
-SELECT count(*) FROM up
+INSERT INTO handoffs AS h (id, namespace, handoff_key, project, repo, kind, created_by, body,
+                           revision, resource_version, created_at, updated_at)
+VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (namespace, handoff_key) DO UPDATE SET
+    id = EXCLUDED.id, project = EXCLUDED.project, repo = EXCLUDED.repo, kind = EXCLUDED.kind,
+    created_by = EXCLUDED.created_by, body = EXCLUDED.body, revision = EXCLUDED.revision,
+    resource_version = EXCLUDED.resource_version, created_at = EXCLUDED.created_at,
+    updated_at = EXCLUDED.updated_at
+WHERE h.id <> EXCLUDED.id
+   OR h.revision < EXCLUDED.revision
+   OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
+"#;
+
+const RECORD_REVISION: &str = r#"
+INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo, kind,
+                               body, created_by, written_at)
+VALUES ($1, $2, $3::text::uuid, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT DO NOTHING
 "#;
 
 const LIST: &str = r#"
@@ -313,12 +310,12 @@ impl Mirror {
             .await
     }
 
-    /// Writes `row` unless the mirror already holds it or something newer,
-    /// and records its revision in the history; `true` when the row changed.
+    /// Writes `row` unless the mirror already holds it or something newer;
+    /// `true` when the row changed.
     pub async fn upsert(&self, row: &Row) -> Result<bool, MirrorError> {
         self.with(|c| async move {
-            let changed: i64 = c
-                .query_one(
+            let changed = c
+                .execute(
                     UPSERT,
                     &[
                         &row.id,
@@ -335,9 +332,34 @@ impl Mirror {
                         &row.updated_at,
                     ],
                 )
-                .await?
-                .get(0);
+                .await?;
             Ok(changed > 0)
+        })
+        .await
+    }
+
+    /// Appends `row`'s revision to the history (nothing when it is already
+    /// there). Call it only for a revision the apiserver has stored in
+    /// `status`, so a number is never recorded for content it was not given.
+    pub async fn record_revision(&self, row: &Row) -> Result<(), MirrorError> {
+        self.with(|c| async move {
+            c.execute(
+                RECORD_REVISION,
+                &[
+                    &row.namespace,
+                    &row.handoff_key,
+                    &row.id,
+                    &row.revision,
+                    &row.project,
+                    &row.repo,
+                    &row.kind,
+                    &row.body,
+                    &row.created_by,
+                    &row.updated_at,
+                ],
+            )
+            .await
+            .map(drop)
         })
         .await
     }

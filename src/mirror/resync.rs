@@ -120,6 +120,7 @@ pub async fn resync_once(
             written += 1;
             ctx.metrics.count_repair("written");
         }
+        mirror.record_revision(row).await?;
         if let Ok(mut m) = ctx.mirrored.lock() {
             m.insert(
                 (row.namespace.clone(), row.handoff_key.clone()),
