@@ -948,3 +948,101 @@ async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm()
         "JSON logs: {logs:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_rbac_is_all_the_controller_needs() {
+    use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+    let env = common::env();
+    let ns = env.namespace("ctl-rbac").await;
+    let admin = env.client().await;
+    let url = shared_pg().await;
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/controller_role.yaml");
+    let out = env
+        .kubectl()
+        .args(["apply", "--server-side", "-n", &ns, "-f"])
+        .arg(&manifest)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = common::agent_token(env, &ns, "controller", None, Some("handoff-controller")).await;
+    let binding = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("controller-leader-election".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "handoff-controller-leader-election".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "controller".into(),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(env.kubeconfig().clone(), &Default::default())
+            .await
+            .expect("config");
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    let as_controller = Client::try_from(config).expect("client");
+
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("rbac").mirror(&url);
+    setup.ttl = Some(Duration::from_secs(3600));
+    setup.clock = clock.clone();
+    let controller = setup.start(as_controller, &ns);
+
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(admin.clone(), &ns);
+    HandoffStore::new(admin.clone(), &ns)
+        .write(&request("k", "shop", "body", "w"))
+        .await
+        .expect("write");
+    let name = name_for_key("k");
+    eventually(
+        "status, labels, finalizer, row and Event",
+        Duration::from_secs(30),
+        || async {
+            let h = api.get(&name).await.ok()?;
+            let done = h.status.as_ref()?.revision == Some(1)
+                && h.finalizers().iter().any(|f| f == MIRROR_FINALIZER)
+                && rows(&db, &ns).await.len() == 1
+                && !events(&admin, &ns, &name).await.is_empty();
+            done.then_some(())
+        },
+    )
+    .await;
+    clock.set(t0 + Duration::from_secs(7200));
+    eventually(
+        "groomed through the finalizer",
+        Duration::from_secs(30),
+        || async {
+            let gone = api.get_opt(&name).await.ok()?.is_none();
+            (gone && rows(&db, &ns).await.is_empty()).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(controller.metrics.groomed(), 1);
+    controller.stop().await;
+    assert_eq!(
+        holder(&admin, &ns).await,
+        None,
+        "released with update rights only"
+    );
+}
