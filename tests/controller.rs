@@ -1046,3 +1046,53 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         "released with update rights only"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_duration() {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let env = common::env();
+    let ns = env.namespace("ctl-skew").await;
+    let client = env.client().await;
+    // A dead replica whose clock ran a year ahead: comparing its renewTime
+    // with our clock would make the lease look valid for a year.
+    let future = Timestamp::now() + Duration::from_secs(365 * 86_400);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(LEASE.into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("ghost".into()),
+            lease_duration_seconds: Some(3),
+            acquire_time: Some(MicroTime(future)),
+            renew_time: Some(MicroTime(future)),
+            lease_transitions: Some(4),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("lease");
+    let started = Instant::now();
+    let controller = Setup::new("a").start(client.clone(), &ns);
+    eventually(
+        "a takes the abandoned lease",
+        Duration::from_secs(15),
+        || async { (holder(&client, &ns).await.as_deref() == Some("a")).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "took the abandoned lease after {:?} (lease duration 3s)",
+        started.elapsed()
+    );
+    let taken = Api::<Lease>::namespaced(client.clone(), &ns)
+        .get(LEASE)
+        .await
+        .expect("lease")
+        .spec
+        .expect("spec");
+    assert_eq!(taken.lease_transitions, Some(5));
+    controller.stop().await;
+}
