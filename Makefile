@@ -50,8 +50,10 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 
+## Benchmarks: side-by-side ratios printed as markdown tables (never asserted in tests).
 bench: envtest-assets
 	$(CARGO) bench --locked --bench bridge
+	$(CARGO) bench --locked --bench transcript
 
 clean:
 	$(CARGO) clean

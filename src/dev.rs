@@ -272,24 +272,25 @@ async fn start_bridge(
     let bridge = Client::try_from(config.clone())?;
     let resolver = Arc::new(TokenResolver::new(
         config,
-        bridge,
+        bridge.clone(),
         "default",
         64,
         Duration::from_secs(60),
     ));
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
-    let hosts = crate::mcp::allowed_hosts(&[]);
+    let options = crate::mcp::http::HttpOptions {
+        allowed_hosts: crate::mcp::allowed_hosts(&[]),
+        offers: crate::mcp::server::OfferSettings {
+            reader: Some(bridge.clone()),
+            active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+        },
+        mirror,
+    };
     tokio::spawn(async move {
-        if let Err(err) = crate::mcp::http::serve(
-            listener,
-            resolver,
-            BridgeMetrics::new(),
-            hosts,
-            mirror,
-            shutdown,
-        )
-        .await
+        if let Err(err) =
+            crate::mcp::http::serve(listener, resolver, BridgeMetrics::new(), options, shutdown)
+                .await
         {
             tracing::error!(error = %err, "the dev bridge stopped");
         }

@@ -1,6 +1,7 @@
-//! Goal texts given to agents. For now: the continuation preamble of the
-//! contract (DESIGN §2), prepended to an agent's first goal when it has a
-//! conversation object key.
+//! Goal texts given to agents, as pure functions: the continuation preamble
+//! of the contract (DESIGN §2), prepended to an agent's first goal when it
+//! has a conversation object key, and the goals of a schedule's refine and
+//! brainstorm Jobs.
 
 use std::io::{Read, Write};
 
@@ -28,6 +29,72 @@ pub fn prepend(key: &str, goal: &str) -> String {
         Some(p) => format!("{p}\n\n{goal}"),
         None => goal.to_owned(),
     }
+}
+
+/// Most open handoffs inlined in a brainstorm goal; the rest are counted.
+pub const MAX_INLINED_HANDOFFS: usize = 20;
+/// Characters of each inlined preview.
+pub const INLINED_PREVIEW_CHARS: usize = 120;
+
+/// The refine Job's goal: groom the project's handoffs, then its issues.
+pub fn refine_goal(project: &str, lookback_days: i32) -> String {
+    format!(
+        "You are the refine (grooming) agent for project {project}.\n\n\
+         1. Call list_handoffs with project \"{project}\" (page with next_cursor until done).\n\
+         2. For each handoff decide: DELETE it with delete_handoff when it is stale or done: its issue is \
+         closed or resolved, it is clearly superseded by a newer handoff or merged work, or it has aged with \
+         no matching open work. KEEP every other handoff unchanged; when unsure, keep it.\n\
+         3. Then do the usual issue grooming for the project, looking back {lookback_days} days: close or merge \
+         duplicates, update stale issues, make sure open work is described.\n\
+         4. Before you finish, write_handoff a compact summary of what you deleted and kept and why.\n\n\
+         A brainstorm agent runs after you and proposes work from the handoffs you keep."
+    )
+}
+
+/// An open handoff as inlined in a brainstorm goal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenHandoff {
+    /// Its key.
+    pub key: String,
+    /// A one-line preview of its body.
+    pub preview: String,
+}
+
+/// The brainstorm Job's goal: continue open handoffs first, then fresh
+/// ideas, within `max_open_proposals`. The project's open handoffs are
+/// inlined (at most [`MAX_INLINED_HANDOFFS`], previews cut to
+/// [`INLINED_PREVIEW_CHARS`]) so the agent starts with them.
+pub fn brainstorm_goal(project: &str, max_open_proposals: i32, open: &[OpenHandoff]) -> String {
+    let mut goal = format!(
+        "You are the brainstorm agent for project {project}. Leave at most {max_open_proposals} open proposals.\n\n\
+         1. FIRST call list_handoffs with project \"{project}\". Open handoffs are unfinished work: propose \
+         continuing the ones that still matter, most valuable first.\n\
+         2. THEN, with the proposals left within the limit, propose fresh ideas.\n\
+         3. Before you finish, write_handoff a compact summary of your proposals.\n"
+    );
+    if open.is_empty() {
+        goal.push_str("\nThe project has no open handoffs right now.\n");
+        return goal;
+    }
+    goal.push_str(&format!(
+        "\nOpen handoffs of {project} ({}), newest first:\n",
+        open.len()
+    ));
+    for h in open.iter().take(MAX_INLINED_HANDOFFS) {
+        let mut preview: String = h.preview.chars().take(INLINED_PREVIEW_CHARS).collect();
+        if h.preview.chars().count() > INLINED_PREVIEW_CHARS {
+            preview.push('…');
+        }
+        let key: String = h.key.chars().take(INLINED_PREVIEW_CHARS).collect();
+        goal.push_str(&format!("- {key}: {preview}\n"));
+    }
+    if open.len() > MAX_INLINED_HANDOFFS {
+        goal.push_str(&format!(
+            "… and {} more (list_handoffs shows all).\n",
+            open.len() - MAX_INLINED_HANDOFFS
+        ));
+    }
+    goal
 }
 
 /// Arguments of `handoff preamble`.
@@ -67,6 +134,46 @@ mod tests {
                  this key before starting, and write_handoff an updated summary before you finish."
             )
         );
+    }
+
+    #[test]
+    fn refine_goal_has_the_groom_instructions() {
+        let goal = refine_goal("shop", 14);
+        for words in [
+            "list_handoffs",
+            "delete_handoff",
+            "stale or done",
+            "closed or resolved",
+            "superseded",
+            "KEEP",
+            "14 days",
+            "write_handoff",
+        ] {
+            assert!(goal.contains(words), "{words:?} missing from {goal}");
+        }
+    }
+
+    #[test]
+    fn brainstorm_goal_prioritises_open_handoffs_and_bounds_them() {
+        let open: Vec<OpenHandoff> = (0..50)
+            .map(|i| OpenHandoff {
+                key: format!("shop#{i}"),
+                preview: "x".repeat(500),
+            })
+            .collect();
+        let goal = brainstorm_goal("shop", 3, &open);
+        let first = goal.find("FIRST").expect("first");
+        let then = goal.find("THEN").expect("then");
+        assert!(first < then, "open handoffs come before fresh ideas");
+        assert!(goal.contains("at most 3 open proposals"));
+        assert_eq!(goal.matches("- shop#").count(), MAX_INLINED_HANDOFFS);
+        assert!(goal.contains("and 30 more"));
+        assert!(
+            goal.len() < 4 * 1024,
+            "the inlined list is bounded: {} bytes",
+            goal.len()
+        );
+        assert!(brainstorm_goal("shop", 5, &[]).contains("no open handoffs"));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
 //! - [`controller`]: `handoff controller`, the leader-elected reconcile loops.
 //! - [`mirror`]: the PostgreSQL mirror the controller keeps and the bridge reads.
-//! - [`goals`]: the continuation preamble (and, later, refine/brainstorm goals).
+//! - [`goals`]: the continuation preamble, the refine and brainstorm goal texts.
+//! - [`schedule`]: the refine → brainstorm barrier of `BrainstormSchedule`s.
+//! - [`offers`]: handoffs offered to a destination agent, and their lifecycle.
 //! - [`transcript`]: linearizes another agent's transcript into a handoff document.
 //! - [`testing`]: a real local control plane (etcd + kube-apiserver + PostgreSQL)
 //!   shared by the integration suites and `handoff dev`.
@@ -22,6 +24,8 @@ pub mod dev;
 pub mod goals;
 pub mod mcp;
 pub mod mirror;
+pub mod offers;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 pub mod testing;

@@ -13,8 +13,8 @@
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use kube::{Client, ResourceExt};
 
 use crate::api::naming::{labels_for, name_for_key};
 use crate::api::{Handoff, HandoffSpec};
@@ -241,9 +241,13 @@ where
     }
 }
 
-/// Name and namespace for messages.
+/// `namespace/name` of a handoff, for messages and logs.
 pub fn describe(h: &Handoff) -> String {
-    format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any())
+    format!(
+        "{}/{}",
+        h.metadata.namespace.as_deref().unwrap_or_default(),
+        h.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 #[cfg(test)]

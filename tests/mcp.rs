@@ -53,7 +53,7 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
     let plan = |_: &str| json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k"}))]);
     let refine = drive_stdio(env, &ns, "refine", plan("refine"));
     assert_eq!(
-        tools(&refine[0]),
+        tools(&refine[0])[..4],
         [
             "get_handoff",
             "write_handoff",
@@ -61,13 +61,16 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
             "delete_handoff"
         ]
     );
+    assert_eq!(
+        tools(&refine[0]).len(),
+        7,
+        "the contract's four plus the three offer tools"
+    );
     assert_eq!(ok(&refine[1])["deleted"], json!(false));
 
     let implement = drive_stdio(env, &ns, "implement", plan("implement"));
-    assert_eq!(
-        tools(&implement[0]),
-        ["get_handoff", "write_handoff", "list_handoffs"]
-    );
+    assert_eq!(tools(&implement[0]).len(), 6, "all but delete_handoff");
+    assert!(!tools(&implement[0]).contains(&"delete_handoff"));
     let refusal = err_text(&implement[1]);
     assert!(
         refusal.contains("`delete_handoff`") && refusal.contains("`implement`"),
@@ -407,9 +410,8 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
         "refine",
         json!([{"op": "list_tools"}, write("k1", "shop", "hello")]),
     );
-    assert_eq!(
-        tools(&wrote[0]).len(),
-        3,
+    assert!(
+        !tools(&wrote[0]).contains(&"delete_handoff"),
         "the ServiceAccount label (implement) wins over the header (refine)"
     );
     let handoff = &ok(&wrote[1])["handoff"];
@@ -423,7 +425,10 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
         "",
         json!([{"op": "list_tools"}, call("delete_handoff", json!({"handoff_key": "k1"}))]),
     );
-    assert_eq!(tools(&denied[0]).len(), 4, "refine profile sees delete");
+    assert!(
+        tools(&denied[0]).contains(&"delete_handoff"),
+        "refine profile sees delete"
+    );
     let msg = err_text(&denied[1]);
     assert!(
         msg.contains(&format!("identity system:serviceaccount:{ns}:fake-groomer may not delete handoffs in namespace {ns}")),
@@ -548,4 +553,105 @@ fn stdio_answers_a_malformed_frame_and_keeps_serving() {
             .iter()
             .any(|a| a["id"] == json!(1) && a["result"]["serverInfo"]["name"] == json!("handoff"))
     );
+}
+
+#[tokio::test]
+async fn host_allow_list_and_metrics() {
+    use std::io::{Read, Write};
+    let env = env();
+    let ns = env.namespace("mcp-hosts").await;
+    apply_agent_roles(env);
+    let metrics_port = handoff::testing::process::free_port().expect("port");
+    let metrics_addr = format!("127.0.0.1:{metrics_port}");
+    let bridge = Bridge::start_with(
+        env,
+        &ns,
+        &[
+            "--allowed-host",
+            "handoff-bridge.handoff-system.svc",
+            "--metrics-listen",
+            &metrics_addr,
+        ],
+    );
+    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    let results = bridge.drive(
+        &token,
+        "",
+        json!([
+            {"op": "raw_post", "body": list, "headers": {"Host": "evil.example"}},
+            {"op": "raw_post", "body": list, "headers": {"Host": "handoff-bridge.handoff-system.svc"}},
+            call("get_handoff", json!({"handoff_key": "k"})),
+        ]),
+    );
+    assert_eq!(
+        results[0]["status"],
+        json!(403),
+        "a Host outside the allow-list is refused: {}",
+        results[0]
+    );
+    assert_eq!(
+        results[1]["status"],
+        json!(200),
+        "an allowed Service name works: {}",
+        results[1]
+    );
+    assert_eq!(ok(&results[2])["found"], json!(false));
+
+    let mut stream = std::net::TcpStream::connect(&metrics_addr).expect("metrics port");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .expect("request");
+    let mut page = String::new();
+    stream.read_to_string(&mut page).expect("metrics");
+    assert!(
+        page.contains(
+            r#"handoff_mcp_tool_calls_total{tool="get_handoff",profile="implement",outcome="ok"} 1"#
+        ),
+        "{page}"
+    );
+    assert!(
+        page.contains("handoff_mcp_tool_call_duration_seconds_bucket"),
+        "{page}"
+    );
+}
+
+#[test]
+fn an_unreachable_apiserver_is_a_retriable_error_not_a_hang() {
+    let env = env();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut kubeconfig = env.kubeconfig().clone();
+    for cluster in &mut kubeconfig.clusters {
+        if let Some(c) = cluster.cluster.as_mut() {
+            let port = handoff::testing::process::free_port().expect("port");
+            c.server = Some(format!("https://127.0.0.1:{port}"));
+        }
+    }
+    let path = dir.path().join("kubeconfig");
+    std::fs::write(&path, serde_saphyr::to_string(&kubeconfig).expect("yaml")).expect("write");
+    let path = path.display().to_string();
+    let results = common::drive(
+        &[
+            "stdio",
+            env!("CARGO_BIN_EXE_handoff"),
+            "mcp",
+            "--stdio",
+            "--profile",
+            "implement",
+            "--namespace",
+            "x",
+        ],
+        json!([
+            call("get_handoff", json!({"handoff_key": "k"})),
+            write("k", "p", "b")
+        ]),
+        &[("KUBECONFIG", &path)],
+    );
+    for result in &results {
+        let text = err_text(result);
+        assert!(
+            text.contains("unreachable") && text.contains("retriable"),
+            "{text}"
+        );
+    }
 }

@@ -6,6 +6,8 @@
 
 mod handoff;
 pub mod naming;
+mod offer;
+mod schedule;
 pub mod validation;
 
 use std::io::Write;
@@ -18,13 +20,23 @@ pub use handoff::{
     Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_CHARS,
     MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS,
 };
+pub use offer::{HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason};
+pub use schedule::{
+    BrainstormSchedule, BrainstormScheduleSpec, BrainstormScheduleStatus, BrainstormStep, Cycle,
+    DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS, DEFAULT_STARTING_DEADLINE_SECONDS,
+    JobResult, RefineStep, SchedulePhase, StepRun,
+};
 
 /// The API group of every resource here.
 pub const GROUP: &str = "handoff.dev";
 
 /// Every CustomResourceDefinition this project installs, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![Handoff::crd()]
+    vec![
+        Handoff::crd(),
+        BrainstormSchedule::crd(),
+        HandoffOffer::crd(),
+    ]
 }
 
 /// The file name of a CRD under `crds/`: `<group>_<plural>.yaml`, as

@@ -36,15 +36,20 @@ pub fn handoff_key(value: &str) -> Result<(), FieldError> {
         "a non-empty conversation key of at most {MAX_KEY_CHARS} characters without control characters"
     );
     required("handoff_key", value, &rule)?;
-    max_chars("handoff_key", value, MAX_KEY_CHARS, &rule)?;
+    check_max_chars("handoff_key", value, MAX_KEY_CHARS, &rule)?;
     no_control("handoff_key", value, &rule)
 }
 
 /// The project: a non-empty valid label value.
 pub fn project(value: &str) -> Result<(), FieldError> {
+    label_value("project", value)
+}
+
+/// Any field that must be a non-empty valid label value (e.g. an agent name).
+pub fn label_value(field: &'static str, value: &str) -> Result<(), FieldError> {
     let rule = "a valid label value: at most 63 characters, only letters, digits, '-', '_' or '.', \
                 starting and ending with a letter or digit";
-    required("project", value, rule)?;
+    required(field, value, rule)?;
     if is_label_value(value) {
         return Ok(());
     }
@@ -53,14 +58,19 @@ pub fn project(value: &str) -> Result<(), FieldError> {
     } else {
         format!("got {}", preview(value))
     };
-    Err(FieldError::new("project", rule, problem))
+    Err(FieldError::new(field, rule, problem))
+}
+
+/// At most `max` characters.
+pub fn max_chars(field: &'static str, value: &str, max: usize) -> Result<(), FieldError> {
+    check_max_chars(field, value, max, &format!("at most {max} characters"))
 }
 
 /// The repository: optional, at most 253 characters, no control characters.
 pub fn repo(value: &str) -> Result<(), FieldError> {
     let rule =
         format!("at most {MAX_REPO_CHARS} characters without control characters (e.g. org/repo)");
-    max_chars("repo", value, MAX_REPO_CHARS, &rule)?;
+    check_max_chars("repo", value, MAX_REPO_CHARS, &rule)?;
     no_control("repo", value, &rule)
 }
 
@@ -68,7 +78,7 @@ pub fn repo(value: &str) -> Result<(), FieldError> {
 pub fn kind(value: &str) -> Result<(), FieldError> {
     let rule =
         format!("at most {MAX_LABEL_CHARS} characters without control characters (e.g. issue)");
-    max_chars("kind", value, MAX_LABEL_CHARS, &rule)?;
+    check_max_chars("kind", value, MAX_LABEL_CHARS, &rule)?;
     no_control("kind", value, &rule)
 }
 
@@ -78,7 +88,7 @@ pub fn body(value: &str) -> Result<(), FieldError> {
         "a non-empty markdown summary of at most {MAX_BODY_CHARS} characters (a summary, not a log) without NUL"
     );
     required("body", value, &rule)?;
-    max_chars("body", value, MAX_BODY_CHARS, &rule)?;
+    check_max_chars("body", value, MAX_BODY_CHARS, &rule)?;
     if value.contains('\0') {
         return Err(FieldError::new("body", rule, "it contains a NUL character"));
     }
@@ -92,7 +102,12 @@ fn required(field: &'static str, value: &str, rule: &str) -> Result<(), FieldErr
     Ok(())
 }
 
-fn max_chars(field: &'static str, value: &str, max: usize, rule: &str) -> Result<(), FieldError> {
+fn check_max_chars(
+    field: &'static str,
+    value: &str,
+    max: usize,
+    rule: &str,
+) -> Result<(), FieldError> {
     let count = value.chars().count();
     if count > max {
         return Err(FieldError::new(

@@ -54,6 +54,13 @@ pub const ACCESS_TTL: Duration = Duration::from_secs(10);
 #[derive(Default)]
 pub struct AccessCache(Mutex<HashMap<(String, String), (Instant, bool)>>);
 
+/// `config` with the bridge's bounded connect and read timeouts.
+pub fn with_timeouts(mut config: Config) -> Config {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config
+}
+
 /// A caller the bridge acts for: its store (its own credentials), its
 /// profile and, once asked, its name.
 pub struct Caller {
@@ -122,6 +129,11 @@ impl Caller {
             cache.insert(key, (Instant::now(), allowed));
         }
         Ok(allowed)
+    }
+
+    /// A client with this caller's credentials.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// The store acting with this caller's credentials.
@@ -255,13 +267,11 @@ impl TokenResolver {
     }
 
     fn client_for(&self, token: &str) -> Result<Client, AuthError> {
-        let mut config = self.base.clone();
+        let mut config = with_timeouts(self.base.clone());
         config.auth_info = AuthInfo {
             token: Some(token.to_owned().into()),
             ..AuthInfo::default()
         };
-        config.connect_timeout = Some(CONNECT_TIMEOUT);
-        config.read_timeout = Some(READ_TIMEOUT);
         Client::try_from(config).map_err(|e| AuthError::Unavailable(e.to_string()))
     }
 

@@ -15,27 +15,42 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthError, PROFILE_HEADER, TokenResolver, bearer_token};
-use super::server::HandoffServer;
+use super::server::{HandoffServer, OfferSettings};
 use crate::mirror::Mirror;
 use crate::telemetry::BridgeMetrics;
 
 /// Hosts always allowed (loopback); `--allowed-host` adds more.
 pub const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
+/// What the HTTP transport serves besides the defaults.
+pub struct HttpOptions {
+    /// Accepted `Host` header values.
+    pub allowed_hosts: Vec<String>,
+    /// How the offer tools check agent activity.
+    pub offers: OfferSettings,
+    /// The PostgreSQL mirror lists and history are read from, if any.
+    pub mirror: Option<Arc<Mirror>>,
+}
+
 /// The router: `/mcp` behind authentication.
 pub fn router(
     resolver: Arc<TokenResolver>,
     metrics: Arc<BridgeMetrics>,
-    allowed_hosts: Vec<String>,
-    mirror: Option<Arc<Mirror>>,
+    options: HttpOptions,
     shutdown: CancellationToken,
 ) -> axum::Router {
-    let mut config = StreamableHttpServerConfig::default().with_allowed_hosts(allowed_hosts);
+    let mut config =
+        StreamableHttpServerConfig::default().with_allowed_hosts(options.allowed_hosts);
+    let offers = options.offers;
+    let mirror = options.mirror;
     config.legacy_session_mode = false;
     config.json_response = true;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
-        move || Ok(HandoffServer::per_request(metrics.clone()).with_mirror(mirror.clone())),
+        move || {
+            Ok(HandoffServer::per_request(metrics.clone(), offers.clone())
+                .with_mirror(mirror.clone()))
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     );
@@ -49,11 +64,10 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     resolver: Arc<TokenResolver>,
     metrics: Arc<BridgeMetrics>,
-    allowed_hosts: Vec<String>,
-    mirror: Option<Arc<Mirror>>,
+    options: HttpOptions,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = router(resolver, metrics, allowed_hosts, mirror, shutdown.clone());
+    let app = router(resolver, metrics, options, shutdown.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

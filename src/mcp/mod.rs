@@ -10,6 +10,7 @@
 //!
 //! - [`profiles`]: the profile → tools table (pure).
 //! - [`tools`]: arguments, results, schemas, validation, paging, texts (pure).
+//! - [`offer_tools`]: the offer tools (`offer_handoff`, `list_offers`, `reject_offer`).
 //! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport with authentication.
@@ -17,6 +18,7 @@
 
 pub mod auth;
 pub mod http;
+pub mod offer_tools;
 pub mod profiles;
 pub mod server;
 pub mod stdio;
@@ -32,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::auth::{Caller, TokenResolver};
 use self::profiles::Profile;
-use self::server::HandoffServer;
+use self::server::{HandoffServer, OfferSettings};
 use crate::telemetry::{BridgeMetrics, serve_metrics};
 
 /// Arguments of `handoff mcp`.
@@ -60,6 +62,11 @@ pub struct McpArgs {
     /// Serve /metrics, /healthz and /readyz on this address.
     #[arg(long, env = "HANDOFF_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Label selector of the Jobs that make a destination agent active
+    /// (offers to it are refused, pending ones superseded); `{to}` and
+    /// `{project}` are replaced.
+    #[arg(long, env = "HANDOFF_ACTIVE_AGENT_SELECTOR", default_value = crate::offers::decision::DEFAULT_ACTIVE_SELECTOR)]
+    pub active_agent_selector: String,
     /// Most callers whose client and identity are cached.
     #[arg(long, default_value_t = 1024)]
     pub token_cache_size: usize,
@@ -101,9 +108,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         if profile.tools().is_empty() {
             tracing::warn!(profile = %profile.as_str(), "this profile sees no handoff tool (set --profile or HANDOFF_PROFILE)");
         }
-        let client = kube::Client::try_from(config)?;
+        let client = kube::Client::try_from(auth::with_timeouts(config))?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
-        let service = HandoffServer::for_caller(caller, metrics)
+        let offers = OfferSettings {
+            reader: None,
+            active_selector: args.active_agent_selector.clone(),
+        };
+        let service = HandoffServer::for_caller(caller, metrics, offers)
             .with_mirror(mirror)
             .serve(stdio::guarded_stdio())
             .await?;
@@ -115,6 +126,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .listen
         .ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
     let bridge = kube::Client::try_from(config.clone())?;
+    let bridge_reader = bridge.clone();
     let ttl = Duration::from_secs(args.token_cache_ttl);
     let resolver = Arc::new(TokenResolver::new(
         config,
@@ -133,15 +145,15 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         crate::telemetry::shutdown_signal().await;
         stop.cancel();
     });
-    http::serve(
-        listener,
-        resolver,
-        metrics,
-        allowed_hosts(&args.allowed_hosts),
+    let options = http::HttpOptions {
+        allowed_hosts: allowed_hosts(&args.allowed_hosts),
+        offers: OfferSettings {
+            reader: Some(bridge_reader),
+            active_selector: args.active_agent_selector.clone(),
+        },
         mirror,
-        shutdown,
-    )
-    .await?;
+    };
+    http::serve(listener, resolver, metrics, options, shutdown).await?;
     Ok(())
 }
 

@@ -9,7 +9,8 @@
 
 use std::fmt;
 
-/// The four tools of the contract.
+/// The four tools of the contract, and the offer tools (gated like
+/// write/get/list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolName {
     /// `write_handoff`
@@ -20,15 +21,24 @@ pub enum ToolName {
     Get,
     /// `delete_handoff`
     Delete,
+    /// `offer_handoff`
+    Offer,
+    /// `list_offers`
+    ListOffers,
+    /// `reject_offer`
+    RejectOffer,
 }
 
 impl ToolName {
     /// Every tool, in the order `tools/list` shows them.
-    pub const ALL: [ToolName; 4] = [
+    pub const ALL: [ToolName; 7] = [
         ToolName::Get,
         ToolName::Write,
         ToolName::List,
         ToolName::Delete,
+        ToolName::Offer,
+        ToolName::ListOffers,
+        ToolName::RejectOffer,
     ];
 
     /// The wire name.
@@ -38,6 +48,9 @@ impl ToolName {
             ToolName::List => "list_handoffs",
             ToolName::Get => "get_handoff",
             ToolName::Delete => "delete_handoff",
+            ToolName::Offer => "offer_handoff",
+            ToolName::ListOffers => "list_offers",
+            ToolName::RejectOffer => "reject_offer",
         }
     }
 
@@ -127,36 +140,30 @@ mod tests {
 
     #[test]
     fn the_contract_table() {
+        const WRITER: &[&str] = &[
+            "get_handoff",
+            "write_handoff",
+            "list_handoffs",
+            "offer_handoff",
+            "list_offers",
+            "reject_offer",
+        ];
+        const GROOMER: &[&str] = &[
+            "get_handoff",
+            "write_handoff",
+            "list_handoffs",
+            "delete_handoff",
+            "offer_handoff",
+            "list_offers",
+            "reject_offer",
+        ];
         let cases: [(&str, &[&str]); 9] = [
-            (
-                "refine",
-                &[
-                    "get_handoff",
-                    "write_handoff",
-                    "list_handoffs",
-                    "delete_handoff",
-                ],
-            ),
-            (
-                "implement",
-                &["get_handoff", "write_handoff", "list_handoffs"],
-            ),
-            (
-                "issueLifecycle",
-                &["get_handoff", "write_handoff", "list_handoffs"],
-            ),
-            (
-                "issuelifecycle",
-                &["get_handoff", "write_handoff", "list_handoffs"],
-            ),
-            (
-                "incident",
-                &["get_handoff", "write_handoff", "list_handoffs"],
-            ),
-            (
-                "brainstorm",
-                &["get_handoff", "write_handoff", "list_handoffs"],
-            ),
+            ("refine", GROOMER),
+            ("implement", WRITER),
+            ("issueLifecycle", WRITER),
+            ("issuelifecycle", WRITER),
+            ("incident", WRITER),
+            ("brainstorm", WRITER),
             ("review", &[]),
             ("", &[]),
             ("refine2", &[]),

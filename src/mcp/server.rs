@@ -23,6 +23,10 @@ use rmcp::{ErrorData as McpError, RoleServer};
 use serde::Serialize;
 
 use super::auth::Caller;
+use super::offer_tools::{
+    self, ListOffersArgs, ListOffersResult, OfferArgs, OfferResult, OfferView, RejectArgs,
+    RejectResult,
+};
 use super::profiles::{ToolName, WRITER_PROFILES};
 use super::tools::{
     self, DeleteArgs, DeleteResult, GetArgs, GetResult, HandoffView, ListArgs, WriteArgs,
@@ -30,6 +34,8 @@ use super::tools::{
 };
 use crate::api::validation::FieldError;
 use crate::mirror::{Mirror, MirrorError};
+use crate::offers::decision::Outcome;
+use crate::offers::store::{OfferError, OfferStore};
 use crate::store::ListQuery;
 use crate::telemetry::{BridgeMetrics, ToolCallLabels};
 
@@ -45,6 +51,17 @@ pub struct HandoffServer {
     fixed: Option<Arc<Caller>>,
     metrics: Arc<BridgeMetrics>,
     mirror: Option<Arc<Mirror>>,
+    offers: OfferSettings,
+}
+
+/// How the offer tools check whether a destination agent is active.
+#[derive(Clone)]
+pub struct OfferSettings {
+    /// The identity that lists agent Jobs (the bridge's own, read-only);
+    /// `None`: the caller's.
+    pub reader: Option<kube::Client>,
+    /// Label selector template of an agent's Jobs (`{to}`, `{project}`).
+    pub active_selector: String,
 }
 
 /// Why a call failed, classified for the metric and the message.
@@ -63,6 +80,8 @@ enum CallError {
     Unsupported(String),
     #[error("the handoff mirror (PostgreSQL) is unavailable ({0}); retriable: try again shortly")]
     Mirror(#[from] MirrorError),
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl CallError {
@@ -71,26 +90,107 @@ impl CallError {
             CallError::Args(_) | CallError::Field(_) | CallError::Unsupported(_) => "invalid",
             CallError::Kube { outcome, .. } => outcome,
             CallError::Mirror(_) => "unavailable",
+            CallError::Refused(_) => "refused",
         }
     }
 }
 
 impl HandoffServer {
     /// A server for one fixed caller (stdio).
-    pub fn for_caller(caller: Arc<Caller>, metrics: Arc<BridgeMetrics>) -> Self {
+    pub fn for_caller(
+        caller: Arc<Caller>,
+        metrics: Arc<BridgeMetrics>,
+        offers: OfferSettings,
+    ) -> Self {
         Self {
             fixed: Some(caller),
             metrics,
             mirror: None,
+            offers,
         }
     }
 
     /// A server whose callers come with each HTTP request.
-    pub fn per_request(metrics: Arc<BridgeMetrics>) -> Self {
+    pub fn per_request(metrics: Arc<BridgeMetrics>, offers: OfferSettings) -> Self {
         Self {
             fixed: None,
             metrics,
             mirror: None,
+            offers,
+        }
+    }
+
+    fn offer_store(&self, caller: &Caller) -> OfferStore {
+        let reader = self
+            .offers
+            .reader
+            .clone()
+            .unwrap_or_else(|| caller.client().clone());
+        let namespace = caller.store().namespace();
+        OfferStore::new(
+            caller.client().clone(),
+            reader,
+            namespace,
+            &self.offers.active_selector,
+            "handoff-bridge",
+        )
+    }
+
+    async fn dispatch_offer(
+        &self,
+        caller: &Caller,
+        tool: ToolName,
+        args: Option<rmcp::model::JsonObject>,
+    ) -> Result<(serde_json::Value, String), CallError> {
+        let store = self.offer_store(caller);
+        let fail = |e| offer_error(caller, tool, e);
+        match tool {
+            ToolName::Offer => {
+                let args: OfferArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                let (spec, if_absent) = offer_tools::offer_spec(args)?;
+                let (outcome, offer) = store.offer(&spec, if_absent).await.map_err(fail)?;
+                let result = OfferResult {
+                    outcome,
+                    offer: offer.as_ref().map(OfferView::of),
+                };
+                let text = offer_tools::offer_text(&spec, &result);
+                if outcome == Outcome::AgentAlreadyActive && !if_absent {
+                    return Err(CallError::Refused(text));
+                }
+                Ok((json(&result), text))
+            }
+            ToolName::ListOffers => {
+                let args: ListOffersArgs =
+                    tools::parse_args(tool, args).map_err(CallError::Args)?;
+                crate::api::validation::project(&args.project)?;
+                if let Some(to) = &args.to {
+                    crate::api::validation::label_value("to", to)?;
+                }
+                let offers = store
+                    .list(&args.project, args.to.as_deref(), args.phase)
+                    .await
+                    .map_err(fail)?;
+                let result = ListOffersResult {
+                    offers: offers.iter().map(OfferView::of).collect(),
+                };
+                let text = format!(
+                    "{} offer(s) in project {}.",
+                    result.offers.len(),
+                    args.project
+                );
+                Ok((json(&result), text))
+            }
+            _ => {
+                let args: RejectArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
+                let offer = store.reject(&args.offer).await.map_err(fail)?;
+                let text = format!("Offer {} rejected.", args.offer);
+                Ok((
+                    json(&RejectResult {
+                        offer: OfferView::of(&offer),
+                    }),
+                    text,
+                ))
+            }
         }
     }
 
@@ -163,9 +263,7 @@ impl HandoffServer {
                 let args: ListArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 crate::api::validation::project(&args.project)?;
                 let limit = tools::list_limit(args.limit)?;
-                if let Some(cursor) = args.cursor.as_deref().filter(|c| !c.is_empty()) {
-                    tools::decode_cursor(cursor)?;
-                }
+                let after = tools::list_after(args.cursor.as_deref())?;
                 if let Some(mirror) = &self.mirror {
                     authorize(caller, tool, "list").await?;
                     let result = list_from_mirror(mirror, caller, &args, limit).await?;
@@ -182,10 +280,10 @@ impl HandoffServer {
                     .map_err(|e| kube_error(caller, tool, e))?;
                 let result = tools::list_page(
                     sorted,
-                    args.cursor.as_deref(),
+                    after.as_ref(),
                     limit,
                     args.include_body.unwrap_or(false),
-                )?;
+                );
                 Ok((json(&result), tools::text::list(&args.project, &result)))
             }
             ToolName::Delete => {
@@ -201,6 +299,9 @@ impl HandoffServer {
                     handoff_key: args.handoff_key,
                 };
                 Ok((json(&result), tools::text::delete(&result)))
+            }
+            ToolName::Offer | ToolName::ListOffers | ToolName::RejectOffer => {
+                self.dispatch_offer(caller, tool, args).await
             }
         }
     }
@@ -307,6 +408,18 @@ async fn list_from_mirror(
     ))
 }
 
+/// An offer failure as an agent-actionable message.
+fn offer_error(caller: &Caller, tool: ToolName, err: OfferError) -> CallError {
+    match err {
+        OfferError::Kube(e) => kube_error(caller, tool, e),
+        busy @ OfferError::Busy { .. } => CallError::Kube {
+            outcome: "unavailable",
+            message: busy.to_string(),
+        },
+        missing @ OfferError::NotFound(_) => CallError::Args(missing.to_string()),
+    }
+}
+
 fn json<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_default()
 }
@@ -318,6 +431,9 @@ fn verb(tool: ToolName) -> &'static str {
         ToolName::List => "list",
         ToolName::Write => "write (get, create, patch)",
         ToolName::Delete => "delete",
+        ToolName::Offer => "offer (create, patch) to",
+        ToolName::ListOffers => "list offers of",
+        ToolName::RejectOffer => "reject offers of",
     }
 }
 

@@ -11,6 +11,9 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::offer_tools::{
+    ListOffersArgs, ListOffersResult, OfferArgs, OfferResult, RejectArgs, RejectResult,
+};
 use super::profiles::ToolName;
 use crate::api::Handoff;
 use crate::api::naming::name_for_key;
@@ -249,6 +252,34 @@ pub struct DeleteResult {
 /// The MCP definition of a tool: schemas, description, annotations.
 pub fn definition(tool: ToolName) -> Tool {
     let (description, input, output, annotations) = match tool {
+        ToolName::Offer => (
+            "Offer your handoff to a destination agent (e.g. dev-lead). At most one offer is pending per \
+             destination: a repeat in the same session returns the pending one, a new artifact or another \
+             session supersedes it; an agent already at work is refused (agent_already_active).",
+            schema::<OfferArgs>(),
+            schema::<OfferResult>(),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        ToolName::ListOffers => (
+            "List a project's offers (optionally to one agent, or in one phase).",
+            schema::<ListOffersArgs>(),
+            schema::<ListOffersResult>(),
+            ToolAnnotations::new().read_only(true).open_world(false),
+        ),
+        ToolName::RejectOffer => (
+            "Reject an offer addressed to you (it stays as a record, phase Rejected).",
+            schema::<RejectArgs>(),
+            schema::<RejectResult>(),
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
         ToolName::Get => (
             "Get the current handoff (compact summary left by the previous agent) for a continuation key. \
              Call it at the start with the key from your preamble. If none exists, start fresh.",
@@ -291,7 +322,8 @@ pub fn definition(tool: ToolName) -> Tool {
         .with_annotations(annotations)
 }
 
-fn schema<T: JsonSchema>() -> Arc<JsonObject> {
+/// The JSON schema of `T` as an MCP schema object.
+pub fn schema<T: JsonSchema>() -> Arc<JsonObject> {
     let value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
     Arc::new(match value {
         serde_json::Value::Object(map) => map,
@@ -406,25 +438,29 @@ pub fn page<T>(
     (items, next)
 }
 
+/// The position a `cursor` argument continues after (`None`: from the start).
+pub fn list_after(cursor: Option<&str>) -> Result<Option<SortKey>, FieldError> {
+    cursor
+        .filter(|c| !c.is_empty())
+        .map(decode_cursor)
+        .transpose()
+}
+
 /// Pages stored handoffs for `list_handoffs`.
 pub fn list_page(
     sorted: Vec<Handoff>,
-    cursor: Option<&str>,
+    after: Option<&SortKey>,
     limit: usize,
     include_body: bool,
-) -> Result<ListResult, FieldError> {
-    let after = cursor
-        .filter(|c| !c.is_empty())
-        .map(decode_cursor)
-        .transpose()?;
-    let (items, next) = page(sorted, sort_key, after.as_ref(), limit);
-    Ok(ListResult {
+) -> ListResult {
+    let (items, next) = page(sorted, sort_key, after, limit);
+    ListResult {
         handoffs: items
             .iter()
             .map(|h| ListEntry::of(h, include_body))
             .collect(),
         next_cursor: next.as_ref().map(encode_cursor),
-    })
+    }
 }
 
 /// Where a mirror page starts.
@@ -681,21 +717,26 @@ mod tests {
 
     #[test]
     fn every_tool_has_object_schemas_and_honest_annotations() {
-        for tool in ToolName::ALL {
+        // (tool, read-only, destructive, idempotent)
+        let expected = [
+            (ToolName::Get, true, None, None),
+            (ToolName::List, true, None, None),
+            (ToolName::ListOffers, true, None, None),
+            (ToolName::Write, false, Some(false), Some(true)),
+            (ToolName::Delete, false, Some(true), Some(true)),
+            (ToolName::Offer, false, Some(false), Some(false)),
+            (ToolName::RejectOffer, false, Some(true), Some(true)),
+        ];
+        assert_eq!(expected.len(), ToolName::ALL.len());
+        for (tool, read_only, destructive, idempotent) in expected {
             let def = definition(tool);
-            assert_eq!(
-                def.input_schema.get("type").and_then(|t| t.as_str()),
-                Some("object"),
-                "{tool}"
-            );
+            let kind = def.input_schema.get("type").and_then(|t| t.as_str());
+            assert_eq!(kind, Some("object"), "{tool}");
             assert!(def.output_schema.is_some(), "{tool}");
             let a = def.annotations.expect("annotations");
-            let read_only = matches!(tool, ToolName::Get | ToolName::List);
             assert_eq!(a.read_only_hint, Some(read_only), "{tool}");
-            if !read_only {
-                assert_eq!(a.idempotent_hint, Some(true), "{tool}");
-                assert_eq!(a.destructive_hint, Some(tool == ToolName::Delete), "{tool}");
-            }
+            assert_eq!(a.destructive_hint, destructive, "{tool}");
+            assert_eq!(a.idempotent_hint, idempotent, "{tool}");
         }
     }
 

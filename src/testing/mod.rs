@@ -15,6 +15,7 @@
 //! it never skips.
 
 pub mod assets;
+mod bridge;
 mod control_plane;
 mod pki;
 pub mod postgres;
@@ -30,6 +31,7 @@ use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
 pub use assets::{Assets, Versions};
+pub use bridge::BridgeProcess;
 pub use control_plane::{
     ControlPlane, FIELD_MANAGER, PlaneOptions, StaticToken, client_from, install_crds,
 };

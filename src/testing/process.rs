@@ -150,15 +150,6 @@ impl Supervised {
         let _ = killpg(group, Signal::SIGKILL);
         let _ = self.child.wait();
     }
-
-    /// SIGKILL to the group at once (fault injection); reaps the child.
-    pub fn kill(&mut self) {
-        let _ = killpg(
-            Pid::from_raw(self.child.id() as libc::pid_t),
-            Signal::SIGKILL,
-        );
-        let _ = self.child.wait();
-    }
 }
 
 impl Drop for Supervised {

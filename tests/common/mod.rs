@@ -3,11 +3,11 @@
 
 #![allow(dead_code)] // each suite uses a different subset
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
-use handoff::testing::{self, TestEnv};
+use handoff::testing::{self, BridgeProcess, TestEnv};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
@@ -83,7 +83,7 @@ pub fn drive_stdio(env: &TestEnv, namespace: &str, profile: &str, plan: Value) -
 
 /// A `handoff mcp --listen` process for one namespace, killed on drop.
 pub struct Bridge {
-    child: Child,
+    process: BridgeProcess,
     /// `http://127.0.0.1:<port>/mcp`
     pub url: String,
 }
@@ -94,45 +94,22 @@ impl Bridge {
         Self::start_with(env, namespace, &[])
     }
 
-    /// [`Bridge::start`] with extra arguments (e.g. `--postgres-url URL`).
+    /// [`Bridge::start`] with extra `handoff mcp` flags.
     pub fn start_with(env: &TestEnv, namespace: &str, extra: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-            .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
-            .args(extra)
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("bridge starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let url = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                Some(
-                    l.split_once("serving ")?
-                        .1
-                        .split_whitespace()
-                        .next()?
-                        .to_owned(),
-                )
-            })
-            .expect("the bridge printed its address");
-        std::thread::spawn(move || lines.for_each(drop));
-        Self { child, url }
+        let process = BridgeProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_handoff")),
+            env.kubeconfig_path(),
+            namespace,
+            extra,
+        )
+        .unwrap_or_else(|e| panic!("the bridge did not start: {e:#}"));
+        let url = process.url().to_owned();
+        Self { process, url }
     }
 
     /// Runs a plan over HTTP with `token` and `profile` header.
     pub fn drive(&self, token: &str, profile: &str, plan: Value) -> Vec<Value> {
-        drive(&["http", &self.url, token, profile], plan, &[])
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        drive(&["http", self.process.url(), token, profile], plan, &[])
     }
 }
 

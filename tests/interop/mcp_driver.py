@@ -8,7 +8,7 @@ The plan is a JSON list of steps, run in order in one session:
     {"op": "list_tools"}
     {"op": "call", "tool": NAME, "args": {...}}
     {"op": "concurrent", "tool": NAME, "args_list": [{...}, ...]}   (all at once)
-    {"op": "raw_post", "body": "..."}   (HTTP only: a raw POST to the endpoint)
+    {"op": "raw_post", "body": "...", "headers": {...}?}   (HTTP only: a raw POST to the endpoint)
 Prints one JSON list with a result per step:
     {"tools": [...], "annotations": {...}}
     {"is_error": bool, "text": "...", "structured": {...} | null}
@@ -58,11 +58,9 @@ async def run_steps(client, plan, http=None, url=None):
                 calls = [call(client, step["tool"], args) for args in step["args_list"]]
                 results.append({"results": list(await asyncio.gather(*calls))})
             elif step["op"] == "raw_post":
-                response = await http.post(
-                    url,
-                    content=step["body"],
-                    headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
-                )
+                headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+                headers.update(step.get("headers", {}))
+                response = await http.post(url, content=step["body"], headers=headers)
                 results.append({"status": response.status_code, "body": response.text})
             else:
                 results.append({"exception": f"unknown op {step['op']}"})

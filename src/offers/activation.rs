@@ -1,0 +1,160 @@
+//! The controller side of offers.
+//!
+//! - Agent Jobs (labelled `handoff.dev/agent`): while a Job of agent A runs
+//!   in project P, every offer still `Offered` to A in P is `Superseded`
+//!   (reason `AgentActivated`, `supersededBy: job/<name>`), except the one
+//!   the Job names in its `handoff.dev/offer` annotation, which becomes
+//!   `Accepted`; when that Job succeeds the offer is `Completed`.
+//! - Offers: if a crashed or raced offerer left more than one `Offered` in a
+//!   slot, all but the highest-numbered are superseded (reason `NewOffer`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use super::decision::{seq_of, slot};
+use super::store::{AGENT_LABEL, OFFER_ANNOTATION, OfferError, OfferStore, SLOT_LABEL};
+use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
+use crate::schedule::jobs::job_result;
+
+/// What the loops need.
+pub struct Context {
+    client: Client,
+    active_selector: String,
+}
+
+impl Context {
+    /// A context acting with `client`; `active_selector` as for the bridge.
+    pub fn new(client: Client, active_selector: &str) -> Self {
+        Self {
+            client,
+            active_selector: active_selector.into(),
+        }
+    }
+
+    fn store(&self, namespace: &str) -> OfferStore {
+        OfferStore::new(
+            self.client.clone(),
+            self.client.clone(),
+            namespace,
+            &self.active_selector,
+            "handoff-controller",
+        )
+    }
+}
+
+/// Runs both loops until `shutdown` resolves (in `namespace`, or all).
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<&str>,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let (jobs, offers): (Api<Job>, Api<HandoffOffer>) = match namespace {
+        Some(ns) => (
+            Api::namespaced(ctx.client.clone(), ns),
+            Api::namespaced(ctx.client.clone(), ns),
+        ),
+        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
+    };
+    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
+    let job_loop = Controller::new(jobs, watcher::Config::default().labels(AGENT_LABEL))
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(reconcile_job, retry, ctx.clone())
+        .for_each(|_| async {});
+    let offer_loop = Controller::new(offers, watcher::Config::default())
+        .with_config(config)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile_offer, retry, ctx)
+        .for_each(|_| async {});
+    futures::join!(job_loop, offer_loop);
+}
+
+fn retry<K: ResourceExt>(object: Arc<K>, err: &OfferError, _ctx: Arc<Context>) -> Action {
+    tracing::warn!(object = %object.name_any(), error = %err, "offer reconcile failed; retrying");
+    Action::requeue(Duration::from_secs(5))
+}
+
+/// Applies an agent Job's start or success to the agent's offers.
+pub async fn reconcile_job(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, OfferError> {
+    let labels = job.labels();
+    let (Some(project), Some(agent)) = (labels.get("project"), labels.get(AGENT_LABEL)) else {
+        return Ok(Action::await_change());
+    };
+    let namespace = job.namespace().unwrap_or_default();
+    let store = ctx.store(&namespace);
+    let named = job.annotations().get(OFFER_ANNOTATION).cloned();
+    let job_name = job.name_any();
+    let offers = store.slot_offers(&slot(project, agent)).await?;
+    match job_result(&job) {
+        None => {
+            for offer in offers.iter().filter(|o| o.phase() == OfferPhase::Offered) {
+                if Some(offer.name_any()) == named {
+                    store
+                        .set_phase(offer, OfferPhase::Accepted, Some(&job_name))
+                        .await?;
+                } else {
+                    store
+                        .supersede(
+                            offer,
+                            &format!("job/{job_name}"),
+                            SupersedeReason::AgentActivated,
+                        )
+                        .await?;
+                }
+            }
+        }
+        Some(JobResult::Succeeded) => {
+            let accepted = offers.iter().filter(|o| Some(o.name_any()) == named);
+            for offer in
+                accepted.filter(|o| matches!(o.phase(), OfferPhase::Offered | OfferPhase::Accepted))
+            {
+                store
+                    .set_phase(offer, OfferPhase::Completed, Some(&job_name))
+                    .await?;
+            }
+        }
+        Some(JobResult::Failed) => {}
+    }
+    Ok(Action::await_change())
+}
+
+/// Converges a slot to at most one `Offered`: the highest-numbered.
+pub async fn reconcile_offer(
+    offer: Arc<HandoffOffer>,
+    ctx: Arc<Context>,
+) -> Result<Action, OfferError> {
+    if offer.phase() != OfferPhase::Offered {
+        return Ok(Action::await_change());
+    }
+    let Some(slot) = offer.labels().get(SLOT_LABEL).cloned() else {
+        return Ok(Action::await_change());
+    };
+    let store = ctx.store(&offer.namespace().unwrap_or_default());
+    let pending: Vec<HandoffOffer> = store
+        .slot_offers(&slot)
+        .await?
+        .into_iter()
+        .filter(|o| o.phase() == OfferPhase::Offered)
+        .collect();
+    let Some(newest) = pending
+        .iter()
+        .max_by_key(|o| seq_of(&o.name_any(), &slot))
+        .map(|o| o.name_any())
+    else {
+        return Ok(Action::await_change());
+    };
+    for old in pending.iter().filter(|o| o.name_any() != newest) {
+        store
+            .supersede(old, &newest, SupersedeReason::NewOffer)
+            .await?;
+    }
+    Ok(Action::await_change())
+}
