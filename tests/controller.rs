@@ -42,8 +42,9 @@ impl Running {
     /// Graceful stop: in-flight reconciles finish, the lease is released.
     async fn stop(self) {
         self.shutdown.cancel();
-        self.task
+        tokio::time::timeout(Duration::from_secs(30), self.task)
             .await
+            .expect("the controller stops within 30s of a graceful shutdown")
             .expect("controller task")
             .expect("controller result");
     }

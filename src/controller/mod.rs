@@ -6,7 +6,8 @@
 //! hold the lease only wait for it (the bridge, not the controller, serves
 //! reads to agents). Losing the lease stops the loops before another
 //! replica may take over (see [`leader`]); a graceful shutdown (SIGTERM,
-//! Ctrl-C) lets in-flight reconciles finish, then releases the lease.
+//! Ctrl-C) lets in-flight reconciles finish (for at most
+//! [`SHUTDOWN_GRACE`]), then releases the lease.
 //!
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
 //! - [`grooming`]: TTL grooming.
@@ -315,7 +316,7 @@ pub async fn run(
         tracing::info!(identity = %options.lease.identity, "leading");
         metrics.leader.set(1);
         let leading = shutdown.child_token();
-        let work = lead(ctx.clone(), &options, leading.clone());
+        let work = bounded(lead(ctx.clone(), &options, leading.clone()), &leading);
         let hold = elector.hold(&leading, &shutdown);
         tokio::join!(work, hold);
         metrics.leader.set(0);
@@ -326,6 +327,24 @@ pub async fn run(
             return Ok(());
         }
         tracing::warn!(identity = %options.lease.identity, "lost the lease; waiting to lead again");
+    }
+}
+
+/// How long in-flight work may take to finish once leadership ends (lost
+/// or shutting down) before it is abandoned.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `work` to its end, but at most [`SHUTDOWN_GRACE`] after `leading`
+/// is cancelled, so stepping down and shutting down are bounded.
+async fn bounded(work: impl std::future::Future<Output = ()>, leading: &CancellationToken) {
+    tokio::select! {
+        () = work => {}
+        () = async {
+            leading.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "in-flight work did not finish within the grace period; abandoning it");
+        }
     }
 }
 
