@@ -1,8 +1,10 @@
 //! `handoff dev`: the embedded default for a laptop with no cluster.
 //!
 //! Starts the local control plane (and PostgreSQL when its binaries are
-//! installed), installs the CRDs and the agent ClusterRoles, starts the MCP
-//! bridge on a loopback port, writes `<dir>/kubeconfig`, `<dir>/env` and
+//! installed), installs the CRDs and the agent ClusterRoles, starts the
+//! controller (with the PostgreSQL mirror when PostgreSQL runs; its metrics
+//! on a loopback port) and the MCP bridge on a loopback port (listing from
+//! the mirror when there is one), writes `<dir>/kubeconfig`, `<dir>/env` and
 //! ready-to-use MCP client configs, prints how to use them, and runs in the
 //! foreground until Ctrl-C or SIGTERM, then stops everything (the processes
 //! also die with this one if it is killed).
@@ -94,7 +96,15 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     };
 
     let shutdown = CancellationToken::new();
-    let bridge_url = start_bridge(&plane, shutdown.clone()).await?;
+    let database_url = pg.as_ref().map(Postgres::url);
+    let (controller, metrics_url) =
+        start_controller(client.clone(), database_url.clone(), shutdown.clone()).await?;
+    let mirror = database_url
+        .as_deref()
+        .map(|url| crate::mirror::Mirror::new(url, false))
+        .transpose()?
+        .map(Arc::new);
+    let bridge_url = start_bridge(&plane, mirror, shutdown.clone()).await?;
 
     let kubeconfig = dir.join("kubeconfig");
     std::fs::copy(plane.kubeconfig_path(), &kubeconfig)?;
@@ -129,6 +139,7 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     )?;
     writeln!(out, "  kubeconfig: {}", kubeconfig.display())?;
     writeln!(out, "  mcp:        {bridge_url}")?;
+    writeln!(out, "  controller: {metrics_url}")?;
     writeln!(out, "  logs:       {}", plane.dir().display())?;
     if let Some(pg) = &pg {
         writeln!(out, "  postgres:   {}", pg.url())?;
@@ -152,6 +163,11 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     crate::telemetry::shutdown_signal().await;
     eprintln!("handoff dev: stopping …");
     shutdown.cancel();
+    match controller.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => eprintln!("handoff dev: the controller stopped with an error: {err:#}"),
+        Err(err) => eprintln!("handoff dev: the controller task failed: {err}"),
+    }
     drop(pg);
     plane.stop();
     for path in written {
@@ -197,8 +213,57 @@ async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Starts the controller in this process (lease `handoff-controller` in
+/// `default`, the mirror when `database_url` is set) with its metrics on a
+/// free loopback port; returns its task and the metrics URL.
+async fn start_controller(
+    client: Client,
+    database_url: Option<String>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String)> {
+    use crate::controller::{self, ControllerMetrics, ControllerOptions, SystemClock};
+    let options = ControllerOptions {
+        namespace: None,
+        lease: controller::leader::LeaseConfig {
+            name: "handoff-controller".into(),
+            namespace: "default".into(),
+            identity: "handoff-dev".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        },
+        concurrency: 8,
+        postgres_url: database_url,
+        resync_interval: Duration::from_secs(300),
+        groom_interval: Duration::from_secs(60),
+        ttl: Arc::new(controller::grooming::DefaultTtl(None)),
+    };
+    let metrics = ControllerMetrics::new();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("http://{}/metrics", listener.local_addr()?);
+    let (served, ready, stop) = (metrics.clone(), metrics.clone(), shutdown.clone());
+    tokio::spawn(crate::telemetry::serve_endpoints(
+        listener,
+        Arc::new(move || served.encode()),
+        Arc::new(move || ready.is_ready()),
+        async move { stop.cancelled().await },
+    ));
+    let task = tokio::spawn(controller::run(
+        client,
+        options,
+        Arc::new(SystemClock),
+        metrics,
+        shutdown,
+    ));
+    Ok((task, url))
+}
+
 /// Starts the HTTP bridge on a free loopback port; returns its URL.
-async fn start_bridge(plane: &ControlPlane, shutdown: CancellationToken) -> anyhow::Result<String> {
+async fn start_bridge(
+    plane: &ControlPlane,
+    mirror: Option<Arc<crate::mirror::Mirror>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<String> {
     let config = kube::Config::from_custom_kubeconfig(
         plane.kubeconfig().clone(),
         &kube::config::KubeConfigOptions::default(),
@@ -220,6 +285,7 @@ async fn start_bridge(plane: &ControlPlane, shutdown: CancellationToken) -> anyh
             reader: Some(bridge.clone()),
             active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         },
+        mirror,
     };
     tokio::spawn(async move {
         if let Err(err) =

@@ -7,6 +7,8 @@
 //! - [`api`]: the custom resource types and the pure key → name mapping.
 //! - [`store`]: the one place that talks `Handoff` to the apiserver.
 //! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
+//! - [`controller`]: `handoff controller`, the leader-elected reconcile loops.
+//! - [`mirror`]: the PostgreSQL mirror the controller keeps and the bridge reads.
 //! - [`goals`]: the continuation preamble, the refine and brainstorm goal texts.
 //! - [`schedule`]: the refine → brainstorm barrier of `BrainstormSchedule`s.
 //! - [`offers`]: handoffs offered to a destination agent, and their lifecycle.
@@ -17,9 +19,11 @@
 //! - [`telemetry`]: logging setup.
 
 pub mod api;
+pub mod controller;
 pub mod dev;
 pub mod goals;
 pub mod mcp;
+pub mod mirror;
 pub mod offers;
 pub mod schedule;
 pub mod store;

@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the reconcile loops (leader-elected).
-    Controller,
+    Controller(handoff::controller::ControllerArgs),
     /// Serve the four handoff tools over MCP (stdio or streamable HTTP).
     Mcp(handoff::mcp::McpArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
@@ -52,7 +52,9 @@ fn main() -> ExitCode {
         Command::Preamble(args) => handoff::goals::run_preamble(args),
         Command::Transcript(command) => handoff::transcript::cli::run(command),
         Command::Dev { dir } => runtime().and_then(|rt| rt.block_on(handoff::dev::run(dir))),
-        Command::Controller => not_yet("controller"),
+        Command::Controller(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
+        }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
     };
     match result {
@@ -68,8 +70,4 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
-}
-
-fn not_yet(name: &str) -> anyhow::Result<()> {
-    anyhow::bail!("`handoff {name}` is not yet available in this build")
 }

@@ -241,6 +241,15 @@ where
     }
 }
 
+/// `namespace/name` of a handoff, for messages and logs.
+pub fn describe(h: &Handoff) -> String {
+    format!(
+        "{}/{}",
+        h.metadata.namespace.as_deref().unwrap_or_default(),
+        h.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

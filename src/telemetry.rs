@@ -101,25 +101,60 @@ pub async fn serve_metrics(
     metrics: Arc<BridgeMetrics>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_endpoints(
+        listener,
+        Arc::new(move || metrics.encode()),
+        Arc::new(|| true),
+        shutdown,
+    )
+    .await
+}
+
+/// Produces the OpenMetrics text of `/metrics`.
+pub type Encoder = Arc<dyn Fn() -> String + Send + Sync>;
+/// Answers whether `/readyz` is ok.
+pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Serves `/metrics` (from `encode`), `/healthz` (always ok while serving)
+/// and `/readyz` (503 unless `ready`) on `listener` until `shutdown` resolves.
+pub async fn serve_endpoints(
+    listener: tokio::net::TcpListener,
+    encode: Encoder,
+    ready: Readiness,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use axum::http::StatusCode;
     use axum::routing::get;
     let app = axum::Router::new()
         .route(
             "/metrics",
             get(move || {
-                let metrics = metrics.clone();
+                let encode = encode.clone();
                 async move {
                     (
                         [(
                             axum::http::header::CONTENT_TYPE,
                             "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         )],
-                        metrics.encode(),
+                        encode(),
                     )
                 }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    if ready() {
+                        (StatusCode::OK, "ok")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+                    }
+                }
+            }),
+        );
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await

@@ -157,12 +157,20 @@ pub struct HandoffStatus {
     /// Size of the body in bytes (UTF-8).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<i64>,
-    /// A cheap estimate of the tokens an agent reads for the body.
+    /// A cheap estimate of the tokens an agent reads for the body: one token
+    /// per 4 bytes of UTF-8, rounded up (see `controller::handoff::approx_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approx_tokens: Option<i64>,
     /// `Pending` until the controller has processed the latest generation, then `Current`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<HandoffPhase>,
+    /// A hash of the content the controller last counted (SHA-256 of
+    /// project, repo, kind and body, 16 hex characters). `revision` is
+    /// incremented when the spec's hash differs from this one, so a write
+    /// that changes only `createdBy`, labels or annotations is not a new
+    /// revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_hash: Option<String>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -12,12 +12,20 @@
 //! `handoff.dev/profile` when present (read with the bridge's own, read-only
 //! identity), else from the `X-Handoff-Profile` request header. A header can
 //! therefore pick a profile, but never widen what RBAC allows.
+//!
+//! When the bridge answers from the PostgreSQL mirror instead of the
+//! apiserver, RBAC is not in the path, so the bridge asks first: a
+//! SelfSubjectAccessReview made with the caller's own token ([`Caller::may`]),
+//! cached per token for [`ACCESS_TTL`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use kube::config::AuthInfo;
@@ -38,6 +46,14 @@ pub const PROFILE_HEADER: &str = "x-handoff-profile";
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const READ_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long an access review answer is reused for the same token: short,
+/// so a revoked RoleBinding stops mirror reads within seconds.
+pub const ACCESS_TTL: Duration = Duration::from_secs(10);
+
+/// Access review answers of one token: `(namespace, verb)` → when asked, allowed.
+#[derive(Default)]
+pub struct AccessCache(Mutex<HashMap<(String, String), (Instant, bool)>>);
+
 /// `config` with the bridge's bounded connect and read timeouts.
 pub fn with_timeouts(mut config: Config) -> Config {
     config.connect_timeout = Some(CONNECT_TIMEOUT);
@@ -52,6 +68,7 @@ pub struct Caller {
     client: Client,
     profile: Profile,
     username: OnceCell<String>,
+    access: Arc<AccessCache>,
 }
 
 impl Caller {
@@ -62,13 +79,56 @@ impl Caller {
             client,
             profile,
             username: OnceCell::new(),
+            access: Arc::default(),
         }
     }
 
-    fn known(client: Client, namespace: &str, profile: Profile, username: String) -> Self {
-        let caller = Self::new(client, namespace, profile);
+    fn known(
+        client: Client,
+        namespace: &str,
+        profile: Profile,
+        username: String,
+        access: Arc<AccessCache>,
+    ) -> Self {
+        let mut caller = Self::new(client, namespace, profile);
         let _ = caller.username.set(username);
+        caller.access = access;
         caller
+    }
+
+    /// Whether RBAC lets this caller `verb` handoffs in the store's
+    /// namespace: a SelfSubjectAccessReview with the caller's own
+    /// credentials, cached for [`ACCESS_TTL`].
+    pub async fn may(&self, verb: &str) -> Result<bool, kube::Error> {
+        let namespace = self.store.namespace().to_owned();
+        let key = (namespace.clone(), verb.to_owned());
+        if let Ok(cache) = self.access.0.lock()
+            && let Some((at, allowed)) = cache.get(&key)
+            && at.elapsed() < ACCESS_TTL
+        {
+            return Ok(*allowed);
+        }
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(crate::api::GROUP.into()),
+                    resource: Some("handoffs".into()),
+                    verb: Some(verb.into()),
+                    namespace: Some(namespace),
+                    ..ResourceAttributes::default()
+                }),
+                ..SelfSubjectAccessReviewSpec::default()
+            },
+            ..SelfSubjectAccessReview::default()
+        };
+        let answer = Api::<SelfSubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await?;
+        let allowed = answer.status.is_some_and(|s| s.allowed);
+        if let Ok(mut cache) = self.access.0.lock() {
+            cache.insert(key, (Instant::now(), allowed));
+        }
+        Ok(allowed)
     }
 
     /// A client with this caller's credentials.
@@ -131,6 +191,7 @@ struct Resolved {
     client: Client,
     username: String,
     sa_profile: Option<Profile>,
+    access: Arc<AccessCache>,
 }
 
 /// Turns bearer tokens into callers, with a bounded TTL cache.
@@ -177,6 +238,7 @@ impl TokenResolver {
             &self.namespace,
             profile,
             resolved.username.clone(),
+            resolved.access.clone(),
         ))
     }
 
@@ -196,6 +258,7 @@ impl TokenResolver {
             client,
             username,
             sa_profile,
+            access: Arc::default(),
         });
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(key, resolved.clone());

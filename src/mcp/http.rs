@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthError, PROFILE_HEADER, TokenResolver, bearer_token};
 use super::server::{HandoffServer, OfferSettings};
+use crate::mirror::Mirror;
 use crate::telemetry::BridgeMetrics;
 
 /// Hosts always allowed (loopback); `--allowed-host` adds more.
@@ -27,6 +28,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// How the offer tools check agent activity.
     pub offers: OfferSettings,
+    /// The PostgreSQL mirror lists and history are read from, if any.
+    pub mirror: Option<Arc<Mirror>>,
 }
 
 /// The router: `/mcp` behind authentication.
@@ -39,11 +42,15 @@ pub fn router(
     let mut config =
         StreamableHttpServerConfig::default().with_allowed_hosts(options.allowed_hosts);
     let offers = options.offers;
+    let mirror = options.mirror;
     config.legacy_session_mode = false;
     config.json_response = true;
     config.cancellation_token = shutdown;
     let service = StreamableHttpService::new(
-        move || Ok(HandoffServer::per_request(metrics.clone(), offers.clone())),
+        move || {
+            Ok(HandoffServer::per_request(metrics.clone(), offers.clone())
+                .with_mirror(mirror.clone()))
+        },
         Arc::new(LocalSessionManager::default()),
         config,
     );

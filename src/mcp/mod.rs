@@ -73,6 +73,11 @@ pub struct McpArgs {
     /// How long a cached caller identity is trusted, in seconds.
     #[arg(long, default_value_t = 60)]
     pub token_cache_ttl: u64,
+    /// Answer `list_handoffs` and `get_handoff{revision}` from the PostgreSQL
+    /// mirror the controller keeps (each call first checks the caller's
+    /// RBAC with a SelfSubjectAccessReview). Off when unset.
+    #[arg(long, value_name = "URL")]
+    pub postgres_url: Option<String>,
 }
 
 /// Runs `handoff mcp`.
@@ -83,6 +88,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let metrics = BridgeMetrics::new();
+    let mirror = args
+        .postgres_url
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .map(|url| crate::mirror::Mirror::new(url, false))
+        .transpose()?
+        .map(Arc::new);
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await?;
@@ -103,6 +115,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             active_selector: args.active_agent_selector.clone(),
         };
         let service = HandoffServer::for_caller(caller, metrics, offers)
+            .with_mirror(mirror)
             .serve(stdio::guarded_stdio())
             .await?;
         service.waiting().await?;
@@ -138,6 +151,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             reader: Some(bridge_reader),
             active_selector: args.active_agent_selector.clone(),
         },
+        mirror,
     };
     http::serve(listener, resolver, metrics, options, shutdown).await?;
     Ok(())

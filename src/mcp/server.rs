@@ -1,6 +1,14 @@
 //! The MCP server: `tools/list` filtered by profile, `tools/call` dispatched
 //! to the store with the caller's credentials, every failure turned into a
 //! message an agent can act on.
+//!
+//! With a mirror (`handoff mcp --postgres-url`), `list_handoffs` and
+//! `get_handoff{revision}` are answered from PostgreSQL — after a
+//! SelfSubjectAccessReview with the caller's own credentials, so a caller
+//! without `list` (or `get`) is refused with the same Forbidden the
+//! apiserver would give. Without a mirror, lists come from the apiserver
+//! and a `revision` is refused with a message saying history needs the
+//! mirror.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +33,7 @@ use super::tools::{
     WriteResult,
 };
 use crate::api::validation::FieldError;
+use crate::mirror::{Mirror, MirrorError};
 use crate::offers::decision::Outcome;
 use crate::offers::store::{OfferError, OfferStore};
 use crate::store::ListQuery;
@@ -41,6 +50,7 @@ pub struct HandoffServer {
     /// carries its own (see `http.rs`).
     fixed: Option<Arc<Caller>>,
     metrics: Arc<BridgeMetrics>,
+    mirror: Option<Arc<Mirror>>,
     offers: OfferSettings,
 }
 
@@ -67,14 +77,19 @@ enum CallError {
         message: String,
     },
     #[error("{0}")]
+    Unsupported(String),
+    #[error("the handoff mirror (PostgreSQL) is unavailable ({0}); retriable: try again shortly")]
+    Mirror(#[from] MirrorError),
+    #[error("{0}")]
     Refused(String),
 }
 
 impl CallError {
     fn outcome(&self) -> &'static str {
         match self {
-            CallError::Args(_) | CallError::Field(_) => "invalid",
+            CallError::Args(_) | CallError::Field(_) | CallError::Unsupported(_) => "invalid",
             CallError::Kube { outcome, .. } => outcome,
+            CallError::Mirror(_) => "unavailable",
             CallError::Refused(_) => "refused",
         }
     }
@@ -90,6 +105,7 @@ impl HandoffServer {
         Self {
             fixed: Some(caller),
             metrics,
+            mirror: None,
             offers,
         }
     }
@@ -99,6 +115,7 @@ impl HandoffServer {
         Self {
             fixed: None,
             metrics,
+            mirror: None,
             offers,
         }
     }
@@ -177,6 +194,12 @@ impl HandoffServer {
         }
     }
 
+    /// Answers lists and history from `mirror` (see the module docs).
+    pub fn with_mirror(mut self, mirror: Option<Arc<Mirror>>) -> Self {
+        self.mirror = mirror;
+        self
+    }
+
     fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Caller>, McpError> {
         if let Some(caller) = &self.fixed {
             return Ok(caller.clone());
@@ -203,6 +226,9 @@ impl HandoffServer {
             ToolName::Get => {
                 let args: GetArgs = tools::parse_args(tool, args).map_err(CallError::Args)?;
                 crate::api::validation::handoff_key(&args.handoff_key)?;
+                if let Some(revision) = args.revision {
+                    return self.get_revision(caller, &args.handoff_key, revision).await;
+                }
                 let found = caller
                     .store()
                     .get(&args.handoff_key)
@@ -238,6 +264,11 @@ impl HandoffServer {
                 crate::api::validation::project(&args.project)?;
                 let limit = tools::list_limit(args.limit)?;
                 let after = tools::list_after(args.cursor.as_deref())?;
+                if let Some(mirror) = &self.mirror {
+                    authorize(caller, tool, "list").await?;
+                    let result = list_from_mirror(mirror, caller, &args, limit).await?;
+                    return Ok((json(&result), tools::text::list(&args.project, &result)));
+                }
                 let query = ListQuery {
                     project: args.project.clone(),
                     repo: args.repo.clone(),
@@ -274,6 +305,107 @@ impl HandoffServer {
             }
         }
     }
+}
+
+impl HandoffServer {
+    /// `get_handoff{revision}`: from the mirror's history, after an access review.
+    async fn get_revision(
+        &self,
+        caller: &Caller,
+        key: &str,
+        revision: i64,
+    ) -> Result<(serde_json::Value, String), CallError> {
+        let Some(mirror) = &self.mirror else {
+            return Err(CallError::Unsupported(format!(
+                "invalid `revision`: past revisions are kept in the handoff history, which needs the \
+                 PostgreSQL mirror, and this bridge runs without it (start it with --postgres-url); \
+                 call get_handoff without `revision` for the current handoff of `{key}`"
+            )));
+        };
+        if revision < 1 {
+            return Err(FieldError {
+                field: "revision",
+                rule: "a content revision number, 1 or more".into(),
+                problem: format!("got {revision}"),
+            }
+            .into());
+        }
+        authorize(caller, ToolName::Get, "get").await?;
+        let namespace = caller.store().namespace();
+        let row = mirror.revision(namespace, key, revision).await?;
+        let result = GetResult {
+            found: row.is_some(),
+            handoff: row.as_ref().map(|r| HandoffView::of_revision(namespace, r)),
+        };
+        Ok((
+            json(&result),
+            tools::text::get_revision(key, revision, &result),
+        ))
+    }
+}
+
+/// Refuses `caller` unless RBAC lets it `verb` handoffs: the same Forbidden
+/// message the apiserver's refusal produces.
+async fn authorize(caller: &Caller, tool: ToolName, verb: &str) -> Result<(), CallError> {
+    let allowed = caller
+        .may(verb)
+        .await
+        .map_err(|e| kube_error(caller, tool, e))?;
+    if allowed {
+        return Ok(());
+    }
+    let namespace = caller.store().namespace();
+    let user = caller
+        .username()
+        .await
+        .map_err(|e| kube_error(caller, tool, e))?
+        .to_owned();
+    let message = forbidden_message(&user, verb, namespace);
+    let status = kube::core::Status::failure(&message, "Forbidden").with_code(403);
+    Err(kube_error(caller, tool, kube::Error::Api(status.boxed())))
+}
+
+/// The apiserver's wording of an RBAC refusal on handoffs.
+pub fn forbidden_message(user: &str, verb: &str, namespace: &str) -> String {
+    format!(
+        "handoffs.{group} is forbidden: User \"{user}\" cannot {verb} resource \"handoffs\" in API group \"{group}\" in the namespace \"{namespace}\"",
+        group = crate::api::GROUP
+    )
+}
+
+/// One `list_handoffs` page from the mirror.
+async fn list_from_mirror(
+    mirror: &Mirror,
+    caller: &Caller,
+    args: &ListArgs,
+    limit: usize,
+) -> Result<tools::ListResult, CallError> {
+    let after = match tools::mirror_start(args.cursor.as_deref())? {
+        tools::MirrorStart::PastEnd => {
+            return Ok(tools::ListResult {
+                handoffs: Vec::new(),
+                next_cursor: None,
+            });
+        }
+        tools::MirrorStart::Top => None,
+        tools::MirrorStart::After(after) => Some(after),
+    };
+    let repo = args.repo.as_deref().filter(|r| !r.is_empty());
+    let fetch = i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1);
+    let rows = mirror
+        .list(
+            caller.store().namespace(),
+            &args.project,
+            repo,
+            after.as_ref(),
+            fetch,
+        )
+        .await?;
+    Ok(tools::mirror_page(
+        rows,
+        limit,
+        args.include_body.unwrap_or(false),
+    ))
 }
 
 /// An offer failure as an agent-actionable message.

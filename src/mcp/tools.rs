@@ -16,7 +16,9 @@ use super::offer_tools::{
 };
 use super::profiles::ToolName;
 use crate::api::Handoff;
+use crate::api::naming::name_for_key;
 use crate::api::validation::{self, FieldError};
+use crate::mirror::{HistoryRow, ListAfter, ListedRow};
 use crate::store::{SortKey, WriteOutcome, WriteRequest, newest_first, sort_key, updated_at};
 
 /// Default and largest page of `list_handoffs`.
@@ -51,6 +53,10 @@ pub struct WriteArgs {
 pub struct GetArgs {
     /// The continuation key from your preamble.
     pub handoff_key: String,
+    /// A past content revision (1 = the first) instead of the current
+    /// handoff; served from the history kept by the PostgreSQL mirror.
+    #[serde(default)]
+    pub revision: Option<i64>,
 }
 
 /// Arguments of `delete_handoff`.
@@ -126,6 +132,23 @@ impl HandoffView {
     }
 }
 
+impl HandoffView {
+    /// The view of a past revision from the mirror's history.
+    pub fn of_revision(namespace: &str, row: &HistoryRow) -> Self {
+        Self {
+            handoff_key: row.handoff_key.clone(),
+            project: row.project.clone(),
+            repo: row.repo.clone(),
+            kind: row.kind.clone(),
+            body: row.body.clone(),
+            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
+            updated_at: Some(row.written_at.to_string()),
+            revision: Some(row.revision),
+            object: format!("{namespace}/{}", name_for_key(&row.handoff_key)),
+        }
+    }
+}
+
 /// Result of `write_handoff`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WriteResult {
@@ -186,6 +209,23 @@ impl ListEntry {
             body_bytes: h.spec.body.len(),
             preview: preview_line(&h.spec.body),
             body: include_body.then(|| h.spec.body.clone()),
+        }
+    }
+}
+
+impl ListEntry {
+    /// The entry for a mirror row (the same fields as [`ListEntry::of`]).
+    pub fn of_row(row: &ListedRow, include_body: bool) -> Self {
+        Self {
+            handoff_key: row.handoff_key.clone(),
+            project: row.project.clone(),
+            repo: row.repo.clone(),
+            kind: row.kind.clone(),
+            updated_at: Some(row.updated_at.to_string()),
+            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
+            body_bytes: row.body.len(),
+            preview: preview_line(&row.body),
+            body: include_body.then(|| row.body.clone()),
         }
     }
 }
@@ -423,6 +463,46 @@ pub fn list_page(
     }
 }
 
+/// Where a mirror page starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MirrorStart {
+    /// From the newest entry.
+    Top,
+    /// Strictly after this position.
+    After(ListAfter),
+    /// After every dated entry: the mirror holds no undated ones, so the
+    /// page is empty.
+    PastEnd,
+}
+
+/// Decodes a `list_handoffs` cursor for a mirror query.
+pub fn mirror_start(cursor: Option<&str>) -> Result<MirrorStart, FieldError> {
+    let Some(cursor) = cursor.filter(|c| !c.is_empty()) else {
+        return Ok(MirrorStart::Top);
+    };
+    Ok(match decode_cursor(cursor)? {
+        (Some(at), key) => MirrorStart::After((at.0, key)),
+        (None, _) => MirrorStart::PastEnd,
+    })
+}
+
+/// A `list_handoffs` page from mirror rows fetched with `limit + 1`.
+pub fn mirror_page(mut rows: Vec<ListedRow>, limit: usize, include_body: bool) -> ListResult {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = more
+        .then(|| rows.last())
+        .flatten()
+        .map(|r| encode_cursor(&(Some(Time(r.updated_at)), r.handoff_key.clone())));
+    ListResult {
+        handoffs: rows
+            .iter()
+            .map(|r| ListEntry::of_row(r, include_body))
+            .collect(),
+        next_cursor,
+    }
+}
+
 /// The first characters of a body on one line.
 pub fn preview_line(body: &str) -> String {
     let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -458,6 +538,17 @@ pub mod text {
                 h.project,
                 h.body.len()
             ),
+        }
+    }
+
+    /// After a get of a past revision.
+    pub fn get_revision(key: &str, revision: i64, result: &GetResult) -> String {
+        match &result.handoff {
+            None => format!(
+                "The history holds no revision {revision} of `{key}` (revisions start at 1; \
+                 call get_handoff without `revision` for the current one)."
+            ),
+            Some(_) => format!("(revision {revision}) {}", get(key, result)),
         }
     }
 

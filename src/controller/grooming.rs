@@ -1,0 +1,190 @@
+//! TTL grooming: a handoff whose content was not updated within its
+//! project's TTL is deleted — deterministic grooming, next to the refine
+//! agent's judgement.
+//!
+//! The TTL of a project comes from a [`TtlPolicy`]. Today that is
+//! [`DefaultTtl`], the controller-wide `--default-handoff-ttl` (off by
+//! default); the BrainstormSchedule issue plugs its per-project
+//! `spec.handoffTTL` in behind the same trait, falling back to the default.
+//!
+//! Each deletion carries the object's uid and resourceVersion as
+//! preconditions, so a handoff rewritten between the list and the delete
+//! survives. Each is recorded as a `Groomed` Event on the Handoff itself
+//! (its involvedObject is the deleted object, in its namespace, so `kubectl
+//! get events -n <ns>` shows it; there is no BrainstormSchedule yet to
+//! carry it) and counted in `handoff_controller_groomed_handoffs_total`.
+//! Expiry is judged by the injected [`super::Clock`], never by sleeping.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use tokio_util::sync::CancellationToken;
+
+use super::Context;
+use crate::api::Handoff;
+
+/// The handoff TTL of a project, or `None` for no grooming.
+pub trait TtlPolicy: Send + Sync {
+    /// The TTL of `project` in `namespace`.
+    fn ttl_for(&self, namespace: &str, project: &str) -> Option<Duration>;
+}
+
+/// One TTL for every project (`--default-handoff-ttl`), or none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultTtl(pub Option<Duration>);
+
+impl TtlPolicy for DefaultTtl {
+    fn ttl_for(&self, _namespace: &str, _project: &str) -> Option<Duration> {
+        self.0
+    }
+}
+
+/// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
+/// Without a TTL or a known update time nothing expires.
+pub fn expired(updated_at: Option<Timestamp>, ttl: Option<Duration>, now: Timestamp) -> bool {
+    let (Some(updated_at), Some(ttl)) = (updated_at, ttl) else {
+        return false;
+    };
+    let Ok(age) = Duration::try_from(now.duration_since(updated_at)) else {
+        return false;
+    };
+    age > ttl
+}
+
+/// Grooms every `interval` until `stop` is cancelled.
+pub async fn run(
+    ctx: Arc<Context>,
+    api: Api<Handoff>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    loop {
+        if let Err(err) = groom_once(&ctx, &api).await {
+            tracing::warn!(error = %err, "grooming pass failed; retrying next interval");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// One pass: deletes every expired handoff; returns how many.
+pub async fn groom_once(ctx: &Context, api: &Api<Handoff>) -> Result<usize, kube::Error> {
+    let now = ctx.clock.now();
+    let mut params = ListParams::default().limit(500);
+    let mut deleted = 0;
+    loop {
+        let page = api.list(&params).await?;
+        for h in &page.items {
+            if h.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let namespace = h.namespace().unwrap_or_default();
+            let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
+            let updated = crate::store::updated_at(h).map(|t| t.0);
+            if !expired(updated, ttl, now) {
+                continue;
+            }
+            if delete(ctx, h, ttl.unwrap_or_default(), updated).await? {
+                deleted += 1;
+            }
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    Ok(deleted)
+}
+
+async fn delete(
+    ctx: &Context,
+    h: &Handoff,
+    ttl: Duration,
+    updated: Option<Timestamp>,
+) -> Result<bool, kube::Error> {
+    let namespace = h.namespace().unwrap_or_default();
+    let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: h.uid(),
+            resource_version: h.resource_version(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&h.name_any(), &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
+        Err(err) => return Err(err),
+    }
+    ctx.metrics.count_groomed();
+    let since = updated.map(|t| t.to_string()).unwrap_or_default();
+    let note = format!(
+        "Handoff {:?} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
+        h.spec.handoff_key,
+        h.spec.project,
+        ttl.as_secs()
+    );
+    tracing::info!(handoff = %crate::store::describe(h), "groomed");
+    ctx.event(h, "Groomed", note).await;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).expect("ts")
+    }
+
+    #[test]
+    fn expiry() {
+        let hour = Duration::from_secs(3600);
+        let cases = [
+            (
+                Some(at(0)),
+                Some(hour),
+                at(3600),
+                false,
+                "exactly the TTL old",
+            ),
+            (
+                Some(at(0)),
+                Some(hour),
+                at(3601),
+                true,
+                "older than the TTL",
+            ),
+            (Some(at(0)), None, at(1_000_000), false, "no TTL"),
+            (
+                None,
+                Some(hour),
+                at(1_000_000),
+                false,
+                "unknown update time",
+            ),
+            (
+                Some(at(100)),
+                Some(hour),
+                at(0),
+                false,
+                "updated in the future (skew)",
+            ),
+        ];
+        for (updated, ttl, now, expected, why) in cases {
+            assert_eq!(expired(updated, ttl, now), expected, "{why}");
+        }
+    }
+
+    #[test]
+    fn the_default_applies_to_every_project() {
+        let policy = DefaultTtl(Some(Duration::from_secs(5)));
+        assert_eq!(policy.ttl_for("a", "b"), Some(Duration::from_secs(5)));
+        assert_eq!(DefaultTtl::default().ttl_for("a", "b"), None);
+    }
+}

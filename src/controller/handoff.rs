@@ -1,0 +1,806 @@
+//! The Handoff loop: counts content revisions into `status`, adds the
+//! `project` / `repo` / `kind` labels an object arrived without, records an
+//! Event per occurrence and keeps the PostgreSQL mirror's row current.
+//!
+//! Decisions are pure functions ([`count`], [`content_hash`],
+//! [`approx_tokens`], [`metadata_plan`], [`backoff`]); [`reconcile`] is the
+//! thin I/O shell around them. Its order is chosen so nothing is counted
+//! twice and nothing is lost:
+//!
+//! 1. a terminating object: delete its mirror row, then remove the
+//!    `handoff.dev/mirror` finalizer;
+//! 2. count: the new status (revision, updatedAt, sizes) is computed;
+//! 3. the mirror row of that status is upserted (rows never move
+//!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
+//!    condition set from the outcome;
+//! 4. status: one merge patch of the status subresource *carrying the
+//!    resourceVersion that was read*, so a reconcile working on a stale
+//!    cached copy gets 409 and retries instead of counting a revision twice;
+//! 5. Events (`Written`, `Superseded`), only after that write succeeded;
+//! 6. metadata (labels, finalizer): a server-side apply with the
+//!    controller's own field manager that names only the labels the object
+//!    lacks or that the controller already owns, so it never fights a
+//!    writer's labels (kubectl, GitOps, the bridge);
+//! 7. the revision is appended to the mirror's history only now that the
+//!    apiserver holds it, so a number is never recorded for other content;
+//!    a failed mirror write fails the reconcile (retried with backoff)
+//!    after the status was written, so status never waits for PostgreSQL.
+//!
+//! `status.updatedAt` is the controller's clock (whole seconds, as
+//! `metav1.Time` serializes) when it counted the change — normally within a
+//! second of the write. Before that, [`crate::store::updated_at`] falls back
+//! to the write time in managedFields; afterwards both the bridge and the
+//! mirror order by this same value.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use sha2::{Digest, Sha256};
+
+use super::Context;
+use crate::api::naming::labels_for;
+use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus};
+use crate::mirror::{MirrorError, Row};
+
+/// The field manager of everything the controller writes.
+pub const FIELD_MANAGER: &str = "handoff-controller";
+/// The finalizer that keeps a Handoff until its mirror row is deleted.
+/// Present only while the mirror is enabled.
+pub const MIRROR_FINALIZER: &str = "handoff.dev/mirror";
+/// The condition that reports the mirror row.
+pub const MIRRORED: &str = "Mirrored";
+/// Bytes per token of [`approx_tokens`].
+pub const BYTES_PER_TOKEN: usize = 4;
+
+/// Why a reconcile failed (it is retried with [`backoff`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The apiserver refused or could not be reached.
+    #[error("apiserver: {0}")]
+    Kube(#[from] kube::Error),
+    /// The mirror could not be written.
+    #[error("mirror: {0}")]
+    Mirror(#[from] MirrorError),
+    /// The object has no namespace (Handoffs are namespaced).
+    #[error("handoff {0} has no namespace")]
+    NoNamespace(String),
+}
+
+/// A stable hash of the content (project, repo, kind, body): 16 hex
+/// characters of SHA-256 over the length-prefixed fields, so no two
+/// different contents share an encoding.
+pub fn content_hash(spec: &HandoffSpec) -> String {
+    let mut hasher = Sha256::new();
+    for field in [
+        Some(spec.project.as_str()),
+        spec.repo.as_deref(),
+        spec.kind.as_deref(),
+        Some(spec.body.as_str()),
+    ] {
+        match field {
+            None => hasher.update([0u8]),
+            Some(value) => {
+                hasher.update([1u8]);
+                hasher.update((value.len() as u64).to_be_bytes());
+                hasher.update(value.as_bytes());
+            }
+        }
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A cheap token estimate: one token per [`BYTES_PER_TOKEN`] bytes of UTF-8,
+/// rounded up. Tokenizers average 3.5–4.5 bytes per token on English prose
+/// and markdown; this is an order of magnitude for budgets, not a count.
+pub fn approx_tokens(body: &str) -> i64 {
+    i64::try_from(body.len().div_ceil(BYTES_PER_TOKEN)).unwrap_or(i64::MAX)
+}
+
+/// A time truncated to whole seconds (what `metav1.Time` keeps).
+pub fn whole_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// What counting found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// First count of this object: revision 1.
+    Created,
+    /// The content changed: `from` → `to`.
+    Superseded {
+        /// The revision replaced.
+        from: i64,
+        /// The new revision.
+        to: i64,
+    },
+    /// Same content as last counted.
+    Unchanged,
+}
+
+/// The status for `spec` at `generation`, given the current status: the
+/// revision goes up by one only when the content hash differs. Conditions
+/// are carried over unchanged.
+pub fn count(
+    spec: &HandoffSpec,
+    current: Option<&HandoffStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> (HandoffStatus, Change) {
+    let hash = content_hash(spec);
+    let current = current.cloned().unwrap_or_default();
+    let (revision, updated_at, change) = match (current.revision, &current.content_hash) {
+        (Some(rev), Some(h)) if *h == hash => (rev, current.updated_at.clone(), Change::Unchanged),
+        (Some(rev), _) => (
+            rev + 1,
+            Some(Time(whole_seconds(now))),
+            Change::Superseded {
+                from: rev,
+                to: rev + 1,
+            },
+        ),
+        (None, _) => (1, Some(Time(whole_seconds(now))), Change::Created),
+    };
+    let status = HandoffStatus {
+        revision: Some(revision),
+        content_hash: Some(hash),
+        updated_at,
+        body_bytes: Some(i64::try_from(spec.body.len()).unwrap_or(i64::MAX)),
+        approx_tokens: Some(approx_tokens(&spec.body)),
+        phase: Some(HandoffPhase::Current),
+        observed_generation: generation,
+        conditions: current.conditions,
+    };
+    (status, change)
+}
+
+/// `conditions` with `condition` set: the transition time is kept when the
+/// status did not change.
+pub fn set_condition(conditions: &[Condition], mut condition: Condition) -> Vec<Condition> {
+    let mut out: Vec<Condition> = conditions
+        .iter()
+        .filter(|c| c.type_ != condition.type_)
+        .cloned()
+        .collect();
+    if let Some(old) = conditions.iter().find(|c| c.type_ == condition.type_)
+        && old.status == condition.status
+    {
+        condition.last_transition_time = old.last_transition_time.clone();
+    }
+    out.push(condition);
+    out.sort_by(|a, b| a.type_.cmp(&b.type_));
+    out
+}
+
+/// The `Mirrored` condition.
+pub fn mirrored_condition(
+    ok: bool,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    Condition {
+        type_: MIRRORED.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: if ok {
+            "RowCurrent"
+        } else {
+            "MirrorUnavailable"
+        }
+        .into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(whole_seconds(now)),
+    }
+}
+
+/// The label keys the controller's field manager owns on `h` (from the
+/// managedFields of its server-side applies).
+fn owned_labels(h: &Handoff) -> Vec<String> {
+    h.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none())
+        .filter_map(|m| m.fields_v1.as_ref())
+        .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
+        .flat_map(|labels| labels.keys().filter_map(|k| k.strip_prefix("f:")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The metadata the controller applies to `h` (labels it may set, its
+/// finalizer while the mirror is on), or `None` when `h` already carries
+/// exactly that. A label is the controller's to set when the object lacks
+/// it or the controller already owns it; a label another writer set is
+/// left alone even when it disagrees with the spec.
+pub fn metadata_plan(h: &Handoff, mirror_enabled: bool) -> Option<serde_json::Value> {
+    let current = h.metadata.labels.clone().unwrap_or_default();
+    let owned = owned_labels(h);
+    let desired = labels_for(
+        &h.spec.project,
+        h.spec.repo.as_deref(),
+        h.spec.kind.as_deref(),
+    );
+    let labels: BTreeMap<String, String> = desired
+        .into_iter()
+        .filter(|(k, _)| !current.contains_key(k) || owned.contains(k))
+        .collect();
+    let has_finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
+    let owned_now: BTreeMap<String, String> = owned
+        .iter()
+        .filter_map(|k| current.get(k).map(|v| (k.clone(), v.clone())))
+        .collect();
+    if labels == owned_now && has_finalizer == mirror_enabled {
+        return None;
+    }
+    let mut metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
+    if mirror_enabled {
+        metadata["finalizers"] = serde_json::json!([MIRROR_FINALIZER]);
+    }
+    Some(serde_json::json!({
+        "apiVersion": "handoff.dev/v1alpha1",
+        "kind": "Handoff",
+        "metadata": metadata,
+    }))
+}
+
+/// The pause before retrying a failed reconcile: 1 s doubling per
+/// consecutive failure, at most 60 s.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64 << failures.min(6)).min(Duration::from_secs(60))
+}
+
+/// Reconciles one Handoff (see the module docs for the order).
+pub async fn reconcile(h: Arc<Handoff>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let result = reconcile_inner(&h, &ctx).await;
+    ctx.metrics
+        .observe_reconcile(result.is_ok(), started.elapsed());
+    let key = crate::store::describe(&h);
+    if result.is_ok()
+        && let Ok(mut failures) = ctx.failures.lock()
+    {
+        failures.remove(&key);
+    }
+    result
+}
+
+/// What the controller does after a failed reconcile.
+pub fn error_policy(h: Arc<Handoff>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = crate::store::describe(&h);
+    let attempt = match ctx.failures.lock() {
+        Ok(mut failures) => {
+            let n = failures.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        }
+        Err(_) => 1,
+    };
+    tracing::warn!(handoff = %key, attempt, error = %error, "reconcile failed; retrying");
+    Action::requeue(backoff(attempt.saturating_sub(1)))
+}
+
+async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
+    let namespace = h
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(h.name_any()))?;
+    let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
+    let name = h.name_any();
+
+    if h.metadata.deletion_timestamp.is_some() {
+        finalize(h, ctx, &api, &namespace).await?;
+        return Ok(Action::await_change());
+    }
+
+    let now = ctx.clock.now();
+    let (mut status, change) = count(&h.spec, h.status.as_ref(), h.metadata.generation, now);
+    let mut counted = h.clone();
+    counted.status = Some(status.clone());
+    let mirrored = match &ctx.mirror {
+        None => {
+            status.conditions.retain(|c| c.type_ != MIRRORED);
+            Ok(None)
+        }
+        Some(mirror) => {
+            // The row may go first: rows never move backwards, so if the
+            // status write below loses a race the next reconcile corrects it.
+            let result = mirror_row(ctx, mirror, &counted).await;
+            let condition = match &result {
+                Ok((revision, _)) => mirrored_condition(
+                    true,
+                    format!("the mirror row holds revision {revision}"),
+                    h.metadata.generation,
+                    now,
+                ),
+                Err(err) => mirrored_condition(false, err.to_string(), h.metadata.generation, now),
+            };
+            status.conditions = set_condition(&status.conditions, condition);
+            result.map(|(_, pending)| pending)
+        }
+    };
+    let mut current = counted;
+    if h.status.as_ref() != Some(&status) {
+        match write_status(&api, &name, h.resource_version(), &status).await {
+            Ok(written) => current = written,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // A newer version exists: its watch event reconciles it.
+                return Ok(Action::requeue(Duration::from_secs(1)));
+            }
+            Err(err) => return Err(err.into()),
+        }
+        match &change {
+            Change::Created => {
+                let note = format!(
+                    "Handoff {:?} written by {} (revision 1, {} bytes)",
+                    h.spec.handoff_key,
+                    writer(&h.spec),
+                    h.spec.body.len()
+                );
+                ctx.event(&current, "Written", note).await;
+            }
+            Change::Superseded { from, to } => {
+                let note = format!(
+                    "Handoff {:?}: revision {from} superseded by revision {to} (written by {})",
+                    h.spec.handoff_key,
+                    writer(&h.spec)
+                );
+                ctx.event(&current, "Superseded", note).await;
+            }
+            Change::Unchanged => {}
+        }
+        if change != Change::Unchanged {
+            ctx.metrics.count_revision();
+        }
+    }
+
+    if let Some(plan) = metadata_plan(&current, ctx.mirror.is_some()) {
+        let params = PatchParams::apply(FIELD_MANAGER);
+        match api.patch(&name, &params, &Patch::Apply(&plan)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::info!(handoff = %crate::store::describe(h), message = %s.message, "labels owned by another writer are left alone");
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    if let (Some(mirror), Some(row)) = (&ctx.mirror, mirrored?) {
+        record_revision(ctx, mirror, &row).await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// Writes the row of `h` into the mirror unless this controller already
+/// mirrored that revision of that object; returns the revision and the row
+/// whose revision is still to be recorded in the history.
+async fn mirror_row(
+    ctx: &Context,
+    mirror: &crate::mirror::Mirror,
+    h: &Handoff,
+) -> Result<(i64, Option<Row>), MirrorError> {
+    let Some(row) = Row::of(h)? else {
+        return Ok((0, None));
+    };
+    let key = (row.namespace.clone(), row.handoff_key.clone());
+    let known = ctx.mirrored.lock().ok().and_then(|m| m.get(&key).cloned());
+    if known.as_ref() == Some(&(row.id.clone(), row.revision)) {
+        ctx.metrics.mirror_caught_up(&key);
+        return Ok((row.revision, None));
+    }
+    ctx.metrics.mirror_pending(&key);
+    mirror.upsert(&row).await.inspect_err(|_| {
+        ctx.metrics.count_mirror_error();
+    })?;
+    Ok((row.revision, Some(row)))
+}
+
+/// Records a revision the apiserver now holds in status, then marks it
+/// mirrored.
+async fn record_revision(
+    ctx: &Context,
+    mirror: &crate::mirror::Mirror,
+    row: &Row,
+) -> Result<(), MirrorError> {
+    let key = (row.namespace.clone(), row.handoff_key.clone());
+    mirror
+        .record_revision(row)
+        .await
+        .inspect_err(|_| ctx.metrics.count_mirror_error())?;
+    if let Ok(mut m) = ctx.mirrored.lock() {
+        m.insert(key.clone(), (row.id.clone(), row.revision));
+    }
+    ctx.metrics.mirror_caught_up(&key);
+    Ok(())
+}
+
+/// A terminating Handoff: its row goes, then the finalizer.
+async fn finalize(
+    h: &Handoff,
+    ctx: &Context,
+    api: &Api<Handoff>,
+    namespace: &str,
+) -> Result<(), Error> {
+    let Some(index) = h.finalizers().iter().position(|f| f == MIRROR_FINALIZER) else {
+        return Ok(());
+    };
+    if let Some(mirror) = &ctx.mirror {
+        let key = (namespace.to_owned(), h.spec.handoff_key.clone());
+        ctx.metrics.mirror_pending(&key);
+        mirror
+            .delete(namespace, &h.spec.handoff_key, h.uid().as_deref())
+            .await
+            .inspect_err(|_| ctx.metrics.count_mirror_error())?;
+        if let Ok(mut m) = ctx.mirrored.lock() {
+            m.remove(&key);
+        }
+        ctx.metrics.mirror_caught_up(&key);
+    }
+    let remaining: Vec<&String> = h
+        .finalizers()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != index)
+        .map(|(_, f)| f)
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": h.resource_version(), "finalizers": remaining },
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch(&h.name_any(), &params, &Patch::Merge(&patch))
+        .await
+    {
+        // Gone already, or changed meanwhile: the next event decides again.
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Merge-patches the status subresource, conditional on `resource_version`.
+async fn write_status(
+    api: &Api<Handoff>,
+    name: &str,
+    resource_version: Option<String>,
+    status: &HandoffStatus,
+) -> Result<Handoff, kube::Error> {
+    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    if let Some(map) = body.as_object_mut() {
+        map.entry("conditions").or_insert(serde_json::json!([]));
+    }
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": body,
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&patch)).await
+}
+
+fn writer(spec: &HandoffSpec) -> &str {
+    spec.created_by
+        .as_deref()
+        .filter(|w| !w.is_empty())
+        .unwrap_or("an unknown writer")
+}
+
+/// A reference to `h` for Events (kept valid after `h` is deleted).
+pub fn reference(h: &Handoff) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Handoff::api_version(&()).into_owned()),
+        kind: Some(Handoff::kind(&()).into_owned()),
+        name: h.metadata.name.clone(),
+        namespace: h.metadata.namespace.clone(),
+        uid: h.metadata.uid.clone(),
+        resource_version: h.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+/// A new core/v1 Event about `h` (one object per occurrence: a unique
+/// name, count 1, never updated).
+pub fn event(h: &Handoff, reason: &str, note: String, identity: &str, now: Timestamp) -> Event {
+    let name = format!("{}.{:x}", h.name_any(), now.as_nanosecond().unsigned_abs());
+    Event {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: h.metadata.namespace.clone(),
+            ..ObjectMeta::default()
+        },
+        involved_object: reference(h),
+        reason: Some(reason.into()),
+        message: Some(note),
+        type_: Some("Normal".into()),
+        count: Some(1),
+        first_timestamp: Some(Time(whole_seconds(now))),
+        last_timestamp: Some(Time(whole_seconds(now))),
+        source: Some(EventSource {
+            component: Some(FIELD_MANAGER.into()),
+            host: None,
+        }),
+        reporting_component: Some(FIELD_MANAGER.into()),
+        reporting_instance: Some(identity.into()),
+        action: Some(reason.into()),
+        ..Event::default()
+    }
+}
+
+impl Context {
+    /// Records an Event; a failure is logged, never fatal (the state it
+    /// reports is already written).
+    pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
+        let Some(namespace) = h.namespace() else {
+            return;
+        };
+        let event = event(h, reason, note, &self.identity, Timestamp::now());
+        if let Err(err) = Api::<Event>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &event)
+            .await
+        {
+            tracing::warn!(handoff = %crate::store::describe(h), reason, error = %err, "could not record an Event");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(body: &str) -> HandoffSpec {
+        HandoffSpec {
+            handoff_key: "k".into(),
+            project: "p".into(),
+            repo: Some("org/repo".into()),
+            kind: Some("issue".into()),
+            body: body.into(),
+            created_by: Some("alice".into()),
+        }
+    }
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).expect("ts")
+    }
+
+    #[test]
+    fn content_hash_covers_content_only() {
+        let base = spec("b");
+        let h = content_hash(&base);
+        assert_eq!(h.len(), 16);
+        let mut writer = base.clone();
+        writer.created_by = Some("bob".into());
+        assert_eq!(content_hash(&writer), h, "the writer is not content");
+        for changed in [
+            HandoffSpec {
+                project: "q".into(),
+                ..base.clone()
+            },
+            HandoffSpec {
+                repo: None,
+                ..base.clone()
+            },
+            HandoffSpec {
+                kind: Some("pr".into()),
+                ..base.clone()
+            },
+            HandoffSpec {
+                body: "c".into(),
+                ..base.clone()
+            },
+        ] {
+            assert_ne!(content_hash(&changed), h, "{changed:?}");
+        }
+        let a = HandoffSpec {
+            repo: Some("ab".into()),
+            kind: Some("c".into()),
+            ..base.clone()
+        };
+        let b = HandoffSpec {
+            repo: Some("a".into()),
+            kind: Some("bc".into()),
+            ..base
+        };
+        assert_ne!(content_hash(&a), content_hash(&b), "fields are delimited");
+    }
+
+    #[test]
+    fn approx_tokens_rounds_up_per_four_bytes() {
+        for (body, tokens) in [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("日本", 2)] {
+            assert_eq!(approx_tokens(body), tokens, "{body:?}");
+        }
+    }
+
+    #[test]
+    fn revisions_count_content_changes_only() {
+        let (first, change) = count(&spec("one"), None, Some(1), at(100));
+        assert_eq!(change, Change::Created);
+        assert_eq!(first.revision, Some(1));
+        assert_eq!(first.updated_at, Some(Time(at(100))));
+        assert_eq!(first.body_bytes, Some(3));
+        assert_eq!(first.approx_tokens, Some(1));
+        assert_eq!(first.phase, Some(HandoffPhase::Current));
+        assert_eq!(first.observed_generation, Some(1));
+
+        let mut writer_only = spec("one");
+        writer_only.created_by = Some("bob".into());
+        let (same, change) = count(&writer_only, Some(&first), Some(2), at(200));
+        assert_eq!(change, Change::Unchanged);
+        assert_eq!(same.revision, Some(1));
+        assert_eq!(
+            same.updated_at,
+            Some(Time(at(100))),
+            "no content change, no new time"
+        );
+        assert_eq!(same.observed_generation, Some(2));
+
+        let (second, change) = count(&spec("two!"), Some(&same), Some(3), at(300));
+        assert_eq!(change, Change::Superseded { from: 1, to: 2 });
+        assert_eq!(second.revision, Some(2));
+        assert_eq!(second.updated_at, Some(Time(at(300))));
+        assert_eq!(second.body_bytes, Some(4));
+    }
+
+    #[test]
+    fn a_status_without_a_hash_is_recounted_once() {
+        let legacy = HandoffStatus {
+            revision: Some(4),
+            ..HandoffStatus::default()
+        };
+        let (status, change) = count(&spec("x"), Some(&legacy), None, at(1));
+        assert_eq!(change, Change::Superseded { from: 4, to: 5 });
+        let (_, again) = count(&spec("x"), Some(&status), None, at(2));
+        assert_eq!(again, Change::Unchanged);
+    }
+
+    #[test]
+    fn updated_at_is_whole_seconds() {
+        let t = Timestamp::from_millisecond(1_500).expect("ts");
+        let (status, _) = count(&spec("x"), None, None, t);
+        assert_eq!(status.updated_at, Some(Time(at(1))));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_unchanged() {
+        let first = mirrored_condition(true, "ok".into(), Some(1), at(10));
+        let set = set_condition(&[], first);
+        let again = set_condition(&set, mirrored_condition(true, "ok".into(), Some(2), at(20)));
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].last_transition_time, Time(at(10)));
+        let down = set_condition(
+            &again,
+            mirrored_condition(false, "down".into(), Some(2), at(30)),
+        );
+        assert_eq!(down[0].last_transition_time, Time(at(30)));
+        assert_eq!(down[0].reason, "MirrorUnavailable");
+    }
+
+    fn object(labels: &[(&str, &str)], owned: &[&str], finalizer: bool) -> Handoff {
+        let mut h = Handoff::new("n", spec("b"));
+        h.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        if !owned.is_empty() {
+            let fields: serde_json::Map<String, serde_json::Value> = owned
+                .iter()
+                .map(|k| (format!("f:{k}"), serde_json::json!({})))
+                .collect();
+            h.metadata.managed_fields = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                    manager: Some(FIELD_MANAGER.into()),
+                    operation: Some("Apply".into()),
+                    fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                        serde_json::json!({"f:metadata": {"f:labels": fields}}),
+                    )),
+                    ..Default::default()
+                },
+            ]);
+        }
+        if finalizer {
+            h.metadata.finalizers = Some(vec![MIRROR_FINALIZER.into()]);
+        }
+        h
+    }
+
+    #[test]
+    fn labels_are_added_only_where_missing_or_owned() {
+        let plan = metadata_plan(&object(&[], &[], false), false).expect("labels missing");
+        assert_eq!(
+            plan["metadata"]["labels"],
+            serde_json::json!({"project": "p", "kind": "issue"})
+        );
+        assert!(plan["metadata"].get("finalizers").is_none());
+
+        let writer_set = object(&[("project", "other"), ("kind", "issue")], &[], false);
+        let plan = metadata_plan(&writer_set, false);
+        assert!(plan.is_none(), "a writer's labels are left alone: {plan:?}");
+
+        let ours = object(
+            &[("project", "p"), ("kind", "issue")],
+            &["project", "kind"],
+            false,
+        );
+        assert!(metadata_plan(&ours, false).is_none(), "already applied");
+
+        let stale = object(
+            &[("project", "old"), ("kind", "issue")],
+            &["project", "kind"],
+            false,
+        );
+        let plan = metadata_plan(&stale, false).expect("our label follows the spec");
+        assert_eq!(plan["metadata"]["labels"]["project"], "p");
+    }
+
+    #[test]
+    fn the_finalizer_follows_the_mirror() {
+        let ours = object(
+            &[("project", "p"), ("kind", "issue")],
+            &["project", "kind"],
+            false,
+        );
+        let plan = metadata_plan(&ours, true).expect("finalizer to add");
+        assert_eq!(
+            plan["metadata"]["finalizers"],
+            serde_json::json!([MIRROR_FINALIZER])
+        );
+        let with = object(
+            &[("project", "p"), ("kind", "issue")],
+            &["project", "kind"],
+            true,
+        );
+        assert!(metadata_plan(&with, true).is_none());
+        let plan = metadata_plan(&with, false).expect("finalizer to drop");
+        assert!(plan["metadata"].get("finalizers").is_none());
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let secs: Vec<u64> = (0..9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+
+    #[test]
+    fn events_are_unique_objects_naming_the_handoff() {
+        let mut h = Handoff::new("obj", spec("b"));
+        h.metadata.namespace = Some("ns".into());
+        h.metadata.uid = Some("u-1".into());
+        let t = Timestamp::from_nanosecond(1_000_000_123).expect("ts");
+        let e = event(&h, "Superseded", "note".into(), "replica-a", t);
+        assert_eq!(e.metadata.namespace.as_deref(), Some("ns"));
+        assert!(
+            e.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("obj."))
+        );
+        assert_eq!(e.involved_object.uid.as_deref(), Some("u-1"));
+        assert_eq!(e.involved_object.kind.as_deref(), Some("Handoff"));
+        assert_eq!(e.count, Some(1));
+        assert_eq!(e.reporting_instance.as_deref(), Some("replica-a"));
+        let later = event(
+            &h,
+            "Superseded",
+            "note".into(),
+            "replica-a",
+            t + Duration::from_nanos(1),
+        );
+        assert_ne!(e.metadata.name, later.metadata.name);
+    }
+}

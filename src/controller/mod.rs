@@ -1,0 +1,645 @@
+//! `handoff controller`: the reconcile loops, leader-elected.
+//!
+//! Every replica runs the leader election ([`leader`]); only the lease
+//! holder runs the loops, and therefore only it writes — status, labels,
+//! Events, finalizers, mirror rows, grooming deletes. Replicas that do not
+//! hold the lease only wait for it (the bridge, not the controller, serves
+//! reads to agents). Losing the lease stops the loops before another
+//! replica may take over (see [`leader`]); a graceful shutdown (SIGTERM,
+//! Ctrl-C) lets in-flight reconciles finish (for at most
+//! [`SHUTDOWN_GRACE`]), then releases the lease.
+//!
+//! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
+//! - [`grooming`]: TTL grooming.
+//! - [`leader`]: Lease-based leader election.
+//! - [`crate::mirror`]: the PostgreSQL mirror and its resync.
+//!
+//! Operator notes: `/healthz` (process alive), `/readyz` (started, not
+//! shutting down) and `/metrics` (OpenMetrics, prefix
+//! `handoff_controller_`) are served on `--metrics-listen`. Logs are JSON on
+//! stderr. The controller needs, besides `handoffs` (get, list, watch,
+//! patch, delete) and `handoffs/status` (patch): `leases` (get, create,
+//! update) in the lease namespace and `events` (create).
+
+pub mod grooming;
+pub mod handoff;
+pub mod leader;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use futures::StreamExt;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{Controller, watcher};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
+
+use self::grooming::{DefaultTtl, TtlPolicy};
+use self::leader::{LeaderElector, LeaseConfig};
+use crate::api::Handoff;
+use crate::mirror::Mirror;
+
+/// The time source of the controller: `updatedAt` stamps and TTL expiry.
+/// Tests inject a [`ManualClock`] instead of sleeping.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now(&self) -> Timestamp;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}
+
+/// A clock that only moves when told to (tests).
+#[derive(Debug)]
+pub struct ManualClock(Mutex<Timestamp>);
+
+impl ManualClock {
+    /// A clock standing at `at`.
+    pub fn new(at: Timestamp) -> Self {
+        Self(Mutex::new(at))
+    }
+
+    /// Moves the clock to `at`.
+    pub fn set(&self, at: Timestamp) {
+        if let Ok(mut now) = self.0.lock() {
+            *now = at;
+        }
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Timestamp {
+        self.0
+            .lock()
+            .map(|t| *t)
+            .unwrap_or_else(|_| Timestamp::now())
+    }
+}
+
+/// Parses a duration such as `72h`, `90m`, `1h30m`, `15s`, `500ms` or `2d`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let invalid = || {
+        format!(
+            "invalid duration {text:?}: expected a number and a unit (ms, s, m, h, d), e.g. 72h or 1h30m"
+        )
+    };
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(invalid)?;
+        if digits == 0 {
+            return Err(invalid());
+        }
+        let value: u64 = rest[..digits].parse().map_err(|_| invalid())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            "d" => Duration::from_secs(86_400),
+            _ => return Err(invalid()),
+        };
+        total += unit
+            .checked_mul(u32::try_from(value).map_err(|_| invalid())?)
+            .ok_or_else(invalid)?;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+/// Arguments of `handoff controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Mirror handoffs into this PostgreSQL database (off when unset).
+    #[arg(long, env = "DATABASE_URL", value_name = "URL")]
+    pub postgres_url: Option<String>,
+    /// Delete handoffs not updated within this time (e.g. 72h) in every
+    /// project without a TTL of its own. Off when unset.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub default_handoff_ttl: Option<Duration>,
+    /// Serve /metrics, /healthz and /readyz on this address.
+    #[arg(long, env = "HANDOFF_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
+    pub metrics_listen: SocketAddr,
+    /// Name of the Lease used for leader election.
+    #[arg(long, default_value = "handoff-controller")]
+    pub lease_name: String,
+    /// Namespace of the Lease (default: the pod's or the kubeconfig's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// This replica's identity in the Lease (default: pod name, else hostname_pid).
+    #[arg(long, env = "POD_NAME")]
+    pub identity: Option<String>,
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "HANDOFF_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Most reconciles running at once.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: u16,
+    /// How long a Lease stays valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How long the leader keeps leading without a successful renewal.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub renew_deadline: Duration,
+    /// Pause between Lease acquire / renew attempts.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub retry_period: Duration,
+    /// How often the mirror is compared with the apiserver and repaired.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub mirror_resync_interval: Duration,
+    /// How often expired handoffs are looked for.
+    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    pub groom_interval: Duration,
+}
+
+/// Everything [`run`] needs besides the client.
+#[derive(Clone)]
+pub struct ControllerOptions {
+    /// Only this namespace, or all.
+    pub namespace: Option<String>,
+    /// Leader election.
+    pub lease: LeaseConfig,
+    /// Most reconciles at once.
+    pub concurrency: u16,
+    /// The mirror's URL, when enabled.
+    pub postgres_url: Option<String>,
+    /// Resync period of the mirror.
+    pub resync_interval: Duration,
+    /// Grooming period.
+    pub groom_interval: Duration,
+    /// The TTL of each project.
+    pub ttl: Arc<dyn TtlPolicy>,
+}
+
+/// Shared state of the loops.
+pub struct Context {
+    /// The controller's own client.
+    pub client: Client,
+    /// This replica's identity (Events name it as reporting instance).
+    pub identity: String,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Metrics.
+    pub metrics: Arc<ControllerMetrics>,
+    /// The mirror, when enabled.
+    pub mirror: Option<Arc<Mirror>>,
+    /// The TTL of each project.
+    pub ttl: Arc<dyn TtlPolicy>,
+    /// `(namespace, key)` → `(uid, revision)` this leader has mirrored.
+    pub mirrored: Mutex<HashMap<(String, String), (String, i64)>>,
+    /// Consecutive failures per object, for backoff.
+    pub failures: Mutex<HashMap<String, u32>>,
+}
+
+/// Runs `handoff controller` from its arguments until SIGTERM / Ctrl-C.
+pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
+    let config = kube::Config::infer().await?;
+    let lease_namespace = args
+        .lease_namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    let client = Client::try_from(config)?;
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let options = ControllerOptions {
+        namespace: args.namespace.clone(),
+        lease: LeaseConfig {
+            name: args.lease_name.clone(),
+            namespace: lease_namespace,
+            identity,
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+        },
+        concurrency: args.concurrency,
+        postgres_url: args.postgres_url.clone().filter(|u| !u.is_empty()),
+        resync_interval: args.mirror_resync_interval,
+        groom_interval: args.groom_interval,
+        ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
+    };
+    let metrics = ControllerMetrics::new();
+    let shutdown = CancellationToken::new();
+    let listener = tokio::net::TcpListener::bind(args.metrics_listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("--metrics-listen {}: {e}", args.metrics_listen))?;
+    eprintln!(
+        "handoff controller: metrics on http://{}/metrics",
+        listener.local_addr()?
+    );
+    let served = metrics.clone();
+    let ready = metrics.clone();
+    let stop = shutdown.clone();
+    tokio::spawn(crate::telemetry::serve_endpoints(
+        listener,
+        Arc::new(move || served.encode()),
+        Arc::new(move || ready.is_ready()),
+        async move { stop.cancelled().await },
+    ));
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        crate::telemetry::shutdown_signal().await;
+        tracing::info!("shutting down");
+        stop.cancel();
+    });
+    run(client, options, Arc::new(SystemClock), metrics, shutdown).await
+}
+
+/// `POD_NAME` is preferred (see the flag); otherwise `hostname_pid`.
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    let host = if host.is_empty() { "handoff" } else { &host };
+    format!("{host}_{}", std::process::id())
+}
+
+/// Runs the controller until `shutdown` is cancelled: elect, lead while
+/// holding the lease, wait again after losing it.
+pub async fn run(
+    client: Client,
+    options: ControllerOptions,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<ControllerMetrics>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    options.lease.validate().map_err(anyhow::Error::msg)?;
+    let mirror = options
+        .postgres_url
+        .as_deref()
+        .map(|url| Mirror::new(url, true))
+        .transpose()?
+        .map(Arc::new);
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        identity: options.lease.identity.clone(),
+        clock,
+        metrics: metrics.clone(),
+        mirror,
+        ttl: options.ttl.clone(),
+        mirrored: Mutex::new(HashMap::new()),
+        failures: Mutex::new(HashMap::new()),
+    });
+    let mut elector = LeaderElector::new(client, options.lease.clone());
+    metrics.ready.store(true, Ordering::Relaxed);
+    tracing::info!(identity = %options.lease.identity, lease = %options.lease.name, "waiting for the lease");
+    loop {
+        if !elector.acquire(&shutdown).await {
+            metrics.ready.store(false, Ordering::Relaxed);
+            return Ok(());
+        }
+        tracing::info!(identity = %options.lease.identity, "leading");
+        metrics.leader.set(1);
+        let leading = shutdown.child_token();
+        let work = bounded(lead(ctx.clone(), &options, leading.clone()), &leading);
+        let hold = elector.hold(&leading, &shutdown);
+        tokio::join!(work, hold);
+        metrics.leader.set(0);
+        if shutdown.is_cancelled() {
+            metrics.ready.store(false, Ordering::Relaxed);
+            elector.release().await;
+            tracing::info!("stopped; the lease is released");
+            return Ok(());
+        }
+        tracing::warn!(identity = %options.lease.identity, "lost the lease; waiting to lead again");
+    }
+}
+
+/// How long in-flight work may take to finish once leadership ends (lost
+/// or shutting down) before it is abandoned.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs `work` to its end, but at most [`SHUTDOWN_GRACE`] after `leading`
+/// is cancelled, so stepping down and shutting down are bounded.
+async fn bounded(work: impl std::future::Future<Output = ()>, leading: &CancellationToken) {
+    tokio::select! {
+        () = work => {}
+        () = async {
+            leading.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "in-flight work did not finish within the grace period; abandoning it");
+        }
+    }
+}
+
+/// The loops of the leader, until `leading` is cancelled.
+async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: CancellationToken) {
+    if let Ok(mut m) = ctx.mirrored.lock() {
+        m.clear();
+    }
+    let api: Api<Handoff> = match &options.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    let controller = Controller::new(api.clone(), watcher::Config::default())
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(options.concurrency.max(1)),
+        )
+        .graceful_shutdown_on(leading.clone().cancelled_owned())
+        .run(handoff::reconcile, handoff::error_policy, ctx.clone())
+        .for_each(|result| async move {
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(_)) = &result {
+                return;
+            }
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "controller event");
+            }
+        });
+    let groom = grooming::run(
+        ctx.clone(),
+        api.clone(),
+        options.groom_interval,
+        leading.clone(),
+    );
+    let resync = async {
+        if let Some(mirror) = ctx.mirror.clone() {
+            crate::mirror::resync::run(
+                ctx.clone(),
+                mirror,
+                api.clone(),
+                options.namespace.clone(),
+                options.resync_interval,
+                leading.clone(),
+            )
+            .await;
+        }
+    };
+    tokio::join!(controller, groom, resync);
+}
+
+/// The controller's metrics (prefix `handoff_controller_`).
+pub struct ControllerMetrics {
+    registry: Registry,
+    reconciles: Family<ResultLabel, Counter>,
+    reconcile_seconds: Histogram,
+    leader: Gauge,
+    revisions: Counter,
+    groomed: Counter,
+    mirror_errors: Counter,
+    mirror_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    mirror_pending_rows: Gauge,
+    resync_repairs: Family<RepairLabel, Counter>,
+    pending: Mutex<HashMap<(String, String), Instant>>,
+    ready: AtomicBool,
+    resyncs: AtomicI64,
+}
+
+/// `result` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ResultLabel {
+    /// `ok` or `error`.
+    pub result: String,
+}
+
+/// `action` label of resync repairs.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct RepairLabel {
+    /// `written` (missing or stale row) or `deleted` (orphan row).
+    pub action: String,
+}
+
+impl ControllerMetrics {
+    /// Registers every metric.
+    pub fn new() -> Arc<Self> {
+        let mut registry = Registry::with_prefix("handoff_controller");
+        let reconciles = Family::<ResultLabel, Counter>::default();
+        let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let leader = Gauge::default();
+        let revisions = Counter::default();
+        let groomed = Counter::default();
+        let mirror_errors = Counter::default();
+        let mirror_lag_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        let mirror_pending_rows = Gauge::default();
+        let resync_repairs = Family::<RepairLabel, Counter>::default();
+        registry.register(
+            "reconciles",
+            "Handoff reconciles by result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Handoff reconcile latency",
+            reconcile_seconds.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the lease",
+            leader.clone(),
+        );
+        registry.register("revisions", "Content revisions counted", revisions.clone());
+        registry.register(
+            "groomed_handoffs",
+            "Handoffs deleted by TTL grooming",
+            groomed.clone(),
+        );
+        registry.register(
+            "mirror_errors",
+            "Failed mirror writes (retried with backoff)",
+            mirror_errors.clone(),
+        );
+        registry.register(
+            "mirror_lag_seconds",
+            "Age of the oldest change not yet in the mirror (0 when caught up)",
+            mirror_lag_seconds.clone(),
+        );
+        registry.register(
+            "mirror_pending_rows",
+            "Handoffs whose mirror row is behind",
+            mirror_pending_rows.clone(),
+        );
+        registry.register(
+            "mirror_resync_repairs",
+            "Rows repaired by resync",
+            resync_repairs.clone(),
+        );
+        Arc::new(Self {
+            registry,
+            reconciles,
+            reconcile_seconds,
+            leader,
+            revisions,
+            groomed,
+            mirror_errors,
+            mirror_lag_seconds,
+            mirror_pending_rows,
+            resync_repairs,
+            pending: Mutex::new(HashMap::new()),
+            ready: AtomicBool::new(false),
+            resyncs: AtomicI64::new(0),
+        })
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        self.refresh_lag();
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    /// Whether `/readyz` answers ok.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Whether this replica leads.
+    pub fn is_leader(&self) -> bool {
+        self.leader.get() == 1
+    }
+
+    /// Completed resync passes (tests wait on it).
+    pub fn resyncs(&self) -> i64 {
+        self.resyncs.load(Ordering::Relaxed)
+    }
+
+    /// Handoffs deleted by grooming.
+    pub fn groomed(&self) -> u64 {
+        self.groomed.get()
+    }
+
+    fn observe_reconcile(&self, ok: bool, elapsed: Duration) {
+        self.reconcile_seconds.observe(elapsed.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ResultLabel {
+                result: if ok { "ok" } else { "error" }.into(),
+            })
+            .inc();
+    }
+
+    fn count_revision(&self) {
+        self.revisions.inc();
+    }
+
+    fn count_groomed(&self) {
+        self.groomed.inc();
+    }
+
+    pub(crate) fn count_mirror_error(&self) {
+        self.mirror_errors.inc();
+    }
+
+    pub(crate) fn count_repair(&self, action: &str) {
+        self.resync_repairs
+            .get_or_create(&RepairLabel {
+                action: action.into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn count_resync(&self) {
+        self.resyncs.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn mirror_pending(&self, key: &(String, String)) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.entry(key.clone()).or_insert_with(Instant::now);
+        }
+        self.refresh_lag();
+    }
+
+    fn mirror_caught_up(&self, key: &(String, String)) {
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(key);
+        }
+        self.refresh_lag();
+    }
+
+    fn refresh_lag(&self) {
+        if let Ok(pending) = self.pending.lock() {
+            let oldest = pending.values().map(Instant::elapsed).max();
+            self.mirror_lag_seconds
+                .set(oldest.map(|d| d.as_secs_f64()).unwrap_or(0.0));
+            self.mirror_pending_rows
+                .set(i64::try_from(pending.len()).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases = [
+            ("72h", Some(72 * 3600)),
+            ("90m", Some(5400)),
+            ("1h30m", Some(5400)),
+            ("15s", Some(15)),
+            ("2d", Some(172_800)),
+            ("0s", Some(0)),
+        ];
+        for (text, secs) in cases {
+            assert_eq!(
+                parse_duration(text).ok().map(|d| d.as_secs()),
+                secs,
+                "{text}"
+            );
+        }
+        assert_eq!(
+            parse_duration("500ms").expect("ms"),
+            Duration::from_millis(500)
+        );
+        for bad in ["", "h", "12", "3 hours", "1y", "-1h", "1h-"] {
+            let err = parse_duration(bad).expect_err(bad);
+            assert!(err.contains("invalid duration"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_manual_clock_moves_only_when_set() {
+        let t = Timestamp::from_second(1_000).expect("ts");
+        let clock = ManualClock::new(t);
+        assert_eq!(clock.now(), t);
+        let later = Timestamp::from_second(2_000).expect("ts");
+        clock.set(later);
+        assert_eq!(clock.now(), later);
+    }
+
+    #[test]
+    fn lag_is_the_oldest_pending_change() {
+        let m = ControllerMetrics::new();
+        let key = ("ns".to_owned(), "k".to_owned());
+        m.mirror_pending(&key);
+        assert!(
+            m.encode()
+                .contains("handoff_controller_mirror_pending_rows 1")
+        );
+        m.mirror_caught_up(&key);
+        let text = m.encode();
+        assert!(
+            text.contains("handoff_controller_mirror_pending_rows 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("handoff_controller_mirror_lag_seconds 0"),
+            "{text}"
+        );
+    }
+}

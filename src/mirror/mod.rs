@@ -1,0 +1,598 @@
+//! The PostgreSQL mirror of `Handoff` objects: a relational copy for fast,
+//! indexed lists and for history, kept by the controller (the only writer)
+//! and read by the bridge.
+//!
+//! Why a mirror and not the source of truth: the apiserver stays the
+//! authority (RBAC, admission, `kubectl`, GitOps); the mirror answers what
+//! etcd answers badly — a project's handoffs sorted by `updated_at` without
+//! reading the whole project, and every past revision of a handoff.
+//!
+//! - schema: hand-written SQL in `migrations/*.sql`, embedded with
+//!   `include_str!` and applied at start under an advisory lock (several
+//!   controllers may start at once), recorded in `handoff_schema_migrations`.
+//! - rows never move backwards: an upsert only replaces a row of another
+//!   object incarnation (`id` is the uid) or of an older `(revision,
+//!   resource_version)` (see [`should_replace`]; the SQL mirrors it).
+//! - `handoff_revisions` is append-only: one row per counted revision,
+//!   recorded only once the revision is stored in the object's status.
+//! - the connection is lazy and re-made after a failure, so PostgreSQL being
+//!   down is an error of the call, never of the process; the controller
+//!   retries with backoff and its resync catches up.
+//!
+//! Kubernetes resourceVersions are opaque strings by contract, but every
+//! apiserver backed by etcd issues the etcd revision, an integer; the mirror
+//! stores it as `BIGINT` to compare. A resourceVersion that is not an integer
+//! is refused with an error naming it rather than compared wrongly.
+
+pub mod resync;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use tokio::sync::Mutex;
+use tokio_postgres::NoTls;
+
+use crate::api::Handoff;
+
+/// The embedded migrations, in order: `(version, SQL)`.
+const MIGRATIONS: [(i32, &str); 1] = [(1, include_str!("migrations/0001_init.sql"))];
+
+/// The advisory lock key that serializes migrations across processes.
+const MIGRATION_LOCK: i64 = 0x68616e646f6666; // "handoff"
+
+/// How long a connection attempt may take before PostgreSQL counts as down.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a mirror call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MirrorError {
+    /// The URL given with `--postgres-url` / `DATABASE_URL` does not parse.
+    #[error("--postgres-url / DATABASE_URL is not a valid PostgreSQL URL: {0}")]
+    Url(String),
+    /// PostgreSQL is unreachable or a statement failed.
+    #[error("PostgreSQL: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// Connecting took longer than the connect timeout.
+    #[error("PostgreSQL did not accept a connection within {}s", CONNECT_TIMEOUT.as_secs())]
+    ConnectTimeout,
+    /// An object cannot be mirrored as it is.
+    #[error("handoff {object} cannot be mirrored: {problem}")]
+    Object {
+        /// `namespace/name`.
+        object: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// One row of `handoffs`: the mirror's copy of a counted Handoff.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `metadata.uid`.
+    pub id: String,
+    /// Namespace.
+    pub namespace: String,
+    /// `spec.handoffKey`.
+    pub handoff_key: String,
+    /// `spec.project`.
+    pub project: String,
+    /// `spec.repo`.
+    pub repo: Option<String>,
+    /// `spec.kind`.
+    pub kind: Option<String>,
+    /// `spec.createdBy`, empty when the object names no writer.
+    pub created_by: String,
+    /// `spec.body`.
+    pub body: String,
+    /// `status.revision`.
+    pub revision: i64,
+    /// `metadata.resourceVersion`, as the integer etcd issued.
+    pub resource_version: i64,
+    /// `metadata.creationTimestamp`.
+    pub created_at: Timestamp,
+    /// `status.updatedAt`.
+    pub updated_at: Timestamp,
+}
+
+impl Row {
+    /// The row for `h`; `Ok(None)` while the controller has not counted it
+    /// yet (no `status.revision` / `status.updatedAt`).
+    pub fn of(h: &Handoff) -> Result<Option<Row>, MirrorError> {
+        let Some(status) = h.status.as_ref() else {
+            return Ok(None);
+        };
+        let (Some(revision), Some(updated_at)) = (status.revision, status.updated_at.as_ref())
+        else {
+            return Ok(None);
+        };
+        let object = crate::store::describe(h);
+        let problem = |problem: &str| MirrorError::Object {
+            object: object.clone(),
+            problem: problem.to_owned(),
+        };
+        let id = h.uid().ok_or_else(|| problem("it has no metadata.uid"))?;
+        let namespace = h
+            .namespace()
+            .ok_or_else(|| problem("it has no namespace"))?;
+        let rv = h.resource_version().unwrap_or_default();
+        let resource_version = parse_resource_version(&rv)
+            .ok_or_else(|| problem(&format!("resourceVersion {rv:?} is not an integer")))?;
+        let created_at = h
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(updated_at.0);
+        Ok(Some(Row {
+            id,
+            namespace,
+            handoff_key: h.spec.handoff_key.clone(),
+            project: h.spec.project.clone(),
+            repo: h.spec.repo.clone(),
+            kind: h.spec.kind.clone(),
+            created_by: h.spec.created_by.clone().unwrap_or_default(),
+            body: h.spec.body.clone(),
+            revision,
+            resource_version,
+            created_at,
+            updated_at: updated_at.0,
+        }))
+    }
+}
+
+/// What identifies a row's version, for resync.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowVersion {
+    /// Namespace.
+    pub namespace: String,
+    /// The key.
+    pub handoff_key: String,
+    /// `metadata.uid` of the object it was written from.
+    pub id: String,
+    /// Content revision.
+    pub revision: i64,
+    /// resourceVersion it was written from.
+    pub resource_version: i64,
+}
+
+/// One row of `handoff_revisions`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryRow {
+    /// The key.
+    pub handoff_key: String,
+    /// Revision number.
+    pub revision: i64,
+    /// Project at that revision.
+    pub project: String,
+    /// Repo at that revision.
+    pub repo: Option<String>,
+    /// Kind at that revision.
+    pub kind: Option<String>,
+    /// Body at that revision.
+    pub body: String,
+    /// Writer of that revision (empty when unknown).
+    pub created_by: String,
+    /// When that revision was counted (its `updatedAt`).
+    pub written_at: Timestamp,
+}
+
+/// A resourceVersion as the integer etcd issued, if it is one.
+pub fn parse_resource_version(rv: &str) -> Option<i64> {
+    rv.parse::<i64>().ok().filter(|v| *v >= 0)
+}
+
+/// Whether a row written from `(id, revision, rv)` should replace the
+/// existing `row`: another incarnation of the key always does; the same
+/// object only with a newer revision, or the same revision at a newer
+/// resourceVersion. (The upsert's SQL `WHERE` is this function.)
+pub fn should_replace(row: &RowVersion, id: &str, revision: i64, resource_version: i64) -> bool {
+    row.id != id
+        || row.revision < revision
+        || (row.revision == revision && row.resource_version < resource_version)
+}
+
+/// Whether resync must rewrite `row` for the current object `current`.
+pub fn is_stale(row: &RowVersion, current: &Row) -> bool {
+    row.id != current.id || row.revision < current.revision
+}
+
+/// A position in list order: `(updated_at, handoff_key)`.
+pub type ListAfter = (Timestamp, String);
+
+const UPSERT: &str = r#"
+INSERT INTO handoffs AS h (id, namespace, handoff_key, project, repo, kind, created_by, body,
+                           revision, resource_version, created_at, updated_at)
+VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+ON CONFLICT (namespace, handoff_key) DO UPDATE SET
+    id = EXCLUDED.id, project = EXCLUDED.project, repo = EXCLUDED.repo, kind = EXCLUDED.kind,
+    created_by = EXCLUDED.created_by, body = EXCLUDED.body, revision = EXCLUDED.revision,
+    resource_version = EXCLUDED.resource_version, created_at = EXCLUDED.created_at,
+    updated_at = EXCLUDED.updated_at
+WHERE h.id <> EXCLUDED.id
+   OR h.revision < EXCLUDED.revision
+   OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
+"#;
+
+const RECORD_REVISION: &str = r#"
+INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo, kind,
+                               body, created_by, written_at)
+VALUES ($1, $2, $3::text::uuid, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT DO NOTHING
+"#;
+
+const LIST: &str = r#"
+SELECT handoff_key, project, repo, kind, created_by, body, updated_at, revision
+FROM handoffs
+WHERE namespace = $1 AND project = $2 AND ($3::text IS NULL OR repo = $3)
+  AND ($4::timestamptz IS NULL OR updated_at < $4
+       OR (updated_at = $4 AND handoff_key COLLATE "C" > $5::text COLLATE "C"))
+ORDER BY updated_at DESC, handoff_key COLLATE "C" ASC
+LIMIT $6
+"#;
+
+/// A connection to the mirror, made on first use and re-made after a failure.
+pub struct Mirror {
+    config: tokio_postgres::Config,
+    migrate: bool,
+    client: Mutex<Option<Arc<tokio_postgres::Client>>>,
+}
+
+impl Mirror {
+    /// A mirror at `url`. `migrate`: apply the embedded migrations on each
+    /// new connection (the controller does; the bridge only reads).
+    pub fn new(url: &str, migrate: bool) -> Result<Self, MirrorError> {
+        let mut config: tokio_postgres::Config =
+            url.parse().map_err(|e: tokio_postgres::Error| {
+                MirrorError::Url(format!("{e} (expected postgres://user@host:port/db)"))
+            })?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        if config.get_application_name().is_none() {
+            config.application_name("handoff");
+        }
+        Ok(Self {
+            config,
+            migrate,
+            client: Mutex::new(None),
+        })
+    }
+
+    /// The live client, connecting (and migrating) when there is none.
+    async fn client(&self) -> Result<Arc<tokio_postgres::Client>, MirrorError> {
+        let mut slot = self.client.lock().await;
+        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
+            return Ok(client.clone());
+        }
+        *slot = None;
+        let (mut client, connection) =
+            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+                .await
+                .map_err(|_| MirrorError::ConnectTimeout)??;
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::warn!(error = %err, "the PostgreSQL connection ended");
+            }
+        });
+        if self.migrate {
+            migrate(&mut client).await?;
+        }
+        let client = Arc::new(client);
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Runs `f` with the client; a failure that closed the connection drops
+    /// it so the next call reconnects.
+    async fn with<T, F, Fut>(&self, f: F) -> Result<T, MirrorError>
+    where
+        F: FnOnce(Arc<tokio_postgres::Client>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let client = self.client().await?;
+        match f(client.clone()).await {
+            Ok(v) => Ok(v),
+            Err(err) => {
+                if err.is_closed() || client.is_closed() {
+                    let mut slot = self.client.lock().await;
+                    if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &client)) {
+                        *slot = None;
+                    }
+                }
+                Err(err.into())
+            }
+        }
+    }
+
+    /// Connects (and migrates) now: `Ok` when PostgreSQL is reachable.
+    pub async fn ping(&self) -> Result<(), MirrorError> {
+        self.with(|c| async move { c.simple_query("SELECT 1").await.map(drop) })
+            .await
+    }
+
+    /// Writes `row` unless the mirror already holds it or something newer;
+    /// `true` when the row changed.
+    pub async fn upsert(&self, row: &Row) -> Result<bool, MirrorError> {
+        self.with(|c| async move {
+            let changed = c
+                .execute(
+                    UPSERT,
+                    &[
+                        &row.id,
+                        &row.namespace,
+                        &row.handoff_key,
+                        &row.project,
+                        &row.repo,
+                        &row.kind,
+                        &row.created_by,
+                        &row.body,
+                        &row.revision,
+                        &row.resource_version,
+                        &row.created_at,
+                        &row.updated_at,
+                    ],
+                )
+                .await?;
+            Ok(changed > 0)
+        })
+        .await
+    }
+
+    /// Appends `row`'s revision to the history (nothing when it is already
+    /// there). Call it only for a revision the apiserver has stored in
+    /// `status`, so a number is never recorded for content it was not given.
+    pub async fn record_revision(&self, row: &Row) -> Result<(), MirrorError> {
+        self.with(|c| async move {
+            c.execute(
+                RECORD_REVISION,
+                &[
+                    &row.namespace,
+                    &row.handoff_key,
+                    &row.id,
+                    &row.revision,
+                    &row.project,
+                    &row.repo,
+                    &row.kind,
+                    &row.body,
+                    &row.created_by,
+                    &row.updated_at,
+                ],
+            )
+            .await
+            .map(drop)
+        })
+        .await
+    }
+
+    /// Deletes the row of `key` in `namespace`; with `id`, only the row of
+    /// that object (a newer incarnation's row stays). History is kept.
+    pub async fn delete(
+        &self,
+        namespace: &str,
+        key: &str,
+        id: Option<&str>,
+    ) -> Result<bool, MirrorError> {
+        self.with(|c| async move {
+            let n = c
+                .execute(
+                    "DELETE FROM handoffs WHERE namespace = $1 AND handoff_key = $2 \
+                     AND ($3::text IS NULL OR id = $3::text::uuid)",
+                    &[&namespace, &key, &id],
+                )
+                .await?;
+            Ok(n > 0)
+        })
+        .await
+    }
+
+    /// The version of every row, of one namespace or of all.
+    pub async fn versions(&self, namespace: Option<&str>) -> Result<Vec<RowVersion>, MirrorError> {
+        self.with(|c| async move {
+            let rows = c
+                .query(
+                    "SELECT namespace, handoff_key, id::text, revision, resource_version FROM handoffs \
+                     WHERE $1::text IS NULL OR namespace = $1",
+                    &[&namespace],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| RowVersion {
+                    namespace: r.get(0),
+                    handoff_key: r.get(1),
+                    id: r.get(2),
+                    revision: r.get(3),
+                    resource_version: r.get(4),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// One page of a project's rows in list order (`updated_at` desc, key
+    /// asc in byte order), strictly after `after`.
+    pub async fn list(
+        &self,
+        namespace: &str,
+        project: &str,
+        repo: Option<&str>,
+        after: Option<&ListAfter>,
+        limit: i64,
+    ) -> Result<Vec<ListedRow>, MirrorError> {
+        let after_at = after.map(|a| a.0);
+        let after_key = after.map(|a| a.1.as_str()).unwrap_or_default();
+        self.with(|c| async move {
+            let rows = c
+                .query(
+                    LIST,
+                    &[&namespace, &project, &repo, &after_at, &after_key, &limit],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| ListedRow {
+                    handoff_key: r.get(0),
+                    project: r.get(1),
+                    repo: r.get(2),
+                    kind: r.get(3),
+                    created_by: r.get(4),
+                    body: r.get(5),
+                    updated_at: r.get(6),
+                    revision: r.get(7),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Revision `revision` of `key` from the history (of the newest object
+    /// incarnation that had it).
+    pub async fn revision(
+        &self,
+        namespace: &str,
+        key: &str,
+        revision: i64,
+    ) -> Result<Option<HistoryRow>, MirrorError> {
+        self.with(|c| async move {
+            let row = c
+                .query_opt(
+                    "SELECT handoff_key, revision, project, repo, kind, body, created_by, written_at \
+                     FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2 AND revision = $3 \
+                     ORDER BY written_at DESC LIMIT 1",
+                    &[&namespace, &key, &revision],
+                )
+                .await?;
+            Ok(row.map(|r| HistoryRow {
+                handoff_key: r.get(0),
+                revision: r.get(1),
+                project: r.get(2),
+                repo: r.get(3),
+                kind: r.get(4),
+                body: r.get(5),
+                created_by: r.get(6),
+                written_at: r.get(7),
+            }))
+        })
+        .await
+    }
+}
+
+/// A row as `list_handoffs` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedRow {
+    /// The key.
+    pub handoff_key: String,
+    /// Project.
+    pub project: String,
+    /// Repo.
+    pub repo: Option<String>,
+    /// Kind.
+    pub kind: Option<String>,
+    /// Writer (empty when unknown).
+    pub created_by: String,
+    /// Body.
+    pub body: String,
+    /// `status.updatedAt`.
+    pub updated_at: Timestamp,
+    /// Content revision.
+    pub revision: i64,
+}
+
+/// Applies the embedded migrations not yet recorded, in one transaction
+/// holding an advisory lock, so concurrent starts apply each exactly once.
+async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS handoff_schema_migrations (\
+             version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .await?;
+    for (version, sql) in MIGRATIONS {
+        let done = tx
+            .query_opt(
+                "SELECT 1 FROM handoff_schema_migrations WHERE version = $1",
+                &[&version],
+            )
+            .await?
+            .is_some();
+        if !done {
+            tx.batch_execute(sql).await?;
+            tx.execute(
+                "INSERT INTO handoff_schema_migrations (version) VALUES ($1)",
+                &[&version],
+            )
+            .await?;
+            tracing::info!(version, "applied a mirror migration");
+        }
+    }
+    tx.commit().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn version(id: &str, revision: i64, rv: i64) -> RowVersion {
+        RowVersion {
+            namespace: "ns".into(),
+            handoff_key: "k".into(),
+            id: id.into(),
+            revision,
+            resource_version: rv,
+        }
+    }
+
+    #[test]
+    fn rows_never_move_backwards() {
+        let row = version("a", 3, 100);
+        let cases = [
+            ("a", 3, 100, false, "the same version"),
+            ("a", 2, 200, false, "an older revision, even at a newer rv"),
+            ("a", 3, 99, false, "the same revision at an older rv"),
+            ("a", 3, 101, true, "the same revision at a newer rv"),
+            ("a", 4, 50, true, "a newer revision"),
+            ("b", 1, 1, true, "another incarnation of the key"),
+        ];
+        for (id, revision, rv, expected, why) in cases {
+            assert_eq!(should_replace(&row, id, revision, rv), expected, "{why}");
+        }
+    }
+
+    #[test]
+    fn resource_versions_must_be_integers() {
+        assert_eq!(parse_resource_version("12345"), Some(12345));
+        assert_eq!(parse_resource_version(""), None);
+        assert_eq!(parse_resource_version("abc"), None);
+        assert_eq!(parse_resource_version("-1"), None);
+    }
+
+    #[test]
+    fn urls_are_checked_up_front() {
+        let err = Mirror::new("not a url at all ::", true)
+            .err()
+            .expect("invalid");
+        assert!(err.to_string().contains("--postgres-url"), "{err}");
+        assert!(Mirror::new("postgres://postgres@127.0.0.1:5432/postgres", true).is_ok());
+    }
+
+    #[test]
+    fn migrations_are_ordered_and_unique() {
+        let versions: Vec<i32> = MIGRATIONS.iter().map(|(v, _)| *v).collect();
+        let mut sorted = versions.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(versions, sorted);
+        let statements = MIGRATIONS
+            .iter()
+            .flat_map(|(_, sql)| sql.lines())
+            .filter(|l| !l.trim_start().starts_with("--"));
+        for line in statements {
+            assert!(
+                !line.to_uppercase().contains("JSON"),
+                "typed columns only: {line}"
+            );
+        }
+    }
+}

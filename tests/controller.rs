@@ -1,0 +1,1099 @@
+//! `handoff controller` against the real kube-apiserver and a real
+//! PostgreSQL: status, labels, Events, the mirror (rows, history, resync,
+//! outages), leader election and TTL grooming. Controllers run in-process
+//! (one per test, scoped to the test's namespace, each with its own Lease);
+//! waits are bounded polls for a condition, never sleeps asserted on.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use handoff::api::naming::name_for_key;
+use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff::controller::grooming::{DefaultTtl, TtlPolicy};
+use handoff::controller::handoff::{MIRROR_FINALIZER, MIRRORED};
+use handoff::controller::leader::LeaseConfig;
+use handoff::controller::{
+    self, Clock, ControllerMetrics, ControllerOptions, ManualClock, SystemClock,
+};
+use handoff::store::{HandoffStore, WriteRequest};
+use handoff::testing::{self, Postgres};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const LEASE: &str = "handoff-controller";
+
+/// An in-process controller.
+struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+    metrics: Arc<ControllerMetrics>,
+}
+
+impl Running {
+    /// Graceful stop: in-flight reconciles finish, the lease is released.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the controller stops within 30s of a graceful shutdown")
+            .expect("controller task")
+            .expect("controller result");
+    }
+
+    /// A crash: the task is dropped where it stands, the lease stays held.
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+struct Setup {
+    identity: &'static str,
+    postgres_url: Option<String>,
+    ttl: Option<Duration>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Setup {
+    fn new(identity: &'static str) -> Self {
+        Self {
+            identity,
+            postgres_url: None,
+            ttl: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
+
+    fn mirror(mut self, url: &str) -> Self {
+        self.postgres_url = Some(url.to_owned());
+        self
+    }
+
+    fn start(self, client: Client, namespace: &str) -> Running {
+        let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
+        let options = ControllerOptions {
+            namespace: Some(namespace.to_owned()),
+            lease: LeaseConfig {
+                name: LEASE.into(),
+                namespace: namespace.to_owned(),
+                identity: self.identity.into(),
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(250),
+            },
+            concurrency: 8,
+            postgres_url: self.postgres_url,
+            resync_interval: Duration::from_secs(2),
+            groom_interval: Duration::from_millis(200),
+            ttl,
+        };
+        let metrics = ControllerMetrics::new();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(controller::run(
+            client,
+            options,
+            self.clock,
+            metrics.clone(),
+            shutdown.clone(),
+        ));
+        Running {
+            shutdown,
+            task,
+            metrics,
+        }
+    }
+}
+
+async fn shared_pg() -> String {
+    tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres")
+}
+
+async fn pg(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+/// Polls `check` until it returns `Some`, at most `limit`.
+async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn request(key: &str, project: &str, body: &str, writer: &str) -> WriteRequest {
+    WriteRequest {
+        handoff_key: key.into(),
+        project: project.into(),
+        repo: Some("org/repo".into()),
+        kind: Some("issue".into()),
+        body: body.into(),
+        created_by: Some(writer.into()),
+    }
+}
+
+/// `(key, revision, id)` of every row of `namespace`.
+async fn rows(db: &tokio_postgres::Client, namespace: &str) -> BTreeMap<String, (i64, String)> {
+    db.query(
+        "SELECT handoff_key, revision, id::text FROM handoffs WHERE namespace = $1",
+        &[&namespace],
+    )
+    .await
+    .expect("rows")
+    .iter()
+    .map(|r| (r.get(0), (r.get(1), r.get(2))))
+    .collect()
+}
+
+/// `(key, revision, uid)` of every counted, live Handoff; `None` while
+/// some object is uncounted or terminating.
+async fn counted(api: &Api<Handoff>) -> Option<BTreeMap<String, (i64, String)>> {
+    let list = api.list(&ListParams::default()).await.ok()?;
+    let mut out = BTreeMap::new();
+    for h in list.items {
+        if h.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        let revision = h.status.as_ref().and_then(|s| s.revision)?;
+        out.insert(h.spec.handoff_key.clone(), (revision, h.uid()?));
+    }
+    Some(out)
+}
+
+/// Waits until the mirror holds exactly the live CRs at their revisions.
+async fn converged(
+    api: &Api<Handoff>,
+    db: &tokio_postgres::Client,
+    namespace: &str,
+    limit: Duration,
+) -> usize {
+    eventually("the mirror to converge", limit, || async {
+        let crs = counted(api).await?;
+        (rows(db, namespace).await == crs).then_some(crs.len())
+    })
+    .await
+}
+
+async fn events(client: &Client, namespace: &str, name: &str) -> Vec<Event> {
+    let mut list: Vec<Event> = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .expect("events")
+        .items;
+    list.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
+    list
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres() {
+    let env = common::env();
+    let ns = env.namespace("ctl-lifecycle").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let controller = Setup::new("only").mirror(&url).start(client.clone(), &ns);
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+
+    // Created like kubectl or GitOps would: no labels.
+    let key = "acme/api#42";
+    let name = name_for_key(key);
+    let body1 = "## State\nparser done\n## Next\n- wire the CLI";
+    let mut h = Handoff::new(
+        &name,
+        HandoffSpec {
+            handoff_key: key.into(),
+            project: "shop".into(),
+            repo: Some("org/repo".into()),
+            kind: Some("issue".into()),
+            body: body1.into(),
+            created_by: Some("alice".into()),
+        },
+    );
+    h.metadata.labels = None;
+    api.create(&PostParams::default(), &h)
+        .await
+        .expect("create");
+
+    let first = eventually("revision 1 mirrored", Duration::from_secs(30), || async {
+        let h = api.get(&name).await.ok()?;
+        let mirrored = h
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == MIRRORED && c.status == "True");
+        let labelled = h.labels().contains_key("project");
+        (mirrored && labelled).then_some(h)
+    })
+    .await;
+    let status = first.status.clone().expect("status");
+    assert_eq!(status.revision, Some(1));
+    assert_eq!(status.body_bytes, Some(body1.len() as i64));
+    assert_eq!(status.approx_tokens, Some(body1.len().div_ceil(4) as i64));
+    assert_eq!(status.phase, Some(HandoffPhase::Current));
+    assert_eq!(status.observed_generation, first.metadata.generation);
+    assert!(status.content_hash.is_some());
+    let labels = first.labels();
+    assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
+    assert_eq!(labels.get("kind").map(String::as_str), Some("issue"));
+    assert!(!labels.contains_key("repo"), "org/repo is no label value");
+    assert!(first.finalizers().iter().any(|f| f == MIRROR_FINALIZER));
+
+    let row = db
+        .query_one(
+            "SELECT id::text, namespace, handoff_key, project, repo, kind, created_by, body, revision, \
+             resource_version, created_at, updated_at FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
+            &[&ns, &key],
+        )
+        .await
+        .expect("row");
+    assert_eq!(row.get::<_, String>(0), first.uid().expect("uid"));
+    assert_eq!(row.get::<_, String>(1), ns);
+    assert_eq!(row.get::<_, String>(2), key);
+    assert_eq!(row.get::<_, String>(3), "shop");
+    assert_eq!(row.get::<_, Option<String>>(4).as_deref(), Some("org/repo"));
+    assert_eq!(row.get::<_, Option<String>>(5).as_deref(), Some("issue"));
+    assert_eq!(row.get::<_, String>(6), "alice");
+    assert_eq!(row.get::<_, String>(7), body1);
+    assert_eq!(row.get::<_, i64>(8), 1);
+    let row_rv = row.get::<_, i64>(9);
+    let object_rv: i64 = first
+        .resource_version()
+        .expect("rv")
+        .parse()
+        .expect("int rv");
+    assert!(
+        row_rv > 0 && row_rv <= object_rv,
+        "row rv {row_rv}, object rv {object_rv}"
+    );
+    assert_eq!(
+        row.get::<_, Timestamp>(10),
+        first
+            .metadata
+            .creation_timestamp
+            .clone()
+            .expect("created")
+            .0
+    );
+    assert_eq!(
+        row.get::<_, Timestamp>(11),
+        status.updated_at.clone().expect("updatedAt").0
+    );
+
+    // A content change by another writer: revision 2, history, Superseded.
+    let store = HandoffStore::new(client.clone(), &ns);
+    let body2 = "## State\nCLI wired";
+    store
+        .write(&request(key, "shop", body2, "bob"))
+        .await
+        .expect("update");
+    eventually("revision 2 in the mirror", Duration::from_secs(30), || async {
+        let r = db
+            .query_opt(
+                "SELECT revision, body, created_by FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
+                &[&ns, &key],
+            )
+            .await
+            .ok()??;
+        (r.get::<_, i64>(0) == 2 && r.get::<_, String>(1) == body2 && r.get::<_, String>(2) == "bob")
+            .then_some(())
+    })
+    .await;
+    let history: Vec<(i64, String, String)> = db
+        .query(
+            "SELECT revision, body, created_by FROM handoff_revisions \
+             WHERE namespace = $1 AND handoff_key = $2 ORDER BY revision",
+            &[&ns, &key],
+        )
+        .await
+        .expect("history")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (1, body1.to_owned(), "alice".to_owned()),
+            (2, body2.to_owned(), "bob".to_owned())
+        ]
+    );
+    let seen = eventually("two Events", Duration::from_secs(10), || async {
+        let e = events(&client, &ns, &name).await;
+        (e.len() >= 2).then_some(e)
+    })
+    .await;
+    let reasons: Vec<&str> = seen.iter().filter_map(|e| e.reason.as_deref()).collect();
+    assert_eq!(reasons, ["Written", "Superseded"]);
+    let superseded = seen[1].message.clone().unwrap_or_default();
+    assert!(
+        superseded.contains("revision 1 superseded by revision 2")
+            && superseded.contains("bob")
+            && superseded.contains(key),
+        "{superseded}"
+    );
+    assert!(seen.iter().all(|e| e.count == Some(1)
+        && e.reporting_instance.as_deref() == Some("only")
+        && e.involved_object.uid == first.uid()));
+
+    // Rewriting identical content is no revision.
+    store
+        .write(&request(key, "shop", body2, "carol"))
+        .await
+        .expect("same content");
+    let after = api.get(&name).await.expect("get");
+    assert_eq!(after.status.and_then(|s| s.revision), Some(2));
+
+    // Delete: the finalizer removes the row; history stays.
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    eventually("object and row gone", Duration::from_secs(30), || async {
+        let gone = api.get_opt(&name).await.ok()?.is_none();
+        (gone && rows(&db, &ns).await.is_empty()).then_some(())
+    })
+    .await;
+    let kept: i64 = db
+        .query_one(
+            "SELECT count(*) FROM handoff_revisions WHERE namespace = $1",
+            &[&ns],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(kept, 2, "history is append-only");
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_writes() {
+    let env = common::env();
+    let ns = env.namespace("ctl-restart").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let mut controller = Some(Setup::new("a").mirror(&url).start(client.clone(), &ns));
+
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writes = {
+        let (store, written) = (store.clone(), written.clone());
+        tokio::spawn(async move {
+            futures::stream::iter(0..1000)
+                .map(|i| {
+                    let (store, written) = (store.clone(), written.clone());
+                    async move {
+                        let key = format!("issue-{i:04}");
+                        store
+                            .write(&request(&key, "shop", &format!("body {i}"), "writer"))
+                            .await
+                            .expect("write");
+                        if i % 10 == 0 {
+                            store
+                                .write(&request(&key, "shop", &format!("body {i} v2"), "writer"))
+                                .await
+                                .expect("update");
+                        }
+                        written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<()>>()
+                .await;
+        })
+    };
+    eventually("300 writes", Duration::from_secs(120), || async {
+        (written.load(std::sync::atomic::Ordering::Relaxed) >= 300).then_some(())
+    })
+    .await;
+    if let Some(running) = controller.take() {
+        running.kill().await;
+    }
+    writes.await.expect("writes");
+    // While it is down: deletes (held by the finalizer where it was added).
+    for i in (0..1000).step_by(20) {
+        store
+            .delete(&format!("issue-{i:04}"))
+            .await
+            .expect("delete");
+    }
+    let restarted = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    let n = converged(&api, &db, &ns, Duration::from_secs(300)).await;
+    assert_eq!(n, 950, "1000 written, 50 deleted");
+    // Keys written twice hold the second body; their revision is 1 or 2
+    // (two writes between two observations are one change to count).
+    for i in (10..1000).step_by(20) {
+        let key = format!("issue-{i:04}");
+        let row = db
+            .query_one(
+                "SELECT body, revision FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
+                &[&ns, &key],
+            )
+            .await
+            .expect("row");
+        assert_eq!(row.get::<_, String>(0), format!("body {i} v2"), "{key}");
+        assert!((1..=2).contains(&row.get::<_, i64>(1)), "{key}");
+    }
+    restarted.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_during_writes_then_back_loses_nothing() {
+    let env = common::env();
+    let ns = env.namespace("ctl-pg-down").await;
+    let client = env.client().await;
+    let mut own = tokio::task::spawn_blocking(Postgres::start)
+        .await
+        .expect("join")
+        .expect("postgres starts");
+    let url = own.url();
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let controller = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    for i in 0..50 {
+        store
+            .write(&request(&format!("k{i:03}"), "shop", "before", "w"))
+            .await
+            .expect("write");
+    }
+    {
+        let db = pg(&url).await;
+        converged(&api, &db, &ns, Duration::from_secs(60)).await;
+    }
+
+    own = tokio::task::spawn_blocking(move || {
+        own.stop_server();
+        own
+    })
+    .await
+    .expect("join");
+    for i in 0..100 {
+        store
+            .write(&request(&format!("k{i:03}"), "shop", "during", "w"))
+            .await
+            .expect("write");
+    }
+    for i in 0..10 {
+        store.delete(&format!("k{i:03}")).await.expect("delete");
+    }
+    // Status keeps being reconciled while PostgreSQL is down.
+    eventually(
+        "statuses counted without the mirror",
+        Duration::from_secs(60),
+        || async {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            let live: Vec<_> = list
+                .items
+                .iter()
+                .filter(|h| h.metadata.deletion_timestamp.is_none())
+                .collect();
+            let all = live.len() == 90
+                && live.iter().all(|h| {
+                    let s = h.status.as_ref();
+                    let revision = s.and_then(|s| s.revision);
+                    let fresh = h.spec.handoff_key.as_str() >= "k050";
+                    revision == Some(if fresh { 1 } else { 2 })
+                });
+            let unmirrored = live.iter().any(|h| {
+                h.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == MIRRORED && c.status == "False")
+                })
+            });
+            (all && unmirrored).then_some(())
+        },
+    )
+    .await;
+
+    own = tokio::task::spawn_blocking(move || {
+        own.restart_server().expect("restart");
+        own
+    })
+    .await
+    .expect("join");
+    let db = pg(&url).await;
+    let n = converged(&api, &db, &ns, Duration::from_secs(180)).await;
+    assert_eq!(n, 90);
+    let bodies: i64 = db
+        .query_one(
+            "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body = 'during'",
+            &[&ns],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(
+        bodies, 90,
+        "every write made while PostgreSQL was down is mirrored"
+    );
+    controller.stop().await;
+    drop(own);
+}
+
+async fn holder(client: &Client, namespace: &str) -> Option<String> {
+    Api::<Lease>::namespaced(client.clone(), namespace)
+        .get_opt(LEASE)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() {
+    let env = common::env();
+    let ns = env.namespace("ctl-leader").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let a = Setup::new("a").start(client.clone(), &ns);
+    eventually("a leads", Duration::from_secs(20), || async {
+        (holder(&client, &ns).await.as_deref() == Some("a")).then_some(())
+    })
+    .await;
+    let b = Setup::new("b").start(client.clone(), &ns);
+
+    store
+        .write(&request("one", "shop", "first", "w"))
+        .await
+        .expect("write");
+    eventually("counted by a", Duration::from_secs(20), || async {
+        let e = events(&client, &ns, &name_for_key("one")).await;
+        e.iter()
+            .any(|e| e.reporting_instance.as_deref() == Some("a"))
+            .then_some(())
+    })
+    .await;
+    assert!(a.metrics.is_leader());
+    assert!(
+        !b.metrics.is_leader(),
+        "b must not lead while a holds the lease"
+    );
+    assert_eq!(holder(&client, &ns).await.as_deref(), Some("a"));
+
+    let stopped = Instant::now();
+    a.kill().await;
+    eventually("b takes over", Duration::from_secs(15), || async {
+        (holder(&client, &ns).await.as_deref() == Some("b")).then_some(())
+    })
+    .await;
+    eprintln!(
+        "b took over {:?} after a stopped (lease duration 3s)",
+        stopped.elapsed()
+    );
+    store
+        .write(&request("two", "shop", "second", "w"))
+        .await
+        .expect("write");
+    let counted_by = eventually("counted by b", Duration::from_secs(20), || async {
+        let h = api.get(&name_for_key("two")).await.ok()?;
+        h.status.as_ref()?.revision?;
+        let e = events(&client, &ns, &name_for_key("two")).await;
+        e.first()?.reporting_instance.clone()
+    })
+    .await;
+    assert_eq!(counted_by, "b");
+    assert!(b.metrics.is_leader());
+    b.stop().await;
+    assert_eq!(
+        holder(&client, &ns).await,
+        None,
+        "a graceful stop releases the lease"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
+    let env = common::env();
+    let ns = env.namespace("ctl-resync").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let controller = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    for i in 0..5 {
+        store
+            .write(&request(&format!("k{i}"), "shop", "one", "w"))
+            .await
+            .expect("write");
+    }
+    store
+        .write(&request("k1", "shop", "two", "w"))
+        .await
+        .expect("update");
+    converged(&api, &db, &ns, Duration::from_secs(60)).await;
+    let resyncs = controller.metrics.resyncs();
+
+    db.execute(
+        "DELETE FROM handoffs WHERE namespace = $1 AND handoff_key = 'k0'",
+        &[&ns],
+    )
+    .await
+    .expect("delete by hand");
+    db.execute(
+        "INSERT INTO handoffs (id, namespace, handoff_key, project, created_by, body, revision, \
+         resource_version, created_at, updated_at) \
+         VALUES (gen_random_uuid(), $1, 'ghost', 'shop', 'nobody', 'x', 1, 1, now(), now())",
+        &[&ns],
+    )
+    .await
+    .expect("insert by hand");
+    db.execute(
+        "UPDATE handoffs SET revision = 1, body = 'stale' WHERE namespace = $1 AND handoff_key = 'k1'",
+        &[&ns],
+    )
+    .await
+    .expect("stale by hand");
+
+    eventually(
+        "a resync after the edits",
+        Duration::from_secs(30),
+        || async { (controller.metrics.resyncs() >= resyncs + 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(converged(&api, &db, &ns, Duration::from_secs(30)).await, 5);
+    let body: String = db
+        .query_one(
+            "SELECT body FROM handoffs WHERE namespace = $1 AND handoff_key = 'k1'",
+            &[&ns],
+        )
+        .await
+        .expect("k1")
+        .get(0);
+    assert_eq!(body, "two");
+    let text = controller.metrics.encode();
+    assert!(
+        text.contains("handoff_controller_mirror_resync_repairs_total{action=\"written\"} 2")
+            && text
+                .contains("handoff_controller_mirror_resync_repairs_total{action=\"deleted\"} 1"),
+        "{text}"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttl_grooming_deletes_only_the_expired_handoffs() {
+    let env = common::env();
+    let ns = env.namespace("ctl-groom").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    // Whole seconds, as status.updatedAt keeps them.
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let hours = |h: i64| t0 + Duration::from_secs(3600 * h as u64);
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("a");
+    setup.ttl = Some(Duration::from_secs(2 * 3600));
+    setup.clock = clock.clone();
+    let controller = setup.start(client.clone(), &ns);
+
+    let revision = |key: &'static str, want: i64| {
+        let api = api.clone();
+        async move {
+            eventually("counted", Duration::from_secs(20), || async {
+                let h = api.get(&name_for_key(key)).await.ok()?;
+                (h.status?.revision? == want).then_some(())
+            })
+            .await
+        }
+    };
+    for key in ["old", "rewritten"] {
+        store
+            .write(&request(key, "shop", "v1", "w"))
+            .await
+            .expect("write");
+        revision(key, 1).await;
+    }
+    clock.set(hours(2));
+    store
+        .write(&request("rewritten", "shop", "v2", "w"))
+        .await
+        .expect("rewrite");
+    revision("rewritten", 2).await;
+    store
+        .write(&request("new", "shop", "v1", "w"))
+        .await
+        .expect("write");
+    revision("new", 1).await;
+    let old = api.get(&name_for_key("old")).await.expect("old");
+
+    clock.set(hours(3));
+    eventually(
+        "the expired handoff groomed",
+        Duration::from_secs(20),
+        || async {
+            api.get_opt(&name_for_key("old"))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    for key in ["rewritten", "new"] {
+        assert!(
+            api.get_opt(&name_for_key(key))
+                .await
+                .expect("get")
+                .is_some(),
+            "{key} was updated within the TTL"
+        );
+    }
+    assert_eq!(controller.metrics.groomed(), 1);
+    let groomed = events(&client, &ns, &name_for_key("old")).await;
+    let event = groomed
+        .iter()
+        .find(|e| e.reason.as_deref() == Some("Groomed"))
+        .expect("a Groomed Event");
+    assert_eq!(event.involved_object.uid, old.uid());
+    assert!(
+        event
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("TTL 7200s"),
+        "{event:?}"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_finalizer_and_condition_go_when_the_mirror_is_disabled() {
+    let env = common::env();
+    let ns = env.namespace("ctl-no-mirror").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let with_mirror = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    store
+        .write(&request("k", "shop", "body", "w"))
+        .await
+        .expect("write");
+    eventually("finalizer added", Duration::from_secs(20), || async {
+        let h = api.get(&name_for_key("k")).await.ok()?;
+        h.finalizers()
+            .iter()
+            .any(|f| f == MIRROR_FINALIZER)
+            .then_some(())
+    })
+    .await;
+    with_mirror.stop().await;
+
+    let without = Setup::new("a").start(client.clone(), &ns);
+    let h = eventually(
+        "finalizer and condition removed",
+        Duration::from_secs(20),
+        || async {
+            let h = api.get(&name_for_key("k")).await.ok()?;
+            let finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
+            let condition = h
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .any(|c| c.type_ == MIRRORED);
+            (!finalizer && !condition).then_some(h)
+        },
+    )
+    .await;
+    assert_eq!(h.status.and_then(|s| s.revision), Some(1));
+    // Deletion no longer waits for a mirror.
+    store.delete("k").await.expect("delete");
+    eventually("deleted", Duration::from_secs(20), || async {
+        api.get_opt(&name_for_key("k"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    without.stop().await;
+}
+
+/// `GET path` on a loopback address: `(status line, body)`.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let status = answer.lines().next().unwrap_or_default().to_owned();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    let env = common::env();
+    let ns = env.namespace("ctl-process").await;
+    let client = env.client().await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["controller", "--namespace", &ns, "--lease-namespace", &ns])
+        .args(["--identity", "proc", "--metrics-listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env_remove("DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("controller starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            Some(
+                l.split_once("metrics on http://")?
+                    .1
+                    .split('/')
+                    .next()?
+                    .to_owned(),
+            )
+        })
+        .expect("the controller printed its metrics address");
+    let logs = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+
+    eventually("the process leads", Duration::from_secs(30), || async {
+        (holder(&client, &ns).await.as_deref() == Some("proc")).then_some(())
+    })
+    .await;
+    let store = HandoffStore::new(client.clone(), &ns);
+    store
+        .write(&request("p", "shop", "body", "w"))
+        .await
+        .expect("write");
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    eventually(
+        "counted by the process",
+        Duration::from_secs(20),
+        || async { api.get(&name_for_key("p")).await.ok()?.status?.revision },
+    )
+    .await;
+
+    let probe = addr.clone();
+    let (health, ready, metrics) = tokio::task::spawn_blocking(move || {
+        (
+            http_get(&probe, "/healthz"),
+            http_get(&probe, "/readyz"),
+            http_get(&probe, "/metrics"),
+        )
+    })
+    .await
+    .expect("probes");
+    assert!(health.0.contains(" 200 "), "{health:?}");
+    assert!(ready.0.contains(" 200 "), "{ready:?}");
+    assert!(
+        metrics.1.contains("handoff_controller_leader 1"),
+        "{}",
+        metrics.1
+    );
+    assert!(
+        metrics.1.contains("handoff_controller_revisions_total 1"),
+        "{}",
+        metrics.1
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert!(status.success(), "exit after SIGTERM: {status}");
+    assert_eq!(holder(&client, &ns).await, None, "the lease was released");
+    let logs = logs.join().expect("logs");
+    assert!(
+        logs.iter()
+            .filter(|l| l.starts_with('{'))
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()),
+        "JSON logs: {logs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_committed_rbac_is_all_the_controller_needs() {
+    use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
+    let env = common::env();
+    let ns = env.namespace("ctl-rbac").await;
+    let admin = env.client().await;
+    let url = shared_pg().await;
+    let manifest =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/controller_role.yaml");
+    let out = env
+        .kubectl()
+        .args(["apply", "--server-side", "-n", &ns, "-f"])
+        .arg(&manifest)
+        .output()
+        .expect("kubectl");
+    assert!(
+        out.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = common::agent_token(env, &ns, "controller", None, Some("handoff-controller")).await;
+    let binding = RoleBinding {
+        metadata: kube::api::ObjectMeta {
+            name: Some("controller-leader-election".into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "handoff-controller-leader-election".into(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: "controller".into(),
+            namespace: Some(ns.clone()),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("binding");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(env.kubeconfig().clone(), &Default::default())
+            .await
+            .expect("config");
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    let as_controller = Client::try_from(config).expect("client");
+
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("rbac").mirror(&url);
+    setup.ttl = Some(Duration::from_secs(3600));
+    setup.clock = clock.clone();
+    let controller = setup.start(as_controller, &ns);
+
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(admin.clone(), &ns);
+    HandoffStore::new(admin.clone(), &ns)
+        .write(&request("k", "shop", "body", "w"))
+        .await
+        .expect("write");
+    let name = name_for_key("k");
+    eventually(
+        "status, labels, finalizer, row and Event",
+        Duration::from_secs(30),
+        || async {
+            let h = api.get(&name).await.ok()?;
+            let done = h.status.as_ref()?.revision == Some(1)
+                && h.finalizers().iter().any(|f| f == MIRROR_FINALIZER)
+                && rows(&db, &ns).await.len() == 1
+                && !events(&admin, &ns, &name).await.is_empty();
+            done.then_some(())
+        },
+    )
+    .await;
+    clock.set(t0 + Duration::from_secs(7200));
+    eventually(
+        "groomed through the finalizer",
+        Duration::from_secs(30),
+        || async {
+            let gone = api.get_opt(&name).await.ok()?.is_none();
+            (gone && rows(&db, &ns).await.is_empty()).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(controller.metrics.groomed(), 1);
+    controller.stop().await;
+    assert_eq!(
+        holder(&admin, &ns).await,
+        None,
+        "released with update rights only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_duration() {
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    let env = common::env();
+    let ns = env.namespace("ctl-skew").await;
+    let client = env.client().await;
+    // A dead replica whose clock ran a year ahead: comparing its renewTime
+    // with our clock would make the lease look valid for a year.
+    let future = Timestamp::now() + Duration::from_secs(365 * 86_400);
+    let lease = Lease {
+        metadata: kube::api::ObjectMeta {
+            name: Some(LEASE.into()),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some("ghost".into()),
+            lease_duration_seconds: Some(3),
+            acquire_time: Some(MicroTime(future)),
+            renew_time: Some(MicroTime(future)),
+            lease_transitions: Some(4),
+            ..Default::default()
+        }),
+    };
+    Api::<Lease>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &lease)
+        .await
+        .expect("lease");
+    let started = Instant::now();
+    let controller = Setup::new("a").start(client.clone(), &ns);
+    eventually(
+        "a takes the abandoned lease",
+        Duration::from_secs(15),
+        || async { (holder(&client, &ns).await.as_deref() == Some("a")).then_some(()) },
+    )
+    .await;
+    eprintln!(
+        "took the abandoned lease after {:?} (lease duration 3s)",
+        started.elapsed()
+    );
+    let taken = Api::<Lease>::namespaced(client.clone(), &ns)
+        .get(LEASE)
+        .await
+        .expect("lease")
+        .spec
+        .expect("spec");
+    assert_eq!(taken.lease_transitions, Some(5));
+    controller.stop().await;
+}
