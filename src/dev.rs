@@ -237,6 +237,7 @@ async fn start_controller(
         resync_interval: Duration::from_secs(300),
         groom_interval: Duration::from_secs(60),
         ttl: Arc::new(controller::grooming::DefaultTtl(None)),
+        active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
     };
     let metrics = ControllerMetrics::new();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;

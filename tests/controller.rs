@@ -95,6 +95,7 @@ impl Setup {
             resync_interval: Duration::from_secs(2),
             groom_interval: Duration::from_millis(200),
             ttl,
+            active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         };
         let metrics = ControllerMetrics::new();
         let shutdown = CancellationToken::new();
@@ -958,7 +959,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     let admin = env.client().await;
     let url = shared_pg().await;
     let manifest =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/controller_role.yaml");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/controller.yaml");
     let out = env
         .kubectl()
         .args(["apply", "--server-side", "-n", &ns, "-f"])

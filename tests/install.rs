@@ -1104,7 +1104,8 @@ where
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_loops_run_with_the_controller_identity() {
     use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
-    use handoff::schedule::reconcile::{Context as ScheduleContext, ManualClock};
+    use handoff::controller::ManualClock;
+    use handoff::schedule::reconcile::Context as ScheduleContext;
     use handoff::schedule::tick::Timing;
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::events::v1::Event;
@@ -1140,11 +1141,8 @@ async fn the_controller_loops_run_with_the_controller_identity() {
         .expect("timing")
         .next_after(created_at)
         .expect("tick");
-    let clock = Arc::new(ManualClock::at(tick + jiff::SignedDuration::from_secs(20)));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let stop = futures::FutureExt::shared(async move {
-        let _ = stop_rx.await;
-    });
+    let clock = Arc::new(ManualClock::new(tick + jiff::SignedDuration::from_secs(20)));
+    let stop = tokio_util::sync::CancellationToken::new();
     let schedule_ctx = Arc::new(ScheduleContext::new(controller.clone(), clock, "install"));
     let schedule_loop = tokio::spawn({
         let stop = stop.clone();
@@ -1243,7 +1241,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     })
     .await;
 
-    let _ = stop_tx.send(());
+    stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(20), schedule_loop).await;
     let _ = tokio::time::timeout(Duration::from_secs(20), offer_loop).await;
 }

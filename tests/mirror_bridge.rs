@@ -89,6 +89,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         resync_interval: Duration::from_secs(2),
         groom_interval: Duration::from_secs(60),
         ttl: Arc::new(DefaultTtl(None)),
+        active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
     };
     let task = tokio::spawn(controller::run(
         client.clone(),

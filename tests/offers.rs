@@ -261,12 +261,10 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         .to_owned();
 
     let ctx = Arc::new(Context::new(env().client().await, DEFAULT_ACTIVE_SELECTOR));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let stopped = futures::FutureExt::shared(async move {
-        let _ = stopped.await;
-    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
     let ns = s.ns.clone();
-    let loop_task = tokio::spawn(async move { run(ctx, Some(&ns), 4, stopped).await });
+    let loop_task = tokio::spawn(async move { run(ctx, Some(&ns), 4, token).await });
 
     // A newer offer to dev-lead supersedes the first; then a Job of dev-lead starts naming the newest.
     let newer = s.bridge.drive(
@@ -335,7 +333,7 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         .unwrap_or_default();
     assert_eq!(status.reason, Some(SupersedeReason::AgentActivated));
     assert_eq!(status.superseded_by.as_deref(), Some("job/tester-run"));
-    let _ = stop.send(());
+    stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(20), loop_task).await;
 }
 

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handoff::api::{BrainstormSchedule, SchedulePhase};
+use handoff::controller::ManualClock;
 use handoff::schedule::jobs::{ROLE_LABEL, SCHEDULE_LABEL};
-use handoff::schedule::reconcile::{Context, ManualClock, reconcile};
+use handoff::schedule::reconcile::{Context, reconcile};
 use handoff::schedule::tick::Timing;
 use handoff::testing;
 use jiff::{SignedDuration, Timestamp};
@@ -63,7 +64,7 @@ impl Fixture {
             .expect("timing")
             .next_after(created_at)
             .expect("tick");
-        let clock = Arc::new(ManualClock::at(created_at));
+        let clock = Arc::new(ManualClock::new(created_at));
         let ctx = Arc::new(Context::new(client.clone(), clock.clone(), "test"));
         Self {
             jobs: Api::namespaced(client.clone(), &ns),
@@ -334,7 +335,7 @@ async fn an_invalid_time_zone_is_reported_in_a_condition() {
         .expect("create");
     let ctx = Arc::new(Context::new(
         client.clone(),
-        Arc::new(ManualClock::at(Timestamp::now())),
+        Arc::new(ManualClock::new(Timestamp::now())),
         "test",
     ));
     reconcile(Arc::new(schedules.get("bad-tz").await.expect("get")), ctx)
@@ -374,15 +375,13 @@ async fn an_invalid_time_zone_is_reported_in_a_condition() {
 async fn the_running_loop_reacts_to_job_status_through_its_watch() {
     let f = Fixture::new("sched-loop", HOURLY).await;
     f.clock.set(f.first_tick + SignedDuration::from_secs(20));
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = tokio_util::sync::CancellationToken::new();
     let ctx = f.ctx.clone();
     let ns = f.namespace.clone();
+    let token = stop.clone();
     let loop_task = tokio::spawn(async move {
         // Scoped to this test's namespace: the other tests' schedules have clocks of their own.
-        handoff::schedule::reconcile::run(ctx, Some(&ns), 4, async move {
-            let _ = stop_rx.await;
-        })
-        .await
+        handoff::schedule::reconcile::run(ctx, Some(&ns), 4, token).await
     });
     let refine = wait_for(|| f.jobs("refine")).await;
     f.finish(&refine[0].metadata.name.clone().unwrap_or_default(), true)
@@ -393,7 +392,7 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
         1,
         "the Job watch released brainstorm without a manual reconcile"
     );
-    let _ = stop_tx.send(());
+    stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(20), loop_task).await;
 }
 

@@ -136,6 +136,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Arguments of `handoff controller`.
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
+    /// Label selector of the Jobs that make a destination agent active (its
+    /// pending offers are superseded); `{to}` and `{project}` are replaced.
+    #[arg(long, env = "HANDOFF_ACTIVE_AGENT_SELECTOR", default_value = crate::offers::decision::DEFAULT_ACTIVE_SELECTOR)]
+    pub active_agent_selector: String,
     /// Mirror handoffs into this PostgreSQL database (off when unset).
     #[arg(long, env = "DATABASE_URL", value_name = "URL")]
     pub postgres_url: Option<String>,
@@ -193,8 +197,10 @@ pub struct ControllerOptions {
     pub resync_interval: Duration,
     /// Grooming period.
     pub groom_interval: Duration,
-    /// The TTL of each project.
+    /// The TTL of projects without a schedule that sets one.
     pub ttl: Arc<dyn TtlPolicy>,
+    /// Label selector template of an agent's Jobs (offers).
+    pub active_agent_selector: String,
 }
 
 /// Shared state of the loops.
@@ -241,6 +247,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         resync_interval: args.mirror_resync_interval,
         groom_interval: args.groom_interval,
         ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
+        active_agent_selector: args.active_agent_selector.clone(),
     };
     let metrics = ControllerMetrics::new();
     let shutdown = CancellationToken::new();
@@ -295,13 +302,26 @@ pub async fn run(
         .map(|url| Mirror::new(url, true))
         .transpose()?
         .map(Arc::new);
+    // Every replica keeps the schedules' TTLs (a read); only the leader grooms.
+    let (ttl, feed) = crate::schedule::ttl::watch(
+        client.clone(),
+        options.namespace.as_deref(),
+        options.ttl.clone(),
+    );
+    let stop_feed = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = feed => {}
+            () = stop_feed.cancelled() => {}
+        }
+    });
     let ctx = Arc::new(Context {
         client: client.clone(),
         identity: options.lease.identity.clone(),
         clock,
         metrics: metrics.clone(),
         mirror,
-        ttl: options.ttl.clone(),
+        ttl,
         mirrored: Mutex::new(HashMap::new()),
         failures: Mutex::new(HashMap::new()),
     });
@@ -390,7 +410,26 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
             .await;
         }
     };
-    tokio::join!(controller, groom, resync);
+    let schedules = crate::schedule::reconcile::run(
+        Arc::new(crate::schedule::reconcile::Context::new(
+            ctx.client.clone(),
+            ctx.clock.clone(),
+            &ctx.identity,
+        )),
+        options.namespace.as_deref(),
+        options.concurrency.max(1),
+        leading.clone(),
+    );
+    let offers = crate::offers::activation::run(
+        Arc::new(crate::offers::activation::Context::new(
+            ctx.client.clone(),
+            &options.active_agent_selector,
+        )),
+        options.namespace.as_deref(),
+        options.concurrency.max(1),
+        leading.clone(),
+    );
+    tokio::join!(controller, groom, resync, schedules, offers);
 }
 
 /// The controller's metrics (prefix `handoff_controller_`).

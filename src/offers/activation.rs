@@ -54,7 +54,7 @@ pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<&str>,
     concurrency: u16,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+    shutdown: tokio_util::sync::CancellationToken,
 ) {
     let (jobs, offers): (Api<Job>, Api<HandoffOffer>) = match namespace {
         Some(ns) => (
@@ -66,12 +66,12 @@ pub async fn run(
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     let job_loop = Controller::new(jobs, watcher::Config::default().labels(AGENT_LABEL))
         .with_config(config.clone())
-        .graceful_shutdown_on(shutdown.clone())
+        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_job, retry, ctx.clone())
         .for_each(|_| async {});
     let offer_loop = Controller::new(offers, watcher::Config::default())
         .with_config(config)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile_offer, retry, ctx)
         .for_each(|_| async {});
     futures::join!(job_loop, offer_loop);

@@ -12,10 +12,10 @@
 //! Job names are derived from the schedule and the tick, so a restart or a
 //! second replica adopts the existing Job (AlreadyExists) instead of making
 //! another. Jobs owned by schedules are watched; a periodic requeue is the
-//! safety net. Time comes from a [`Clock`], so tests never wait for a minute
+//! safety net. Time comes from the controller's [`Clock`], so tests never wait for a minute
 //! boundary.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -35,6 +35,7 @@ use crate::api::{
     DEFAULT_MAX_OPEN_PROPOSALS, DEFAULT_STARTING_DEADLINE_SECONDS, JobResult, SchedulePhase,
     StepRun,
 };
+use crate::controller::Clock;
 use crate::goals::{OpenHandoff, brainstorm_goal, refine_goal};
 use crate::mcp::tools::preview_line;
 use crate::store::{HandoffStore, ListQuery};
@@ -46,45 +47,6 @@ pub const FIELD_MANAGER: &str = "handoff-controller";
 const MAX_REQUEUE: Duration = Duration::from_secs(300);
 /// Requeue while a step runs, in case a Job event is missed.
 const RUNNING_REQUEUE: Duration = Duration::from_secs(30);
-
-/// Where time comes from.
-pub trait Clock: Send + Sync {
-    /// The current instant.
-    fn now(&self) -> Timestamp;
-}
-
-/// The system clock.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-/// A clock tests set by hand.
-#[derive(Default)]
-pub struct ManualClock(Mutex<Timestamp>);
-
-impl ManualClock {
-    /// A clock showing `at`.
-    pub fn at(at: Timestamp) -> Self {
-        Self(Mutex::new(at))
-    }
-
-    /// Moves the clock to `at`.
-    pub fn set(&self, at: Timestamp) {
-        if let Ok(mut now) = self.0.lock() {
-            *now = at;
-        }
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        self.0.lock().map(|now| *now).unwrap_or_default()
-    }
-}
 
 /// What the loop needs.
 pub struct Context {
@@ -134,7 +96,7 @@ pub async fn run(
     ctx: Arc<Context>,
     namespace: Option<&str>,
     concurrency: u16,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+    shutdown: tokio_util::sync::CancellationToken,
 ) {
     let (schedules, jobs): (Api<BrainstormSchedule>, Api<Job>) = match namespace {
         Some(ns) => (
@@ -150,7 +112,7 @@ pub async fn run(
             watcher::Config::default().labels(super::jobs::SCHEDULE_LABEL),
         )
         .with_config(config)
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(err) = result {

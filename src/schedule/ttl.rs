@@ -1,0 +1,121 @@
+//! Per-project handoff TTLs for grooming, from
+//! `BrainstormSchedule.spec.handoffTTL`: a project with a schedule that
+//! sets one uses it; every other project falls back to the controller-wide
+//! `--default-handoff-ttl` (off by default). Schedules are read from a
+//! watch-backed store that every replica keeps (a read; only the leader
+//! grooms).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+
+use crate::api::BrainstormSchedule;
+use crate::controller::grooming::TtlPolicy;
+use crate::controller::parse_duration;
+
+/// TTLs from schedules, with a fallback.
+pub struct ScheduleTtl {
+    store: Store<BrainstormSchedule>,
+    fallback: Arc<dyn TtlPolicy>,
+}
+
+impl TtlPolicy for ScheduleTtl {
+    fn ttl_for(&self, namespace: &str, project: &str) -> Option<Duration> {
+        let schedules: Vec<Arc<BrainstormSchedule>> = self.store.state();
+        ttl_from(schedules.iter().map(AsRef::as_ref), namespace, project)
+            .or_else(|| self.fallback.ttl_for(namespace, project))
+    }
+}
+
+/// The TTL a project's schedule sets, if any (the first valid one).
+pub fn ttl_from<'a>(
+    schedules: impl IntoIterator<Item = &'a BrainstormSchedule>,
+    namespace: &str,
+    project: &str,
+) -> Option<Duration> {
+    schedules
+        .into_iter()
+        .filter(|s| s.namespace().as_deref() == Some(namespace) && s.spec.project == project)
+        .find_map(|s| parse_duration(s.spec.handoff_ttl.as_deref()?).ok())
+}
+
+/// A [`ScheduleTtl`] and the future that keeps its store fed (run it for
+/// the life of the controller).
+pub fn watch(
+    client: Client,
+    namespace: Option<&str>,
+    fallback: Arc<dyn TtlPolicy>,
+) -> (
+    Arc<ScheduleTtl>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let api: Api<BrainstormSchedule> = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let (store, writer) = reflector::store();
+    let feed = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        .default_backoff()
+        .touched_objects()
+        .for_each(|_| async {});
+    (Arc::new(ScheduleTtl { store, fallback }), feed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{BrainstormScheduleSpec, BrainstormStep, RefineStep};
+
+    fn schedule(ns: &str, project: &str, ttl: Option<&str>) -> BrainstormSchedule {
+        let template = k8s_openapi::api::batch::v1::JobTemplateSpec::default();
+        let mut s = BrainstormSchedule::new(
+            "s",
+            BrainstormScheduleSpec {
+                project: project.into(),
+                schedule: "0 6 * * *".into(),
+                time_zone: None,
+                suspend: None,
+                starting_deadline_seconds: None,
+                refine: RefineStep {
+                    job_template: template.clone(),
+                },
+                brainstorm: BrainstormStep {
+                    job_template: template,
+                    max_open_proposals: None,
+                },
+                lookback_days: None,
+                handoff_ttl: ttl.map(Into::into),
+            },
+        );
+        s.metadata.namespace = Some(ns.into());
+        s
+    }
+
+    #[test]
+    fn the_projects_schedule_sets_its_ttl() {
+        let all = [
+            schedule("a", "shop", Some("72h")),
+            schedule("b", "shop", Some("1d")),
+            schedule("a", "web", None),
+        ];
+        assert_eq!(
+            ttl_from(&all, "a", "shop"),
+            Some(Duration::from_secs(72 * 3600))
+        );
+        assert_eq!(
+            ttl_from(&all, "b", "shop"),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(
+            ttl_from(&all, "a", "web"),
+            None,
+            "a schedule without handoffTTL sets none"
+        );
+        assert_eq!(ttl_from(&all, "c", "shop"), None, "namespaces are separate");
+    }
+}
