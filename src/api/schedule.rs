@@ -54,7 +54,12 @@ pub const DEFAULT_MAX_OPEN_PROPOSALS: i32 = 5;
         description = "The Job of the running step"
     ),
     printcolumn(name = "Last", type_ = "date", json_path = ".status.lastScheduleTime"),
-    printcolumn(name = "Next", type_ = "date", json_path = ".status.nextScheduleTime"),
+    printcolumn(
+        name = "Next",
+        type_ = "string",
+        json_path = ".status.nextScheduleTime",
+        description = "The next tick (RFC 3339; a date column would show a future time as <invalid>)"
+    ),
     printcolumn(
         name = "Last Result",
         type_ = "string",
