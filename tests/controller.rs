@@ -1098,3 +1098,65 @@ async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_
     assert_eq!(taken.lease_transitions, Some(5));
     controller.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedules_handoff_ttl_grooms_its_project_only() {
+    use handoff::api::BrainstormSchedule;
+    let env = common::env();
+    let ns = env.namespace("ctl-schedule-ttl").await;
+    let client = env.client().await;
+    let template = serde_json::json!({"spec": {"template": {"spec": {
+        "restartPolicy": "Never", "containers": [{"name": "agent", "image": "agent:1"}]}}}});
+    let schedule: BrainstormSchedule = serde_json::from_value(serde_json::json!({
+        "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+        "metadata": {"name": "shop-daily"},
+        "spec": {"project": "shop", "schedule": "0 6 * * *", "suspend": true, "handoffTTL": "1h",
+                 "refine": {"jobTemplate": template}, "brainstorm": {"jobTemplate": template}},
+    }))
+    .expect("schedule");
+    Api::<BrainstormSchedule>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &schedule)
+        .await
+        .expect("create schedule");
+
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("a");
+    setup.clock = clock.clone();
+    let controller = setup.start(client.clone(), &ns);
+    for (key, project) in [("shop-old", "shop"), ("web-old", "web")] {
+        store
+            .write(&request(key, project, "v1", "w"))
+            .await
+            .expect("write");
+        let api = api.clone();
+        eventually("counted", Duration::from_secs(20), || async {
+            let h = api.get(&name_for_key(key)).await.ok()?;
+            (h.status?.revision? == 1).then_some(())
+        })
+        .await;
+    }
+    clock.set(t0 + Duration::from_secs(2 * 3600));
+    eventually(
+        "the shop handoff groomed by its schedule's TTL",
+        Duration::from_secs(20),
+        || async {
+            api.get_opt(&name_for_key("shop-old"))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        api.get_opt(&name_for_key("web-old"))
+            .await
+            .expect("get")
+            .is_some(),
+        "a project without a TTL (no schedule, no default) is never groomed"
+    );
+    controller.stop().await;
+}
