@@ -7,12 +7,11 @@
 //! shared machine hits both alike. Reported: median and p99 per operation
 //! and the ratios; nothing is asserted.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
+use handoff::testing::rpc::McpHttp;
 use handoff::testing::{
     Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken, install_crds,
 };
@@ -22,70 +21,6 @@ use kube::config::AuthInfo;
 const TOKEN: &str = "bench-token-0123456789abcdef";
 const ITERATIONS: usize = 300;
 const WARMUP: usize = 30;
-
-/// A minimal keep-alive HTTP/1.1 client for JSON POSTs (the bridge answers
-/// with Content-Length), so the client's own cost stays negligible.
-struct Http {
-    stream: BufReader<TcpStream>,
-    host: String,
-    path: String,
-}
-
-impl Http {
-    fn connect(url: &str) -> anyhow::Result<Self> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| anyhow::anyhow!("http URL expected: {url}"))?;
-        let (host, path) = rest
-            .split_once('/')
-            .map(|(h, p)| (h.to_owned(), format!("/{p}")))
-            .unwrap_or((rest.into(), "/".into()));
-        let stream = TcpStream::connect(&host)?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            stream: BufReader::new(stream),
-            host,
-            path,
-        })
-    }
-
-    fn post(&mut self, body: &str) -> anyhow::Result<String> {
-        let request = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nX-Handoff-Profile: refine\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            self.path,
-            self.host,
-            body.len()
-        );
-        self.stream.get_mut().write_all(request.as_bytes())?;
-        let mut length = 0usize;
-        let mut status = String::new();
-        self.stream.read_line(&mut status)?;
-        anyhow::ensure!(status.contains(" 200 "), "bridge answered {status}");
-        loop {
-            let mut line = String::new();
-            self.stream.read_line(&mut line)?;
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse()?;
-            }
-        }
-        let mut body = vec![0; length];
-        self.stream.read_exact(&mut body)?;
-        Ok(String::from_utf8(body)?)
-    }
-
-    fn call(&mut self, tool: &str, args: serde_json::Value) -> anyhow::Result<()> {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": args}});
-        let answer = self.post(&body.to_string())?;
-        anyhow::ensure!(answer.contains("\"isError\":false"), "tool error: {answer}");
-        Ok(())
-    }
-}
 
 /// Median and p99 of a sample, in microseconds.
 fn summary(samples: &mut [Duration]) -> (f64, f64) {
@@ -137,7 +72,7 @@ fn main() -> anyhow::Result<()> {
         &[],
     )?;
     let url = bridge.url().to_owned();
-    let mut http = Http::connect(&url)?;
+    let mut http = McpHttp::connect(&url, TOKEN, "refine")?;
 
     let key = "bench/get#1";
     let name = name_for_key(key);

@@ -11,15 +11,16 @@
 //!
 //! `HANDOFF_BENCH_HANDOFFS` overrides N (default 10,000).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use handoff::api::naming::{labels_for, name_for_key};
 use handoff::api::{Handoff, HandoffSpec};
-use handoff::testing::{Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, install_crds};
+use handoff::testing::rpc::McpHttp;
+use handoff::testing::{
+    Assets, BridgeProcess, ControlPlane, PlaneOptions, Postgres, StaticToken, install_crds,
+};
 use kube::api::{Api, Patch, PatchParams};
 
 const TOKEN: &str = "bench-token-0123456789abcdef";
@@ -28,67 +29,16 @@ const PROJECTS: usize = 100;
 const LIST_ROUNDS: usize = 200;
 const WARMUP: usize = 20;
 
-/// A minimal keep-alive HTTP/1.1 client for JSON POSTs to a bridge.
-struct Http {
-    stream: BufReader<TcpStream>,
-    host: String,
-    path: String,
-}
-
-impl Http {
-    fn connect(url: &str) -> anyhow::Result<Self> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| anyhow::anyhow!("http URL expected: {url}"))?;
-        let (host, path) = rest
-            .split_once('/')
-            .map(|(h, p)| (h.to_owned(), format!("/{p}")))
-            .unwrap_or((rest.into(), "/".into()));
-        let stream = TcpStream::connect(&host)?;
-        stream.set_nodelay(true)?;
-        Ok(Self {
-            stream: BufReader::new(stream),
-            host,
-            path,
-        })
-    }
-
-    fn list(&mut self, project: &str) -> anyhow::Result<usize> {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "list_handoffs", "arguments": {"project": project, "limit": 100}}})
-        .to_string();
-        let request = format!(
-            "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {TOKEN}\r\nX-Handoff-Profile: refine\r\n\
-             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            self.path,
-            self.host,
-            body.len()
-        );
-        self.stream.get_mut().write_all(request.as_bytes())?;
-        let mut status = String::new();
-        self.stream.read_line(&mut status)?;
-        anyhow::ensure!(status.contains(" 200 "), "bridge answered {status}");
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            self.stream.read_line(&mut line)?;
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                length = v.trim().parse()?;
-            }
-        }
-        let mut answer = vec![0; length];
-        self.stream.read_exact(&mut answer)?;
-        let answer: serde_json::Value = serde_json::from_slice(&answer)?;
-        let entries = answer["result"]["structuredContent"]["handoffs"]
-            .as_array()
-            .map(Vec::len)
-            .ok_or_else(|| anyhow::anyhow!("not a list result: {answer}"))?;
-        Ok(entries)
-    }
+/// Entries of one page of `list_handoffs` for `project`.
+fn list(http: &mut McpHttp, project: &str) -> anyhow::Result<usize> {
+    let result = http.call(
+        "list_handoffs",
+        serde_json::json!({"project": project, "limit": 100}),
+    )?;
+    result["handoffs"]
+        .as_array()
+        .map(Vec::len)
+        .ok_or_else(|| anyhow::anyhow!("not a list result: {result}"))
 }
 
 /// Median and p99 of a sample, in microseconds.
@@ -110,35 +60,17 @@ impl Drop for Proc {
 }
 
 /// Starts `handoff mcp --listen` (with `extra` args); returns it and its URL.
-fn bridge(plane: &ControlPlane, extra: &[&str]) -> anyhow::Result<(Proc, String)> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", NAMESPACE])
-        .args(extra)
-        .env("KUBECONFIG", plane.kubeconfig_path())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| anyhow::anyhow!("stderr"))?;
-    let mut lines = BufReader::new(stderr).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            Some(
-                l.split_once("serving ")?
-                    .1
-                    .split_whitespace()
-                    .next()?
-                    .to_owned(),
-            )
-        })
-        .ok_or_else(|| anyhow::anyhow!("the bridge did not start"))?;
-    std::thread::spawn(move || lines.for_each(drop));
-    Ok((Proc(child), url))
+fn bridge(plane: &ControlPlane, extra: &[&str]) -> anyhow::Result<(BridgeProcess, String)> {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_handoff"));
+    let process = BridgeProcess::start_with_env(
+        binary,
+        plane.kubeconfig_path(),
+        NAMESPACE,
+        extra,
+        &[("RUST_LOG", "warn")],
+    )?;
+    let url = process.url().to_owned();
+    Ok((process, url))
 }
 
 /// `VmHWM` (peak resident set) of `pid`, in KiB.
@@ -253,17 +185,17 @@ fn main() -> anyhow::Result<()> {
 
     let (_pg_bridge, pg_url) = bridge(&plane, &["--postgres-url", &url])?;
     let (_api_bridge, api_url) = bridge(&plane, &[])?;
-    let mut via_pg = Http::connect(&pg_url)?;
-    let mut via_api = Http::connect(&api_url)?;
+    let mut via_pg = McpHttp::connect(&pg_url, TOKEN, "refine")?;
+    let mut via_api = McpHttp::connect(&api_url, TOKEN, "refine")?;
     let mut samples = [Vec::new(), Vec::new()];
     eprintln!("bench: {LIST_ROUNDS} list rounds (+{WARMUP} warm-up) …");
     for i in 0..WARMUP + LIST_ROUNDS {
         let project = format!("project-{:03}", i % PROJECTS);
         let t = Instant::now();
-        let n_pg = via_pg.list(&project)?;
+        let n_pg = list(&mut via_pg, &project)?;
         let took_pg = t.elapsed();
         let t = Instant::now();
-        let n_api = via_api.list(&project)?;
+        let n_api = list(&mut via_api, &project)?;
         let took_api = t.elapsed();
         anyhow::ensure!(
             n_pg == n_api && n_pg == per_project.min(100),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Bridge, agent_token, apply_agent_roles, drive_stdio, env};
+use common::{Bridge, agent_token, apply_agent_roles, call, drive_stdio, env, err_text, ok};
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,28 +22,6 @@ fn tools(result: &Value) -> Vec<&str> {
 fn write(key: &str, project: &str, body: &str) -> Value {
     json!({"op": "call", "tool": "write_handoff",
            "args": {"handoff_key": key, "project": project, "repo": "org/repo", "kind": "issue", "body": body}})
-}
-
-fn call(tool: &str, args: Value) -> Value {
-    json!({"op": "call", "tool": tool, "args": args})
-}
-
-fn ok(result: &Value) -> &Value {
-    assert_eq!(
-        result["is_error"],
-        json!(false),
-        "expected success: {result}"
-    );
-    &result["structured"]
-}
-
-fn err_text(result: &Value) -> String {
-    assert_eq!(
-        result["is_error"],
-        json!(true),
-        "expected a tool error: {result}"
-    );
-    result["text"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Bridge, agent_token, apply_agent_roles, env};
+use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff::api::Handoff;
 use handoff::controller::grooming::DefaultTtl;
 use handoff::controller::leader::LeaseConfig;
@@ -19,28 +19,6 @@ use handoff::testing;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
-
-fn call(tool: &str, args: Value) -> Value {
-    json!({"op": "call", "tool": tool, "args": args})
-}
-
-fn ok(result: &Value) -> &Value {
-    assert_eq!(
-        result["is_error"],
-        json!(false),
-        "expected success: {result}"
-    );
-    &result["structured"]
-}
-
-fn err_text(result: &Value) -> String {
-    assert_eq!(
-        result["is_error"],
-        json!(true),
-        "expected a tool error: {result}"
-    );
-    result["text"].as_str().unwrap_or_default().to_owned()
-}
 
 /// Every page of a list, following cursors.
 fn pages(bridge: &Bridge, token: &str, args: Value) -> Vec<Value> {

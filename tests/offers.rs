@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Bridge, agent_token, apply_agent_roles, env};
+use common::{Bridge, agent_token, apply_agent_roles, call, env};
 use handoff::api::{HandoffOffer, OfferPhase, SupersedeReason};
 use handoff::offers::activation::{Context, run};
 use handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR;
@@ -18,10 +18,6 @@ use serde_json::{Value, json};
 fn offer(to: &str, session: &str, artifact: &str) -> Value {
     json!({"project": "shop", "to": to, "handoff_key": "arch#1", "session": session, "artifact": artifact,
            "body": "story 1: wire the CLI"})
-}
-
-fn call(tool: &str, args: Value) -> Value {
-    json!({"op": "call", "tool": tool, "args": args})
 }
 
 async fn offers(ns: &str) -> Vec<HandoffOffer> {

@@ -4,15 +4,11 @@
 
 mod common;
 
-use common::{drive_stdio, env};
+use common::{call, drive_stdio, env};
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_CHARS};
 use kube::api::Api;
 use serde_json::{Value, json};
-
-fn call(tool: &str, args: Value) -> Value {
-    json!({"op": "call", "tool": tool, "args": args})
-}
 
 fn write(key: Value, project: Value, body: Value) -> Value {
     call(

@@ -20,6 +20,7 @@ mod control_plane;
 mod pki;
 pub mod postgres;
 pub mod process;
+pub mod rpc;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

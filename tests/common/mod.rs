@@ -190,3 +190,28 @@ pub async fn agent_token(
 pub fn env() -> &'static TestEnv {
     testing::shared()
 }
+
+/// A plan step calling `tool` with `args`.
+pub fn call(tool: &str, args: Value) -> Value {
+    serde_json::json!({"op": "call", "tool": tool, "args": args})
+}
+
+/// The structured content of a successful call (fails the test otherwise).
+pub fn ok(result: &Value) -> &Value {
+    assert_eq!(
+        result["is_error"],
+        serde_json::json!(false),
+        "expected success: {result}"
+    );
+    &result["structured"]
+}
+
+/// The text of a tool error (fails the test on success).
+pub fn err_text(result: &Value) -> String {
+    assert_eq!(
+        result["is_error"],
+        serde_json::json!(true),
+        "expected a tool error: {result}"
+    );
+    result["text"].as_str().unwrap_or_default().to_owned()
+}
