@@ -325,17 +325,26 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
             .then_some(())
     })
     .await;
-    let history: Vec<(i64, String, String)> = db
-        .query(
-            "SELECT revision, body, created_by FROM handoff_revisions \
-             WHERE namespace = $1 AND handoff_key = $2 ORDER BY revision",
-            &[&ns, &key],
-        )
-        .await
-        .expect("history")
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    // History is appended once status holds the revision, a moment after the row.
+    let history: Vec<(i64, String, String)> = eventually(
+        "revision 2 in the history",
+        Duration::from_secs(30),
+        || async {
+            let rows: Vec<(i64, String, String)> = db
+                .query(
+                    "SELECT revision, body, created_by FROM handoff_revisions \
+                     WHERE namespace = $1 AND handoff_key = $2 ORDER BY revision",
+                    &[&ns, &key],
+                )
+                .await
+                .ok()?
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            (rows.len() >= 2).then_some(rows)
+        },
+    )
+    .await;
     assert_eq!(
         history,
         [
