@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,7 @@ use handoff::controller::{
     self, Clock, ControllerMetrics, ControllerOptions, ManualClock, SystemClock,
 };
 use handoff::store::{HandoffStore, WriteRequest};
+use handoff::testing::mirror::{self, Snapshot, mirrored_rows};
 use handoff::testing::{self, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
@@ -159,31 +159,8 @@ fn request(key: &str, project: &str, body: &str, writer: &str) -> WriteRequest {
 }
 
 /// `(key, revision, id)` of every row of `namespace`.
-async fn rows(db: &tokio_postgres::Client, namespace: &str) -> BTreeMap<String, (i64, String)> {
-    db.query(
-        "SELECT handoff_key, revision, id::text FROM handoffs WHERE namespace = $1",
-        &[&namespace],
-    )
-    .await
-    .expect("rows")
-    .iter()
-    .map(|r| (r.get(0), (r.get(1), r.get(2))))
-    .collect()
-}
-
-/// `(key, revision, uid)` of every counted, live Handoff; `None` while
-/// some object is uncounted or terminating.
-async fn counted(api: &Api<Handoff>) -> Option<BTreeMap<String, (i64, String)>> {
-    let list = api.list(&ListParams::default()).await.ok()?;
-    let mut out = BTreeMap::new();
-    for h in list.items {
-        if h.metadata.deletion_timestamp.is_some() {
-            return None;
-        }
-        let revision = h.status.as_ref().and_then(|s| s.revision)?;
-        out.insert(h.spec.handoff_key.clone(), (revision, h.uid()?));
-    }
-    Some(out)
+async fn rows(db: &tokio_postgres::Client, namespace: &str) -> Snapshot {
+    mirrored_rows(db, namespace).await.expect("rows")
 }
 
 /// Waits until the mirror holds exactly the live CRs at their revisions.
@@ -193,9 +170,8 @@ async fn converged(
     namespace: &str,
     limit: Duration,
 ) -> usize {
-    eventually("the mirror to converge", limit, || async {
-        let crs = counted(api).await?;
-        (rows(db, namespace).await == crs).then_some(crs.len())
+    eventually("the mirror to converge", limit, || {
+        mirror::converged(api, db, namespace)
     })
     .await
 }

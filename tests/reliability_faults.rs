@@ -1,31 +1,141 @@
-//! Faults under the bridge: kube-apiserver restarted (etcd kept) and etcd
-//! restarted while agents write. Calls during an outage get a retriable
-//! error (never a hang past the bridge's bounded timeout); afterwards the
-//! same bridge process serves again without a restart; nothing acknowledged
-//! is lost. This suite starts a control plane of its own (it restarts it).
+//! Faults under the running system: kube-apiserver restarted (etcd kept),
+//! etcd restarted, PostgreSQL restarted while agents write through the
+//! bridge, and the controller killed with SIGKILL in the middle of a batch.
+//!
+//! Calls during an outage get a retriable error (never a hang past the
+//! bridge's bounded timeout); afterwards the same bridge and controller
+//! processes serve again without a restart; nothing acknowledged is lost;
+//! and after every fault the mirror converges: the live Handoffs and the
+//! PostgreSQL rows are the same set, at the same revisions.
+//!
+//! Each test starts a control plane and a PostgreSQL of its own (it
+//! restarts or kills parts of them); the bridge and the controller run as
+//! separate processes, as in a cluster.
 
 mod common;
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use handoff::api::Handoff;
 use handoff::api::naming::name_for_key;
+use handoff::store::{HandoffStore, WriteRequest};
+use handoff::testing::mirror::{converged, mirrored_rows};
 use handoff::testing::{
-    Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken, install_crds,
+    Assets, BridgeProcess, ControlPlane, ControllerProcess, PlaneOptions, Postgres, StaticToken,
+    install_crds,
 };
 use kube::api::Api;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "fault-agent-token-0123456789";
+const NAMESPACE: &str = "default";
+/// Short lease timings, so a replacement leads soon after a crash.
+const LEASE_FLAGS: [&str; 6] = [
+    "--lease-duration",
+    "3s",
+    "--renew-deadline",
+    "2s",
+    "--retry-period",
+    "250ms",
+];
 
-fn writes(keys: impl Iterator<Item = String>) -> Value {
+/// A control plane (with an agent token), its CRDs and a PostgreSQL.
+struct System {
+    plane: ControlPlane,
+    postgres: Postgres,
+    db: tokio_postgres::Client,
+}
+
+impl System {
+    async fn start() -> Self {
+        let options = PlaneOptions {
+            static_tokens: vec![StaticToken {
+                token: TOKEN.into(),
+                user: "agent".into(),
+                groups: vec!["system:masters".into()],
+            }],
+            ..Default::default()
+        };
+        let plane = ControlPlane::start_with(Assets::locate().expect("assets"), options)
+            .await
+            .unwrap_or_else(|e| panic!("control plane: {e:#}"));
+        install_crds(&plane.client().await.expect("client"))
+            .await
+            .expect("crds");
+        let postgres = tokio::task::spawn_blocking(Postgres::start)
+            .await
+            .expect("join")
+            .unwrap_or_else(|e| panic!("postgres: {e:#}"));
+        let db = connect(&postgres.url()).await;
+        Self {
+            plane,
+            postgres,
+            db,
+        }
+    }
+
+    fn controller(&self, identity: &str) -> ControllerProcess {
+        let url = self.postgres.url();
+        let mut extra = vec!["--postgres-url", &url, "--mirror-resync-interval", "10s"];
+        extra.extend(LEASE_FLAGS);
+        ControllerProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_handoff")),
+            self.plane.kubeconfig_path(),
+            NAMESPACE,
+            identity,
+            &extra,
+        )
+        .unwrap_or_else(|e| panic!("controller: {e:#}"))
+    }
+
+    async fn api(&self) -> Api<Handoff> {
+        Api::namespaced(self.plane.client().await.expect("client"), NAMESPACE)
+    }
+
+    /// Waits until CRs and mirror rows are the same set at the same
+    /// revisions; returns how many there are.
+    async fn converged(&mut self, after: &str) -> usize {
+        let api = self.api().await;
+        let started = Instant::now();
+        loop {
+            if let Some(n) = converged(&api, &self.db, NAMESPACE).await {
+                return n;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(180),
+                "the mirror did not converge within 180 s after {after}"
+            );
+            if self.db.is_closed() {
+                self.db = connect(&self.postgres.url()).await;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+async fn connect(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+    tokio::spawn(connection);
+    client
+}
+
+fn writes(keys: &[String]) -> Value {
     Value::Array(
-        keys.map(|k| {
-            json!({"op": "call", "tool": "write_handoff",
+        keys.iter()
+            .map(|k| {
+                json!({"op": "call", "tool": "write_handoff",
                    "args": {"handoff_key": k, "project": "faults", "body": format!("body of {k}")}})
-        })
-        .collect(),
+            })
+            .collect(),
     )
+}
+
+fn batch(name: &str) -> Vec<String> {
+    (0..10).map(|i| format!("{name}-{i}")).collect()
 }
 
 /// A retriable answer: a tool error saying so, or an HTTP 503 from the bridge.
@@ -35,8 +145,7 @@ fn is_retriable(result: &Value) -> bool {
     (result["is_error"] == json!(true) && text.contains("retriable")) || exception.contains("503")
 }
 
-async fn assert_all_stored(plane: &ControlPlane, keys: &[String]) {
-    let api: Api<Handoff> = Api::namespaced(plane.client().await.expect("client"), "default");
+async fn assert_all_stored(api: &Api<Handoff>, keys: &[String]) {
     for key in keys {
         let stored = api
             .get(&name_for_key(key))
@@ -46,47 +155,32 @@ async fn assert_all_stored(plane: &ControlPlane, keys: &[String]) {
     }
 }
 
-#[tokio::test]
-async fn apiserver_and_etcd_restarts_lose_nothing_acknowledged() {
-    let tokens = vec![StaticToken {
-        token: TOKEN.into(),
-        user: "agent".into(),
-        groups: vec!["system:masters".into()],
-    }];
-    let options = PlaneOptions {
-        static_tokens: tokens,
-        ..Default::default()
-    };
-    let mut plane = ControlPlane::start_with(Assets::locate().expect("assets"), options)
-        .await
-        .unwrap_or_else(|e| panic!("control plane: {e:#}"));
-    install_crds(&plane.client().await.expect("client"))
-        .await
-        .expect("crds");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_converges() {
+    let mut system = System::start().await;
+    let mut controller = system.controller("survivor");
     let bridge = BridgeProcess::start(
         Path::new(env!("CARGO_BIN_EXE_handoff")),
-        plane.kubeconfig_path(),
-        "default",
+        system.plane.kubeconfig_path(),
+        NAMESPACE,
         &[],
     )
     .unwrap_or_else(|e| panic!("bridge: {e:#}"));
     let drive = |plan: Value| common::drive(&["http", bridge.url(), TOKEN, "implement"], plan, &[]);
-    let mut acknowledged = Vec::new();
-
-    let batch = |from: usize| {
-        (from..from + 10)
-            .map(|i| format!("fault-{i}"))
-            .collect::<Vec<_>>()
+    let write_batch = |name: &str| {
+        let keys = batch(name);
+        for r in drive(writes(&keys)) {
+            assert_eq!(r["structured"]["outcome"], json!("created"), "{r}");
+        }
+        keys
     };
-    for r in drive(writes(batch(0).into_iter())) {
-        assert_eq!(r["structured"]["outcome"], json!("created"), "{r}");
-    }
-    acknowledged.extend(batch(0));
+    let mut acknowledged = write_batch("before");
+    assert_eq!(system.converged("the first writes").await, 10);
 
-    plane.stop_apiserver();
+    system.plane.stop_apiserver();
     let during = drive(json!([
         {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "during-outage", "project": "faults", "body": "x"}},
-        {"op": "call", "tool": "get_handoff", "args": {"handoff_key": "fault-0"}},
+        {"op": "call", "tool": "get_handoff", "args": {"handoff_key": "before-0"}},
     ]));
     for r in &during {
         assert!(
@@ -101,34 +195,140 @@ async fn apiserver_and_etcd_restarts_lose_nothing_acknowledged() {
             "refused connections fail fast: {r}"
         );
     }
-    plane
+    system
+        .plane
         .start_apiserver()
         .await
         .unwrap_or_else(|e| panic!("apiserver restart: {e:#}"));
-    for r in drive(writes(batch(10).into_iter())) {
-        assert_eq!(
-            r["structured"]["outcome"],
-            json!("created"),
-            "the same bridge serves again: {r}"
-        );
-    }
-    acknowledged.extend(batch(10));
-    assert_all_stored(&plane, &acknowledged).await;
+    acknowledged.extend(write_batch("after-apiserver"));
+    assert_all_stored(&system.api().await, &acknowledged).await;
+    assert_eq!(system.converged("the apiserver restart").await, 20);
 
-    plane.stop_etcd();
-    let during = drive(writes(std::iter::once("during-etcd-outage".to_owned())));
+    system.plane.stop_etcd();
+    let during = drive(writes(&["during-etcd-outage".to_owned()]));
     assert!(
         is_retriable(&during[0]),
         "etcd down must give a retriable error: {}",
         during[0]
     );
-    plane
+    system
+        .plane
         .start_etcd()
         .await
         .unwrap_or_else(|e| panic!("etcd restart: {e:#}"));
-    for r in drive(writes(batch(20).into_iter())) {
-        assert_eq!(r["structured"]["outcome"], json!("created"), "{r}");
+    acknowledged.extend(write_batch("after-etcd"));
+    assert_all_stored(&system.api().await, &acknowledged).await;
+    assert_eq!(system.converged("the etcd restart").await, 30);
+
+    // PostgreSQL down: agents keep writing (the bridge reads the apiserver),
+    // the controller keeps counting and catches the mirror up afterwards.
+    system.postgres.stop_server();
+    acknowledged.extend(write_batch("during-postgres-outage"));
+    tokio::task::block_in_place(|| system.postgres.restart_server())
+        .unwrap_or_else(|e| panic!("postgres restart: {e:#}"));
+    acknowledged.extend(write_batch("after-postgres"));
+    assert_all_stored(&system.api().await, &acknowledged).await;
+    assert_eq!(system.converged("the PostgreSQL restart").await, 50);
+
+    assert!(
+        controller.running(),
+        "the controller recovers from every outage without a restart:\n{}",
+        controller.log()
+    );
+}
+
+fn request(key: &str, body: String) -> WriteRequest {
+    WriteRequest {
+        handoff_key: key.into(),
+        project: "faults".into(),
+        repo: None,
+        kind: None,
+        body,
+        created_by: Some("writer".into()),
     }
-    acknowledged.extend(batch(20));
-    assert_all_stored(&plane, &acknowledged).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_converges() {
+    const TOTAL: usize = 600;
+    let mut system = System::start().await;
+    let store = HandoffStore::new(system.plane.client().await.expect("client"), NAMESPACE);
+    let crashing = system.controller("crashing");
+
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            futures::stream::iter(0..TOTAL)
+                .map(|i| {
+                    let store = store.clone();
+                    async move {
+                        let key = format!("issue-{i:04}");
+                        store
+                            .write(&request(&key, format!("body {i}")))
+                            .await
+                            .unwrap_or_else(|e| panic!("write {key}: {e}"));
+                        if i % 10 == 0 {
+                            store
+                                .write(&request(&key, format!("body {i} v2")))
+                                .await
+                                .unwrap_or_else(|e| panic!("update {key}: {e}"));
+                        }
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<()>>()
+                .await;
+        })
+    };
+    // Kill once the controller has mirrored part of the batch.
+    let started = Instant::now();
+    let mirrored_at_kill = loop {
+        // No table yet until the controller has run its migrations.
+        let n = mirrored_rows(&system.db, NAMESPACE)
+            .await
+            .map_or(0, |rows| rows.len());
+        if n >= 100 {
+            break n;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the controller mirrored {n} handoffs in 120 s:\n{}",
+            crashing.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    crashing.kill();
+    assert!(
+        mirrored_at_kill < TOTAL,
+        "killed mid-batch: {mirrored_at_kill} of {TOTAL} mirrored"
+    );
+    writer.await.expect("writes");
+    // While no controller runs: deletes (held by the finalizer where the
+    // crashed controller had added it).
+    for i in (0..TOTAL).step_by(20) {
+        store
+            .delete(&format!("issue-{i:04}"))
+            .await
+            .expect("delete");
+    }
+
+    let _replacement = system.controller("replacement");
+    assert_eq!(
+        system.converged("the SIGKILL and the replacement").await,
+        TOTAL - TOTAL / 20,
+        "{TOTAL} written, {} deleted",
+        TOTAL / 20
+    );
+    for i in (10..TOTAL).step_by(20) {
+        let key = format!("issue-{i:04}");
+        let row = system
+            .db
+            .query_one(
+                "SELECT body FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
+                &[&NAMESPACE, &key],
+            )
+            .await
+            .expect("row");
+        assert_eq!(row.get::<_, String>(0), format!("body {i} v2"), "{key}");
+    }
 }

@@ -15,12 +15,13 @@
 //! it never skips.
 
 pub mod assets;
-mod bridge;
 mod control_plane;
+pub mod mirror;
 mod pki;
 pub mod postgres;
 pub mod process;
 pub mod rpc;
+mod served;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -32,11 +33,11 @@ use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
 pub use assets::{Assets, Versions};
-pub use bridge::BridgeProcess;
 pub use control_plane::{
     ControlPlane, FIELD_MANAGER, PlaneOptions, StaticToken, client_from, install_crds,
 };
 pub use postgres::Postgres;
+pub use served::{BridgeProcess, ControllerProcess};
 
 /// What a test needs to reach the cluster under test.
 #[derive(Clone)]

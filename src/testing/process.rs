@@ -130,6 +130,17 @@ impl Supervised {
         tail(&self.log, lines)
     }
 
+    /// SIGKILL to the group, at once; reaps the child.
+    pub fn kill(&mut self) {
+        if self.exited().is_none() {
+            let _ = killpg(
+                Pid::from_raw(self.child.id() as libc::pid_t),
+                Signal::SIGKILL,
+            );
+            let _ = self.child.wait();
+        }
+    }
+
     /// The stop signal (SIGTERM by default) to the group, then SIGKILL after
     /// `grace`; reaps the child.
     pub fn stop(&mut self, grace: Duration) {

@@ -1,0 +1,208 @@
+//! `handoff` processes started the way a cluster runs them — a separate
+//! process per component — for the integration suites and the benchmarks:
+//! the HTTP bridge ([`BridgeProcess`]) and the controller
+//! ([`ControllerProcess`]). Both are [`Supervised`] children (they die with
+//! us), log to a file tests can read, and are found by the address they
+//! print when they start.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::process::Supervised;
+
+/// How long a process may take to print its address.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A supervised `handoff` process and the address it printed.
+struct Served {
+    process: Supervised,
+    address: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl Served {
+    /// Starts `command` and waits until its log holds a line that
+    /// `address_in` accepts.
+    fn start(
+        name: &str,
+        command: Command,
+        address_in: fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Self> {
+        let log = tempfile::NamedTempFile::new()?;
+        let mut process = Supervised::spawn(name, command, log.path())?;
+        let started = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            if let Some(address) = text.lines().find_map(address_in) {
+                return Ok(Self {
+                    process,
+                    address,
+                    log,
+                });
+            }
+            process.ensure_running()?;
+            anyhow::ensure!(
+                started.elapsed() < START_TIMEOUT,
+                "{name} printed no address within {START_TIMEOUT:?}:\n{}",
+                process.log_tail(25)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+}
+
+/// The word after `marker` in `line`, up to the next whitespace or `/`
+/// when `until_slash`.
+fn after(line: &str, marker: &str, until_slash: bool) -> Option<String> {
+    let rest = line.split_once(marker)?.1.split_whitespace().next()?;
+    let word = if until_slash {
+        rest.split('/').next()?
+    } else {
+        rest
+    };
+    (!word.is_empty()).then(|| word.to_owned())
+}
+
+/// The URL in the bridge's `handoff mcp: serving <url> …` line.
+fn bridge_url(line: &str) -> Option<String> {
+    after(line, "serving ", false)
+}
+
+/// `host:port` in the controller's `… metrics on http://<addr>/metrics` line.
+fn controller_metrics(line: &str) -> Option<String> {
+    after(line, "metrics on http://", true)
+}
+
+/// A running `handoff mcp --listen` on a free loopback port; killed on drop.
+pub struct BridgeProcess(Served);
+
+impl BridgeProcess {
+    /// Starts `binary mcp --listen 127.0.0.1:0 --namespace <namespace> <extra>`
+    /// with `kubeconfig` as its own identity and waits for its address.
+    pub fn start(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::start_with_env(binary, kubeconfig, namespace, extra, &[])
+    }
+
+    /// [`BridgeProcess::start`] with extra environment variables (e.g. `RUST_LOG`).
+    pub fn start_with_env(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command
+            .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .envs(env.iter().copied());
+        Served::start("handoff mcp", command, bridge_url).map(Self)
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`
+    pub fn url(&self) -> &str {
+        &self.0.address
+    }
+
+    /// The process id (for memory readings).
+    pub fn pid(&self) -> u32 {
+        self.0.process.pid()
+    }
+
+    /// Everything the bridge logged so far.
+    pub fn log(&self) -> String {
+        self.0.log()
+    }
+}
+
+/// A running `handoff controller` scoped to one namespace (its Lease lives
+/// there too); stopped with SIGTERM on drop.
+pub struct ControllerProcess(Served);
+
+impl ControllerProcess {
+    /// Starts `binary controller --namespace <ns> --lease-namespace <ns>
+    /// --identity <identity> --metrics-listen 127.0.0.1:0 <extra>` with
+    /// `kubeconfig` and waits for its metrics address.
+    pub fn start(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command
+            .args(["controller", "--namespace", namespace])
+            .args(["--lease-namespace", namespace, "--identity", identity])
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("DATABASE_URL")
+            .env("RUST_LOG", "warn");
+        Served::start("handoff controller", command, controller_metrics).map(Self)
+    }
+
+    /// `host:port` of /metrics, /healthz and /readyz.
+    pub fn metrics_addr(&self) -> &str {
+        &self.0.address
+    }
+
+    /// The process id (for memory readings).
+    pub fn pid(&self) -> u32 {
+        self.0.process.pid()
+    }
+
+    /// Everything the controller logged so far.
+    pub fn log(&self) -> String {
+        self.0.log()
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.0.process.exited().is_none()
+    }
+
+    /// SIGKILL: a crash, no graceful step-down; its Lease stays held until
+    /// it expires.
+    pub fn kill(mut self) {
+        self.0.process.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bridge_url, controller_metrics};
+
+    #[test]
+    fn the_printed_addresses_are_parsed() {
+        let cases: [(fn(&str) -> Option<String>, &str, Option<&str>); 5] = [
+            (
+                bridge_url,
+                "handoff mcp: serving http://127.0.0.1:4242/mcp (namespace ns)",
+                Some("http://127.0.0.1:4242/mcp"),
+            ),
+            (bridge_url, "{\"level\":\"INFO\"}", None),
+            (
+                controller_metrics,
+                "handoff controller: metrics on http://127.0.0.1:8080/metrics",
+                Some("127.0.0.1:8080"),
+            ),
+            (controller_metrics, "metrics on http://", None),
+            (controller_metrics, "handoff controller: starting", None),
+        ];
+        for (parse, line, expected) in cases {
+            assert_eq!(parse(line).as_deref(), expected, "{line}");
+        }
+    }
+}
