@@ -11,24 +11,14 @@ use std::time::{Duration, Instant};
 
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
+use handoff::testing::BridgeProcess;
+use handoff::testing::bench::{self, TOKEN, median_p99};
 use handoff::testing::rpc::McpHttp;
-use handoff::testing::{
-    Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken, install_crds,
-};
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::AuthInfo;
 
-const TOKEN: &str = "bench-token-0123456789abcdef";
 const ITERATIONS: usize = 300;
 const WARMUP: usize = 30;
-
-/// Median and p99 of a sample, in microseconds.
-fn summary(samples: &mut [Duration]) -> (f64, f64) {
-    samples.sort();
-    let at =
-        |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize].as_secs_f64() * 1e6;
-    (at(0.5), at(0.99))
-}
 
 struct Row {
     name: &'static str,
@@ -40,21 +30,7 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let _runtime = rt.enter();
-    let tokens = vec![StaticToken {
-        token: TOKEN.into(),
-        user: "bench".into(),
-        groups: vec!["system:masters".into()],
-    }];
-    let plane = rt.block_on(ControlPlane::start_with(
-        Assets::locate()?,
-        PlaneOptions {
-            static_tokens: tokens,
-            ..Default::default()
-        },
-    ))?;
-    let admin = rt.block_on(plane.client())?;
-    rt.block_on(install_crds(&admin))?;
-
+    let plane = rt.block_on(bench::plane())?;
     let mut config = rt.block_on(kube::Config::from_custom_kubeconfig(
         plane.kubeconfig().clone(),
         &Default::default(),
@@ -142,10 +118,13 @@ fn main() -> anyhow::Result<()> {
     }
     drop(bridge);
 
-    let stats: Vec<(f64, f64)> = rows.iter_mut().map(|r| summary(&mut r.samples)).collect();
+    let stats: Vec<(f64, f64)> = rows
+        .iter_mut()
+        .map(|r| median_p99(&mut r.samples))
+        .collect();
     println!(
         "\n## Bridge vs direct ({} cores, Kubernetes {}, {ITERATIONS} samples each)\n",
-        cores(),
+        bench::cores(),
         handoff::testing::Versions::pinned().kubernetes
     );
     println!("| operation | median µs | p99 µs |\n|---|---:|---:|");
@@ -169,10 +148,4 @@ fn main() -> anyhow::Result<()> {
     }
     drop(plane);
     Ok(())
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(usize::from)
-        .unwrap_or(1)
 }

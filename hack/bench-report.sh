@@ -18,7 +18,7 @@ trap 'rm -f "$tmp"' EXIT
   echo "Medians, p99s and ratios measured in one run; the machine is shared, so compare ratios, not absolute times."
 } > "$tmp"
 
-for bench in bridge tokens mirror; do
+for bench in bridge tokens scaling; do
   echo "bench: running $bench …" >&2
   echo >> "$tmp"
   cargo bench --locked --bench "$bench" 2>/dev/null | sed -n '/^## /,$p' >> "$tmp"

@@ -254,6 +254,8 @@ fn start_etcd(assets: &Assets, root: &Path, port: u16) -> anyhow::Result<Supervi
         .arg(format!("--advertise-client-urls={url}"))
         .arg("--listen-peer-urls=http://127.0.0.1:0")
         .arg("--unsafe-no-fsync=true")
+        // Room for the 50,000-handoff benchmark stage (the default is 2 GiB).
+        .arg("--quota-backend-bytes=8589934592")
         .arg("--log-level=warn");
     Supervised::spawn("etcd", cmd, &root.join("etcd.log"))
 }

@@ -15,9 +15,11 @@
 //! it never skips.
 
 pub mod assets;
+pub mod bench;
 mod control_plane;
 pub mod mirror;
 mod pki;
+pub mod plot;
 pub mod postgres;
 pub mod process;
 pub mod rpc;

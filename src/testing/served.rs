@@ -186,7 +186,8 @@ mod tests {
 
     #[test]
     fn the_printed_addresses_are_parsed() {
-        let cases: [(fn(&str) -> Option<String>, &str, Option<&str>); 5] = [
+        type Parser = fn(&str) -> Option<String>;
+        let cases: [(Parser, &str, Option<&str>); 5] = [
             (
                 bridge_url,
                 "handoff mcp: serving http://127.0.0.1:4242/mcp (namespace ns)",

@@ -1,0 +1,284 @@
+//! A small SVG line chart for the benchmark report (`make bench` writes
+//! `docs/bench-scaling.svg`): side-by-side panels sharing a logarithmic x
+//! axis (the number of handoffs), one line per series. Hand-written to
+//! avoid a plotting dependency for one picture.
+
+use std::fmt::Write;
+
+/// One line: `(x, y)` points, x > 0.
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// The points, in any order (drawn sorted by x).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One chart of the figure.
+pub struct Panel {
+    /// Shown above the chart.
+    pub title: String,
+    /// The y axis' unit, e.g. "ms".
+    pub y_label: String,
+    /// Its lines.
+    pub series: Vec<Series>,
+}
+
+const PANEL_W: f64 = 460.0;
+const PANEL_H: f64 = 320.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 20.0;
+const TOP: f64 = 56.0;
+const BOTTOM: f64 = 70.0;
+const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+
+/// The smallest of 1, 2, 5 × 10ⁿ at or above `v` (1 for v ≤ 0).
+pub fn nice_ceiling(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return 1.0;
+    }
+    let magnitude = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|c| *c >= v * (1.0 - 1e-12))
+        .unwrap_or(10.0 * magnitude)
+}
+
+/// Text safe inside SVG elements and attributes.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `1000` → "1,000".
+fn thousands(v: f64) -> String {
+    let digits = format!("{:.0}", v);
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The figure: `panels` side by side, x on a log scale labelled `x_label`.
+pub fn svg(title: &str, x_label: &str, panels: &[Panel]) -> String {
+    let width = PANEL_W * panels.len().max(1) as f64;
+    let height = PANEL_H + 30.0;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
+         viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"15\">{}</text>\n",
+        width / 2.0,
+        escape(title)
+    );
+    for (i, panel) in panels.iter().enumerate() {
+        draw_panel(&mut out, panel, x_label, i as f64 * PANEL_W);
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
+    let xs: Vec<f64> = panel
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .filter(|x| *x > 0.0)
+        .collect();
+    let (x_min, x_max) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+    let (lx_min, lx_max) = if xs.is_empty() {
+        (0.0, 1.0)
+    } else if x_min == x_max {
+        (x_min.log10() - 0.5, x_max.log10() + 0.5)
+    } else {
+        (x_min.log10(), x_max.log10())
+    };
+    let y_top = nice_ceiling(
+        panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(0.0, f64::max),
+    );
+    let (x0, x1) = (offset + LEFT, offset + PANEL_W - RIGHT);
+    let (y0, y1) = (TOP + PANEL_H - BOTTOM, TOP);
+    let px = |x: f64| x0 + (x.log10() - lx_min) / (lx_max - lx_min) * (x1 - x0);
+    let py = |y: f64| y0 - y / y_top * (y0 - y1);
+
+    let _ = writeln!(
+        out,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
+        (x0 + x1) / 2.0,
+        TOP - 14.0,
+        escape(&panel.title)
+    );
+    for step in 0..=5 {
+        let v = y_top * f64::from(step) / 5.0;
+        let y = py(v);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{x1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
+             <text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            x0 - 6.0,
+            y + 4.0,
+            format_tick(v)
+        );
+    }
+    let mut ticks = xs.clone();
+    ticks.sort_by(f64::total_cmp);
+    ticks.dedup();
+    for x in ticks {
+        let _ = writeln!(
+            out,
+            "<line x1=\"{0:.1}\" y1=\"{y0}\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#999\"/>\
+             <text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
+            px(x),
+            y0 + 5.0,
+            y0 + 18.0,
+            thousands(x)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x1}\" y2=\"{y0}\" stroke=\"black\"/>\
+         <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" stroke=\"black\"/>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} (log scale)</text>\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 {} {})\">{}</text>",
+        (x0 + x1) / 2.0,
+        y0 + 36.0,
+        escape(x_label),
+        offset + 16.0,
+        (y0 + y1) / 2.0,
+        offset + 16.0,
+        (y0 + y1) / 2.0,
+        escape(&panel.y_label)
+    );
+    for (i, series) in panel.series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let mut points: Vec<(f64, f64)> = series
+            .points
+            .iter()
+            .copied()
+            .filter(|p| p.0 > 0.0)
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let path: Vec<String> = points
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            path.join(" ")
+        );
+        for (x, y) in &points {
+            let _ = writeln!(
+                out,
+                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"/>",
+                px(*x),
+                py(*y)
+            );
+        }
+        let legend_y = y0 + 54.0;
+        let legend_x = x0 + i as f64 * (x1 - x0) / panel.series.len().max(1) as f64;
+        let _ = writeln!(
+            out,
+            "<rect x=\"{legend_x:.1}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{color}\"/>\
+             <text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
+            legend_y - 6.0,
+            legend_x + 16.0,
+            escape(&series.name)
+        );
+    }
+}
+
+/// A y tick: integers plainly, small values with up to two decimals.
+fn format_tick(v: f64) -> String {
+    if v >= 10.0 || v == v.trunc() {
+        thousands(v)
+    } else {
+        format!("{v:.2}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Panel, Series, format_tick, nice_ceiling, svg, thousands};
+
+    #[test]
+    fn nice_ceilings() {
+        let cases = [
+            (0.0, 1.0),
+            (-3.0, 1.0),
+            (0.7, 1.0),
+            (1.0, 1.0),
+            (1.2, 2.0),
+            (3.0, 5.0),
+            (7.0, 10.0),
+            (161.0, 200.0),
+            (500.0, 500.0),
+            (0.013, 0.02),
+        ];
+        for (v, expected) in cases {
+            let got = nice_ceiling(v);
+            assert!((got - expected).abs() < 1e-9, "{v} → {got}, not {expected}");
+        }
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(thousands(50_000.0), "50,000");
+        assert_eq!(thousands(1_000.0), "1,000");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(format_tick(0.4), "0.4");
+        assert_eq!(format_tick(0.25), "0.25");
+        assert_eq!(format_tick(2.0), "2");
+        assert_eq!(format_tick(1200.0), "1,200");
+    }
+
+    #[test]
+    fn a_figure_has_one_line_and_a_point_per_value() {
+        let panels = [
+            Panel {
+                title: "latency <ms>".into(),
+                y_label: "ms".into(),
+                series: vec![
+                    Series {
+                        name: "apiserver".into(),
+                        points: vec![(10_000.0, 20.0), (1_000.0, 5.0), (50_000.0, 90.0)],
+                    },
+                    Series {
+                        name: "PostgreSQL & co".into(),
+                        points: vec![(1_000.0, 2.0), (10_000.0, 2.1), (50_000.0, 2.2)],
+                    },
+                ],
+            },
+            Panel {
+                title: "memory".into(),
+                y_label: "MiB".into(),
+                series: vec![Series {
+                    name: "controller".into(),
+                    points: vec![(1_000.0, 40.0)],
+                }],
+            },
+        ];
+        let figure = svg("scaling", "handoffs", &panels);
+        assert!(figure.starts_with("<svg ") && figure.ends_with("</svg>\n"));
+        assert_eq!(figure.matches("<polyline").count(), 3);
+        assert_eq!(figure.matches("<circle").count(), 7);
+        assert!(figure.contains("latency &lt;ms&gt;") && figure.contains("PostgreSQL &amp; co"));
+        assert!(figure.contains(">50,000<"));
+        assert!(!figure.contains("NaN") && !figure.contains("inf"));
+    }
+}
