@@ -55,8 +55,8 @@ fn stages() -> anyhow::Result<Vec<usize>> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("HANDOFF_BENCH_STAGES={text}: {e} (want e.g. 1000,10000)"))?;
     anyhow::ensure!(
-        !stages.is_empty() && stages.windows(2).all(|w| w[0] < w[1]) && stages[0] > 0,
-        "HANDOFF_BENCH_STAGES={text}: want increasing positive counts"
+        !stages.is_empty() && stages.windows(2).all(|w| w[0] < w[1]) && stages[0] >= PROJECTS,
+        "HANDOFF_BENCH_STAGES={text}: want increasing counts of at least {PROJECTS} (one per project)"
     );
     Ok(stages)
 }

@@ -26,7 +26,7 @@ pub struct Panel {
 const PANEL_W: f64 = 460.0;
 const PANEL_H: f64 = 320.0;
 const LEFT: f64 = 64.0;
-const RIGHT: f64 = 20.0;
+const RIGHT: f64 = 32.0;
 const TOP: f64 = 56.0;
 const BOTTOM: f64 = 70.0;
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
@@ -68,7 +68,7 @@ fn thousands(v: f64) -> String {
 /// The figure: `panels` side by side, x on a log scale labelled `x_label`.
 pub fn svg(title: &str, x_label: &str, panels: &[Panel]) -> String {
     let width = PANEL_W * panels.len().max(1) as f64;
-    let height = PANEL_H + 30.0;
+    let height = TOP + PANEL_H;
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" \
          viewBox=\"0 0 {width} {height}\" font-family=\"sans-serif\" font-size=\"12\">\n\
