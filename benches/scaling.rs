@@ -22,6 +22,7 @@ use handoff::api::naming::{labels_for, name_for_key};
 use handoff::api::{Handoff, HandoffSpec};
 use handoff::testing::bench::{self, TOKEN, median_p99, memory_mib};
 use handoff::testing::plot::{self, Panel, Series};
+use handoff::testing::postgres;
 use handoff::testing::rpc::McpHttp;
 use handoff::testing::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::{Api, Patch, PatchParams};
@@ -201,11 +202,7 @@ fn start(rt: &tokio::runtime::Runtime) -> anyhow::Result<System> {
 fn measure(rt: &tokio::runtime::Runtime, system: &System) -> anyhow::Result<Vec<Stage>> {
     let admin = rt.block_on(system.plane.client())?;
     let api: Api<Handoff> = Api::namespaced(admin, NAMESPACE);
-    let (db, connection) = rt.block_on(tokio_postgres::connect(
-        &system.postgres.url(),
-        tokio_postgres::NoTls,
-    ))?;
-    rt.spawn(connection);
+    let db = rt.block_on(postgres::connect(&system.postgres.url()))?;
     let mut via_api = McpHttp::connect(system.via_api.url(), TOKEN, "refine")?;
     let mut via_pg = McpHttp::connect(system.via_pg.url(), TOKEN, "refine")?;
     let pid = system.controller.pid();

@@ -121,11 +121,9 @@ async fn shared_pg() -> String {
 }
 
 async fn pg(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    handoff::testing::postgres::connect(url)
         .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
-    tokio::spawn(connection);
-    client
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Polls `check` until it returns `Some`, at most `limit`.

@@ -368,6 +368,7 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
     )
     .await;
     let groomer = agent_token(env, &ns, "groomer", None, Some("handoff-groomer")).await;
+    let header_writer = agent_token(env, &ns, "header-writer", None, Some("handoff-writer")).await;
     let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
 
     let no_token = common::drive(
@@ -422,6 +423,20 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
         ok(&header_profile[0])["deleted"],
         json!(true),
         "no label: the header names the profile"
+    );
+    let widened = bridge.drive(
+        &header_writer,
+        "refine",
+        json!([
+            write("k2", "shop", "x"),
+            call("delete_handoff", json!({"handoff_key": "k2"}))
+        ]),
+    );
+    ok(&widened[0]);
+    assert!(
+        err_text(&widened[1]).contains("may not delete handoffs"),
+        "a profile header cannot widen what RBAC allows: {}",
+        widened[1]
     );
 
     let forbidden = bridge.drive(

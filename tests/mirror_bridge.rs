@@ -16,7 +16,7 @@ use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions, SystemClock};
 use handoff::store::{HandoffStore, WriteRequest};
 use handoff::testing;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -108,38 +108,12 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         .expect("rewrite");
 
     // Wait until the mirror holds every handoff at its counted revision.
-    let db = {
-        let (c, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(conn);
-        c
-    };
+    let db = handoff::testing::postgres::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let started = Instant::now();
-    loop {
-        let crs = api.list(&ListParams::default()).await.expect("list");
-        let want: Vec<(String, i64)> = crs
-            .items
-            .iter()
-            .filter_map(|h| Some((h.spec.handoff_key.clone(), h.status.as_ref()?.revision?)))
-            .collect();
-        let mut have: Vec<(String, i64)> = db
-            .query(
-                "SELECT handoff_key, revision FROM handoffs WHERE namespace = $1",
-                &[&ns],
-            )
-            .await
-            .expect("rows")
-            .iter()
-            .map(|r| (r.get(0), r.get(1)))
-            .collect();
-        let mut want_sorted = want.clone();
-        want_sorted.sort();
-        have.sort();
-        if want.len() == 40 && have == want_sorted {
-            break;
-        }
+    while handoff::testing::mirror::converged(&api, &db, &ns).await != Some(40) {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the mirror did not catch up"

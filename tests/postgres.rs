@@ -8,11 +8,9 @@ use handoff::testing::Postgres;
 use handoff::testing::process::is_gone;
 
 async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    handoff::testing::postgres::connect(url)
         .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
-    tokio::spawn(connection);
-    client
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 #[tokio::test]

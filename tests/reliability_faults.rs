@@ -22,10 +22,7 @@ use handoff::api::Handoff;
 use handoff::api::naming::name_for_key;
 use handoff::store::{HandoffStore, WriteRequest};
 use handoff::testing::mirror::{converged, mirrored_rows};
-use handoff::testing::{
-    Assets, BridgeProcess, ControlPlane, ControllerProcess, PlaneOptions, Postgres, StaticToken,
-    install_crds,
-};
+use handoff::testing::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -50,20 +47,9 @@ struct System {
 
 impl System {
     async fn start() -> Self {
-        let options = PlaneOptions {
-            static_tokens: vec![StaticToken {
-                token: TOKEN.into(),
-                user: "agent".into(),
-                groups: vec!["system:masters".into()],
-            }],
-            ..Default::default()
-        };
-        let plane = ControlPlane::start_with(Assets::locate().expect("assets"), options)
+        let plane = ControlPlane::start_with_admin_token(TOKEN, "agent")
             .await
             .unwrap_or_else(|e| panic!("control plane: {e:#}"));
-        install_crds(&plane.client().await.expect("client"))
-            .await
-            .expect("crds");
         let postgres = tokio::task::spawn_blocking(Postgres::start)
             .await
             .expect("join")
@@ -116,11 +102,9 @@ impl System {
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+    handoff::testing::postgres::connect(url)
         .await
-        .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
-    tokio::spawn(connection);
-    client
+        .unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 fn writes(keys: &[String]) -> Value {

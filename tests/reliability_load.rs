@@ -11,28 +11,13 @@ use common::{agent_token, apply_agent_roles, env};
 use handoff::api::Handoff;
 use handoff::api::naming::name_for_key;
 use handoff::testing::BridgeProcess;
+use handoff::testing::bench::memory_mib;
 use kube::api::Api;
 use serde_json::json;
 
-/// Peak resident memory of a process in KiB (VmHWM).
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("VmHWM:")?
-                .trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0)
-}
-
 /// The bridge's memory must stay bounded under load: a generous ceiling
 /// (it uses a few tens of MiB), not a speed threshold.
-const BRIDGE_RSS_CEILING_KIB: u64 = 256 * 1024;
+const BRIDGE_PEAK_CEILING_MIB: f64 = 256.0;
 
 #[tokio::test]
 async fn sixty_four_agents_times_two_hundred_calls() {
@@ -80,12 +65,12 @@ async fn sixty_four_agents_times_two_hundred_calls() {
             "{key}: the last acknowledged write is what is stored"
         );
     }
-    let peak = peak_rss_kib(bridge.pid());
+    let peak = memory_mib(bridge.pid(), "VmHWM").expect("the bridge's /proc status");
     assert!(
-        peak > 0 && peak < BRIDGE_RSS_CEILING_KIB,
-        "bridge peak RSS {peak} KiB"
+        peak < BRIDGE_PEAK_CEILING_MIB,
+        "bridge peak RSS {peak:.0} MiB"
     );
-    eprintln!("bridge peak RSS after 12,800 calls: {} MiB", peak / 1024);
+    eprintln!("bridge peak RSS after 12,800 calls: {peak:.0} MiB");
 }
 
 #[tokio::test]

@@ -4,24 +4,14 @@
 
 use std::time::Duration;
 
-use super::{Assets, ControlPlane, PlaneOptions, StaticToken, install_crds};
+use super::ControlPlane;
 
 /// The bearer token of the benchmark's agent (in `system:masters`).
 pub const TOKEN: &str = "bench-token-0123456789abcdef";
 
 /// A local control plane that accepts [`TOKEN`], with the CRDs installed.
 pub async fn plane() -> anyhow::Result<ControlPlane> {
-    let options = PlaneOptions {
-        static_tokens: vec![StaticToken {
-            token: TOKEN.into(),
-            user: "bench".into(),
-            groups: vec!["system:masters".into()],
-        }],
-        ..Default::default()
-    };
-    let plane = ControlPlane::start_with(Assets::locate()?, options).await?;
-    install_crds(&plane.client().await?).await?;
-    Ok(plane)
+    ControlPlane::start_with_admin_token(TOKEN, "bench").await
 }
 
 /// Median and p99 of `samples`, in microseconds (sorts them); zeros when
