@@ -2,6 +2,7 @@
 #
 #   make run             local control plane (+ PostgreSQL) with the CRDs, until Ctrl-C
 #   make test            install what is missing, then fmt check, clippy, every test
+#   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
 #   make crds            regenerate crds/ from the Rust types
 #   make lint / fmt / build / bench
@@ -14,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
 
 all: build
 
@@ -47,6 +48,10 @@ test-deps: envtest-assets postgres mcp-sdk
 test: test-deps lint
 	$(CARGO) test --locked --lib --bins --tests
 
+## The reliability suite alone (make test runs it too, so CI does).
+test-reliability: test-deps
+	$(CARGO) test --locked --test reliability_faults --test reliability_load --test reliability_bad_input
+
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --all-targets -- -D warnings
@@ -58,7 +63,7 @@ crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 
 ## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests).
-bench: envtest-assets
+bench: envtest-assets postgres
 	hack/bench-report.sh
 
 ## The container image (multi-stage Dockerfile: static musl binary on distroless, non-root).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: runs every benchmark side by side against the local control
 # plane and writes BENCHMARKS.md (regenerated each run), with the machine's
-# core count and the versions. Progress goes to stderr.
+# core count and the versions. Progress (the benchmarks' `bench:` lines) and
+# errors go to stderr; cargo's build lines are hidden. TRANSCRIPTS=DIR adds real
+# transcripts to the token economy (`make bench TRANSCRIPTS=~/.claude/projects/x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/envtest/versions.env
@@ -18,10 +20,19 @@ trap 'rm -f "$tmp"' EXIT
   echo "Medians, p99s and ratios measured in one run; the machine is shared, so compare ratios, not absolute times."
 } > "$tmp"
 
+if [[ -n "${TRANSCRIPTS:-}" ]]; then
+  export TOKENS_TRANSCRIPTS="$TRANSCRIPTS"
+fi
+
+# The benchmarks' progress and errors reach the terminal; cargo's build lines do not.
+progress() {
+  grep --line-buffered -v -E '^ *(Compiling|Finished|Running|Blocking|Downloaded|Downloading|Updating|Locking|Adding|Fresh) ' >&2 || true
+}
+
 for bench in bridge tokens scaling; do
   echo "bench: running $bench …" >&2
   echo >> "$tmp"
-  cargo bench --locked --bench "$bench" 2>/dev/null | sed -n '/^## /,$p' >> "$tmp"
+  cargo bench --locked --bench "$bench" 2> >(progress) | sed -n '/^## /,$p' >> "$tmp"
 done
 
 echo "bench: running transcript (generates a large synthetic transcript) …" >&2
@@ -30,7 +41,7 @@ echo "bench: running transcript (generates a large synthetic transcript) …" >&
   echo "## Transcript linearizer"
   echo
   echo '```text'
-  cargo bench --locked --bench transcript 2>/dev/null | grep -v '^generating:'
+  cargo bench --locked --bench transcript 2> >(progress) | grep -v '^generating:'
   echo '```'
 } >> "$tmp"
 

@@ -220,6 +220,22 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
         .collect()
 }
 
+/// Drops from a cached copy what no reconcile reads, so the controller's
+/// watch cache holds less per handoff: managedFields entries of other
+/// managers (only the controller's own, for [`owned_labels`], are kept) and
+/// kubectl's last-applied annotation (a second copy of the body).
+pub fn slim(h: &mut Handoff) {
+    if let Some(fields) = h.metadata.managed_fields.as_mut() {
+        fields.retain(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none());
+    }
+    if let Some(annotations) = h.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// kubectl's client-side apply record.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// The metadata the controller applies to `h` (labels it may set, its
 /// finalizer while the mirror is on), or `None` when `h` already carries
 /// exactly that. A label is the controller's to set when the object lacks
@@ -746,6 +762,50 @@ mod tests {
         );
         let plan = metadata_plan(&stale, false).expect("our label follows the spec");
         assert_eq!(plan["metadata"]["labels"]["project"], "p");
+    }
+
+    #[test]
+    fn slimming_keeps_what_the_plan_reads() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let entry = |manager: &str, subresource: Option<&str>| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            subresource: subresource.map(Into::into),
+            ..Default::default()
+        };
+        for (labels, owned) in [
+            (vec![], vec![]),
+            (vec![("project", "other")], vec![]),
+            (
+                vec![("project", "old"), ("kind", "issue")],
+                vec!["project", "kind"],
+            ),
+        ] {
+            let mut h = object(&labels, &owned, false);
+            let before = metadata_plan(&h, true);
+            let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
+            fields.extend([
+                entry("handoff-bridge", None),
+                entry(FIELD_MANAGER, Some("status")),
+            ]);
+            h.metadata.managed_fields = Some(fields);
+            h.metadata.annotations = Some(
+                [
+                    (LAST_APPLIED.to_owned(), "{…}".to_owned()),
+                    ("keep".into(), "me".into()),
+                ]
+                .into(),
+            );
+            slim(&mut h);
+            assert_eq!(metadata_plan(&h, true), before, "{labels:?} {owned:?}");
+            let kept = h.metadata.managed_fields.clone().unwrap_or_default();
+            assert_eq!(kept.len(), usize::from(!owned.is_empty()));
+            assert!(kept.iter().all(|m| m.manager.as_deref() == Some(FIELD_MANAGER)
+                && m.subresource.is_none()));
+            assert_eq!(
+                h.metadata.annotations,
+                Some([("keep".to_owned(), "me".to_owned())].into())
+            );
+        }
     }
 
     #[test]

@@ -36,7 +36,7 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -377,7 +377,15 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    let controller = Controller::new(api.clone(), watcher::Config::default())
+    // The cache holds slimmed copies (see `handoff::slim`): its memory is
+    // most of the controller's, and grows with the number of handoffs.
+    let (cache, writer) = reflector::store();
+    let handoffs = watcher(api.clone(), watcher::Config::default())
+        .default_backoff()
+        .modify(handoff::slim)
+        .reflect(writer)
+        .applied_objects();
+    let controller = Controller::for_stream(handoffs, cache)
         .with_config(
             kube::runtime::controller::Config::default().concurrency(options.concurrency.max(1)),
         )
