@@ -84,35 +84,76 @@ pub fn svg(title: &str, x_label: &str, panels: &[Panel]) -> String {
     out
 }
 
-fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
-    let xs: Vec<f64> = panel
+/// Where a panel's data lands: its plot area and scales.
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y0: f64,
+    y1: f64,
+    lx_min: f64,
+    lx_max: f64,
+    y_top: f64,
+}
+
+impl Frame {
+    /// The frame of `panel` at horizontal `offset`: x spans the panel's
+    /// x values (log10), y runs from 0 to a nice ceiling of its largest y.
+    fn of(panel: &Panel, offset: f64) -> Self {
+        let xs = x_values(panel);
+        let (lx_min, lx_max) = match (xs.first(), xs.last()) {
+            (Some(lo), Some(hi)) if lo < hi => (lo.log10(), hi.log10()),
+            (Some(x), _) => (x.log10() - 0.5, x.log10() + 0.5),
+            _ => (0.0, 1.0),
+        };
+        let y_max = panel
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(0.0, f64::max);
+        Self {
+            x0: offset + LEFT,
+            x1: offset + PANEL_W - RIGHT,
+            y0: TOP + PANEL_H - BOTTOM,
+            y1: TOP,
+            lx_min,
+            lx_max,
+            y_top: nice_ceiling(y_max),
+        }
+    }
+
+    fn px(&self, x: f64) -> f64 {
+        self.x0 + (x.log10() - self.lx_min) / (self.lx_max - self.lx_min) * (self.x1 - self.x0)
+    }
+
+    fn py(&self, y: f64) -> f64 {
+        self.y0 - y / self.y_top * (self.y0 - self.y1)
+    }
+}
+
+/// The distinct positive x values of a panel, ascending.
+fn x_values(panel: &Panel) -> Vec<f64> {
+    let mut xs: Vec<f64> = panel
         .series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.0))
         .filter(|x| *x > 0.0)
         .collect();
-    let (x_min, x_max) = xs
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-    let (lx_min, lx_max) = if xs.is_empty() {
-        (0.0, 1.0)
-    } else if x_min == x_max {
-        (x_min.log10() - 0.5, x_max.log10() + 0.5)
-    } else {
-        (x_min.log10(), x_max.log10())
-    };
-    let y_top = nice_ceiling(
-        panel
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.1))
-            .fold(0.0, f64::max),
-    );
-    let (x0, x1) = (offset + LEFT, offset + PANEL_W - RIGHT);
-    let (y0, y1) = (TOP + PANEL_H - BOTTOM, TOP);
-    let px = |x: f64| x0 + (x.log10() - lx_min) / (lx_max - lx_min) * (x1 - x0);
-    let py = |y: f64| y0 - y / y_top * (y0 - y1);
+    xs.sort_by(f64::total_cmp);
+    xs.dedup();
+    xs
+}
 
+fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
+    let f = Frame::of(panel, offset);
+    draw_axes(out, &f, panel, x_label, offset);
+    for (i, series) in panel.series.iter().enumerate() {
+        draw_series(out, &f, series, i, panel.series.len());
+    }
+}
+
+/// Title, y grid with labels, x ticks at the data's x values, axis labels.
+fn draw_axes(out: &mut String, f: &Frame, panel: &Panel, x_label: &str, offset: f64) {
+    let (x0, x1, y0, y1) = (f.x0, f.x1, f.y0, f.y1);
     let _ = writeln!(
         out,
         "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" font-size=\"13\">{}</text>",
@@ -121,8 +162,8 @@ fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
         escape(&panel.title)
     );
     for step in 0..=5 {
-        let v = y_top * f64::from(step) / 5.0;
-        let y = py(v);
+        let v = f.y_top * f64::from(step) / 5.0;
+        let y = f.py(v);
         let _ = writeln!(
             out,
             "<line x1=\"{x0}\" y1=\"{y:.1}\" x2=\"{x1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>\
@@ -132,72 +173,69 @@ fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
             format_tick(v)
         );
     }
-    let mut ticks = xs.clone();
-    ticks.sort_by(f64::total_cmp);
-    ticks.dedup();
-    for x in ticks {
+    for x in x_values(panel) {
         let _ = writeln!(
             out,
             "<line x1=\"{0:.1}\" y1=\"{y0}\" x2=\"{0:.1}\" y2=\"{1}\" stroke=\"#999\"/>\
              <text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
-            px(x),
+            f.px(x),
             y0 + 5.0,
             y0 + 18.0,
             thousands(x)
         );
     }
+    let (label_x, label_y) = (offset + 16.0, (y0 + y1) / 2.0);
     let _ = writeln!(
         out,
         "<line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x1}\" y2=\"{y0}\" stroke=\"black\"/>\
          <line x1=\"{x0}\" y1=\"{y0}\" x2=\"{x0}\" y2=\"{y1}\" stroke=\"black\"/>\
          <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} (log scale)</text>\
-         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\" transform=\"rotate(-90 {} {})\">{}</text>",
+         <text x=\"{label_x}\" y=\"{label_y}\" text-anchor=\"middle\" \
+         transform=\"rotate(-90 {label_x} {label_y})\">{}</text>",
         (x0 + x1) / 2.0,
         y0 + 36.0,
         escape(x_label),
-        offset + 16.0,
-        (y0 + y1) / 2.0,
-        offset + 16.0,
-        (y0 + y1) / 2.0,
         escape(&panel.y_label)
     );
-    for (i, series) in panel.series.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        let mut points: Vec<(f64, f64)> = series
-            .points
-            .iter()
-            .copied()
-            .filter(|p| p.0 > 0.0)
-            .collect();
-        points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let path: Vec<String> = points
-            .iter()
-            .map(|(x, y)| format!("{:.1},{:.1}", px(*x), py(*y)))
-            .collect();
+}
+
+/// The `index`-th of `count` lines: polyline, points, legend entry.
+fn draw_series(out: &mut String, f: &Frame, series: &Series, index: usize, count: usize) {
+    let color = COLORS[index % COLORS.len()];
+    let mut points: Vec<(f64, f64)> = series
+        .points
+        .iter()
+        .copied()
+        .filter(|p| p.0 > 0.0)
+        .collect();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let path: Vec<String> = points
+        .iter()
+        .map(|(x, y)| format!("{:.1},{:.1}", f.px(*x), f.py(*y)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+        path.join(" ")
+    );
+    for (x, y) in &points {
         let _ = writeln!(
             out,
-            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-            path.join(" ")
-        );
-        for (x, y) in &points {
-            let _ = writeln!(
-                out,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"/>",
-                px(*x),
-                py(*y)
-            );
-        }
-        let legend_y = y0 + 54.0;
-        let legend_x = x0 + i as f64 * (x1 - x0) / panel.series.len().max(1) as f64;
-        let _ = writeln!(
-            out,
-            "<rect x=\"{legend_x:.1}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{color}\"/>\
-             <text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
-            legend_y - 6.0,
-            legend_x + 16.0,
-            escape(&series.name)
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"/>",
+            f.px(*x),
+            f.py(*y)
         );
     }
+    let legend_y = f.y0 + 54.0;
+    let legend_x = f.x0 + index as f64 * (f.x1 - f.x0) / count.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "<rect x=\"{legend_x:.1}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{color}\"/>\
+         <text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
+        legend_y - 6.0,
+        legend_x + 16.0,
+        escape(&series.name)
+    );
 }
 
 /// A y tick: integers plainly, small values with up to two decimals.
