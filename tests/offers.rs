@@ -29,15 +29,7 @@ async fn offers(ns: &str) -> Vec<HandoffOffer> {
 }
 
 async fn events(ns: &str, reason: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(env().client().await, ns);
-    let all = api
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    all.into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason))
-        .collect()
+    common::events_with_reason(env().client().await, ns, reason).await
 }
 
 struct Setup {

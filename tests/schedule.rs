@@ -2,6 +2,8 @@
 //! kubelet or Job controller in envtest, so the tests patch Job status the
 //! way they would; time comes from a manual clock.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,15 +133,7 @@ impl Fixture {
             .metadata
             .namespace
             .unwrap_or_default();
-        let events: Api<Event> = Api::namespaced(self.client.clone(), &ns);
-        let all = events
-            .list(&ListParams::default())
-            .await
-            .expect("events")
-            .items;
-        all.into_iter()
-            .filter(|e| e.reason.as_deref() == Some(reason))
-            .collect()
+        common::events_with_reason(self.client.clone(), &ns, reason).await
     }
 }
 

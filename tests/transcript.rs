@@ -1,6 +1,8 @@
 //! The transcript readers on hand-written fixtures (tests/fixtures/transcripts),
 //! locating sessions, the Grok database, documents and files.
 
+mod common;
+
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -203,18 +205,7 @@ fn fixtures_read_as_expected() {
         );
         assert!(o.is_balanced(), "{name}");
         assert_eq!(o.turns, case.turns, "{name}");
-        assert_eq!(
-            o.warnings.len(),
-            case.warnings.len(),
-            "{name}: {:#?}",
-            o.warnings
-        );
-        for (got, want) in o.warnings.iter().zip(case.warnings) {
-            assert!(
-                got.contains(want),
-                "{name}: {got:?} should contain {want:?}"
-            );
-        }
+        common::assert_warnings(name, &o.warnings, case.warnings);
     }
 }
 

@@ -4,6 +4,8 @@
 //! to the work tree, locally and in CI: when it is missing, this test fails
 //! rather than skip silently.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use handoff::transcript::{AgentKind, Budget, Outcome, read_file};
@@ -108,18 +110,7 @@ fn shared_transcripts_read_as_expected() {
             (case.turns, case.used, case.ignored, case.skipped),
             "{name}: turns, used, ignored, skipped"
         );
-        assert_eq!(
-            o.warnings.len(),
-            case.warnings.len(),
-            "{name}: {:?}",
-            o.warnings
-        );
-        for (got, want) in o.warnings.iter().zip(case.warnings) {
-            assert!(
-                got.contains(want),
-                "{name}: {got:?} should contain {want:?}"
-            );
-        }
+        common::assert_warnings(name, &o.warnings, case.warnings);
     }
 }
 

@@ -215,3 +215,31 @@ pub fn err_text(result: &Value) -> String {
     );
     result["text"].as_str().unwrap_or_default().to_owned()
 }
+
+/// The `events.k8s.io/v1` Events of `namespace` with `reason`.
+pub async fn events_with_reason(
+    client: kube::Client,
+    namespace: &str,
+    reason: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client, namespace)
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+/// A reader's warnings: as many as expected, each containing its expected
+/// fragment, in order.
+pub fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
+    assert_eq!(got.len(), want.len(), "{name}: {got:#?}");
+    for (got, want) in got.iter().zip(want) {
+        assert!(
+            got.contains(want),
+            "{name}: {got:?} should contain {want:?}"
+        );
+    }
+}
