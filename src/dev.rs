@@ -25,10 +25,10 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::mcp::auth::TokenResolver;
+use crate::names::{CONTROLLER_FIELD_MANAGER, LOCAL_FIELD_MANAGER};
 use crate::telemetry::BridgeMetrics;
 use crate::testing::{
-    Assets, ControlPlane, FIELD_MANAGER, PlaneOptions, Postgres, StaticToken, Versions,
-    install_crds, postgres,
+    Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
 };
 
 /// The line `handoff dev` prints once everything is up (scripts wait for it).
@@ -179,7 +179,7 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
 
 /// Applies the agent ClusterRoles and binds each dev group to its role.
 async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(LOCAL_FIELD_MANAGER).force();
     let roles: Api<ClusterRole> = Api::all(client.clone());
     for role in serde_saphyr::from_str_multiple::<ClusterRole, Vec<_>>(AGENT_ROLES)? {
         roles
@@ -221,11 +221,12 @@ async fn start_controller(
     database_url: Option<String>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String)> {
-    use crate::controller::{self, ControllerMetrics, ControllerOptions, SystemClock};
+    use crate::controller::{self, ControllerMetrics, ControllerOptions};
+    use crate::time::SystemClock;
     let options = ControllerOptions {
         namespace: None,
         lease: controller::leader::LeaseConfig {
-            name: "handoff-controller".into(),
+            name: CONTROLLER_FIELD_MANAGER.into(),
             namespace: "default".into(),
             identity: "handoff-dev".into(),
             lease_duration: Duration::from_secs(15),
@@ -236,7 +237,7 @@ async fn start_controller(
         postgres_url: database_url,
         resync_interval: Duration::from_secs(300),
         groom_interval: Duration::from_secs(60),
-        ttl: Arc::new(controller::grooming::DefaultTtl(None)),
+        ttl: Arc::new(crate::schedule::ttl::DefaultTtl(None)),
         active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
     };
     let metrics = ControllerMetrics::new();

@@ -18,9 +18,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use crate::api::naming::{labels_for, name_for_key};
 use crate::api::{Handoff, HandoffSpec};
-
-/// The field manager of writes made through the bridge.
-pub const BRIDGE_FIELD_MANAGER: &str = "handoff-bridge";
+use crate::names::BRIDGE_FIELD_MANAGER;
 
 /// Objects fetched per apiserver list request while collecting a project.
 const LIST_CHUNK: u32 = 500;
@@ -35,45 +33,6 @@ pub enum WriteOutcome {
     Updated,
     /// The content was identical; nothing was written.
     Unchanged,
-}
-
-/// The content of a write; `created_by` is the authenticated writer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WriteRequest {
-    /// The conversation object key.
-    pub handoff_key: String,
-    /// Project (a valid label value).
-    pub project: String,
-    /// Repository, if any.
-    pub repo: Option<String>,
-    /// Kind of work, if any.
-    pub kind: Option<String>,
-    /// The summary.
-    pub body: String,
-    /// The authenticated identity writing it.
-    pub created_by: Option<String>,
-}
-
-impl WriteRequest {
-    fn spec(&self) -> HandoffSpec {
-        HandoffSpec {
-            handoff_key: self.handoff_key.clone(),
-            project: self.project.clone(),
-            repo: self.repo.clone(),
-            kind: self.kind.clone(),
-            body: self.body.clone(),
-            created_by: self.created_by.clone(),
-        }
-    }
-}
-
-/// Whether `existing` already holds exactly this content. The writer is not
-/// content: the same summary written again by someone else changes nothing.
-pub fn same_content(existing: &HandoffSpec, request: &WriteRequest) -> bool {
-    existing.project == request.project
-        && existing.repo == request.repo
-        && existing.kind == request.kind
-        && existing.body == request.body
 }
 
 /// A query of one project's handoffs.
@@ -112,14 +71,11 @@ impl HandoffStore {
         Ok(found.filter(|h| h.spec.handoff_key == key))
     }
 
-    /// Upserts the handoff for `request.handoff_key` (see the module docs).
-    pub async fn write(
-        &self,
-        request: &WriteRequest,
-    ) -> Result<(WriteOutcome, Handoff), kube::Error> {
-        let name = name_for_key(&request.handoff_key);
+    /// Upserts the handoff for `spec.handoff_key` (see the module docs).
+    pub async fn write(&self, spec: &HandoffSpec) -> Result<(WriteOutcome, Handoff), kube::Error> {
+        let name = name_for_key(&spec.handoff_key);
         let existing = self.api.get_opt(&name).await?;
-        if let Some(existing) = existing.as_ref().filter(|h| same_content(&h.spec, request)) {
+        if let Some(existing) = existing.as_ref().filter(|h| h.spec.same_content(spec)) {
             return Ok((WriteOutcome::Unchanged, existing.clone()));
         }
         let outcome = if existing.is_some() {
@@ -127,7 +83,6 @@ impl HandoffStore {
         } else {
             WriteOutcome::Created
         };
-        let spec = request.spec();
         let mut desired = Handoff::new(&name, spec.clone());
         desired.metadata.labels = Some(labels_for(
             &spec.project,
@@ -280,22 +235,5 @@ mod tests {
     fn field_values_are_escaped() {
         assert_eq!(escape_field_value("org/repo"), "org/repo");
         assert_eq!(escape_field_value(r"a,b=c\d"), r"a\,b\=c\\d");
-    }
-
-    #[test]
-    fn content_ignores_the_writer() {
-        let req = WriteRequest {
-            handoff_key: "k".into(),
-            project: "p".into(),
-            repo: None,
-            kind: Some("issue".into()),
-            body: "b".into(),
-            created_by: Some("alice".into()),
-        };
-        let mut spec = req.spec();
-        spec.created_by = Some("bob".into());
-        assert!(same_content(&spec, &req));
-        spec.body.push('!');
-        assert!(!same_content(&spec, &req));
     }
 }

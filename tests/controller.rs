@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff::controller::grooming::{DefaultTtl, TtlPolicy};
-use handoff::controller::handoff::{MIRROR_FINALIZER, MIRRORED};
+use handoff::controller::handoff::MIRRORED;
 use handoff::controller::leader::LeaseConfig;
-use handoff::controller::{
-    self, Clock, ControllerMetrics, ControllerOptions, ManualClock, SystemClock,
-};
-use handoff::store::{HandoffStore, WriteRequest};
+use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::names::MIRROR_FINALIZER;
+use handoff::schedule::ttl::{DefaultTtl, TtlPolicy};
+use handoff::store::HandoffStore;
 use handoff::testing::mirror::{self, Snapshot, mirrored_rows};
 use handoff::testing::{self, Postgres};
+use handoff::time::{Clock, ManualClock, SystemClock};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -145,8 +145,8 @@ where
     }
 }
 
-fn request(key: &str, project: &str, body: &str, writer: &str) -> WriteRequest {
-    WriteRequest {
+fn request(key: &str, project: &str, body: &str, writer: &str) -> HandoffSpec {
+    HandoffSpec {
         handoff_key: key.into(),
         project: project.into(),
         repo: Some("org/repo".into()),

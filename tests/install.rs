@@ -1104,9 +1104,9 @@ where
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_loops_run_with_the_controller_identity() {
     use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
-    use handoff::controller::ManualClock;
     use handoff::schedule::reconcile::Context as ScheduleContext;
     use handoff::schedule::tick::Timing;
+    use handoff::time::ManualClock;
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::events::v1::Event;
     use kube::api::{ListParams, PostParams};

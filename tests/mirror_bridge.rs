@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff::api::Handoff;
-use handoff::controller::grooming::DefaultTtl;
+use handoff::api::HandoffSpec;
 use handoff::controller::leader::LeaseConfig;
-use handoff::controller::{self, ControllerMetrics, ControllerOptions, SystemClock};
-use handoff::store::{HandoffStore, WriteRequest};
+use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::schedule::ttl::DefaultTtl;
+use handoff::store::HandoffStore;
 use handoff::testing;
+use handoff::time::SystemClock;
 use kube::api::Api;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -81,7 +83,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
     for i in 0..40 {
         let project = if i % 4 == 3 { "other" } else { "shop" };
         store
-            .write(&WriteRequest {
+            .write(&HandoffSpec {
                 handoff_key: format!("Key {i:02}"),
                 project: project.into(),
                 repo: Some(if i % 2 == 0 { "org/a" } else { "org/b" }.into()),
@@ -96,7 +98,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         }
     }
     store
-        .write(&WriteRequest {
+        .write(&HandoffSpec {
             handoff_key: "Key 05".into(),
             project: "shop".into(),
             repo: Some("org/b".into()),

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use handoff::api::Handoff;
+use handoff::api::HandoffSpec;
 use handoff::api::naming::name_for_key;
-use handoff::store::{HandoffStore, WriteRequest};
+use handoff::store::HandoffStore;
 use handoff::testing::mirror::{converged, mirrored_rows};
 use handoff::testing::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
@@ -221,8 +222,8 @@ async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_con
     );
 }
 
-fn request(key: &str, body: String) -> WriteRequest {
-    WriteRequest {
+fn request(key: &str, body: String) -> HandoffSpec {
+    HandoffSpec {
         handoff_key: key.into(),
         project: "faults".into(),
         repo: None,

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handoff::api::{BrainstormSchedule, SchedulePhase};
-use handoff::controller::ManualClock;
-use handoff::schedule::jobs::{ROLE_LABEL, SCHEDULE_LABEL};
+use handoff::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff::schedule::reconcile::{Context, reconcile};
 use handoff::schedule::tick::Timing;
 use handoff::testing;
+use handoff::time::ManualClock;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;

@@ -23,6 +23,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 /// Most characters a handoff body may hold (see the module docs).
 pub const MAX_BODY_CHARS: usize = 32 * 1024;
@@ -134,6 +135,49 @@ pub struct HandoffSpec {
     pub created_by: Option<String>,
 }
 
+impl HandoffSpec {
+    /// The content of a handoff: project, repo, kind and body. The key is
+    /// its identity and the writer is not content: the same summary written
+    /// again by someone else changes nothing (no new revision, no write).
+    pub fn content(&self) -> (&str, Option<&str>, Option<&str>, &str) {
+        (
+            &self.project,
+            self.repo.as_deref(),
+            self.kind.as_deref(),
+            &self.body,
+        )
+    }
+
+    /// Whether `other` holds exactly this content (see [`Self::content`]).
+    pub fn same_content(&self, other: &HandoffSpec) -> bool {
+        self.content() == other.content()
+    }
+
+    /// A stable hash of [`Self::content`] (kept in `status.contentHash`): 16
+    /// hex characters of SHA-256 over the length-prefixed fields, so no two
+    /// different contents share an encoding.
+    pub fn content_hash(&self) -> String {
+        let (project, repo, kind, body) = self.content();
+        let mut hasher = Sha256::new();
+        for field in [Some(project), repo, kind, Some(body)] {
+            match field {
+                None => hasher.update([0u8]),
+                Some(value) => {
+                    hasher.update([1u8]);
+                    hasher.update((value.len() as u64).to_be_bytes());
+                    hasher.update(value.as_bytes());
+                }
+            }
+        }
+        hasher
+            .finalize()
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
 /// Where the controller has got with a handoff.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub enum HandoffPhase {
@@ -178,4 +222,31 @@ pub struct HandoffStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+/// Characters of body shown per entry when `include_body` is off.
+pub const PREVIEW_CHARS: usize = 160;
+
+/// The first characters of a body on one line.
+pub fn preview_line(body: &str) -> String {
+    let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut preview: String = flat.chars().take(PREVIEW_CHARS).collect();
+    if flat.chars().count() > PREVIEW_CHARS {
+        preview.push('…');
+    }
+    preview
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_one_bounded_line() {
+        let p = preview_line("## State\n\n  working   on it\n");
+        assert_eq!(p, "## State working on it");
+        assert_eq!(
+            preview_line(&"w ".repeat(500)).chars().count(),
+            PREVIEW_CHARS + 1
+        );
+    }
 }

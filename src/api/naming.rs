@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::names::{KIND_LABEL, PROJECT_LABEL, REPO_LABEL};
 use sha2::{Digest, Sha256};
 
 /// Longest readable prefix kept from the folded key. With the `-` separator
@@ -102,15 +103,6 @@ pub fn is_dns1123_subdomain(name: &str) -> bool {
         })
 }
 
-/// Label keys the Handoff carries so that `kubectl get handoffs -l project=x`
-/// works. Values that are not valid label values (`org/repo`) are left out;
-/// `--field-selector spec.repo=org/repo` finds those.
-pub const LABEL_PROJECT: &str = "project";
-/// See [`LABEL_PROJECT`].
-pub const LABEL_REPO: &str = "repo";
-/// See [`LABEL_PROJECT`].
-pub const LABEL_KIND: &str = "kind";
-
 /// The labels for a handoff's `project`, `repo` and `kind`, each present only
 /// when its value is a non-empty valid label value.
 pub fn labels_for(
@@ -119,9 +111,9 @@ pub fn labels_for(
     kind: Option<&str>,
 ) -> BTreeMap<String, String> {
     [
-        (LABEL_PROJECT, Some(project)),
-        (LABEL_REPO, repo),
-        (LABEL_KIND, kind),
+        (PROJECT_LABEL, Some(project)),
+        (REPO_LABEL, repo),
+        (KIND_LABEL, kind),
     ]
     .into_iter()
     .filter_map(|(key, value)| {

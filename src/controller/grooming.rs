@@ -2,18 +2,16 @@
 //! project's TTL is deleted — deterministic grooming, next to the refine
 //! agent's judgement.
 //!
-//! The TTL of a project comes from a [`TtlPolicy`]. Today that is
-//! [`DefaultTtl`], the controller-wide `--default-handoff-ttl` (off by
-//! default); the BrainstormSchedule issue plugs its per-project
-//! `spec.handoffTTL` in behind the same trait, falling back to the default.
+//! The TTL of a project comes from a [`TtlPolicy`]: the project's
+//! `BrainstormSchedule.spec.handoffTTL`, else the controller-wide
+//! `--default-handoff-ttl` (off by default); see [`crate::schedule::ttl`].
 //!
 //! Each deletion carries the object's uid and resourceVersion as
 //! preconditions, so a handoff rewritten between the list and the delete
 //! survives. Each is recorded as a `Groomed` Event on the Handoff itself
-//! (its involvedObject is the deleted object, in its namespace, so `kubectl
-//! get events -n <ns>` shows it; there is no BrainstormSchedule yet to
-//! carry it) and counted in `handoff_controller_groomed_handoffs_total`.
-//! Expiry is judged by the injected [`super::Clock`], never by sleeping.
+//! (its regarding object is the deleted object, in its namespace, so `kubectl
+//! get events -n <ns>` shows it) and counted in `handoff_controller_groomed_handoffs_total`.
+//! Expiry is judged by the injected [`crate::time::Clock`], never by sleeping.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,22 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::api::Handoff;
-
-/// The handoff TTL of a project, or `None` for no grooming.
-pub trait TtlPolicy: Send + Sync {
-    /// The TTL of `project` in `namespace`.
-    fn ttl_for(&self, namespace: &str, project: &str) -> Option<Duration>;
-}
-
-/// One TTL for every project (`--default-handoff-ttl`), or none.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DefaultTtl(pub Option<Duration>);
-
-impl TtlPolicy for DefaultTtl {
-    fn ttl_for(&self, _namespace: &str, _project: &str) -> Option<Duration> {
-        self.0
-    }
-}
 
 /// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
 /// Without a TTL or a known update time nothing expires.
@@ -179,12 +161,5 @@ mod tests {
         for (updated, ttl, now, expected, why) in cases {
             assert_eq!(expired(updated, ttl, now), expected, "{why}");
         }
-    }
-
-    #[test]
-    fn the_default_applies_to_every_project() {
-        let policy = DefaultTtl(Some(Duration::from_secs(5)));
-        assert_eq!(policy.ttl_for("a", "b"), Some(Duration::from_secs(5)));
-        assert_eq!(DefaultTtl::default().ttl_for("a", "b"), None);
     }
 }

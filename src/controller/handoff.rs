@@ -2,7 +2,7 @@
 //! `project` / `repo` / `kind` labels an object arrived without, records an
 //! Event per occurrence and keeps the PostgreSQL mirror's row current.
 //!
-//! Decisions are pure functions ([`count`], [`content_hash`],
+//! Decisions are pure functions ([`count`],
 //! [`approx_tokens`], [`metadata_plan`], [`backoff`]); [`reconcile`] is the
 //! thin I/O shell around them. Its order is chosen so nothing is counted
 //! twice and nothing is lost:
@@ -42,18 +42,13 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use sha2::{Digest, Sha256};
 
 use super::Context;
 use crate::api::naming::labels_for;
 use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus};
 use crate::mirror::{MirrorError, Row};
+use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
 
-/// The field manager of everything the controller writes.
-pub const FIELD_MANAGER: &str = "handoff-controller";
-/// The finalizer that keeps a Handoff until its mirror row is deleted.
-/// Present only while the mirror is enabled.
-pub const MIRROR_FINALIZER: &str = "handoff.dev/mirror";
 /// The condition that reports the mirror row.
 pub const MIRRORED: &str = "Mirrored";
 /// Bytes per token of [`approx_tokens`].
@@ -71,34 +66,6 @@ pub enum Error {
     /// The object has no namespace (Handoffs are namespaced).
     #[error("handoff {0} has no namespace")]
     NoNamespace(String),
-}
-
-/// A stable hash of the content (project, repo, kind, body): 16 hex
-/// characters of SHA-256 over the length-prefixed fields, so no two
-/// different contents share an encoding.
-pub fn content_hash(spec: &HandoffSpec) -> String {
-    let mut hasher = Sha256::new();
-    for field in [
-        Some(spec.project.as_str()),
-        spec.repo.as_deref(),
-        spec.kind.as_deref(),
-        Some(spec.body.as_str()),
-    ] {
-        match field {
-            None => hasher.update([0u8]),
-            Some(value) => {
-                hasher.update([1u8]);
-                hasher.update((value.len() as u64).to_be_bytes());
-                hasher.update(value.as_bytes());
-            }
-        }
-    }
-    hasher
-        .finalize()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A cheap token estimate: one token per [`BYTES_PER_TOKEN`] bytes of UTF-8,
@@ -138,7 +105,7 @@ pub fn count(
     generation: Option<i64>,
     now: Timestamp,
 ) -> (HandoffStatus, Change) {
-    let hash = content_hash(spec);
+    let hash = spec.content_hash();
     let current = current.cloned().unwrap_or_default();
     let (revision, updated_at, change) = match (current.revision, &current.content_hash) {
         (Some(rev), Some(h)) if *h == hash => (rev, current.updated_at.clone(), Change::Unchanged),
@@ -212,7 +179,9 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
         .managed_fields
         .iter()
         .flatten()
-        .filter(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none())
+        .filter(|m| {
+            m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
+        })
         .filter_map(|m| m.fields_v1.as_ref())
         .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
         .flat_map(|labels| labels.keys().filter_map(|k| k.strip_prefix("f:")))
@@ -226,7 +195,9 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
 /// kubectl's last-applied annotation (a second copy of the body).
 pub fn slim(h: &mut Handoff) {
     if let Some(fields) = h.metadata.managed_fields.as_mut() {
-        fields.retain(|m| m.manager.as_deref() == Some(FIELD_MANAGER) && m.subresource.is_none());
+        fields.retain(|m| {
+            m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
+        });
     }
     if let Some(annotations) = h.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
@@ -382,7 +353,7 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
     }
 
     if let Some(plan) = metadata_plan(&current, ctx.mirror.is_some()) {
-        let params = PatchParams::apply(FIELD_MANAGER);
+        let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER);
         match api.patch(&name, &params, &Patch::Apply(&plan)).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -473,7 +444,7 @@ async fn finalize(
         "metadata": { "resourceVersion": h.resource_version(), "finalizers": remaining },
     });
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
     match api
@@ -503,7 +474,7 @@ async fn write_status(
         "status": body,
     });
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
     api.patch_status(name, &params, &Patch::Merge(&patch)).await
@@ -547,10 +518,10 @@ pub fn event(h: &Handoff, reason: &str, note: String, identity: &str, now: Times
         first_timestamp: Some(Time(whole_seconds(now))),
         last_timestamp: Some(Time(whole_seconds(now))),
         source: Some(EventSource {
-            component: Some(FIELD_MANAGER.into()),
+            component: Some(CONTROLLER_FIELD_MANAGER.into()),
             host: None,
         }),
-        reporting_component: Some(FIELD_MANAGER.into()),
+        reporting_component: Some(CONTROLLER_FIELD_MANAGER.into()),
         reporting_instance: Some(identity.into()),
         action: Some(reason.into()),
         ..Event::default()
@@ -577,6 +548,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::names::BRIDGE_FIELD_MANAGER;
 
     fn spec(body: &str) -> HandoffSpec {
         HandoffSpec {
@@ -596,11 +568,11 @@ mod tests {
     #[test]
     fn content_hash_covers_content_only() {
         let base = spec("b");
-        let h = content_hash(&base);
+        let h = base.content_hash();
         assert_eq!(h.len(), 16);
         let mut writer = base.clone();
         writer.created_by = Some("bob".into());
-        assert_eq!(content_hash(&writer), h, "the writer is not content");
+        assert_eq!(writer.content_hash(), h, "the writer is not content");
         for changed in [
             HandoffSpec {
                 project: "q".into(),
@@ -619,7 +591,7 @@ mod tests {
                 ..base.clone()
             },
         ] {
-            assert_ne!(content_hash(&changed), h, "{changed:?}");
+            assert_ne!(changed.content_hash(), h, "{changed:?}");
         }
         let a = HandoffSpec {
             repo: Some("ab".into()),
@@ -631,7 +603,7 @@ mod tests {
             kind: Some("bc".into()),
             ..base
         };
-        assert_ne!(content_hash(&a), content_hash(&b), "fields are delimited");
+        assert_ne!(a.content_hash(), b.content_hash(), "fields are delimited");
     }
 
     #[test]
@@ -720,7 +692,7 @@ mod tests {
                 .collect();
             h.metadata.managed_fields = Some(vec![
                 k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
-                    manager: Some(FIELD_MANAGER.into()),
+                    manager: Some(CONTROLLER_FIELD_MANAGER.into()),
                     operation: Some("Apply".into()),
                     fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
                         serde_json::json!({"f:metadata": {"f:labels": fields}}),
@@ -784,8 +756,8 @@ mod tests {
             let before = metadata_plan(&h, true);
             let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
             fields.extend([
-                entry("handoff-bridge", None),
-                entry(FIELD_MANAGER, Some("status")),
+                entry(BRIDGE_FIELD_MANAGER, None),
+                entry(CONTROLLER_FIELD_MANAGER, Some("status")),
             ]);
             h.metadata.managed_fields = Some(fields);
             h.metadata.annotations = Some(
@@ -799,8 +771,11 @@ mod tests {
             assert_eq!(metadata_plan(&h, true), before, "{labels:?} {owned:?}");
             let kept = h.metadata.managed_fields.clone().unwrap_or_default();
             assert_eq!(kept.len(), usize::from(!owned.is_empty()));
-            assert!(kept.iter().all(|m| m.manager.as_deref() == Some(FIELD_MANAGER)
-                && m.subresource.is_none()));
+            assert!(
+                kept.iter()
+                    .all(|m| m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER)
+                        && m.subresource.is_none())
+            );
             assert_eq!(
                 h.metadata.annotations,
                 Some([("keep".to_owned(), "me".to_owned())].into())

@@ -12,7 +12,7 @@
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
 //! - [`grooming`]: TTL grooming.
 //! - [`leader`]: Lease-based leader election.
-//! - [`crate::mirror`]: the PostgreSQL mirror and its resync.
+//! - [`resync`]: the mirror's periodic repair (the plan is [`crate::mirror::resync`]).
 //!
 //! Operator notes: `/healthz` (process alive), `/readyz` (started, not
 //! shutting down) and `/metrics` (OpenMetrics, prefix
@@ -24,6 +24,7 @@
 pub mod grooming;
 pub mod handoff;
 pub mod leader;
+pub mod resync;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -33,7 +34,6 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use futures::StreamExt;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -44,94 +44,11 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
-use self::grooming::{DefaultTtl, TtlPolicy};
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::mirror::Mirror;
-
-/// The time source of the controller: `updatedAt` stamps and TTL expiry.
-/// Tests inject a [`ManualClock`] instead of sleeping.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> Timestamp;
-}
-
-/// The system's wall clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> Timestamp {
-        Timestamp::now()
-    }
-}
-
-/// A clock that only moves when told to (tests).
-#[derive(Debug)]
-pub struct ManualClock(Mutex<Timestamp>);
-
-impl ManualClock {
-    /// A clock standing at `at`.
-    pub fn new(at: Timestamp) -> Self {
-        Self(Mutex::new(at))
-    }
-
-    /// Moves the clock to `at`.
-    pub fn set(&self, at: Timestamp) {
-        if let Ok(mut now) = self.0.lock() {
-            *now = at;
-        }
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> Timestamp {
-        self.0
-            .lock()
-            .map(|t| *t)
-            .unwrap_or_else(|_| Timestamp::now())
-    }
-}
-
-/// Parses a duration such as `72h`, `90m`, `1h30m`, `15s`, `500ms` or `2d`.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || {
-        format!(
-            "invalid duration {text:?}: expected a number and a unit (ms, s, m, h, d), e.g. 72h or 1h30m"
-        )
-    };
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    let mut total = Duration::ZERO;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(invalid)?;
-        if digits == 0 {
-            return Err(invalid());
-        }
-        let value: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(1),
-            "s" => Duration::from_secs(1),
-            "m" => Duration::from_secs(60),
-            "h" => Duration::from_secs(3600),
-            "d" => Duration::from_secs(86_400),
-            _ => return Err(invalid()),
-        };
-        total += unit
-            .checked_mul(u32::try_from(value).map_err(|_| invalid())?)
-            .ok_or_else(invalid)?;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
+use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
+use crate::time::{Clock, SystemClock, parse_duration};
 
 /// Arguments of `handoff controller`.
 #[derive(Debug, Args)]
@@ -407,7 +324,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     );
     let resync = async {
         if let Some(mirror) = ctx.mirror.clone() {
-            crate::mirror::resync::run(
+            resync::run(
                 ctx.clone(),
                 mirror,
                 api.clone(),
@@ -631,43 +548,6 @@ impl ControllerMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        let cases = [
-            ("72h", Some(72 * 3600)),
-            ("90m", Some(5400)),
-            ("1h30m", Some(5400)),
-            ("15s", Some(15)),
-            ("2d", Some(172_800)),
-            ("0s", Some(0)),
-        ];
-        for (text, secs) in cases {
-            assert_eq!(
-                parse_duration(text).ok().map(|d| d.as_secs()),
-                secs,
-                "{text}"
-            );
-        }
-        assert_eq!(
-            parse_duration("500ms").expect("ms"),
-            Duration::from_millis(500)
-        );
-        for bad in ["", "h", "12", "3 hours", "1y", "-1h", "1h-"] {
-            let err = parse_duration(bad).expect_err(bad);
-            assert!(err.contains("invalid duration"), "{err}");
-        }
-    }
-
-    #[test]
-    fn the_manual_clock_moves_only_when_set() {
-        let t = Timestamp::from_second(1_000).expect("ts");
-        let clock = ManualClock::new(t);
-        assert_eq!(clock.now(), t);
-        let later = Timestamp::from_second(2_000).expect("ts");
-        clock.set(later);
-        assert_eq!(clock.now(), later);
-    }
 
     #[test]
     fn lag_is_the_oldest_pending_change() {

@@ -34,10 +34,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use super::profiles::Profile;
+use crate::names::PROFILE_LABEL;
 use crate::store::HandoffStore;
 
-/// The ServiceAccount label that names an agent's profile.
-pub const PROFILE_LABEL: &str = "handoff.dev/profile";
 /// The request header that names a profile when the ServiceAccount has no label.
 pub const PROFILE_HEADER: &str = "x-handoff-profile";
 

@@ -34,6 +34,7 @@ use super::tools::{
 };
 use crate::api::validation::FieldError;
 use crate::mirror::{Mirror, MirrorError};
+use crate::names::BRIDGE_FIELD_MANAGER;
 use crate::offers::decision::Outcome;
 use crate::offers::store::{OfferError, OfferStore};
 use crate::store::ListQuery;
@@ -132,7 +133,7 @@ impl HandoffServer {
             reader,
             namespace,
             &self.offers.active_selector,
-            "handoff-bridge",
+            BRIDGE_FIELD_MANAGER,
         )
     }
 

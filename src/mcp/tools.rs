@@ -15,18 +15,16 @@ use super::offer_tools::{
     ListOffersArgs, ListOffersResult, OfferArgs, OfferResult, RejectArgs, RejectResult,
 };
 use super::profiles::ToolName;
-use crate::api::Handoff;
 use crate::api::naming::name_for_key;
 use crate::api::validation::{self, FieldError};
+use crate::api::{Handoff, HandoffSpec, preview_line};
 use crate::mirror::{HistoryRow, ListAfter, ListedRow};
-use crate::store::{SortKey, WriteOutcome, WriteRequest, newest_first, sort_key, updated_at};
+use crate::store::{SortKey, WriteOutcome, newest_first, sort_key, updated_at};
 
 /// Default and largest page of `list_handoffs`.
 pub const DEFAULT_LIST_LIMIT: u32 = 50;
 /// See [`DEFAULT_LIST_LIMIT`].
 pub const MAX_LIST_LIMIT: u32 = 200;
-/// Characters of body shown per entry when `include_body` is off.
-pub const PREVIEW_CHARS: usize = 160;
 
 /// Arguments of `write_handoff`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -342,7 +340,7 @@ pub fn parse_args<T: serde::de::DeserializeOwned>(
 }
 
 /// Validates write arguments into a request (the writer is filled in later).
-pub fn write_request(args: WriteArgs) -> Result<WriteRequest, FieldError> {
+pub fn write_request(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
     validation::handoff_key(&args.handoff_key)?;
     validation::project(&args.project)?;
     let repo = args.repo.filter(|r| !r.is_empty());
@@ -354,7 +352,7 @@ pub fn write_request(args: WriteArgs) -> Result<WriteRequest, FieldError> {
         validation::kind(kind)?;
     }
     validation::body(&args.body)?;
-    Ok(WriteRequest {
+    Ok(HandoffSpec {
         handoff_key: args.handoff_key,
         project: args.project,
         repo,
@@ -501,16 +499,6 @@ pub fn mirror_page(mut rows: Vec<ListedRow>, limit: usize, include_body: bool) -
             .collect(),
         next_cursor,
     }
-}
-
-/// The first characters of a body on one line.
-pub fn preview_line(body: &str) -> String {
-    let flat: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut preview: String = flat.chars().take(PREVIEW_CHARS).collect();
-    if flat.chars().count() > PREVIEW_CHARS {
-        preview.push('…');
-    }
-    preview
 }
 
 /// Text shown to the agent next to the structured result.
@@ -738,15 +726,5 @@ mod tests {
             assert_eq!(a.destructive_hint, destructive, "{tool}");
             assert_eq!(a.idempotent_hint, idempotent, "{tool}");
         }
-    }
-
-    #[test]
-    fn previews_are_one_bounded_line() {
-        let p = preview_line("## State\n\n  working   on it\n");
-        assert_eq!(p, "## State working on it");
-        assert_eq!(
-            preview_line(&"w ".repeat(500)).chars().count(),
-            PREVIEW_CHARS + 1
-        );
     }
 }

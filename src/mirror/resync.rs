@@ -1,4 +1,5 @@
-//! Resync: the mirror is compared with the apiserver at the start of each
+//! The resync plan (pure; the loop that runs it is
+//! `controller::resync`): the mirror is compared with the apiserver at the start of each
 //! leadership and every `--mirror-resync-interval`, and repaired — a CR
 //! without a row gets one, a row without a CR is deleted, a stale row
 //! (older revision, or another incarnation of the key) is rewritten. This
@@ -12,15 +13,8 @@
 //! row of a newer incarnation is never removed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
-use std::time::Duration;
 
-use kube::api::{Api, ListParams};
-use tokio_util::sync::CancellationToken;
-
-use super::{Mirror, MirrorError, Row, RowVersion, is_stale};
-use crate::api::Handoff;
-use crate::controller::Context;
+use super::{MirrorError, Row, RowVersion, is_stale};
 
 /// What a resync pass does.
 #[derive(Debug, Default, PartialEq)]
@@ -75,105 +69,6 @@ pub enum ResyncError {
     /// The apiserver failed.
     #[error("apiserver: {0}")]
     Kube(#[from] kube::Error),
-}
-
-/// One pass; returns `(written, deleted)`.
-pub async fn resync_once(
-    ctx: &Context,
-    mirror: &Mirror,
-    api: &Api<Handoff>,
-    namespace: Option<&str>,
-) -> Result<(usize, usize), ResyncError> {
-    let rows = mirror.versions(namespace).await?;
-    let mut current = Vec::new();
-    let mut terminating = HashSet::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        for h in &page.items {
-            let key = (
-                h.metadata.namespace.clone().unwrap_or_default(),
-                h.spec.handoff_key.clone(),
-            );
-            if h.metadata.deletion_timestamp.is_some() {
-                terminating.insert(key);
-                continue;
-            }
-            match Row::of(h) {
-                Ok(Some(row)) => current.push(row),
-                // Not counted yet: its reconcile writes the row; keep any row.
-                Ok(None) => {
-                    terminating.insert(key);
-                }
-                Err(err) => tracing::warn!(error = %err, "skipped in resync"),
-            }
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
-        }
-    }
-    let plan = plan(&rows, current, &terminating);
-    let (mut written, mut deleted) = (0, 0);
-    for row in &plan.write {
-        if mirror.upsert(row).await? {
-            written += 1;
-            ctx.metrics.count_repair("written");
-        }
-        mirror.record_revision(row).await?;
-        if let Ok(mut m) = ctx.mirrored.lock() {
-            m.insert(
-                (row.namespace.clone(), row.handoff_key.clone()),
-                (row.id.clone(), row.revision),
-            );
-        }
-    }
-    for row in &plan.delete {
-        if mirror
-            .delete(&row.namespace, &row.handoff_key, Some(&row.id))
-            .await?
-        {
-            deleted += 1;
-            ctx.metrics.count_repair("deleted");
-        }
-    }
-    ctx.metrics.count_resync();
-    Ok((written, deleted))
-}
-
-/// Resyncs now and every `interval` until `stop`; a failed pass (say,
-/// PostgreSQL down) is retried with a doubling pause up to `interval`.
-pub async fn run(
-    ctx: Arc<Context>,
-    mirror: Arc<Mirror>,
-    api: Api<Handoff>,
-    namespace: Option<String>,
-    interval: Duration,
-    stop: CancellationToken,
-) {
-    let mut retry = Duration::from_secs(1);
-    loop {
-        let pause = match resync_once(&ctx, &mirror, &api, namespace.as_deref()).await {
-            Ok((written, deleted)) => {
-                retry = Duration::from_secs(1);
-                if written + deleted > 0 {
-                    tracing::info!(written, deleted, "mirror resync repaired rows");
-                }
-                interval
-            }
-            Err(err) => {
-                ctx.metrics.count_mirror_error();
-                tracing::warn!(error = %err, retry_s = retry.as_secs(), "mirror resync failed");
-                let pause = retry.min(interval);
-                retry = (retry * 2).min(Duration::from_secs(60));
-                pause
-            }
-        };
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tokio::time::sleep(pause) => {}
-        }
-    }
 }
 
 #[cfg(test)]

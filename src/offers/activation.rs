@@ -19,8 +19,11 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use super::decision::{seq_of, slot};
-use super::store::{AGENT_LABEL, OFFER_ANNOTATION, OfferError, OfferStore, SLOT_LABEL};
+use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
+use crate::names::{
+    AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
+};
 use crate::schedule::jobs::job_result;
 
 /// What the loops need.
@@ -44,7 +47,7 @@ impl Context {
             self.client.clone(),
             namespace,
             &self.active_selector,
-            "handoff-controller",
+            CONTROLLER_FIELD_MANAGER,
         )
     }
 }
@@ -85,7 +88,7 @@ fn retry<K: ResourceExt>(object: Arc<K>, err: &OfferError, _ctx: Arc<Context>) -
 /// Applies an agent Job's start or success to the agent's offers.
 pub async fn reconcile_job(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, OfferError> {
     let labels = job.labels();
-    let (Some(project), Some(agent)) = (labels.get("project"), labels.get(AGENT_LABEL)) else {
+    let (Some(project), Some(agent)) = (labels.get(PROJECT_LABEL), labels.get(AGENT_LABEL)) else {
         return Ok(Action::await_change());
     };
     let namespace = job.namespace().unwrap_or_default();

@@ -12,16 +12,8 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::decision::{Decision, Outcome, active_selector, decide, offer_name, seq_of, slot};
 use crate::api::{HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason};
+use crate::names::{SLOT_LABEL, TO_LABEL};
 use crate::schedule::jobs::job_result;
-
-/// Label: the destination agent of an offer.
-pub const TO_LABEL: &str = "handoff.dev/to";
-/// Label: the (project, destination) slot of an offer.
-pub const SLOT_LABEL: &str = "handoff.dev/slot";
-/// Annotation on an agent's Job naming the offer it takes up.
-pub const OFFER_ANNOTATION: &str = "handoff.dev/offer";
-/// Label on agent Jobs naming the agent.
-pub const AGENT_LABEL: &str = "handoff.dev/agent";
 
 /// How many times a racing offer re-reads and decides again.
 const MAX_ATTEMPTS: usize = 50;

@@ -11,11 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{BrainstormSchedule, JobResult};
 use crate::goals::KEY_ENV;
+use crate::names::{ROLE_LABEL, SCHEDULE_LABEL, TICK_ANNOTATION};
 
-/// Label: the schedule a Job belongs to.
-pub const SCHEDULE_LABEL: &str = "handoff.dev/schedule";
-/// Label: `refine` or `brainstorm`.
-pub const ROLE_LABEL: &str = "handoff.dev/role";
 /// Label: the project (as on Handoffs).
 pub const PROJECT_LABEL: &str = "project";
 /// Environment variable carrying the goal.
@@ -131,7 +128,7 @@ pub fn build_job(schedule: &BrainstormSchedule, role: Role, tick: Timestamp, goa
     job.metadata
         .annotations
         .get_or_insert_with(BTreeMap::new)
-        .insert("handoff.dev/tick".into(), tick.to_string());
+        .insert(TICK_ANNOTATION.into(), tick.to_string());
     job
 }
 

@@ -30,18 +30,16 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::jobs::{Role, build_job, job_name, job_result};
 use super::tick::{Decision, Situation, Timing, decide};
+use crate::api::preview_line;
 use crate::api::{
     BrainstormSchedule, BrainstormScheduleStatus, Cycle, DEFAULT_LOOKBACK_DAYS,
     DEFAULT_MAX_OPEN_PROPOSALS, DEFAULT_STARTING_DEADLINE_SECONDS, JobResult, SchedulePhase,
     StepRun,
 };
-use crate::controller::Clock;
 use crate::goals::{OpenHandoff, brainstorm_goal, refine_goal};
-use crate::mcp::tools::preview_line;
+use crate::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use crate::store::{HandoffStore, ListQuery};
-
-/// The field manager of the schedule loop's writes.
-pub const FIELD_MANAGER: &str = "handoff-controller";
+use crate::time::Clock;
 
 /// Longest wait between reconciles of a schedule (safety net).
 const MAX_REQUEUE: Duration = Duration::from_secs(300);
@@ -59,7 +57,7 @@ impl Context {
     /// A context acting with `client`, reading `clock`, reporting as `instance`.
     pub fn new(client: Client, clock: Arc<dyn Clock>, instance: &str) -> Self {
         let reporter = Reporter {
-            controller: "handoff-controller".into(),
+            controller: CONTROLLER_FIELD_MANAGER.into(),
             instance: Some(instance.into()),
         };
         Self {
@@ -107,10 +105,7 @@ pub async fn run(
     };
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     Controller::new(schedules, watcher::Config::default())
-        .owns(
-            jobs,
-            watcher::Config::default().labels(super::jobs::SCHEDULE_LABEL),
-        )
+        .owns(jobs, watcher::Config::default().labels(SCHEDULE_LABEL))
         .with_config(config)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
@@ -398,7 +393,7 @@ async fn create_job(
     match jobs
         .create(
             &PostParams {
-                field_manager: Some(FIELD_MANAGER.into()),
+                field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
                 ..Default::default()
             },
             &job,

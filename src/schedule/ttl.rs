@@ -15,8 +15,23 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::BrainstormSchedule;
-use crate::controller::grooming::TtlPolicy;
-use crate::controller::parse_duration;
+use crate::time::parse_duration;
+
+/// The handoff TTL of a project, or `None` for no grooming.
+pub trait TtlPolicy: Send + Sync {
+    /// The TTL of `project` in `namespace`.
+    fn ttl_for(&self, namespace: &str, project: &str) -> Option<Duration>;
+}
+
+/// One TTL for every project (`--default-handoff-ttl`), or none.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DefaultTtl(pub Option<Duration>);
+
+impl TtlPolicy for DefaultTtl {
+    fn ttl_for(&self, _namespace: &str, _project: &str) -> Option<Duration> {
+        self.0
+    }
+}
 
 /// TTLs from schedules, with a fallback.
 pub struct ScheduleTtl {
@@ -117,5 +132,12 @@ mod tests {
             "a schedule without handoffTTL sets none"
         );
         assert_eq!(ttl_from(&all, "c", "shop"), None, "namespaces are separate");
+    }
+
+    #[test]
+    fn the_default_applies_to_every_project() {
+        let policy = DefaultTtl(Some(Duration::from_secs(5)));
+        assert_eq!(policy.ttl_for("a", "b"), Some(Duration::from_secs(5)));
+        assert_eq!(DefaultTtl::default().ttl_for("a", "b"), None);
     }
 }

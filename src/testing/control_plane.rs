@@ -16,12 +16,10 @@ use tempfile::TempDir;
 use super::assets::Assets;
 use super::pki::Pki;
 use super::process::{Supervised, free_port};
+use crate::names::LOCAL_FIELD_MANAGER;
 
 /// How long etcd and the apiserver get to become ready.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-
-/// The field manager the harness applies CRDs with.
-pub const FIELD_MANAGER: &str = "handoff-envtest";
 
 /// How to start a [`ControlPlane`].
 #[derive(Debug, Clone, Default)]
@@ -345,7 +343,7 @@ fn http_get(path: &str) -> anyhow::Result<http::Request<Vec<u8>>> {
 /// each is `Established` and its resource is served.
 pub async fn install_crds(client: &Client) -> anyhow::Result<()> {
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let params = PatchParams::apply(LOCAL_FIELD_MANAGER).force();
     for crd in crate::api::crds() {
         let name = crd.metadata.name.clone().unwrap_or_default();
         api.patch(&name, &params, &Patch::Apply(&crd)).await?;

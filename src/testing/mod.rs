@@ -35,9 +35,7 @@ use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
 pub use assets::{Assets, Versions};
-pub use control_plane::{
-    ControlPlane, FIELD_MANAGER, PlaneOptions, StaticToken, client_from, install_crds,
-};
+pub use control_plane::{ControlPlane, PlaneOptions, StaticToken, client_from, install_crds};
 pub use postgres::Postgres;
 pub use served::{BridgeProcess, ControllerProcess};
 

@@ -9,11 +9,12 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Args, Subcommand};
 
 use super::budget::{Budget, DEFAULT_MAX_TURNS};
-use super::files::{self, parse_age};
+use super::files;
 use super::{
     AgentKind, Locations, Outcome, build_continuation_handoff, build_handoff, check_session_id,
     continue_message, inject_message, read_file, read_with,
 };
+use crate::time::parse_duration;
 
 /// Subcommands of `handoff transcript`.
 #[derive(Debug, Subcommand)]
@@ -73,7 +74,7 @@ pub struct BuildArgs {
 #[derive(Debug, Args)]
 pub struct SweepArgs {
     /// Remove documents last written longer ago than this: 30m, 24h, 7d.
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    #[arg(long, value_name = "AGE", value_parser = parse_duration)]
     pub max_age: Duration,
     /// Where documents are written [default: $XDG_STATE_HOME/handoff/transcripts].
     #[arg(long, value_name = "DIR")]

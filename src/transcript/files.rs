@@ -147,65 +147,9 @@ fn is_expired(modified: SystemTime, max_age: Duration, now: SystemTime) -> bool 
     now.duration_since(modified).is_ok_and(|age| age > max_age)
 }
 
-/// Parses an age such as `90s`, `30m`, `24h` or `7d`.
-pub fn parse_age(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => 0,
-    };
-    if seconds == 0 || number.is_empty() {
-        return Err(format!(
-            "expected a number followed by s, m, h or d (e.g. 30m, 24h, 7d), got {text:?}"
-        ));
-    }
-    let too_long = || format!("{text:?} is too long an age");
-    let n: u64 = number.parse().map_err(|_| too_long())?;
-    n.checked_mul(seconds)
-        .map(Duration::from_secs)
-        .ok_or_else(too_long)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parse_age_cases() {
-        let cases = [
-            ("90s", Ok(90)),
-            ("30m", Ok(1800)),
-            ("24h", Ok(86_400)),
-            (" 7d ", Ok(604_800)),
-            ("0h", Ok(0)),
-            ("24", Err(())),
-            ("h", Err(())),
-            ("1.5h", Err(())),
-            ("-1h", Err(())),
-            ("24H", Err(())),
-            ("1h30m", Err(())),
-            ("", Err(())),
-            ("99999999999999999999d", Err(())),
-        ];
-        for (text, want) in cases {
-            let got = parse_age(text).map(|d| d.as_secs()).map_err(|_| ());
-            assert_eq!(got, want, "{text:?}");
-        }
-    }
-
-    #[test]
-    fn parse_age_errors_say_what_is_expected() {
-        let err = parse_age("soon").unwrap_err();
-        assert!(err.contains("30m, 24h, 7d"), "{err}");
-        assert!(err.contains("\"soon\""), "{err}");
-    }
 
     #[test]
     fn state_dir_prefers_xdg_then_home() {
