@@ -14,7 +14,8 @@ RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
 # include_str! embeds config/rbac/agent_roles.yaml, hence the whole tree
-# (.dockerignore keeps target/ and .venv out). BuildKit caches the registry
+# (.dockerignore keeps target/ and .venv out). Only the `handoff` package is
+# built: the test kit (testkit/, a dev-dependency) is never compiled here. BuildKit caches the registry
 # and the target directory between builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \

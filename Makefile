@@ -46,7 +46,7 @@ test-deps: envtest-assets postgres mcp-sdk
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode.
 test: test-deps lint
-	$(CARGO) test --locked --lib --bins --tests
+	$(CARGO) test --locked --workspace --lib --bins --tests
 
 ## The reliability suite alone (make test runs it too, so CI does).
 test-reliability: test-deps
@@ -54,7 +54,7 @@ test-reliability: test-deps
 
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 
 fmt:
 	$(CARGO) fmt

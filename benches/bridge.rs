@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
-use handoff::testing::BridgeProcess;
-use handoff::testing::bench::{self, TOKEN, median_p99};
-use handoff::testing::rpc::McpHttp;
+use handoff_testkit::BridgeProcess;
+use handoff_testkit::bench::{self, TOKEN, median_p99};
+use handoff_testkit::rpc::McpHttp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::AuthInfo;
 
@@ -125,7 +125,7 @@ fn main() -> anyhow::Result<()> {
     println!(
         "\n## Bridge vs direct ({} cores, Kubernetes {}, {ITERATIONS} samples each)\n",
         bench::cores(),
-        handoff::testing::Versions::pinned().kubernetes
+        handoff_testkit::Versions::pinned().kubernetes
     );
     println!("| operation | median µs | p99 µs |\n|---|---:|---:|");
     for (row, (median, p99)) in rows.iter().zip(&stats) {

@@ -20,11 +20,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use handoff::api::naming::{labels_for, name_for_key};
 use handoff::api::{Handoff, HandoffSpec};
-use handoff::testing::bench::{self, TOKEN, median_p99, memory_mib};
-use handoff::testing::plot::{self, Panel, Series};
-use handoff::testing::postgres;
-use handoff::testing::rpc::McpHttp;
-use handoff::testing::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
+use handoff_testkit::bench::{self, TOKEN, median_p99, memory_mib};
+use handoff_testkit::plot::{self, Panel, Series};
+use handoff_testkit::rpc::McpHttp;
+use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::{Api, Patch, PatchParams};
 
 const NAMESPACE: &str = "default";
@@ -202,7 +201,7 @@ fn start(rt: &tokio::runtime::Runtime) -> anyhow::Result<System> {
 fn measure(rt: &tokio::runtime::Runtime, system: &System) -> anyhow::Result<Vec<Stage>> {
     let admin = rt.block_on(system.plane.client())?;
     let api: Api<Handoff> = Api::namespaced(admin, NAMESPACE);
-    let db = rt.block_on(postgres::connect(&system.postgres.url()))?;
+    let db = rt.block_on(handoff_testkit::connect_postgres(&system.postgres.url()))?;
     let mut via_api = McpHttp::connect(system.via_api.url(), TOKEN, "refine")?;
     let mut via_pg = McpHttp::connect(system.via_pg.url(), TOKEN, "refine")?;
     let pid = system.controller.pid();
@@ -246,7 +245,7 @@ fn print_report(stages: &[Stage]) {
     println!(
         "\n## Scaling: mirror, list_handoffs and controller memory ({} cores, Kubernetes {})\n",
         bench::cores(),
-        handoff::testing::Versions::pinned().kubernetes
+        handoff_testkit::Versions::pinned().kubernetes
     );
     println!(
         "Handoffs of {BODY_BYTES} bytes in {PROJECTS} projects; `list_handoffs` of one project, \

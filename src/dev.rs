@@ -24,12 +24,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::local::{
+    Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
+};
 use crate::mcp::auth::TokenResolver;
 use crate::names::{CONTROLLER_FIELD_MANAGER, LOCAL_FIELD_MANAGER};
 use crate::telemetry::BridgeMetrics;
-use crate::testing::{
-    Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
-};
 
 /// The line `handoff dev` prints once everything is up (scripts wait for it).
 pub const READY_LINE: &str = "handoff dev: ready";

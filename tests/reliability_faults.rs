@@ -22,8 +22,8 @@ use handoff::api::Handoff;
 use handoff::api::HandoffSpec;
 use handoff::api::naming::name_for_key;
 use handoff::store::HandoffStore;
-use handoff::testing::mirror::{converged, mirrored_rows};
-use handoff::testing::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
+use handoff_testkit::mirror::{converged, mirrored_rows};
+use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -48,7 +48,7 @@ struct System {
 
 impl System {
     async fn start() -> Self {
-        let plane = ControlPlane::start_with_admin_token(TOKEN, "agent")
+        let plane = handoff_testkit::plane_with_admin_token(TOKEN, "agent")
             .await
             .unwrap_or_else(|e| panic!("control plane: {e:#}"));
         let postgres = tokio::task::spawn_blocking(Postgres::start)
@@ -103,7 +103,7 @@ impl System {
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {
-    handoff::testing::postgres::connect(url)
+    handoff_testkit::connect_postgres(url)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }

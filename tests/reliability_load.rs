@@ -10,8 +10,8 @@ use std::path::Path;
 use common::{agent_token, apply_agent_roles, env};
 use handoff::api::Handoff;
 use handoff::api::naming::name_for_key;
-use handoff::testing::BridgeProcess;
-use handoff::testing::bench::memory_mib;
+use handoff_testkit::BridgeProcess;
+use handoff_testkit::bench::memory_mib;
 use kube::api::Api;
 use serde_json::json;
 

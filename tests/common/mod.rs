@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use handoff::testing::{self, BridgeProcess, TestEnv};
+use handoff_testkit::{self as testing, BridgeProcess, TestEnv};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};

@@ -83,23 +83,6 @@ impl ControlPlane {
         Self::start_with(assets, PlaneOptions::default()).await
     }
 
-    /// A plane (pinned assets) that also accepts `token` as a static bearer
-    /// token of `user` in `system:masters`, with the CRDs installed: for
-    /// benchmarks and fault suites that call the bridge as a fixed agent.
-    pub async fn start_with_admin_token(token: &str, user: &str) -> anyhow::Result<Self> {
-        let options = PlaneOptions {
-            static_tokens: vec![StaticToken {
-                token: token.into(),
-                user: user.into(),
-                groups: vec!["system:masters".into()],
-            }],
-            ..Default::default()
-        };
-        let plane = Self::start_with(Assets::locate()?, options).await?;
-        install_crds(&plane.client().await?).await?;
-        Ok(plane)
-    }
-
     /// [`ControlPlane::start`] with options (a `parent` directory keeps a
     /// killed `handoff dev`'s state in its own dir).
     pub async fn start_with(assets: Assets, options: PlaneOptions) -> anyhow::Result<Self> {

@@ -2,7 +2,7 @@
 //! kubelet or Job controller in envtest, so the tests patch Job status the
 //! way they would; time comes from a manual clock.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,8 +11,8 @@ use handoff::api::{BrainstormSchedule, SchedulePhase};
 use handoff::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff::schedule::reconcile::{Context, reconcile};
 use handoff::schedule::tick::Timing;
-use handoff::testing;
 use handoff::time::ManualClock;
+use handoff_testkit as testing;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;

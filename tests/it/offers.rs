@@ -1,7 +1,7 @@
 //! Offers against the real apiserver, through the real MCP client over the
 //! HTTP bridge, and the controller's activation loop.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

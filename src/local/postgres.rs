@@ -226,15 +226,6 @@ pub fn bindir() -> anyhow::Result<PathBuf> {
     })
 }
 
-/// A client of `url` whose connection runs on the current Tokio runtime.
-pub async fn connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .map_err(|e| anyhow::anyhow!("connect to {url}: {e}"))?;
-    tokio::spawn(connection);
-    Ok(client)
-}
-
 /// Whether PostgreSQL server binaries are installed.
 pub fn available() -> bool {
     bindir().is_ok()

@@ -1,11 +1,7 @@
-//! A real local control plane for the integration suites and `handoff dev`.
-//!
-//! [`ControlPlane`] starts etcd + kube-apiserver as controller-runtime's
-//! envtest does (generated certificates, RBAC authorization, an admin client
-//! certificate, service-account signing keys), waits until it is ready and
-//! writes an admin kubeconfig. [`Postgres`] starts a throwaway PostgreSQL.
-//! Both stop on drop, and their processes die with ours even on SIGKILL
-//! (see [`process`]).
+//! The test kit of `handoff`: what the integration suites and benchmarks
+//! share, kept out of the shipped binary (this crate is only a
+//! dev-dependency). It builds on the local control plane of `handoff dev`
+//! ([`handoff::local`]: etcd + kube-apiserver, PostgreSQL), re-exported here.
 //!
 //! Test suites use [`shared`]: one control plane per test binary, started on
 //! first use, with the CRDs installed, and a namespace per test
@@ -14,14 +10,9 @@
 //! that needs the control plane and cannot start it fails with the reason —
 //! it never skips.
 
-pub mod assets;
 pub mod bench;
-mod control_plane;
 pub mod mirror;
-mod pki;
 pub mod plot;
-pub mod postgres;
-pub mod process;
 pub mod rpc;
 mod served;
 
@@ -34,9 +25,10 @@ use kube::api::{Api, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
-pub use assets::{Assets, Versions};
-pub use control_plane::{ControlPlane, PlaneOptions, StaticToken, client_from, install_crds};
-pub use postgres::Postgres;
+pub use handoff::local::{
+    Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, assets, client_from,
+    install_crds, postgres, process,
+};
 pub use served::{BridgeProcess, ControllerProcess};
 
 /// What a test needs to reach the cluster under test.
@@ -49,8 +41,8 @@ pub struct TestEnv {
     pids: Vec<u32>,
 }
 
-/// The control plane of this process, kept until exit.
-static PLANE: Mutex<Option<ControlPlane>> = Mutex::new(None);
+/// The control planes of this process, kept until exit.
+static PLANES: Mutex<Vec<ControlPlane>> = Mutex::new(Vec::new());
 static POSTGRES: Mutex<Option<Postgres>> = Mutex::new(None);
 
 /// The shared test environment of this test binary, started on first use.
@@ -58,23 +50,35 @@ static POSTGRES: Mutex<Option<Postgres>> = Mutex::new(None);
 /// needs a control plane must fail, not skip.
 pub fn shared() -> &'static TestEnv {
     static ENV: OnceLock<TestEnv> = OnceLock::new();
-    ENV.get_or_init(|| {
-        // Start on a runtime of our own: the caller's (a #[tokio::test]'s)
-        // ends with its test.
-        let started = std::thread::spawn(|| {
-            tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(anyhow::Error::from)
-                .and_then(|rt| rt.block_on(TestEnv::start()))
-        })
-        .join();
-        match started {
-            Ok(Ok(env)) => env,
-            Ok(Err(err)) => panic!("the test control plane could not start: {err:#}"),
-            Err(_) => panic!("the test control plane could not start: its thread panicked"),
-        }
+    ENV.get_or_init(|| start_or_panic("the test control plane"))
+}
+
+/// A second control plane of this test binary, for the suite that installs
+/// cluster-wide objects (`config/default`: the admission policy that checks
+/// every writer's `createdBy`, ClusterRoles): on [`shared`] they would
+/// change what every other suite may write. Against an existing cluster
+/// (`USE_EXISTING_CLUSTER=true`) it is that cluster, like [`shared`].
+pub fn installation() -> &'static TestEnv {
+    static ENV: OnceLock<TestEnv> = OnceLock::new();
+    ENV.get_or_init(|| start_or_panic("the installation test control plane"))
+}
+
+fn start_or_panic(what: &str) -> TestEnv {
+    // Start on a runtime of our own: the caller's (a #[tokio::test]'s)
+    // ends with its test.
+    let started = std::thread::spawn(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(TestEnv::start()))
     })
+    .join();
+    match started {
+        Ok(Ok(env)) => env,
+        Ok(Err(err)) => panic!("{what} could not start: {err:#}"),
+        Err(_) => panic!("{what} could not start: its thread panicked"),
+    }
 }
 
 /// The shared PostgreSQL of this test binary (`DATABASE_URL` when set),
@@ -111,9 +115,10 @@ impl TestEnv {
             existing_cluster: false,
             pids: plane.pids(),
         };
-        *PLANE
+        PLANES
             .lock()
-            .map_err(|_| anyhow::anyhow!("control plane lock poisoned"))? = Some(plane);
+            .map_err(|_| anyhow::anyhow!("control plane lock poisoned"))?
+            .push(plane);
         register_exit_cleanup();
         Ok(env)
     }
@@ -197,8 +202,8 @@ fn register_exit_cleanup() {
     static REGISTERED: OnceLock<()> = OnceLock::new();
     REGISTERED.get_or_init(|| {
         extern "C" fn cleanup() {
-            if let Ok(mut plane) = PLANE.lock() {
-                drop(plane.take());
+            if let Ok(mut planes) = PLANES.lock() {
+                planes.clear();
             }
             if let Ok(mut pg) = POSTGRES.lock() {
                 drop(pg.take());
@@ -209,4 +214,40 @@ fn register_exit_cleanup() {
             libc::atexit(cleanup);
         }
     });
+}
+
+/// A plane (pinned assets) that also accepts `token` as a static bearer
+/// token of `user` in `system:masters`, with the CRDs installed: for
+/// benchmarks and fault suites that call the bridge as a fixed agent.
+pub async fn plane_with_admin_token(token: &str, user: &str) -> anyhow::Result<ControlPlane> {
+    let options = PlaneOptions {
+        static_tokens: vec![StaticToken {
+            token: token.into(),
+            user: user.into(),
+            groups: vec!["system:masters".into()],
+        }],
+        ..Default::default()
+    };
+    let plane = ControlPlane::start_with(Assets::locate()?, options).await?;
+    install_crds(&plane.client().await?).await?;
+    Ok(plane)
+}
+
+/// A client of `url` whose connection runs on the current Tokio runtime.
+pub async fn connect_postgres(url: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("connect to {url}: {e}"))?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Whether a process is gone: no `/proc` entry, or a zombie.
+pub fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+    }
 }

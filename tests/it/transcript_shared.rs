@@ -4,7 +4,7 @@
 //! to the work tree, locally and in CI: when it is missing, this test fails
 //! rather than skip silently.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

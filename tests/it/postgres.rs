@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
-use handoff::testing::Postgres;
-use handoff::testing::process::is_gone;
+use handoff_testkit::Postgres;
+use handoff_testkit::is_gone;
 
 async fn connect(url: &str) -> tokio_postgres::Client {
-    handoff::testing::postgres::connect(url)
+    handoff_testkit::connect_postgres(url)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }

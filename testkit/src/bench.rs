@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use super::ControlPlane;
+use crate::ControlPlane;
 
 /// The bearer token of the benchmark's agent (in `system:masters`).
 pub const TOKEN: &str = "bench-token-0123456789abcdef";
 
 /// A local control plane that accepts [`TOKEN`], with the CRDs installed.
 pub async fn plane() -> anyhow::Result<ControlPlane> {
-    ControlPlane::start_with_admin_token(TOKEN, "bench").await
+    crate::plane_with_admin_token(TOKEN, "bench").await
 }
 
 /// Median and p99 of `samples`, in microseconds (sorts them); zeros when

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use handoff::mcp::profiles::WRITER_PROFILES;
-use handoff::testing;
+use handoff_testkit as testing;
 
 #[test]
 fn every_example_applies_with_a_server_side_dry_run() {

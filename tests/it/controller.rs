@@ -4,7 +4,7 @@
 //! (one per test, scoped to the test's namespace, each with its own Lease);
 //! waits are bounded polls for a condition, never sleeps asserted on.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,9 +18,9 @@ use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::names::MIRROR_FINALIZER;
 use handoff::schedule::ttl::{DefaultTtl, TtlPolicy};
 use handoff::store::HandoffStore;
-use handoff::testing::mirror::{self, Snapshot, mirrored_rows};
-use handoff::testing::{self, Postgres};
 use handoff::time::{Clock, ManualClock, SystemClock};
+use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
+use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
@@ -121,7 +121,7 @@ async fn shared_pg() -> String {
 }
 
 async fn pg(url: &str) -> tokio_postgres::Client {
-    handoff::testing::postgres::connect(url)
+    handoff_testkit::connect_postgres(url)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
 }

@@ -1,7 +1,7 @@
 //! The transcript readers on hand-written fixtures (tests/fixtures/transcripts),
 //! locating sessions, the Grok database, documents and files.
 
-mod common;
+use crate::common;
 
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;

@@ -12,7 +12,7 @@
 //! `USE_EXISTING_CLUSTER=true` that is a real installation into the current
 //! cluster (use a throwaway kind cluster).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use handoff::api::Handoff;
 use handoff::api::naming::name_for_key;
-use handoff::testing::TestEnv;
+use handoff_testkit::TestEnv;
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 /// enforces.
 fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
-    let env = common::env();
+    let env = handoff_testkit::installation();
     DONE.get_or_init(|| {
         must(
             kubectl(
@@ -1001,7 +1001,7 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
         .map(|a| a.replace("$(POD_NAMESPACE)", NS))
         .collect();
     let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
-    let bridge = handoff::testing::BridgeProcess::start(
+    let bridge = handoff_testkit::BridgeProcess::start(
         Path::new(env!("CARGO_BIN_EXE_handoff")),
         &path,
         NS,
@@ -1077,7 +1077,7 @@ async fn client_as(env: &TestEnv, name: &str) -> kube::Client {
             ..Default::default()
         });
     }
-    handoff::testing::client_from(&kubeconfig)
+    handoff_testkit::client_from(&kubeconfig)
         .await
         .expect("client")
 }

@@ -4,7 +4,7 @@
 //! without `list` gets the same Forbidden), and `get_handoff{revision}`
 //! serves history.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,8 +16,8 @@ use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::schedule::ttl::DefaultTtl;
 use handoff::store::HandoffStore;
-use handoff::testing;
 use handoff::time::SystemClock;
+use handoff_testkit as testing;
 use kube::api::Api;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -110,12 +110,12 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         .expect("rewrite");
 
     // Wait until the mirror holds every handoff at its counted revision.
-    let db = handoff::testing::postgres::connect(&url)
+    let db = handoff_testkit::connect_postgres(&url)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let started = Instant::now();
-    while handoff::testing::mirror::converged(&api, &db, &ns).await != Some(40) {
+    while handoff_testkit::mirror::converged(&api, &db, &ns).await != Some(40) {
         assert!(
             started.elapsed() < Duration::from_secs(60),
             "the mirror did not catch up"

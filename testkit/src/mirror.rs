@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use crate::api::Handoff;
+use handoff::api::Handoff;
 
 /// `handoff key → (revision, uid)`.
 pub type Snapshot = BTreeMap<String, (i64, String)>;

@@ -9,7 +9,7 @@ use std::process::{Output, Stdio};
 use handoff::api::naming::{labels_for, name_for_key};
 use handoff::api::{Handoff, HandoffSpec, MAX_BODY_CHARS};
 use handoff::names::LOCAL_FIELD_MANAGER as FIELD_MANAGER;
-use handoff::testing;
+use handoff_testkit as testing;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
 fn spec(key: &str, project: &str, repo: Option<&str>) -> HandoffSpec {

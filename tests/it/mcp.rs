@@ -1,7 +1,7 @@
 //! The MCP bridge, driven by the real MCP Python SDK over stdio and HTTP,
 //! against the real kube-apiserver.
 
-mod common;
+use crate::common;
 
 use common::{Bridge, agent_token, apply_agent_roles, call, drive_stdio, env, err_text, ok};
 use handoff::api::naming::name_for_key;
@@ -554,7 +554,7 @@ async fn host_allow_list_and_metrics() {
     let env = env();
     let ns = env.namespace("mcp-hosts").await;
     apply_agent_roles(env);
-    let metrics_port = handoff::testing::process::free_port().expect("port");
+    let metrics_port = handoff_testkit::process::free_port().expect("port");
     let metrics_addr = format!("127.0.0.1:{metrics_port}");
     let bridge = Bridge::start_with(
         env,
@@ -616,7 +616,7 @@ fn an_unreachable_apiserver_is_a_retriable_error_not_a_hang() {
     let mut kubeconfig = env.kubeconfig().clone();
     for cluster in &mut kubeconfig.clusters {
         if let Some(c) = cluster.cluster.as_mut() {
-            let port = handoff::testing::process::free_port().expect("port");
+            let port = handoff_testkit::process::free_port().expect("port");
             c.server = Some(format!("https://127.0.0.1:{port}"));
         }
     }

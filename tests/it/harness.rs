@@ -2,7 +2,7 @@
 //! a test binary that shared it, not when a plane is dropped by a panic, and
 //! not when `handoff dev` is interrupted or killed outright.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use handoff::testing::process::is_gone;
-use handoff::testing::{self, Assets, ControlPlane};
+use handoff_testkit::is_gone;
+use handoff_testkit::{self as testing, Assets, ControlPlane};
 
 const CHILD_ENV: &str = "HANDOFF_HARNESS_CHILD";
 
@@ -69,7 +69,7 @@ fn shared_plane_is_gone_after_the_test_binary_exits() {
     let out = Command::new(exe)
         .args([
             "--exact",
-            "shared_plane_child",
+            "harness::shared_plane_child",
             "--ignored",
             "--nocapture",
             "--test-threads=1",
@@ -164,7 +164,7 @@ fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, HashMap<String, Stri
 fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (mut child, pids, printed) = start_dev(dir.path());
-    let expected = if handoff::testing::postgres::available() {
+    let expected = if handoff_testkit::postgres::available() {
         3
     } else {
         2

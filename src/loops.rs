@@ -1,0 +1,343 @@
+//! What every reconcile loop shares (the Handoff, schedule, offer and agent
+//! Job loops), so each behaves the same under bad objects and failures:
+//!
+//! - **Guarded objects.** Watches and lists read [`DeserializeGuard`]s: an
+//!   object that does not deserialize (an older stored version, a hand
+//!   edit the schema no longer matches) is reported once per change — a
+//!   `Warning` Event `InvalidObject` on it, a log line naming it, and
+//!   `handoff_controller_invalid_objects_total{kind}` — and skipped. Without
+//!   the guard, one such object fails the whole list and the watch backs
+//!   off forever: the loop stalls for every other object.
+//! - **Error categories.** A failure is `invalid` (the object or request is
+//!   wrong: retrying the same thing cannot help) or `transient` (the
+//!   apiserver or PostgreSQL is unavailable, a conflict, a timeout);
+//!   counted in `handoff_controller_reconcile_errors_total{kind,category}`.
+//! - **One backoff policy** ([`Backoff`]): 1 s doubling per consecutive
+//!   failure of an object, at most 60 s; an invalid failure waits the
+//!   longest at once. An object's failure count is dropped when it
+//!   reconciles cleanly and when it is deleted, so the map holds only
+//!   objects that are failing now.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Resource;
+use kube::core::DeserializeGuard;
+use kube::core::error_boundary::InvalidObject;
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+/// Longest pause between retries of a failing object.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How a reconcile failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Category {
+    /// The object or the request is wrong: retrying cannot help until
+    /// something changes.
+    Invalid,
+    /// The apiserver or PostgreSQL is unavailable, a conflict, a timeout:
+    /// retrying can.
+    Transient,
+}
+
+impl Category {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Invalid => "invalid",
+            Self::Transient => "transient",
+        }
+    }
+
+    /// The category of an apiserver error: a request the apiserver refuses
+    /// as malformed or invalid (400, 422) or a response that does not
+    /// deserialize is invalid; everything else (unreachable, 5xx, 409, 429,
+    /// 403 until RBAC is fixed) is transient.
+    pub fn of_kube(err: &kube::Error) -> Self {
+        match err {
+            kube::Error::Api(status) if matches!(status.code, 400 | 422) => Self::Invalid,
+            kube::Error::SerdeError(_) => Self::Invalid,
+            _ => Self::Transient,
+        }
+    }
+}
+
+/// An error that knows its [`Category`].
+pub trait Categorized {
+    /// Invalid or transient.
+    fn category(&self) -> Category;
+}
+
+/// Pause before retrying an object after its `failures`-th consecutive
+/// failure (1-based): 1 s, 2 s, 4 s, … at most [`MAX_BACKOFF`].
+pub fn delay(failures: u32, category: Category) -> Duration {
+    match category {
+        Category::Invalid => MAX_BACKOFF,
+        Category::Transient => {
+            Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF)
+        }
+    }
+}
+
+/// Consecutive failures per object (see the module docs).
+#[derive(Debug, Default)]
+pub struct Backoff {
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl Backoff {
+    /// Counts a failure of `object` and returns the requeue.
+    pub fn failed(&self, object: &str, category: Category) -> Action {
+        let failures = match self.failures.lock() {
+            Ok(mut map) => {
+                let n = map.entry(object.to_owned()).or_insert(0);
+                *n = n.saturating_add(1);
+                *n
+            }
+            Err(_) => 1,
+        };
+        Action::requeue(delay(failures, category))
+    }
+
+    /// `object` reconciled cleanly, or is gone: forget its failures.
+    pub fn forget(&self, object: &str) {
+        if let Ok(mut map) = self.failures.lock() {
+            map.remove(object);
+        }
+    }
+
+    /// How many objects are failing now.
+    pub fn failing(&self) -> usize {
+        self.failures.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// `Kind namespace/name`: how logs and the backoff name an object.
+pub fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
+    let meta = object.meta();
+    format!(
+        "{} {}/{}",
+        K::kind(&()),
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// `kind` and `category` labels.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: String,
+    category: String,
+}
+
+/// `kind` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+/// The metrics every loop reports (registered by the controller).
+#[derive(Debug, Default)]
+pub struct LoopMetrics {
+    errors: Family<ErrorLabels, Counter>,
+    invalid: Family<KindLabel, Counter>,
+}
+
+impl LoopMetrics {
+    /// Registers the metrics in `registry`.
+    pub fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by object kind and category (invalid or transient)",
+            self.errors.clone(),
+        );
+        registry.register(
+            "invalid_objects",
+            "Objects skipped because they do not deserialize (reported once per change)",
+            self.invalid.clone(),
+        );
+    }
+
+    /// Counts a failed reconcile of a `kind`.
+    pub fn count_error(&self, kind: &str, category: Category) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                kind: kind.into(),
+                category: category.as_str().into(),
+            })
+            .inc();
+    }
+
+    /// Counts a skipped invalid object of a `kind`.
+    pub fn count_invalid(&self, kind: &str) {
+        self.invalid
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
+    }
+
+    /// Skipped invalid objects of a `kind` so far.
+    pub fn invalid(&self, kind: &str) -> u64 {
+        self.invalid
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .get()
+    }
+}
+
+/// The object inside a guard, or `None` after reporting it as invalid
+/// (Event, log line, metric): the caller skips it and waits for a change.
+pub async fn valid_or_report<'a, K>(
+    guard: &'a DeserializeGuard<K>,
+    recorder: &Recorder,
+    metrics: &LoopMetrics,
+) -> Option<&'a K>
+where
+    K: Resource<DynamicType = ()>,
+{
+    match &guard.0 {
+        Ok(object) => Some(object),
+        Err(invalid) => {
+            report_invalid::<K>(invalid, recorder, metrics).await;
+            None
+        }
+    }
+}
+
+/// The note of an `InvalidObject` Event (at most 1 KiB, as the Events API
+/// asks).
+pub fn invalid_note(kind: &str, error: &str) -> String {
+    let mut note = format!(
+        "skipped: this {kind} does not match the schema the controller reads ({error}); fix or replace it"
+    );
+    if note.len() > 1024 {
+        let mut end = 1021;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+        note.push('…');
+    }
+    note
+}
+
+async fn report_invalid<K>(invalid: &InvalidObject, recorder: &Recorder, metrics: &LoopMetrics)
+where
+    K: Resource<DynamicType = ()>,
+{
+    let kind = K::kind(&()).into_owned();
+    let meta = &invalid.metadata;
+    let object = format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    );
+    tracing::warn!(kind = %kind, object = %object, error = %invalid.error, "skipping an object that does not deserialize");
+    metrics.count_invalid(&kind);
+    let reference = ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(kind.clone()),
+        name: meta.name.clone(),
+        namespace: meta.namespace.clone(),
+        uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
+        field_path: None,
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "InvalidObject".into(),
+        note: Some(invalid_note(&kind, &invalid.error)),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(err) = recorder.publish(&event, &reference).await {
+        tracing::warn!(kind = %kind, object = %object, error = %err, "could not record an Event");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_ceiling_and_invalid_waits_longest() {
+        let cases = [
+            (1, Category::Transient, 1),
+            (2, Category::Transient, 2),
+            (3, Category::Transient, 4),
+            (6, Category::Transient, 32),
+            (7, Category::Transient, 60),
+            (40, Category::Transient, 60),
+            (1, Category::Invalid, 60),
+        ];
+        for (failures, category, secs) in cases {
+            assert_eq!(
+                delay(failures, category),
+                Duration::from_secs(secs),
+                "{failures} {category:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn failures_are_counted_per_object_and_forgotten() {
+        let backoff = Backoff::default();
+        assert_eq!(
+            backoff.failed("a", Category::Transient),
+            Action::requeue(Duration::from_secs(1))
+        );
+        assert_eq!(
+            backoff.failed("a", Category::Transient),
+            Action::requeue(Duration::from_secs(2))
+        );
+        assert_eq!(
+            backoff.failed("b", Category::Transient),
+            Action::requeue(Duration::from_secs(1))
+        );
+        assert_eq!(backoff.failing(), 2);
+        backoff.forget("a");
+        assert_eq!(backoff.failing(), 1);
+        assert_eq!(
+            backoff.failed("a", Category::Transient),
+            Action::requeue(Duration::from_secs(1))
+        );
+    }
+
+    #[test]
+    fn kube_errors_are_categorized() {
+        let api = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let cases = [
+            (api(422), Category::Invalid),
+            (api(400), Category::Invalid),
+            (api(409), Category::Transient),
+            (api(500), Category::Transient),
+            (api(503), Category::Transient),
+            (api(403), Category::Transient),
+            (api(429), Category::Transient),
+        ];
+        for (err, category) in cases {
+            assert_eq!(Category::of_kube(&err), category, "{err}");
+        }
+    }
+
+    #[test]
+    fn invalid_notes_are_bounded_and_name_the_kind() {
+        let short = invalid_note("Handoff", "missing field `spec`");
+        assert!(short.contains("this Handoff does not match"), "{short}");
+        assert!(short.contains("missing field `spec`"), "{short}");
+        let long = invalid_note("Handoff", &"é".repeat(2000));
+        assert!(long.len() <= 1024, "{}", long.len());
+        assert!(long.ends_with('…'));
+    }
+}

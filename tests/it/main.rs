@@ -1,0 +1,26 @@
+//! The integration suites of `handoff`, one test binary: one link step,
+//! and one shared control plane (etcd + kube-apiserver, started on first
+//! use) and PostgreSQL for every suite, a namespace per test. The
+//! reliability suites (`tests/reliability_*.rs`) stay separate binaries:
+//! they stop and restart their own control planes and PostgreSQL.
+//!
+//! Each module is one capability's suite; `cargo test --test it mcp::`
+//! runs one of them.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod controller;
+mod crd;
+mod examples;
+mod harness;
+mod install;
+mod mcp;
+mod mirror_bridge;
+mod offers;
+mod postgres;
+mod schedule;
+mod transcript;
+mod transcript_cli;
+mod transcript_props;
+mod transcript_shared;
