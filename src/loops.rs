@@ -120,13 +120,18 @@ impl Backoff {
 }
 
 /// `Kind namespace/name`: how logs and the backoff name an object.
+pub fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    format!("{kind} {}/{name}", namespace.unwrap_or_default())
+}
+
+/// [`object_key`] of an object (a [`DeserializeGuard`] is named as the
+/// kind it guards).
 pub fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
     let meta = object.meta();
-    format!(
-        "{} {}/{}",
-        K::kind(&()),
-        meta.namespace.as_deref().unwrap_or_default(),
-        meta.name.as_deref().unwrap_or_default()
+    object_key(
+        &K::kind(&()),
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
     )
 }
 

@@ -21,7 +21,8 @@ struct Cli {
 enum Command {
     /// Run the reconcile loops (leader-elected).
     Controller(handoff::controller::ControllerArgs),
-    /// Serve the four handoff tools over MCP (stdio or streamable HTTP).
+    /// Serve the handoff tools over MCP (stdio or streamable HTTP): the
+    /// contract's four, plus the extensions the caller's profile allows.
     Mcp(handoff::mcp::McpArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd {

@@ -1,6 +1,8 @@
-//! The one place that talks `Handoff` to the apiserver: upsert, get, list,
-//! delete. Both the MCP bridge (as the calling agent) and the controller use
-//! it, so the semantics of "one current handoff per key" live here:
+//! Handoff reads and writes with one identity: upsert, get, list, delete.
+//! The MCP bridge uses it as the calling agent and the schedule loop as the
+//! controller (to list a project's open handoffs), so the semantics of "one
+//! current handoff per key" live here. (The controller's own bookkeeping —
+//! status, labels, finalizer, grooming deletes — is in `controller`.)
 //!
 //! - the object name is [`name_for_key`] of the key, so a write is a
 //!   server-side apply to one name and the apiserver's name uniqueness is the
@@ -18,10 +20,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 
 use crate::api::naming::{labels_for, name_for_key};
 use crate::api::{Handoff, HandoffSpec};
+use crate::cluster::Pages;
 use crate::names::BRIDGE_FIELD_MANAGER;
-
-/// Objects fetched per apiserver list request while collecting a project.
-const LIST_CHUNK: u32 = 500;
 
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -115,15 +115,11 @@ impl HandoffStore {
         if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
             fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
         }
-        let mut params = ListParams::default().fields(&fields).limit(LIST_CHUNK);
+        let params = ListParams::default().fields(&fields);
         let mut all = Vec::new();
-        loop {
-            let page = self.api.list(&params).await?;
-            all.extend(page.items);
-            match page.metadata.continue_.filter(|c| !c.is_empty()) {
-                Some(token) => params = params.continue_token(&token),
-                None => break,
-            }
+        let mut pages = Pages::new(&self.api, &params);
+        while let Some(page) = pages.next().await? {
+            all.extend(page);
         }
         all.sort_by(|a, b| newest_first(&sort_key(a), &sort_key(b)));
         Ok(all)

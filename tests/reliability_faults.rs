@@ -207,19 +207,70 @@ async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_con
 
     // PostgreSQL down: agents keep writing (the bridge reads the apiserver),
     // the controller keeps counting and catches the mirror up afterwards.
+    let errors_before = mirror_errors(&controller).await;
     system.postgres.stop_server();
     acknowledged.extend(write_batch("during-postgres-outage"));
+    // The controller saw the outage: its mirror writes failed (metric) and
+    // the handoffs written meanwhile say so (`Mirrored` False).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let errors = mirror_errors(&controller).await;
+        let unmirrored = unmirrored_handoffs(&system.api().await).await;
+        if errors > errors_before && unmirrored > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the PostgreSQL outage was not observed: mirror errors {errors_before} → {errors}, {unmirrored} handoffs with Mirrored=False\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     tokio::task::block_in_place(|| system.postgres.restart_server())
         .unwrap_or_else(|e| panic!("postgres restart: {e:#}"));
     acknowledged.extend(write_batch("after-postgres"));
     assert_all_stored(&system.api().await, &acknowledged).await;
     assert_eq!(system.converged("the PostgreSQL restart").await, 50);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while unmirrored_handoffs(&system.api().await).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "Mirrored stayed False after PostgreSQL came back"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 
     assert!(
         controller.running(),
         "the controller recovers from every outage without a restart:\n{}",
         controller.log()
     );
+}
+
+/// `handoff_controller_mirror_errors_total` of a running controller.
+async fn mirror_errors(controller: &ControllerProcess) -> f64 {
+    metric(
+        &metrics_text(controller).await,
+        "handoff_controller_mirror_errors_total",
+    )
+    .unwrap_or(0.0)
+}
+
+/// Handoffs whose `Mirrored` condition is False (PostgreSQL unavailable).
+async fn unmirrored_handoffs(api: &Api<Handoff>) -> usize {
+    let Ok(list) = api.list(&Default::default()).await else {
+        return 0;
+    };
+    list.items
+        .iter()
+        .filter(|h| {
+            h.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Mirrored" && c.status == "False" && c.reason == "MirrorUnavailable"
+                })
+            })
+        })
+        .count()
 }
 
 fn request(key: &str, body: String) -> HandoffSpec {
@@ -316,4 +367,262 @@ async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_c
             .expect("row");
         assert_eq!(row.get::<_, String>(0), format!("body {i} v2"), "{key}");
     }
+}
+
+/// The schemas of the three CRDs made permissive, so objects that the
+/// controller's types cannot read can be stored (as an older version or a
+/// hand edit would leave them); `restore` puts the real schemas back.
+async fn loosen_schemas(client: &kube::Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in [
+        "handoffs.handoff.dev",
+        "brainstormschedules.handoff.dev",
+        "handoffoffers.handoff.dev",
+    ] {
+        let mut crd = crds.get(name).await.expect("crd");
+        for version in &mut crd.spec.versions {
+            version.selectable_fields = None;
+            version.schema = Some(
+                serde_json::from_value(json!({"openAPIV3Schema": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                }}))
+                .expect("schema"),
+            );
+        }
+        crds.replace(name, &Default::default(), &crd)
+            .await
+            .unwrap_or_else(|e| panic!("loosen {name}: {e}"));
+    }
+}
+
+/// Creates `object` (raw JSON) in the test namespace, retrying while the
+/// apiserver still validates against the old schema.
+async fn create_raw(client: &kube::Client, plural: &str, object: Value) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+    let kind = object["kind"].as_str().expect("kind").to_owned();
+    let gvk = GroupVersionKind::gvk("handoff.dev", "v1alpha1", &kind);
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        NAMESPACE,
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    );
+    let object: DynamicObject = serde_json::from_value(object).expect("object");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match api.create(&PostParams::default(), &object).await {
+            Ok(_) => return,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(err) => panic!("create a poisoned {kind}: {err}"),
+        }
+    }
+}
+
+/// One value of a metric in an OpenMetrics text (`series` includes labels).
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+}
+
+async fn metrics_text(controller: &ControllerProcess) -> String {
+    let addr = controller.metrics_addr().to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&addr).expect("metrics");
+        write!(stream, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("request");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        text
+    })
+    .await
+    .expect("join")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
+    use handoff::offers::decision::{offer_name, slot};
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::ListParams;
+
+    let system = System::start().await;
+    let client = system.plane.client().await.expect("client");
+
+    // Objects the controller's types cannot read, stored before it starts
+    // (its first list contains them).
+    loosen_schemas(&client).await;
+    create_raw(
+        &client,
+        "handoffs",
+        json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+            "metadata": {"name": "poisoned", "namespace": NAMESPACE},
+            "spec": {"handoffKey": "poisoned", "project": "faults", "body": 42},
+        }),
+    )
+    .await;
+    create_raw(
+        &client,
+        "brainstormschedules",
+        json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+            "metadata": {"name": "poisoned", "namespace": NAMESPACE},
+            "spec": {"project": ["not", "a", "string"]},
+        }),
+    )
+    .await;
+    create_raw(
+        &client,
+        "handoffoffers",
+        json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+            "metadata": {"name": "poisoned", "namespace": NAMESPACE},
+            "spec": {"to": 7},
+        }),
+    )
+    .await;
+    handoff_testkit::install_crds(&client)
+        .await
+        .unwrap_or_else(|e| panic!("restore the CRDs: {e:#}"));
+
+    // Good objects of every loop next to them.
+    let store = HandoffStore::new(client.clone(), NAMESPACE);
+    let good_spec = HandoffSpec {
+        handoff_key: "good".into(),
+        project: "faults".into(),
+        repo: None,
+        kind: None,
+        body: "a readable handoff".into(),
+        created_by: None,
+    };
+    store.write(&good_spec).await.expect("write a good handoff");
+    let schedules: Api<handoff::api::BrainstormSchedule> =
+        Api::namespaced(client.clone(), NAMESPACE);
+    let schedule: handoff::api::BrainstormSchedule = serde_json::from_value(json!({
+        "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+        "metadata": {"name": "good", "namespace": NAMESPACE},
+        "spec": {"project": "faults", "schedule": "0 6 * * *",
+                 "refine": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "agent", "image": "agent"}]}}}}},
+                 "brainstorm": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "agent", "image": "agent"}]}}}}}},
+    }))
+    .expect("schedule");
+    schedules
+        .create(&Default::default(), &schedule)
+        .await
+        .expect("create a good schedule");
+    // Two pending offers in one slot (as a crashed offerer leaves them): the
+    // offer loop supersedes the older.
+    let offers: Api<handoff::api::HandoffOffer> = Api::namespaced(client.clone(), NAMESPACE);
+    let slot = slot("faults", "dev-lead");
+    for seq in [1, 2] {
+        let offer: handoff::api::HandoffOffer = serde_json::from_value(json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+            "metadata": {"name": offer_name(&slot, seq), "namespace": NAMESPACE,
+                         "labels": {handoff::names::SLOT_LABEL: slot, handoff::names::TO_LABEL: "dev-lead", "project": "faults"}},
+            "spec": {"project": "faults", "to": "dev-lead", "fromKey": format!("key-{seq}"), "session": format!("s-{seq}")},
+        }))
+        .expect("offer");
+        offers
+            .create(&Default::default(), &offer)
+            .await
+            .expect("create a good offer");
+    }
+
+    let controller = system.controller("poison-test");
+    let handoffs = system.api().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let counted = handoffs
+            .get(&name_for_key("good"))
+            .await
+            .ok()
+            .and_then(|h| h.status)
+            .and_then(|s| s.revision);
+        let scheduled = schedules
+            .get("good")
+            .await
+            .ok()
+            .and_then(|s| s.status)
+            .and_then(|s| s.next_schedule_time);
+        let superseded = offers
+            .get(&offer_name(&slot, 1))
+            .await
+            .ok()
+            .map(|o| o.phase());
+        if counted == Some(1)
+            && scheduled.is_some()
+            && superseded == Some(handoff::api::OfferPhase::Superseded)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a loop stalled behind a poisoned object: handoff revision {counted:?}, schedule next tick {scheduled:?}, older offer {superseded:?}\n{}",
+            controller.log()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let rows = mirrored_rows(&system.db, NAMESPACE).await.expect("rows");
+    assert_eq!(
+        rows.keys().cloned().collect::<Vec<_>>(),
+        ["good".to_owned()],
+        "the good handoff is mirrored, the poisoned one is not"
+    );
+
+    // Each poisoned object is reported: an Event on it, a metric, a log line.
+    let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let text = metrics_text(&controller).await;
+        let reported = ["Handoff", "BrainstormSchedule", "HandoffOffer"]
+            .iter()
+            .all(|kind| {
+                metric(
+                    &text,
+                    &format!("handoff_controller_invalid_objects_total{{kind=\"{kind}\"}}"),
+                ) == Some(1.0)
+            });
+        if reported {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not every poisoned object was counted:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    for kind in ["Handoff", "BrainstormSchedule", "HandoffOffer"] {
+        let found = events
+            .list(&ListParams::default().fields(&format!(
+                "involvedObject.name=poisoned,involvedObject.kind={kind},reason=InvalidObject"
+            )))
+            .await
+            .expect("events");
+        assert_eq!(
+            found.items.len(),
+            1,
+            "one InvalidObject Event on the poisoned {kind}"
+        );
+        let note = found.items[0].message.clone().unwrap_or_default();
+        assert!(
+            note.contains(&format!("this {kind} does not match")),
+            "{note}"
+        );
+        assert_eq!(found.items[0].type_.as_deref(), Some("Warning"));
+    }
+    assert!(
+        !text.contains(
+            "handoff_controller_reconcile_errors_total{kind=\"Handoff\",category=\"invalid\"}"
+        ),
+        "a poisoned object is skipped, not retried as an error:\n{text}"
+    );
+    assert!(
+        controller
+            .log()
+            .contains("skipping an object that does not deserialize"),
+        "the log names the skipped object:\n{}",
+        controller.log()
+    );
 }

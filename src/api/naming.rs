@@ -88,21 +88,6 @@ pub fn is_label_value(value: &str) -> bool {
         && edge_ok(bytes.last())
 }
 
-/// Whether `name` is a valid DNS-1123 subdomain (what `metadata.name` of most
-/// resources must be).
-pub fn is_dns1123_subdomain(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|part| {
-            let b = part.as_bytes();
-            !b.is_empty()
-                && b.iter()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-                && b[0] != b'-'
-                && b[b.len() - 1] != b'-'
-        })
-}
-
 /// The labels for a handoff's `project`, `repo` and `kind`, each present only
 /// when its value is a non-empty valid label value.
 pub fn labels_for(
@@ -131,6 +116,21 @@ mod tests {
     use proptest::strategy::ValueTree;
 
     use super::*;
+
+    /// Whether `name` is a valid DNS-1123 subdomain (what `metadata.name` of most
+    /// resources must be).
+    fn is_dns1123_subdomain(name: &str) -> bool {
+        !name.is_empty()
+            && name.len() <= 253
+            && name.split('.').all(|part| {
+                let b = part.as_bytes();
+                !b.is_empty()
+                    && b.iter()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+                    && b[0] != b'-'
+                    && b[b.len() - 1] != b'-'
+            })
+    }
 
     #[test]
     fn readable_prefix_plus_hash() {

@@ -19,10 +19,12 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::api::Handoff;
+use crate::cluster::Pages;
 
 /// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
 /// Without a TTL or a known update time nothing expires.
@@ -39,7 +41,7 @@ pub fn expired(updated_at: Option<Timestamp>, ttl: Option<Duration>, now: Timest
 /// Grooms every `interval` until `stop` is cancelled.
 pub async fn run(
     ctx: Arc<Context>,
-    api: Api<Handoff>,
+    api: Api<DeserializeGuard<Handoff>>,
     interval: Duration,
     stop: CancellationToken,
 ) {
@@ -54,14 +56,17 @@ pub async fn run(
     }
 }
 
-/// One pass: deletes every expired handoff; returns how many.
-pub async fn groom_once(ctx: &Context, api: &Api<Handoff>) -> Result<usize, kube::Error> {
+/// One pass: deletes every expired handoff; returns how many. Objects that
+/// do not deserialize are left alone (the Handoff loop reports them).
+pub async fn groom_once(
+    ctx: &Context,
+    api: &Api<DeserializeGuard<Handoff>>,
+) -> Result<usize, kube::Error> {
     let now = ctx.clock.now();
-    let mut params = ListParams::default().limit(500);
     let mut deleted = 0;
-    loop {
-        let page = api.list(&params).await?;
-        for h in &page.items {
+    let mut pages = Pages::new(api, &ListParams::default());
+    while let Some(page) = pages.next().await? {
+        for h in page.iter().filter_map(|guard| guard.0.as_ref().ok()) {
             if h.metadata.deletion_timestamp.is_some() {
                 continue;
             }
@@ -74,10 +79,6 @@ pub async fn groom_once(ctx: &Context, api: &Api<Handoff>) -> Result<usize, kube
             if delete(ctx, h, ttl.unwrap_or_default(), updated).await? {
                 deleted += 1;
             }
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
         }
     }
     Ok(deleted)

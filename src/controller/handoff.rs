@@ -3,7 +3,7 @@
 //! Event per occurrence and keeps the PostgreSQL mirror's row current.
 //!
 //! Decisions are pure functions ([`count`],
-//! [`approx_tokens`], [`metadata_plan`], [`backoff`]); [`reconcile`] is the
+//! [`approx_tokens`], [`metadata_plan`]); [`reconcile`] is the
 //! thin I/O shell around them. Its order is chosen so nothing is counted
 //! twice and nothing is lost:
 //!
@@ -36,16 +36,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 
 use super::Context;
 use crate::api::naming::labels_for;
 use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus};
+use crate::loops::{Categorized, Category, describe, valid_or_report};
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
 
@@ -54,7 +57,7 @@ pub const MIRRORED: &str = "Mirrored";
 /// Bytes per token of [`approx_tokens`].
 pub const BYTES_PER_TOKEN: usize = 4;
 
-/// Why a reconcile failed (it is retried with [`backoff`]).
+/// Why a reconcile failed (retried by the backoff of [`crate::loops`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The apiserver refused or could not be reached.
@@ -66,6 +69,16 @@ pub enum Error {
     /// The object has no namespace (Handoffs are namespaced).
     #[error("handoff {0} has no namespace")]
     NoNamespace(String),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> Category {
+        match self {
+            Self::Kube(err) => Category::of_kube(err),
+            Self::Mirror(err) => err.category(),
+            Self::NoNamespace(_) => Category::Invalid,
+        }
+    }
 }
 
 /// A cheap token estimate: one token per [`BYTES_PER_TOKEN`] bytes of UTF-8,
@@ -243,40 +256,38 @@ pub fn metadata_plan(h: &Handoff, mirror_enabled: bool) -> Option<serde_json::Va
     }))
 }
 
-/// The pause before retrying a failed reconcile: 1 s doubling per
-/// consecutive failure, at most 60 s.
-pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64 << failures.min(6)).min(Duration::from_secs(60))
-}
-
-/// Reconciles one Handoff (see the module docs for the order).
-pub async fn reconcile(h: Arc<Handoff>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// Reconciles one Handoff (see the module docs for the order). An object
+/// that does not deserialize is reported and skipped (see [`crate::loops`]).
+pub async fn reconcile(
+    guard: Arc<DeserializeGuard<Handoff>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
+    let Some(h) = valid_or_report(&guard, &recorder, &ctx.metrics.loops).await else {
+        return Ok(Action::await_change());
+    };
     let started = std::time::Instant::now();
-    let result = reconcile_inner(&h, &ctx).await;
+    let result = reconcile_inner(h, &ctx).await;
     ctx.metrics
         .observe_reconcile(result.is_ok(), started.elapsed());
-    let key = crate::store::describe(&h);
-    if result.is_ok()
-        && let Ok(mut failures) = ctx.failures.lock()
-    {
-        failures.remove(&key);
+    if result.is_ok() {
+        ctx.backoff.forget(&describe(h));
     }
     result
 }
 
-/// What the controller does after a failed reconcile.
-pub fn error_policy(h: Arc<Handoff>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = crate::store::describe(&h);
-    let attempt = match ctx.failures.lock() {
-        Ok(mut failures) => {
-            let n = failures.entry(key.clone()).or_insert(0);
-            *n = n.saturating_add(1);
-            *n
-        }
-        Err(_) => 1,
-    };
-    tracing::warn!(handoff = %key, attempt, error = %error, "reconcile failed; retrying");
-    Action::requeue(backoff(attempt.saturating_sub(1)))
+/// What the controller does after a failed reconcile: the one backoff
+/// policy of [`crate::loops`].
+pub fn error_policy(
+    guard: Arc<DeserializeGuard<Handoff>>,
+    error: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    let object = describe(guard.as_ref());
+    let category = error.category();
+    ctx.metrics.loops.count_error("Handoff", category);
+    tracing::warn!(object = %object, category = category.as_str(), error = %error, "reconcile failed; retrying");
+    ctx.backoff.failed(&object, category)
 }
 
 async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
@@ -500,46 +511,22 @@ pub fn reference(h: &Handoff) -> ObjectReference {
     }
 }
 
-/// A new core/v1 Event about `h` (one object per occurrence: a unique
-/// name, count 1, never updated).
-pub fn event(h: &Handoff, reason: &str, note: String, identity: &str, now: Timestamp) -> Event {
-    let name = format!("{}.{:x}", h.name_any(), now.as_nanosecond().unsigned_abs());
-    Event {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: h.metadata.namespace.clone(),
-            ..ObjectMeta::default()
-        },
-        involved_object: reference(h),
-        reason: Some(reason.into()),
-        message: Some(note),
-        type_: Some("Normal".into()),
-        count: Some(1),
-        first_timestamp: Some(Time(whole_seconds(now))),
-        last_timestamp: Some(Time(whole_seconds(now))),
-        source: Some(EventSource {
-            component: Some(CONTROLLER_FIELD_MANAGER.into()),
-            host: None,
-        }),
-        reporting_component: Some(CONTROLLER_FIELD_MANAGER.into()),
-        reporting_instance: Some(identity.into()),
-        action: Some(reason.into()),
-        ..Event::default()
-    }
-}
-
 impl Context {
-    /// Records an Event; a failure is logged, never fatal (the state it
-    /// reports is already written).
+    /// Records an Event about `h` (events.k8s.io). Each names its own
+    /// revision, so none is folded into another's series: a Recorder
+    /// without a cache publishes it (one Event object per occurrence, as
+    /// `kubectl describe` shows them). A failure is logged, never fatal (the
+    /// state it reports is already written).
     pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
-        let Some(namespace) = h.namespace() else {
-            return;
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            note: Some(note),
+            action: reason.into(),
+            secondary: None,
         };
-        let event = event(h, reason, note, &self.identity, Timestamp::now());
-        if let Err(err) = Api::<Event>::namespaced(self.client.clone(), &namespace)
-            .create(&PostParams::default(), &event)
-            .await
-        {
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        if let Err(err) = recorder.publish(&event, &reference(h)).await {
             tracing::warn!(handoff = %crate::store::describe(h), reason, error = %err, "could not record an Event");
         }
     }
@@ -806,36 +793,17 @@ mod tests {
     }
 
     #[test]
-    fn backoff_doubles_and_is_capped() {
-        let secs: Vec<u64> = (0..9).map(|n| backoff(n).as_secs()).collect();
-        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
-    }
-
-    #[test]
-    fn events_are_unique_objects_naming_the_handoff() {
+    fn events_regard_the_handoff_at_its_version() {
         let mut h = Handoff::new("obj", spec("b"));
         h.metadata.namespace = Some("ns".into());
         h.metadata.uid = Some("u-1".into());
-        let t = Timestamp::from_nanosecond(1_000_000_123).expect("ts");
-        let e = event(&h, "Superseded", "note".into(), "replica-a", t);
-        assert_eq!(e.metadata.namespace.as_deref(), Some("ns"));
-        assert!(
-            e.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("obj."))
-        );
-        assert_eq!(e.involved_object.uid.as_deref(), Some("u-1"));
-        assert_eq!(e.involved_object.kind.as_deref(), Some("Handoff"));
-        assert_eq!(e.count, Some(1));
-        assert_eq!(e.reporting_instance.as_deref(), Some("replica-a"));
-        let later = event(
-            &h,
-            "Superseded",
-            "note".into(),
-            "replica-a",
-            t + Duration::from_nanos(1),
-        );
-        assert_ne!(e.metadata.name, later.metadata.name);
+        h.metadata.resource_version = Some("42".into());
+        let r = reference(&h);
+        assert_eq!(r.kind.as_deref(), Some("Handoff"));
+        assert_eq!(r.api_version.as_deref(), Some("handoff.dev/v1alpha1"));
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+        assert_eq!(r.name.as_deref(), Some("obj"));
+        assert_eq!(r.uid.as_deref(), Some("u-1"));
+        assert_eq!(r.resource_version.as_deref(), Some("42"));
     }
 }

@@ -1,5 +1,5 @@
 //! Leader election on a `coordination.k8s.io/v1` Lease, written directly on
-//! kube's Lease API (about a hundred lines) rather than taken from a crate:
+//! kube's Lease API (this module) rather than taken from a crate:
 //! the maintained crates either compare the Lease's `renewTime` with the
 //! local wall clock (so a replica whose clock runs ahead steals a live
 //! lease) or pull in a second Kubernetes client stack. This follows

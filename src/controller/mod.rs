@@ -9,6 +9,12 @@
 //! Ctrl-C) lets in-flight reconciles finish (for at most
 //! [`SHUTDOWN_GRACE`]), then releases the lease.
 //!
+//! This is the only module that assembles loops: it starts, with one
+//! context, the loops of this module and those of [`crate::schedule`] and
+//! [`crate::offers`]; every loop shares [`crate::loops`] (guarded objects,
+//! error categories, one backoff policy) and reports Events through kube's
+//! events.k8s.io recorder as `handoff-controller`.
+//!
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
 //! - [`grooming`]: TTL grooming.
 //! - [`leader`]: Lease-based leader election.
@@ -17,9 +23,8 @@
 //! Operator notes: `/healthz` (process alive), `/readyz` (started, not
 //! shutting down) and `/metrics` (OpenMetrics, prefix
 //! `handoff_controller_`) are served on `--metrics-listen`. Logs are JSON on
-//! stderr. The controller needs, besides `handoffs` (get, list, watch,
-//! patch, delete) and `handoffs/status` (patch): `leases` (get, create,
-//! update) in the lease namespace and `events` (create).
+//! stderr. The rights the loops use are exactly those of
+//! `config/rbac/controller.yaml` (each rule says which loop needs it).
 
 pub mod grooming;
 pub mod handoff;
@@ -36,6 +41,8 @@ use clap::Args;
 use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
+use kube::runtime::events::Reporter;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -46,7 +53,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
+use crate::cluster::scoped;
+use crate::loops::{Backoff, LoopMetrics, object_key};
 use crate::mirror::Mirror;
+use crate::names::CONTROLLER_FIELD_MANAGER;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
 use crate::time::{Clock, SystemClock, parse_duration};
 
@@ -136,8 +146,10 @@ pub struct Context {
     pub ttl: Arc<dyn TtlPolicy>,
     /// `(namespace, key)` → `(uid, revision)` this leader has mirrored.
     pub mirrored: Mutex<HashMap<(String, String), (String, i64)>>,
-    /// Consecutive failures per object, for backoff.
-    pub failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive failures per object (the one backoff policy of every loop).
+    pub backoff: Backoff,
+    /// Reports Events as the controller (`reportingInstance` = identity).
+    pub reporter: Reporter,
 }
 
 /// Runs `handoff controller` from its arguments until SIGTERM / Ctrl-C.
@@ -240,7 +252,11 @@ pub async fn run(
         mirror,
         ttl,
         mirrored: Mutex::new(HashMap::new()),
-        failures: Mutex::new(HashMap::new()),
+        backoff: Backoff::default(),
+        reporter: Reporter {
+            controller: CONTROLLER_FIELD_MANAGER.into(),
+            instance: Some(options.lease.identity.clone()),
+        },
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
@@ -290,31 +306,41 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     if let Ok(mut m) = ctx.mirrored.lock() {
         m.clear();
     }
-    let api: Api<Handoff> = match &options.namespace {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    };
+    let api: Api<DeserializeGuard<Handoff>> =
+        scoped(ctx.client.clone(), options.namespace.as_deref());
     // The cache holds slimmed copies (see `handoff::slim`): its memory is
     // most of the controller's, and grows with the number of handoffs.
+    // Objects that do not deserialize are kept as such and skipped by the
+    // reconcile (see `crate::loops`).
     let (cache, writer) = reflector::store();
     let handoffs = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
-        .modify(handoff::slim)
+        .modify(|guard: &mut DeserializeGuard<Handoff>| {
+            if let Ok(h) = guard.0.as_mut() {
+                handoff::slim(h);
+            }
+        })
         .reflect(writer)
         .applied_objects();
+    let forget = ctx.clone();
     let controller = Controller::for_stream(handoffs, cache)
         .with_config(
             kube::runtime::controller::Config::default().concurrency(options.concurrency.max(1)),
         )
         .graceful_shutdown_on(leading.clone().cancelled_owned())
         .run(handoff::reconcile, handoff::error_policy, ctx.clone())
-        .for_each(|result| async move {
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(_)) = &result {
-                return;
-            }
-            if let Err(err) = result {
+        .for_each(move |result| {
+            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = &result {
+                // Deleted while a retry was pending: drop its failure count.
+                forget.backoff.forget(&object_key(
+                    "Handoff",
+                    gone.namespace.as_deref(),
+                    &gone.name,
+                ));
+            } else if let Err(err) = result {
                 tracing::debug!(error = %err, "controller event");
             }
+            async {}
         });
     let groom = grooming::run(
         ctx.clone(),
@@ -349,6 +375,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         Arc::new(crate::offers::activation::Context::new(
             ctx.client.clone(),
             &options.active_agent_selector,
+            ctx.reporter.clone(),
+            ctx.metrics.loops.clone(),
         )),
         options.namespace.as_deref(),
         options.concurrency.max(1),
@@ -372,6 +400,8 @@ pub struct ControllerMetrics {
     pending: Mutex<HashMap<(String, String), Instant>>,
     ready: AtomicBool,
     resyncs: AtomicI64,
+    /// What every loop reports: errors by category, invalid objects.
+    pub loops: Arc<LoopMetrics>,
 }
 
 /// `result` label.
@@ -401,6 +431,8 @@ impl ControllerMetrics {
         let mirror_lag_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let mirror_pending_rows = Gauge::default();
         let resync_repairs = Family::<RepairLabel, Counter>::default();
+        let loops = Arc::new(LoopMetrics::default());
+        loops.register(&mut registry);
         registry.register(
             "reconciles",
             "Handoff reconciles by result",
@@ -456,6 +488,7 @@ impl ControllerMetrics {
             pending: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
+            loops,
         })
     }
 

@@ -9,10 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
+use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::api::Handoff;
+use crate::api::naming::name_for_key;
+use crate::cluster::Pages;
 use crate::mirror::resync::{ResyncError, plan};
 use crate::mirror::{Mirror, Row};
 
@@ -20,16 +23,28 @@ use crate::mirror::{Mirror, Row};
 pub async fn resync_once(
     ctx: &Context,
     mirror: &Mirror,
-    api: &Api<Handoff>,
+    api: &Api<DeserializeGuard<Handoff>>,
     namespace: Option<&str>,
 ) -> Result<(usize, usize), ResyncError> {
     let rows = mirror.versions(namespace).await?;
     let mut current = Vec::new();
     let mut terminating = HashSet::new();
-    let mut params = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&params).await?;
-        for h in &page.items {
+    // Objects that do not deserialize: their rows are kept as they are.
+    let mut unreadable = HashSet::new();
+    let mut pages = Pages::new(api, &ListParams::default());
+    while let Some(page) = pages.next().await? {
+        for guard in page {
+            let h = match guard.0 {
+                Ok(h) => h,
+                Err(invalid) => {
+                    unreadable.insert((
+                        invalid.metadata.namespace.unwrap_or_default(),
+                        invalid.metadata.name.unwrap_or_default(),
+                    ));
+                    continue;
+                }
+            };
+            let h = &h;
             let key = (
                 h.metadata.namespace.clone().unwrap_or_default(),
                 h.spec.handoff_key.clone(),
@@ -47,9 +62,10 @@ pub async fn resync_once(
                 Err(err) => tracing::warn!(error = %err, "skipped in resync"),
             }
         }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => break,
+    }
+    for row in &rows {
+        if unreadable.contains(&(row.namespace.clone(), name_for_key(&row.handoff_key))) {
+            terminating.insert((row.namespace.clone(), row.handoff_key.clone()));
         }
     }
     let plan = plan(&rows, current, &terminating);
@@ -85,7 +101,7 @@ pub async fn resync_once(
 pub async fn run(
     ctx: Arc<Context>,
     mirror: Arc<Mirror>,
-    api: Api<Handoff>,
+    api: Api<DeserializeGuard<Handoff>>,
     namespace: Option<String>,
     interval: Duration,
     stop: CancellationToken,

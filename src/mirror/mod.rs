@@ -12,7 +12,8 @@
 //!   controllers may start at once), recorded in `handoff_schema_migrations`.
 //! - rows never move backwards: an upsert only replaces a row of another
 //!   object incarnation (`id` is the uid) or of an older `(revision,
-//!   resource_version)` (see [`should_replace`]; the SQL mirrors it).
+//!   resource_version)` — the `WHERE` of its `ON CONFLICT` clause, checked
+//!   against PostgreSQL by the integration suite.
 //! - `handoff_revisions` is append-only: one row per counted revision,
 //!   recorded only once the revision is stored in the object's status.
 //! - the connection is lazy and re-made after a failure, so PostgreSQL being
@@ -65,6 +66,15 @@ pub enum MirrorError {
         /// What is wrong.
         problem: String,
     },
+}
+
+impl crate::loops::Categorized for MirrorError {
+    fn category(&self) -> crate::loops::Category {
+        match self {
+            Self::Url(_) | Self::Object { .. } => crate::loops::Category::Invalid,
+            Self::Postgres(_) | Self::ConnectTimeout => crate::loops::Category::Transient,
+        }
+    }
 }
 
 /// One row of `handoffs`: the mirror's copy of a counted Handoff.
@@ -183,16 +193,6 @@ pub fn parse_resource_version(rv: &str) -> Option<i64> {
     rv.parse::<i64>().ok().filter(|v| *v >= 0)
 }
 
-/// Whether a row written from `(id, revision, rv)` should replace the
-/// existing `row`: another incarnation of the key always does; the same
-/// object only with a newer revision, or the same revision at a newer
-/// resourceVersion. (The upsert's SQL `WHERE` is this function.)
-pub fn should_replace(row: &RowVersion, id: &str, revision: i64, resource_version: i64) -> bool {
-    row.id != id
-        || row.revision < revision
-        || (row.revision == revision && row.resource_version < resource_version)
-}
-
 /// Whether resync must rewrite `row` for the current object `current`.
 pub fn is_stale(row: &RowVersion, current: &Row) -> bool {
     row.id != current.id || row.revision < current.revision
@@ -303,13 +303,6 @@ impl Mirror {
             }
         }
     }
-
-    /// Connects (and migrates) now: `Ok` when PostgreSQL is reachable.
-    pub async fn ping(&self) -> Result<(), MirrorError> {
-        self.with(|c| async move { c.simple_query("SELECT 1").await.map(drop) })
-            .await
-    }
-
     /// Writes `row` unless the mirror already holds it or something newer;
     /// `true` when the row changed.
     pub async fn upsert(&self, row: &Row) -> Result<bool, MirrorError> {
@@ -533,32 +526,6 @@ async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn version(id: &str, revision: i64, rv: i64) -> RowVersion {
-        RowVersion {
-            namespace: "ns".into(),
-            handoff_key: "k".into(),
-            id: id.into(),
-            revision,
-            resource_version: rv,
-        }
-    }
-
-    #[test]
-    fn rows_never_move_backwards() {
-        let row = version("a", 3, 100);
-        let cases = [
-            ("a", 3, 100, false, "the same version"),
-            ("a", 2, 200, false, "an older revision, even at a newer rv"),
-            ("a", 3, 99, false, "the same revision at an older rv"),
-            ("a", 3, 101, true, "the same revision at a newer rv"),
-            ("a", 4, 50, true, "a newer revision"),
-            ("b", 1, 1, true, "another incarnation of the key"),
-        ];
-        for (id, revision, rv, expected, why) in cases {
-            assert_eq!(should_replace(&row, id, revision, rv), expected, "{why}");
-        }
-    }
 
     #[test]
     fn resource_versions_must_be_integers() {

@@ -9,18 +9,22 @@
 //!   slot, all but the highest-numbered are superseded (reason `NewOffer`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller, Error as ControllerError};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
+use crate::cluster::scoped;
+use crate::loops::{Backoff, Categorized, LoopMetrics, describe, object_key, valid_or_report};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -30,14 +34,26 @@ use crate::schedule::jobs::job_result;
 pub struct Context {
     client: Client,
     active_selector: String,
+    recorder: Recorder,
+    metrics: Arc<LoopMetrics>,
+    backoff: Backoff,
 }
 
 impl Context {
-    /// A context acting with `client`; `active_selector` as for the bridge.
-    pub fn new(client: Client, active_selector: &str) -> Self {
+    /// A context acting with `client`; `active_selector` as for the bridge;
+    /// Events reported as `reporter`; failures counted in `metrics`.
+    pub fn new(
+        client: Client,
+        active_selector: &str,
+        reporter: Reporter,
+        metrics: Arc<LoopMetrics>,
+    ) -> Self {
         Self {
+            recorder: Recorder::new(client.clone(), reporter),
             client,
             active_selector: active_selector.into(),
+            metrics,
+            backoff: Backoff::default(),
         }
     }
 
@@ -59,34 +75,70 @@ pub async fn run(
     concurrency: u16,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    let (jobs, offers): (Api<Job>, Api<HandoffOffer>) = match namespace {
-        Some(ns) => (
-            Api::namespaced(ctx.client.clone(), ns),
-            Api::namespaced(ctx.client.clone(), ns),
-        ),
-        None => (Api::all(ctx.client.clone()), Api::all(ctx.client.clone())),
-    };
+    let jobs: Api<DeserializeGuard<Job>> = scoped(ctx.client.clone(), namespace);
+    let offers: Api<DeserializeGuard<HandoffOffer>> = scoped(ctx.client.clone(), namespace);
     let config = kube::runtime::controller::Config::default().concurrency(concurrency);
     let job_loop = Controller::new(jobs, watcher::Config::default().labels(AGENT_LABEL))
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_job, retry, ctx.clone())
-        .for_each(|_| async {});
+        .for_each(forget_deleted(ctx.clone()));
     let offer_loop = Controller::new(offers, watcher::Config::default())
         .with_config(config)
         .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile_offer, retry, ctx)
-        .for_each(|_| async {});
+        .run(reconcile_offer, retry, ctx.clone())
+        .for_each(forget_deleted(ctx));
     futures::join!(job_loop, offer_loop);
 }
 
-fn retry<K: ResourceExt>(object: Arc<K>, err: &OfferError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(object = %object.name_any(), error = %err, "offer reconcile failed; retrying");
-    Action::requeue(Duration::from_secs(5))
+/// Drops the failure count of an object deleted while a retry was pending.
+fn forget_deleted<K, E>(
+    ctx: Arc<Context>,
+) -> impl FnMut(
+    Result<(ObjectRef<DeserializeGuard<K>>, Action), ControllerError<E, watcher::Error>>,
+) -> std::future::Ready<()>
+where
+    K: Resource<DynamicType = ()>,
+{
+    move |result| {
+        if let Err(ControllerError::ObjectNotFound(gone)) = result {
+            ctx.backoff.forget(&object_key(
+                &K::kind(&()),
+                gone.namespace.as_deref(),
+                &gone.name,
+            ));
+        }
+        std::future::ready(())
+    }
+}
+
+/// The one backoff policy of [`crate::loops`].
+fn retry<K: Resource<DynamicType = ()>>(
+    object: Arc<DeserializeGuard<K>>,
+    err: &OfferError,
+    ctx: Arc<Context>,
+) -> Action {
+    let name = describe(object.as_ref());
+    let category = err.category();
+    ctx.metrics.count_error(&K::kind(&()), category);
+    tracing::warn!(object = %name, category = category.as_str(), error = %err, "offer reconcile failed; retrying");
+    ctx.backoff.failed(&name, category)
 }
 
 /// Applies an agent Job's start or success to the agent's offers.
-pub async fn reconcile_job(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, OfferError> {
+pub async fn reconcile_job(
+    guard: Arc<DeserializeGuard<Job>>,
+    ctx: Arc<Context>,
+) -> Result<Action, OfferError> {
+    let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+        return Ok(Action::await_change());
+    };
+    let action = supersede_for_job(job, &ctx).await?;
+    ctx.backoff.forget(&describe(job));
+    Ok(action)
+}
+
+async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferError> {
     let labels = job.labels();
     let (Some(project), Some(agent)) = (labels.get(PROJECT_LABEL), labels.get(AGENT_LABEL)) else {
         return Ok(Action::await_change());
@@ -96,7 +148,7 @@ pub async fn reconcile_job(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, O
     let named = job.annotations().get(OFFER_ANNOTATION).cloned();
     let job_name = job.name_any();
     let offers = store.slot_offers(&slot(project, agent)).await?;
-    match job_result(&job) {
+    match job_result(job) {
         None => {
             for offer in offers.iter().filter(|o| o.phase() == OfferPhase::Offered) {
                 if Some(offer.name_any()) == named {
@@ -131,9 +183,18 @@ pub async fn reconcile_job(job: Arc<Job>, ctx: Arc<Context>) -> Result<Action, O
 
 /// Converges a slot to at most one `Offered`: the highest-numbered.
 pub async fn reconcile_offer(
-    offer: Arc<HandoffOffer>,
+    guard: Arc<DeserializeGuard<HandoffOffer>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
+    let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+        return Ok(Action::await_change());
+    };
+    let action = converge_slot(offer, &ctx).await?;
+    ctx.backoff.forget(&describe(offer));
+    Ok(action)
+}
+
+async fn converge_slot(offer: &HandoffOffer, ctx: &Context) -> Result<Action, OfferError> {
     if offer.phase() != OfferPhase::Offered {
         return Ok(Action::await_change());
     }

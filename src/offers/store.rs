@@ -12,6 +12,7 @@ use kube::{Client, Resource, ResourceExt};
 
 use super::decision::{Decision, Outcome, active_selector, decide, offer_name, seq_of, slot};
 use crate::api::{HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason};
+use crate::loops::{Categorized, Category};
 use crate::names::{SLOT_LABEL, TO_LABEL};
 use crate::schedule::jobs::job_result;
 
@@ -44,6 +45,16 @@ pub enum OfferError {
     /// No such offer.
     #[error("no offer named {0}")]
     NotFound(String),
+}
+
+impl Categorized for OfferError {
+    fn category(&self) -> Category {
+        match self {
+            Self::Kube(err) => Category::of_kube(err),
+            Self::Busy { .. } => Category::Transient,
+            Self::NotFound(_) => Category::Invalid,
+        }
+    }
 }
 
 impl OfferStore {

@@ -10,11 +10,13 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kube::api::Api;
+use kube::core::DeserializeGuard;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 
 use crate::api::BrainstormSchedule;
+use crate::cluster::scoped;
 use crate::time::parse_duration;
 
 /// The handoff TTL of a project, or `None` for no grooming.
@@ -35,15 +37,17 @@ impl TtlPolicy for DefaultTtl {
 
 /// TTLs from schedules, with a fallback.
 pub struct ScheduleTtl {
-    store: Store<BrainstormSchedule>,
+    store: Store<DeserializeGuard<BrainstormSchedule>>,
     fallback: Arc<dyn TtlPolicy>,
 }
 
 impl TtlPolicy for ScheduleTtl {
     fn ttl_for(&self, namespace: &str, project: &str) -> Option<Duration> {
-        let schedules: Vec<Arc<BrainstormSchedule>> = self.store.state();
-        ttl_from(schedules.iter().map(AsRef::as_ref), namespace, project)
-            .or_else(|| self.fallback.ttl_for(namespace, project))
+        let schedules = self.store.state();
+        // A schedule that does not deserialize sets no TTL (the schedule
+        // loop reports it).
+        let readable = schedules.iter().filter_map(|guard| guard.0.as_ref().ok());
+        ttl_from(readable, namespace, project).or_else(|| self.fallback.ttl_for(namespace, project))
     }
 }
 
@@ -69,10 +73,7 @@ pub fn watch(
     Arc<ScheduleTtl>,
     impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let api: Api<BrainstormSchedule> = match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
+    let api: Api<DeserializeGuard<BrainstormSchedule>> = scoped(client, namespace);
     let (store, writer) = reflector::store();
     let feed = reflector::reflector(writer, watcher(api, watcher::Config::default()))
         .default_backoff()

@@ -681,9 +681,17 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
             &implement,
         ],
     );
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
         "an UPDATE forging createdBy was admitted"
+    );
+    assert!(
+        err.contains("handoff.dev-honest-handoffs")
+            && err.contains("spec.createdBy must be the requesting user")
+            && err.contains("agent-brainstorm")
+            && err.contains("agent-implement"),
+        "refused by the policy, naming the claimed and the real writer: {err}"
     );
     // So is changing the content while leaving another writer's name on it ...
     let out = kubectl(
@@ -706,7 +714,12 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         !out.status.success(),
         "a content change under another's name was admitted"
     );
-    assert!(err.contains("spec.createdBy"), "{err}");
+    assert!(
+        err.contains("handoff.dev-honest-handoffs")
+            && err.contains("spec.createdBy must be the requesting user")
+            && err.contains("agent-incident"),
+        "refused by the policy, naming the real writer: {err}"
+    );
     // ... while a metadata-only update claims nothing and passes (another
     // writer adding a label; the garbage collector removing a finalizer).
     must(
@@ -768,7 +781,14 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         &["create", "-f", "-"],
         &handoff_yaml("admin-forged", NS, "shop", Some(&implement)),
     );
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the policy binds admins as well");
+    assert!(
+        err.contains("handoff.dev-honest-handoffs")
+            && err.contains("spec.createdBy must be the requesting user")
+            && err.contains("agent-implement"),
+        "refused by the policy, not by anything else: {err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1095,12 +1115,12 @@ where
     }
 }
 
-/// The controller's loops that exist today (schedules, offers), run
-/// cluster-wide with the controller's ServiceAccount and nothing but
-/// config/rbac's rights: they create and watch Jobs, write status, record
-/// Events and supersede offers. (The handoff loop — status, finalizer,
-/// grooming, mirror — is not written yet; its rules are covered by the
-/// can-i matrix only.)
+/// The schedule and offer loops, run cluster-wide with the controller's
+/// ServiceAccount and nothing but config/rbac's rights: they create and
+/// watch Jobs, write status, record Events and supersede offers. (The
+/// Handoff loop runs with that identity in the controller suite's
+/// `controller::the_committed_rbac_is_all_the_controller_needs` and the
+/// can-i matrix here.)
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_loops_run_with_the_controller_identity() {
     use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
@@ -1151,6 +1171,11 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     let offer_ctx = Arc::new(handoff::offers::activation::Context::new(
         controller.clone(),
         handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR,
+        kube::runtime::events::Reporter {
+            controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+            instance: Some("install".into()),
+        },
+        Arc::default(),
     ));
     let offer_loop = tokio::spawn({
         let stop = stop.clone();

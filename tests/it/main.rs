@@ -16,6 +16,7 @@ mod examples;
 mod harness;
 mod install;
 mod mcp;
+mod mirror;
 mod mirror_bridge;
 mod offers;
 mod postgres;

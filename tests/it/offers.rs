@@ -248,7 +248,16 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         .expect("name")
         .to_owned();
 
-    let ctx = Arc::new(Context::new(env().client().await, DEFAULT_ACTIVE_SELECTOR));
+    let reporter = kube::runtime::events::Reporter {
+        controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+        instance: Some("offers-test".into()),
+    };
+    let ctx = Arc::new(Context::new(
+        env().client().await,
+        DEFAULT_ACTIVE_SELECTOR,
+        reporter,
+        Arc::default(),
+    ));
     let stop = tokio_util::sync::CancellationToken::new();
     let token = stop.clone();
     let ns = s.ns.clone();
