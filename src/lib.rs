@@ -6,7 +6,7 @@
 //!
 //! - [`api`]: the custom resource types and the pure key → name mapping.
 //! - [`store`]: the one place that talks `Handoff` to the apiserver.
-//! - [`mcp`]: the MCP bridge (`handoff mcp`), four tools gated by agent profile.
+//! - [`mcp`]: the MCP bridge (`handoff mcp`): the contract's four tools and the offer tools, gated by agent profile.
 //! - [`controller`]: `handoff controller`, the leader-elected reconcile loops.
 //! - [`mirror`]: the PostgreSQL mirror the controller keeps and the bridge reads.
 //! - [`goals`]: the continuation preamble, the refine and brainstorm goal texts.
