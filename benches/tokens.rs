@@ -11,7 +11,8 @@
 use std::path::PathBuf;
 
 use handoff::goals::preamble;
-use handoff::mcp::tools::{GetResult, HandoffView, text};
+use handoff::mcp::tools::HandoffView;
+use handoff::mcp::tools::get::{self, GetResult};
 
 /// A typical compact handoff: state, done, next, questions, refs.
 const TYPICAL_SUMMARY: &str = "## State\nThe CSV importer parses all fixture files; streaming mode is wired but \
@@ -50,7 +51,7 @@ fn handoff_chars(key: &str) -> usize {
             object: "agents/acme-shop-219-0123456789abcdef".into(),
         }),
     };
-    let answer = text::get(key, &result) + &serde_json::to_string(&result).unwrap_or_default();
+    let answer = get::text(key, &result) + &serde_json::to_string(&result).unwrap_or_default();
     preamble(key).unwrap_or_default().len() + answer.len()
 }
 

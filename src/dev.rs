@@ -283,7 +283,7 @@ async fn start_bridge(
     let url = format!("http://{}/mcp", listener.local_addr()?);
     let options = crate::mcp::http::HttpOptions {
         allowed_hosts: crate::mcp::allowed_hosts(&[]),
-        offers: crate::mcp::server::OfferSettings {
+        offers: crate::mcp::call::OfferSettings {
             reader: Some(bridge.clone()),
             active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         },

@@ -15,7 +15,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::auth::{AuthError, PROFILE_HEADER, TokenResolver, bearer_token};
-use super::server::{HandoffServer, OfferSettings};
+use super::call::OfferSettings;
+use super::server::HandoffServer;
 use crate::mirror::Mirror;
 use crate::telemetry::BridgeMetrics;
 

@@ -1,6 +1,7 @@
-//! The MCP-to-apiserver bridge (`handoff mcp`): four tools — `get_handoff`,
-//! `write_handoff`, `list_handoffs`, `delete_handoff` — onto `Handoff`
-//! objects, over stdio or streamable HTTP.
+//! The MCP-to-apiserver bridge (`handoff mcp`): the contract's four tools —
+//! `get_handoff`, `write_handoff`, `list_handoffs`, `delete_handoff` — onto
+//! `Handoff` objects, and the offer tools (`offer_handoff`, `list_offers`,
+//! `reject_offer`) onto `HandoffOffer`s, over stdio or streamable HTTP.
 //!
 //! The bridge is thin and stateless: it keeps no handoff state, acts with
 //! the caller's own credentials (over HTTP the agent's bearer token is
@@ -8,17 +9,18 @@
 //! identity), and lets the apiserver's RBAC and the CRD's schema be the
 //! authority. Profiles ([`profiles`]) decide which tools an agent sees.
 //!
-//! - [`profiles`]: the profile → tools table (pure).
-//! - [`tools`]: arguments, results, schemas, validation, paging, texts (pure).
-//! - [`offer_tools`]: the offer tools (`offer_handoff`, `list_offers`, `reject_offer`).
+//! - [`tools`]: one module per tool (arguments, validation, handler, result,
+//!   text) and the table `tools/list` and `tools/call` read.
+//! - [`call`]: what every call shares: its context, errors, RBAC mapping.
+//! - [`profiles`]: which profiles see which tools (pure).
 //! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport with authentication.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
 
 pub mod auth;
+pub mod call;
 pub mod http;
-pub mod offer_tools;
 pub mod profiles;
 pub mod server;
 pub mod stdio;
@@ -33,8 +35,9 @@ use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
 use self::auth::{Caller, TokenResolver};
+use self::call::OfferSettings;
 use self::profiles::Profile;
-use self::server::{HandoffServer, OfferSettings};
+use self::server::HandoffServer;
 use crate::telemetry::{BridgeMetrics, serve_metrics};
 
 /// Arguments of `handoff mcp`.
@@ -105,7 +108,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     }
     if args.stdio {
         let profile = Profile::new(&args.profile);
-        if profile.tools().is_empty() {
+        if tools::for_profile(&profile).next().is_none() {
             tracing::warn!(profile = %profile.as_str(), "this profile sees no handoff tool (set --profile or HANDOFF_PROFILE)");
         }
         let client = kube::Client::try_from(auth::with_timeouts(config))?;

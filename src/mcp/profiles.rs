@@ -1,4 +1,4 @@
-//! Agent profiles and the tools each may see (the contract, DESIGN §2).
+//! Agent profiles and which tools each may see (the contract, DESIGN §2).
 //!
 //! The profile is the *agent-facing* gate: it decides which tools an agent
 //! is shown and may call, so a coding agent is never tempted to delete
@@ -6,65 +6,9 @@
 //! the caller's own credentials, and the apiserver's RBAC decides what that
 //! identity may really do (a `refine` profile without `delete` rights still
 //! gets Forbidden).
-
-use std::fmt;
-
-/// The four tools of the contract, and the offer tools (gated like
-/// write/get/list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ToolName {
-    /// `write_handoff`
-    Write,
-    /// `list_handoffs`
-    List,
-    /// `get_handoff`
-    Get,
-    /// `delete_handoff`
-    Delete,
-    /// `offer_handoff`
-    Offer,
-    /// `list_offers`
-    ListOffers,
-    /// `reject_offer`
-    RejectOffer,
-}
-
-impl ToolName {
-    /// Every tool, in the order `tools/list` shows them.
-    pub const ALL: [ToolName; 7] = [
-        ToolName::Get,
-        ToolName::Write,
-        ToolName::List,
-        ToolName::Delete,
-        ToolName::Offer,
-        ToolName::ListOffers,
-        ToolName::RejectOffer,
-    ];
-
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ToolName::Write => "write_handoff",
-            ToolName::List => "list_handoffs",
-            ToolName::Get => "get_handoff",
-            ToolName::Delete => "delete_handoff",
-            ToolName::Offer => "offer_handoff",
-            ToolName::ListOffers => "list_offers",
-            ToolName::RejectOffer => "reject_offer",
-        }
-    }
-
-    /// The tool with this wire name.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|t| t.as_str() == name)
-    }
-}
-
-impl fmt::Display for ToolName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+//!
+//! Each tool names its [`Audience`] in its row of the tool table
+//! (`tools::TOOLS`); this module says which profiles each audience admits.
 
 /// Profiles that may read and write handoffs.
 pub const WRITER_PROFILES: [&str; 5] = [
@@ -77,6 +21,16 @@ pub const WRITER_PROFILES: [&str; 5] = [
 /// The one profile that may also delete.
 pub const GROOMER_PROFILE: &str = "refine";
 
+/// Who may see and call a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Every profile of [`WRITER_PROFILES`]: the contract's get, write and
+    /// list, and the offer tools.
+    Writers,
+    /// Only [`GROOMER_PROFILE`]: the tools that delete handoffs.
+    Groomer,
+}
+
 /// An agent profile as given (any string; unknown ones see no tool).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Profile(pub String);
@@ -88,44 +42,42 @@ impl Profile {
     }
 
     /// The contract's spelling of a known profile (matched case-insensitively).
-    fn canonical(&self) -> Option<&'static str> {
+    pub fn canonical(&self) -> Option<&'static str> {
         WRITER_PROFILES
             .into_iter()
             .find(|p| p.eq_ignore_ascii_case(&self.0))
     }
 
-    /// Whether this profile may see and call `tool`.
-    pub fn allows(&self, tool: ToolName) -> bool {
-        match (self.canonical(), tool) {
+    /// Whether this profile may see and call the tools of `audience`.
+    pub fn admits(&self, audience: Audience) -> bool {
+        match (self.canonical(), audience) {
             (None, _) => false,
-            (Some(p), ToolName::Delete) => p == GROOMER_PROFILE,
-            (Some(_), _) => true,
+            (Some(p), Audience::Groomer) => p == GROOMER_PROFILE,
+            (Some(_), Audience::Writers) => true,
         }
     }
 
-    /// The tools this profile sees.
-    pub fn tools(&self) -> Vec<ToolName> {
-        ToolName::ALL
-            .into_iter()
-            .filter(|t| self.allows(*t))
-            .collect()
-    }
-
-    /// Why `tool` is refused, for the agent.
-    pub fn refusal(&self, tool: ToolName) -> String {
-        let who = if self.0.is_empty() {
+    /// The profile as messages name it: ``profile `x` `` or `no profile`.
+    pub fn who(&self) -> String {
+        if self.0.is_empty() {
             "no profile".to_owned()
         } else {
             format!("profile `{}`", self.0)
-        };
-        let rule = match tool {
-            ToolName::Delete => format!("only the `{GROOMER_PROFILE}` profile may delete handoffs"),
-            _ => format!(
+        }
+    }
+
+    /// Why `tool`, for `audience`, is refused, for the agent.
+    pub fn refusal(&self, tool: &str, audience: Audience) -> String {
+        let rule = match audience {
+            Audience::Groomer => {
+                format!("only the `{GROOMER_PROFILE}` profile may delete handoffs")
+            }
+            Audience::Writers => format!(
                 "handoff tools are for the profiles {}",
                 WRITER_PROFILES.join(", ")
             ),
         };
-        format!("tool `{tool}` is not available to {who}: {rule}")
+        format!("tool `{tool}` is not available to {}: {rule}", self.who())
     }
 
     /// The label value / name.
@@ -139,66 +91,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_contract_table() {
-        const WRITER: &[&str] = &[
-            "get_handoff",
-            "write_handoff",
-            "list_handoffs",
-            "offer_handoff",
-            "list_offers",
-            "reject_offer",
+    fn the_audience_table() {
+        // (profile, admits writers' tools, admits the groomer's)
+        let cases = [
+            ("refine", true, true),
+            ("implement", true, false),
+            ("issueLifecycle", true, false),
+            ("issuelifecycle", true, false),
+            ("incident", true, false),
+            ("brainstorm", true, false),
+            ("review", false, false),
+            ("", false, false),
+            ("refine2", false, false),
         ];
-        const GROOMER: &[&str] = &[
-            "get_handoff",
-            "write_handoff",
-            "list_handoffs",
-            "delete_handoff",
-            "offer_handoff",
-            "list_offers",
-            "reject_offer",
-        ];
-        let cases: [(&str, &[&str]); 9] = [
-            ("refine", GROOMER),
-            ("implement", WRITER),
-            ("issueLifecycle", WRITER),
-            ("issuelifecycle", WRITER),
-            ("incident", WRITER),
-            ("brainstorm", WRITER),
-            ("review", &[]),
-            ("", &[]),
-            ("refine2", &[]),
-        ];
-        for (profile, tools) in cases {
-            let got: Vec<&str> = Profile::new(profile)
-                .tools()
-                .into_iter()
-                .map(ToolName::as_str)
-                .collect();
-            assert_eq!(got, tools, "profile {profile:?}");
+        for (profile, writers, groomer) in cases {
+            let p = Profile::new(profile);
+            assert_eq!(p.admits(Audience::Writers), writers, "profile {profile:?}");
+            assert_eq!(p.admits(Audience::Groomer), groomer, "profile {profile:?}");
         }
     }
 
     #[test]
     fn refusals_name_the_profile_and_the_tool() {
-        let msg = Profile::new("implement").refusal(ToolName::Delete);
-        assert!(
-            msg.contains("`delete_handoff`")
-                && msg.contains("`implement`")
-                && msg.contains("refine"),
-            "{msg}"
-        );
-        let msg = Profile::new("").refusal(ToolName::Get);
-        assert!(
-            msg.contains("no profile") && msg.contains("get_handoff"),
-            "{msg}"
-        );
-    }
-
-    #[test]
-    fn wire_names_round_trip() {
-        for tool in ToolName::ALL {
-            assert_eq!(ToolName::parse(tool.as_str()), Some(tool));
+        // (profile, tool, audience, fragments of the refusal)
+        let cases: [(&str, &str, Audience, &[&str]); 2] = [
+            (
+                "implement",
+                "delete_handoff",
+                Audience::Groomer,
+                &["`delete_handoff`", "`implement`", "refine"],
+            ),
+            (
+                "",
+                "get_handoff",
+                Audience::Writers,
+                &["no profile", "get_handoff"],
+            ),
+        ];
+        for (profile, tool, audience, fragments) in cases {
+            let msg = Profile::new(profile).refusal(tool, audience);
+            for fragment in fragments {
+                assert!(msg.contains(fragment), "{fragment:?} not in {msg:?}");
+            }
         }
-        assert_eq!(ToolName::parse("drop_tables"), None);
     }
 }

@@ -106,29 +106,34 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
     assert!(!labels.contains_key("repo"), "org/repo is no label value");
 
+    let unchanged = drive_stdio(env, &ns, "refine", json!([write(key, "shop", body)]));
+    assert_eq!(ok(&unchanged[0])["outcome"], json!("unchanged"));
+    let after_unchanged = api.get(&name_for_key(key)).await.expect("stored");
+    assert!(rv.is_some(), "a stored object has a resourceVersion");
+    assert_eq!(
+        after_unchanged.metadata.resource_version, rv,
+        "the unchanged write must not write: the resourceVersion moved"
+    );
+
     let second = drive_stdio(
         env,
         &ns,
         "refine",
         json!([
-            write(key, "shop", body),
             write(key, "shop", "## State\nCLI wired"),
             call("delete_handoff", json!({"handoff_key": key})),
             call("delete_handoff", json!({"handoff_key": key})),
             call("get_handoff", json!({"handoff_key": key})),
         ]),
     );
-    assert_eq!(ok(&second[0])["outcome"], json!("unchanged"));
-    assert_eq!(ok(&second[1])["outcome"], json!("updated"));
-    assert_eq!(ok(&second[2])["deleted"], json!(true));
+    assert_eq!(ok(&second[0])["outcome"], json!("updated"));
+    assert_eq!(ok(&second[1])["deleted"], json!(true));
     assert_eq!(
-        ok(&second[3])["deleted"],
+        ok(&second[2])["deleted"],
         json!(false),
         "delete is idempotent"
     );
-    assert_eq!(ok(&second[4])["found"], json!(false));
-    // The unchanged write did not touch the object: the update after it was the next change.
-    assert!(rv.is_some());
+    assert_eq!(ok(&second[3])["found"], json!(false));
 }
 
 #[tokio::test]
@@ -332,7 +337,8 @@ async fn bad_inputs_get_clear_errors_and_write_nothing() {
     assert!(
         unknown["exception"]
             .as_str()
-            .is_some_and(|e| e.contains("unknown tool `drop_everything`")),
+            .is_some_and(|e| e.contains("unknown tool `drop_everything`")
+                && e.contains("tools for profile `refine`: get_handoff, write_handoff, list_handoffs, delete_handoff, offer_handoff, list_offers, reject_offer")),
         "{unknown}"
     );
     assert!(

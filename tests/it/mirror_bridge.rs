@@ -1,7 +1,9 @@
 //! The bridge reading from the PostgreSQL mirror, driven by the real MCP
 //! Python SDK: `list_handoffs` via PostgreSQL returns the same entries in
 //! the same order as via the apiserver, RBAC still decides (a caller
-//! without `list` gets the same Forbidden), and `get_handoff{revision}`
+//! without `list` gets the same Forbidden, and a revoked RoleBinding stops
+//! mirror reads within the access review cache's TTL), rows mirrored for
+//! another namespace never reach a caller, and `get_handoff{revision}`
 //! serves history.
 
 use crate::common;
@@ -14,13 +16,89 @@ use handoff::api::Handoff;
 use handoff::api::HandoffSpec;
 use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::mcp::auth::ACCESS_TTL;
 use handoff::schedule::ttl::DefaultTtl;
 use handoff::store::HandoffStore;
 use handoff::time::SystemClock;
 use handoff_testkit as testing;
-use kube::api::Api;
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+
+/// A controller mirroring one namespace into PostgreSQL, for one test.
+struct MirrorController {
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl MirrorController {
+    /// Starts a controller for `namespace` (its own Lease there) with the
+    /// mirror at `url`.
+    fn start(client: &kube::Client, namespace: &str, url: &str) -> Self {
+        let shutdown = CancellationToken::new();
+        let options = ControllerOptions {
+            namespace: Some(namespace.to_owned()),
+            lease: LeaseConfig {
+                name: "handoff-controller".into(),
+                namespace: namespace.to_owned(),
+                identity: "a".into(),
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(250),
+            },
+            concurrency: 8,
+            postgres_url: Some(url.to_owned()),
+            resync_interval: Duration::from_secs(2),
+            groom_interval: Duration::from_secs(60),
+            ttl: Arc::new(DefaultTtl(None)),
+            active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+        };
+        let task = tokio::spawn(controller::run(
+            client.clone(),
+            options,
+            Arc::new(SystemClock),
+            ControllerMetrics::new(),
+            shutdown.clone(),
+        ));
+        Self { shutdown, task }
+    }
+
+    /// Stops the controller; fails the test if it failed.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("task").expect("controller");
+    }
+}
+
+/// Waits until the mirror holds exactly the `expected` handoffs of `namespace`.
+async fn await_mirror(client: &kube::Client, url: &str, namespace: &str, expected: usize) {
+    let db = handoff_testkit::connect_postgres(url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let api: Api<Handoff> = Api::namespaced(client.clone(), namespace);
+    let started = Instant::now();
+    while handoff_testkit::mirror::converged(&api, &db, namespace).await != Some(expected) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the mirror of {namespace} did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A handoff of project `shop`.
+fn shop(key: &str, body: &str) -> HandoffSpec {
+    HandoffSpec {
+        handoff_key: key.into(),
+        project: "shop".into(),
+        repo: Some("org/a".into()),
+        kind: Some("issue".into()),
+        body: body.into(),
+        created_by: Some("writer".into()),
+    }
+}
 
 /// Every page of a list, following cursors.
 fn pages(bridge: &Bridge, token: &str, args: Value) -> Vec<Value> {
@@ -53,31 +131,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
     let groomer = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
     let stranger = agent_token(env, &ns, "stranger", Some("refine"), None).await;
 
-    let shutdown = CancellationToken::new();
-    let options = ControllerOptions {
-        namespace: Some(ns.clone()),
-        lease: LeaseConfig {
-            name: "handoff-controller".into(),
-            namespace: ns.clone(),
-            identity: "a".into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        },
-        concurrency: 8,
-        postgres_url: Some(url.clone()),
-        resync_interval: Duration::from_secs(2),
-        groom_interval: Duration::from_secs(60),
-        ttl: Arc::new(DefaultTtl(None)),
-        active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
-    };
-    let task = tokio::spawn(controller::run(
-        client.clone(),
-        options,
-        Arc::new(SystemClock),
-        ControllerMetrics::new(),
-        shutdown.clone(),
-    ));
+    let controller = MirrorController::start(&client, &ns, &url);
 
     let store = HandoffStore::new(client.clone(), &ns);
     for i in 0..40 {
@@ -110,18 +164,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         .expect("rewrite");
 
     // Wait until the mirror holds every handoff at its counted revision.
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let started = Instant::now();
-    while handoff_testkit::mirror::converged(&api, &db, &ns).await != Some(40) {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the mirror did not catch up"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    await_mirror(&client, &url, &ns, 40).await;
 
     let via_api = Bridge::start(env, &ns);
     let via_pg = Bridge::start_with(env, &ns, &["--postgres-url", &url]);
@@ -184,6 +227,151 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         "{no_mirror}"
     );
 
-    shutdown.cancel();
-    task.await.expect("task").expect("controller");
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_role_binding_stops_mirror_lists_within_the_access_review_ttl() {
+    let env = env();
+    let ns = env.namespace("mirror-revoke").await;
+    let client = env.client().await;
+    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres");
+    apply_agent_roles(env);
+    let token = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
+    let controller = MirrorController::start(&client, &ns, &url);
+    HandoffStore::new(client.clone(), &ns)
+        .write(&shop("Key 1", "## State\nmirrored"))
+        .await
+        .expect("write");
+    await_mirror(&client, &url, &ns, 1).await;
+
+    // Allowed: served from PostgreSQL, and the access review's "yes" is cached.
+    let via_pg = Bridge::start_with(env, &ns, &["--postgres-url", &url]);
+    let list = json!([call("list_handoffs", json!({"project": "shop"}))]);
+    let listed = via_pg.drive(&token, "refine", list.clone());
+    assert_eq!(ok(&listed[0])["handoffs"][0]["handoff_key"], json!("Key 1"));
+
+    // Revoked: refused with the apiserver's Forbidden once the cached answer
+    // expires (ACCESS_TTL), never later; the margin covers RBAC propagation
+    // in the apiserver and one round of the driver.
+    Api::<RoleBinding>::namespaced(client.clone(), &ns)
+        .delete("groomer-handoff-groomer", &DeleteParams::default())
+        .await
+        .expect("delete RoleBinding");
+    let revoked = Instant::now();
+    let deadline = ACCESS_TTL + Duration::from_secs(15);
+    let refusal = loop {
+        let answer = via_pg.drive(&token, "refine", list.clone());
+        if answer[0]["is_error"] == json!(true) {
+            break err_text(&answer[0]);
+        }
+        assert_eq!(
+            ok(&answer[0])["handoffs"][0]["handoff_key"],
+            json!("Key 1"),
+            "until refused, the list is the mirror's"
+        );
+        assert!(
+            revoked.elapsed() < deadline,
+            "still served from PostgreSQL {:?} after the RoleBinding was deleted (access reviews are cached for {ACCESS_TTL:?})",
+            revoked.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(
+        refusal.contains("is forbidden") && refusal.contains("cannot list resource \"handoffs\""),
+        "{refusal}"
+    );
+
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_rows_of_another_namespace_never_reach_a_caller() {
+    let env = env();
+    let ns_a = env.namespace("mirror-ns-a").await;
+    let ns_b = env.namespace("mirror-ns-b").await;
+    let client = env.client().await;
+    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres");
+    apply_agent_roles(env);
+    let token_a = agent_token(
+        env,
+        &ns_a,
+        "groomer",
+        Some("refine"),
+        Some("handoff-groomer"),
+    )
+    .await;
+    let token_b = agent_token(
+        env,
+        &ns_b,
+        "groomer",
+        Some("refine"),
+        Some("handoff-groomer"),
+    )
+    .await;
+    let controller_a = MirrorController::start(&client, &ns_a, &url);
+    let controller_b = MirrorController::start(&client, &ns_b, &url);
+
+    // The same project in both namespaces, and one key in both; B's are newer.
+    HandoffStore::new(client.clone(), &ns_a)
+        .write(&shop("Key shared", "## State\nnamespace A"))
+        .await
+        .expect("write A");
+    let store_b = HandoffStore::new(client.clone(), &ns_b);
+    for (key, body) in [
+        ("Key shared", "## State\nnamespace B"),
+        ("Key b1", "## State\nonly in B"),
+        ("Key b2", "## State\nonly in B"),
+    ] {
+        store_b.write(&shop(key, body)).await.expect("write B");
+    }
+    await_mirror(&client, &url, &ns_a, 1).await;
+    await_mirror(&client, &url, &ns_b, 3).await;
+
+    let via_pg_a = Bridge::start_with(env, &ns_a, &["--postgres-url", &url]);
+    let via_pg_b = Bridge::start_with(env, &ns_b, &["--postgres-url", &url]);
+    let args = json!({"project": "shop", "include_body": true, "limit": 1});
+    let listed_a = pages(&via_pg_a, &token_a, args.clone());
+    let seen_a: Vec<(&Value, &Value)> = listed_a
+        .iter()
+        .map(|e| (&e["handoff_key"], &e["body"]))
+        .collect();
+    assert_eq!(
+        seen_a,
+        [(&json!("Key shared"), &json!("## State\nnamespace A"))],
+        "namespace A lists its own row only"
+    );
+    // B's rows are in the mirror and servable — to B's callers.
+    assert_eq!(pages(&via_pg_b, &token_b, args).len(), 3);
+
+    let history = via_pg_a.drive(
+        &token_a,
+        "refine",
+        json!([
+            call(
+                "get_handoff",
+                json!({"handoff_key": "Key b1", "revision": 1})
+            ),
+            call(
+                "get_handoff",
+                json!({"handoff_key": "Key shared", "revision": 1})
+            ),
+        ]),
+    );
+    assert_eq!(
+        ok(&history[0])["found"],
+        json!(false),
+        "B's history stays in B"
+    );
+    assert_eq!(
+        ok(&history[1])["handoff"]["body"],
+        json!("## State\nnamespace A")
+    );
+
+    controller_a.stop().await;
+    controller_b.stop().await;
 }

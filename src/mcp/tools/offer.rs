@@ -1,14 +1,41 @@
-//! The offer tools — `offer_handoff`, `list_offers`, `reject_offer` — gated
-//! like write/get/list. Arguments, results, schemas, validation and texts
-//! (pure); the server runs them against an [`crate::offers::store::OfferStore`].
+//! `offer_handoff` (extension): offers the caller's handoff to a destination
+//! agent through a `HandoffOffer`. At most one offer is pending per
+//! destination; an agent already at work is refused (`agent_already_active`,
+//! an error unless `if_absent` asked only to create when possible).
 
-use kube::ResourceExt;
+use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::{OfferView, Tool, definition};
 use crate::api::validation::{self, FieldError};
-use crate::api::{HandoffOffer, HandoffOfferSpec, MAX_BODY_CHARS, OfferPhase};
+use crate::api::{HandoffOfferSpec, MAX_BODY_CHARS};
+use crate::mcp::call::{Answer, Call, CallError, answer};
+use crate::mcp::profiles::Audience;
 use crate::offers::decision::Outcome;
+
+const NAME: &str = "offer_handoff";
+
+/// The row of `offer_handoff` in the tool table.
+pub const TOOL: Tool = Tool {
+    name: NAME,
+    audience: Audience::Writers,
+    action: "offer (create, patch) to",
+    definition: || {
+        definition::<OfferArgs, OfferResult>(
+            NAME,
+            "Offer your handoff to a destination agent (e.g. dev-lead). At most one offer is pending per \
+             destination: a repeat in the same session returns the pending one, a new artifact or another \
+             session supersedes it; an agent already at work is refused (agent_already_active).",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        )
+    },
+    call: |call, args| Box::pin(handle(call, args)),
+};
 
 /// Arguments of `offer_handoff`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -34,68 +61,6 @@ pub struct OfferArgs {
     pub if_absent: Option<bool>,
 }
 
-/// Arguments of `list_offers`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ListOffersArgs {
-    /// The project.
-    pub project: String,
-    /// Only offers to this agent.
-    #[serde(default)]
-    pub to: Option<String>,
-    /// Only offers in this phase: Offered, Accepted, Completed, Rejected or Superseded.
-    #[serde(default)]
-    pub phase: Option<OfferPhase>,
-}
-
-/// Arguments of `reject_offer`.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RejectArgs {
-    /// The offer's name (from offer_handoff or list_offers).
-    pub offer: String,
-}
-
-/// An offer as the tools return it.
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct OfferView {
-    /// The offer's name.
-    pub name: String,
-    /// Project.
-    pub project: String,
-    /// Destination agent.
-    pub to: String,
-    /// The offering conversation's handoff key.
-    pub from_key: String,
-    /// The offering session.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    /// What is handed over.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub artifact: Option<String>,
-    /// Offered, Accepted, Completed, Rejected or Superseded.
-    pub phase: OfferPhase,
-    /// What replaced it, when superseded.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub superseded_by: Option<String>,
-}
-
-impl OfferView {
-    /// The view of a stored offer.
-    pub fn of(o: &HandoffOffer) -> Self {
-        Self {
-            name: o.name_any(),
-            project: o.spec.project.clone(),
-            to: o.spec.to.clone(),
-            from_key: o.spec.from_key.clone(),
-            session: o.spec.session.clone(),
-            artifact: o.spec.artifact.clone(),
-            phase: o.phase(),
-            superseded_by: o.status.as_ref().and_then(|s| s.superseded_by.clone()),
-        }
-    }
-}
-
 /// Result of `offer_handoff`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct OfferResult {
@@ -106,22 +71,26 @@ pub struct OfferResult {
     pub offer: Option<OfferView>,
 }
 
-/// Result of `list_offers`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct ListOffersResult {
-    /// Offers, oldest first.
-    pub offers: Vec<OfferView>,
-}
-
-/// Result of `reject_offer`.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct RejectResult {
-    /// The rejected offer.
-    pub offer: OfferView,
+async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
+    let (spec, if_absent) = validate(call.args(args)?)?;
+    let (outcome, offer) = call
+        .offer_store()
+        .offer(&spec, if_absent)
+        .await
+        .map_err(|e| call.offer_error(e))?;
+    let result = OfferResult {
+        outcome,
+        offer: offer.as_ref().map(OfferView::of),
+    };
+    let text = text(&spec, &result);
+    if outcome == Outcome::AgentAlreadyActive && !if_absent {
+        return Err(CallError::Refused(text));
+    }
+    Ok(answer(&result, text))
 }
 
 /// Validates offer arguments into a spec and the if-absent flag.
-pub fn offer_spec(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), FieldError> {
+pub fn validate(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), FieldError> {
     validation::project(&args.project)?;
     validation::label_value("to", &args.to)?;
     validation::handoff_key(&args.handoff_key)?;
@@ -149,7 +118,7 @@ pub fn offer_spec(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), FieldErro
 }
 
 /// The text of an `offer_handoff` answer.
-pub fn offer_text(spec: &HandoffOfferSpec, result: &OfferResult) -> String {
+pub fn text(spec: &HandoffOfferSpec, result: &OfferResult) -> String {
     let name = result
         .offer
         .as_ref()
@@ -181,9 +150,8 @@ pub fn offer_text(spec: &HandoffOfferSpec, result: &OfferResult) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn offer_arguments_are_validated() {
-        let args = |to: &str, key: &str| OfferArgs {
+    fn args(to: &str, key: &str) -> OfferArgs {
+        OfferArgs {
             project: "shop".into(),
             to: to.into(),
             handoff_key: key.into(),
@@ -191,37 +159,34 @@ mod tests {
             artifact: None,
             body: None,
             if_absent: None,
-        };
-        assert_eq!(
-            offer_spec(args("dev lead", "k")).expect_err("to").field,
-            "to"
-        );
-        assert_eq!(
-            offer_spec(args("dev-lead", "")).expect_err("key").field,
-            "handoff_key"
-        );
-        let (spec, if_absent) = offer_spec(args("dev-lead", "arch#1")).expect("valid");
-        assert_eq!(
-            (spec.session, if_absent),
-            (None, false),
-            "an empty session means none"
-        );
+        }
+    }
+
+    #[test]
+    fn offer_arguments_are_validated() {
+        // (to, key, the field refused or None when valid)
+        let cases = [
+            ("dev lead", "k", Some("to")),
+            ("dev-lead", "", Some("handoff_key")),
+            ("dev-lead", "arch#1", None),
+        ];
+        for (to, key, refused) in cases {
+            match (validate(args(to, key)), refused) {
+                (Err(err), Some(field)) => assert_eq!(err.field, field, "{to:?} {key:?}"),
+                (Ok((spec, if_absent)), None) => assert_eq!(
+                    (spec.session, if_absent),
+                    (None, false),
+                    "an empty session means none"
+                ),
+                (got, want) => panic!("{to:?} {key:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]
     fn the_refusal_is_named() {
-        let spec = offer_spec(OfferArgs {
-            project: "shop".into(),
-            to: "infra".into(),
-            handoff_key: "k".into(),
-            session: None,
-            artifact: None,
-            body: None,
-            if_absent: None,
-        })
-        .expect("valid")
-        .0;
-        let text = offer_text(
+        let (spec, _) = validate(args("infra", "k")).expect("valid");
+        let text = text(
             &spec,
             &OfferResult {
                 outcome: Outcome::AgentAlreadyActive,

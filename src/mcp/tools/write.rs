@@ -1,0 +1,167 @@
+//! `write_handoff` (contract): creates or replaces the handoff of a key, as
+//! the caller, recording the caller's name in `createdBy`. Identical content
+//! writes nothing (`unchanged`; see [`crate::store`]).
+
+use rmcp::model::{JsonObject, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{HandoffView, Tool, definition};
+use crate::api::HandoffSpec;
+use crate::api::validation::{self, FieldError};
+use crate::mcp::call::{Answer, Call, CallError, answer};
+use crate::mcp::profiles::Audience;
+use crate::store::WriteOutcome;
+
+const NAME: &str = "write_handoff";
+
+/// The row of `write_handoff` in the tool table.
+pub const TOOL: Tool = Tool {
+    name: NAME,
+    audience: Audience::Writers,
+    action: "write (get, create, patch)",
+    definition: || {
+        definition::<WriteArgs, WriteResult>(
+            NAME,
+            "Write (create or replace) the handoff for a continuation key: a COMPACT markdown summary of \
+             current state, what is done, what is next, open questions and key files/PRs. Call it before \
+             you finish. Writing identical content changes nothing.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        )
+    },
+    call: |call, args| Box::pin(handle(call, args)),
+};
+
+/// Arguments of `write_handoff`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// The continuation key from your preamble (the conversation object key, stable per issue).
+    pub handoff_key: String,
+    /// The project (a label value: letters, digits, '-', '_', '.', at most 63 characters).
+    pub project: String,
+    /// The repository, e.g. `org/repo` (optional).
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// The kind of work, e.g. `issue`, `incident`, `pr` (optional).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// A COMPACT markdown summary: current state, done, next, open questions, key files/PRs.
+    /// A summary, not a log: at most 32768 characters.
+    pub body: String,
+}
+
+/// Result of `write_handoff`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WriteResult {
+    /// `created`, `updated`, or `unchanged` (identical content: nothing written).
+    pub outcome: WriteOutcome,
+    /// The handoff as stored.
+    pub handoff: HandoffView,
+}
+
+async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
+    let mut spec = validate(call.args(args)?)?;
+    let writer = call
+        .caller
+        .username()
+        .await
+        .map_err(|e| call.kube_error(e))?;
+    spec.created_by = Some(writer.to_owned()).filter(|w| !w.is_empty());
+    let (outcome, stored) = call
+        .caller
+        .store()
+        .write(&spec)
+        .await
+        .map_err(|e| call.kube_error(e))?;
+    let result = WriteResult {
+        outcome,
+        handoff: HandoffView::of(&stored),
+    };
+    let text = text(&result);
+    Ok(answer(&result, text))
+}
+
+/// Validates write arguments into a spec, in the contract's order (the
+/// writer is filled in later).
+pub fn validate(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
+    validation::handoff_key(&args.handoff_key)?;
+    validation::project(&args.project)?;
+    let repo = args.repo.filter(|r| !r.is_empty());
+    let kind = args.kind.filter(|k| !k.is_empty());
+    if let Some(repo) = &repo {
+        validation::repo(repo)?;
+    }
+    if let Some(kind) = &kind {
+        validation::kind(kind)?;
+    }
+    validation::body(&args.body)?;
+    Ok(HandoffSpec {
+        handoff_key: args.handoff_key,
+        project: args.project,
+        repo,
+        kind,
+        body: args.body,
+        created_by: None,
+    })
+}
+
+/// The text of a `write_handoff` answer.
+pub fn text(result: &WriteResult) -> String {
+    let h = &result.handoff;
+    match result.outcome {
+        WriteOutcome::Unchanged => {
+            format!(
+                "Handoff `{}` unchanged: it already holds this content; nothing was written.",
+                h.handoff_key
+            )
+        }
+        outcome => format!(
+            "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.",
+            h.handoff_key,
+            if outcome == WriteOutcome::Created {
+                "created"
+            } else {
+                "updated"
+            },
+            h.project,
+            h.body.len()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_arguments_are_validated_in_contract_order() {
+        // (key, project, repo, body, the field refused or None when valid)
+        let cases = [
+            ("", "p", "", "b", Some("handoff_key")),
+            ("", "bad project", "", "", Some("handoff_key")),
+            ("k", "bad project", "a\u{7}b", "", Some("project")),
+            ("k", "p", "a\u{7}b", "", Some("repo")),
+            ("k", "p", "", "", Some("body")),
+            ("k", "p", "", "b", None),
+        ];
+        for (key, project, repo, body, refused) in cases {
+            let args = WriteArgs {
+                handoff_key: key.into(),
+                project: project.into(),
+                repo: Some(repo.into()),
+                kind: None,
+                body: body.into(),
+            };
+            match (validate(args), refused) {
+                (Err(err), Some(field)) => assert_eq!(err.field, field, "{key:?} {project:?}"),
+                (Ok(spec), None) => assert_eq!(spec.repo, None, "an empty repo means none"),
+                (got, want) => panic!("{key:?} {project:?} {body:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+}
