@@ -235,7 +235,13 @@ async fn a_due_tick_runs_refine_then_brainstorm_then_idles() {
     .await;
     let s = f.reconcile().await;
     assert_eq!(phase(&s), Some(SchedulePhase::Idle));
-    let last = s.status.and_then(|st| st.last_cycle).expect("last cycle");
+    let status = s.status.expect("status");
+    assert_eq!(
+        (&status.current_cycle, &status.active_job),
+        (&None, &None),
+        "the written status no longer names the finished cycle"
+    );
+    let last = status.last_cycle.expect("last cycle");
     assert_eq!(last.result, Some(handoff::api::JobResult::Succeeded));
     assert_eq!(f.events("BrainstormStarted").await.len(), 1);
 }
@@ -283,6 +289,12 @@ async fn a_tick_during_a_cycle_is_recorded_once_and_the_next_cycle_starts() {
     let s = f.reconcile().await;
     assert_eq!(phase(&s), Some(SchedulePhase::Refining));
     assert_eq!(f.jobs("refine").await.len(), 2);
+    let cycle = s.status.and_then(|st| st.current_cycle).expect("cycle");
+    assert_eq!(
+        (cycle.refine.result, cycle.brainstorm),
+        (None, None),
+        "the new cycle starts clean, nothing of the previous one merged in"
+    );
 }
 
 #[tokio::test]

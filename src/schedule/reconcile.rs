@@ -12,7 +12,9 @@
 //! Job names are derived from the schedule and the tick, so a restart, a
 //! second replica or a lost status write adopts the existing Job
 //! (AlreadyExists) instead of making another. A failure before the status
-//! is written is retried, and the retry plans the same Jobs again. Jobs
+//! is written is retried, and the retry plans the same Jobs again. The
+//! status is replaced as a whole, guarded by the resourceVersion it was
+//! planned from (a plan from an outdated schedule is not written). Jobs
 //! owned by schedules are watched; while a step runs, a requeue (30 s by
 //! default, [`Context::with_running_requeue`]) is the safety net. Time comes
 //! from the controller's [`Clock`], so tests never wait for a minute
@@ -24,7 +26,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::watcher;
@@ -137,7 +139,11 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let observed = gather(&schedule, &ctx).await?;
     let plan = plan(&schedule, observed, ctx.clock.now());
-    apply(&schedule, &ctx, &plan).await?;
+    if !apply(&schedule, &ctx, &plan).await? {
+        // Planned from an outdated schedule: its watch event brings the
+        // new one, planned afresh (Jobs created here are then adopted).
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
     Ok(match plan.wake {
         Wake::OnChange => Action::await_change(),
         Wake::StepRunning => Action::requeue(ctx.running_requeue),
@@ -163,8 +169,9 @@ async fn gather(schedule: &BrainstormSchedule, ctx: &Context) -> Result<Observed
 
 /// Carries out a plan: the Jobs first (so the status never names a Job that
 /// was not created), then the status, then the Events (so a retried
-/// reconcile does not record them twice).
-async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Result<(), Error> {
+/// reconcile does not record them twice). `false` when the status was not
+/// written because the schedule changed since it was read.
+async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Result<bool, Error> {
     for effect in &plan.effects {
         if let Effect::CreateJob { role, tick, name } = effect {
             create_job(schedule, ctx, *role, *tick, name).await?;
@@ -174,8 +181,9 @@ async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Res
         ctx.client.clone(),
         &schedule.namespace().unwrap_or_default(),
     );
-    let before = schedule.status.clone().unwrap_or_default();
-    write_status(&api, schedule, &before, &plan.status).await?;
+    if !write_status(&api, schedule, &plan.status).await? {
+        return Ok(false);
+    }
     for effect in &plan.effects {
         if let Effect::Event {
             type_,
@@ -186,7 +194,7 @@ async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Res
             publish(ctx, schedule, *type_, reason, note).await;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 fn jobs_api(schedule: &BrainstormSchedule, ctx: &Context) -> Api<Job> {
@@ -279,25 +287,35 @@ async fn publish(
     }
 }
 
+/// Writes the status if it changed. The whole status is replaced: a merge
+/// patch cannot remove a field (a finished cycle would stay current) and
+/// would merge a new cycle into the previous one. The write is guarded by
+/// the resourceVersion the plan was made from; `false` when the schedule
+/// changed meanwhile (409), so the plan was stale.
 async fn write_status(
     api: &Api<BrainstormSchedule>,
     schedule: &BrainstormSchedule,
-    before: &BrainstormScheduleStatus,
     status: &BrainstormScheduleStatus,
-) -> Result<(), Error> {
-    if before == status {
-        return Ok(());
+) -> Result<bool, Error> {
+    if schedule.status.clone().unwrap_or_default() == *status {
+        return Ok(true);
     }
-    let patch = serde_json::json!({"status": status});
-    api.patch_status(
-        &schedule.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(kube_err(format!(
-        "write the status of {}",
-        schedule.name_any()
-    )))?;
-    Ok(())
+    let mut object = schedule.clone();
+    object.metadata.managed_fields = None;
+    object.status = Some(status.clone());
+    let params = PostParams {
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api
+        .replace_status(&schedule.name_any(), &params, &object)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(Error::Kube {
+            action: format!("write the status of {}", schedule.name_any()),
+            source,
+        }),
+    }
 }
