@@ -1,9 +1,11 @@
 //! The custom resources of `handoff.dev` and the pure mappings around them.
 //!
-//! Everything here is pure: types, schema generation, the key → name mapping.
+//! Everything here is pure: types, schema generation, the key → name
+//! mapping, the rule for setting a status condition.
 //! `crds/` at the repository root holds [`render`] of each of [`crds`]; a test
 //! fails when they drift, and `make crds` regenerates them.
 
+mod condition;
 mod handoff;
 pub mod naming;
 mod offer;
@@ -16,6 +18,7 @@ use std::path::Path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+pub use condition::set_condition;
 pub use handoff::{
     Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_CHARS,
     MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS, PREVIEW_CHARS, preview_line,

@@ -47,7 +47,7 @@ use kube::{Resource, ResourceExt};
 
 use super::Context;
 use crate::api::naming::labels_for;
-use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus};
+use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
 use crate::loops::{Categorized, Category, describe, valid_or_report};
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
@@ -143,24 +143,6 @@ pub fn count(
         conditions: current.conditions,
     };
     (status, change)
-}
-
-/// `conditions` with `condition` set: the transition time is kept when the
-/// status did not change.
-pub fn set_condition(conditions: &[Condition], mut condition: Condition) -> Vec<Condition> {
-    let mut out: Vec<Condition> = conditions
-        .iter()
-        .filter(|c| c.type_ != condition.type_)
-        .cloned()
-        .collect();
-    if let Some(old) = conditions.iter().find(|c| c.type_ == condition.type_)
-        && old.status == condition.status
-    {
-        condition.last_transition_time = old.last_transition_time.clone();
-    }
-    out.push(condition);
-    out.sort_by(|a, b| a.type_.cmp(&b.type_));
-    out
 }
 
 /// The `Mirrored` condition.
@@ -324,7 +306,7 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
                 ),
                 Err(err) => mirrored_condition(false, err.to_string(), h.metadata.generation, now),
             };
-            status.conditions = set_condition(&status.conditions, condition);
+            set_condition(&mut status.conditions, condition);
             result.map(|(_, pending)| pending)
         }
     };
@@ -651,17 +633,23 @@ mod tests {
 
     #[test]
     fn conditions_keep_their_transition_time_while_unchanged() {
-        let first = mirrored_condition(true, "ok".into(), Some(1), at(10));
-        let set = set_condition(&[], first);
-        let again = set_condition(&set, mirrored_condition(true, "ok".into(), Some(2), at(20)));
-        assert_eq!(again.len(), 1);
-        assert_eq!(again[0].last_transition_time, Time(at(10)));
-        let down = set_condition(
-            &again,
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(1), at(10)),
+        );
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(2), at(20)),
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+        set_condition(
+            &mut conditions,
             mirrored_condition(false, "down".into(), Some(2), at(30)),
         );
-        assert_eq!(down[0].last_transition_time, Time(at(30)));
-        assert_eq!(down[0].reason, "MirrorUnavailable");
+        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
+        assert_eq!(conditions[0].reason, "MirrorUnavailable");
     }
 
     fn object(labels: &[(&str, &str)], owned: &[&str], finalizer: bool) -> Handoff {

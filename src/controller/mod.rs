@@ -362,11 +362,14 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         }
     };
     let schedules = crate::schedule::reconcile::run(
-        Arc::new(crate::schedule::reconcile::Context::new(
-            ctx.client.clone(),
-            ctx.clock.clone(),
-            &ctx.identity,
-        )),
+        Arc::new(
+            crate::schedule::reconcile::Context::new(
+                ctx.client.clone(),
+                ctx.clock.clone(),
+                &ctx.identity,
+            )
+            .with_metrics(ctx.metrics.loops.clone()),
+        ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
         leading.clone(),
