@@ -26,8 +26,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::core::error_boundary::InvalidObject;
-use kube::runtime::controller::Action;
+use kube::runtime::controller::{Action, Error as ControllerError};
 use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -113,11 +115,34 @@ impl Backoff {
         }
     }
 
+    /// Follows a loop's outcomes: an object that was deleted while a retry
+    /// was pending comes back as `ObjectNotFound`, and its count goes;
+    /// other errors are logged at debug level (the error policy already
+    /// logged the reconcile's own failure).
+    pub fn observe<K, E>(&self, outcome: &Outcome<K, E>)
+    where
+        K: Resource<DynamicType = ()>,
+        E: std::error::Error + 'static,
+    {
+        match outcome {
+            Err(ControllerError::ObjectNotFound(gone)) => self.forget(&object_key(
+                &K::kind(&()),
+                gone.namespace.as_deref(),
+                &gone.name,
+            )),
+            Err(err) => tracing::debug!(error = %err, "controller event"),
+            Ok(_) => {}
+        }
+    }
+
     /// How many objects are failing now.
     pub fn failing(&self) -> usize {
         self.failures.lock().map(|m| m.len()).unwrap_or(0)
     }
 }
+
+/// What a kube `Controller` yields for each reconcile.
+pub type Outcome<K, E> = Result<(ObjectRef<K>, Action), ControllerError<E, watcher::Error>>;
 
 /// `Kind namespace/name`: how logs and the backoff name an object.
 pub fn object_key(kind: &str, namespace: Option<&str>, name: &str) -> String {

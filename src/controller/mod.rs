@@ -54,7 +54,7 @@ use tokio_util::sync::CancellationToken;
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::cluster::scoped;
-use crate::loops::{Backoff, LoopMetrics, object_key};
+use crate::loops::{Backoff, LoopMetrics};
 use crate::mirror::Mirror;
 use crate::names::CONTROLLER_FIELD_MANAGER;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
@@ -329,17 +329,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         )
         .graceful_shutdown_on(leading.clone().cancelled_owned())
         .run(handoff::reconcile, handoff::error_policy, ctx.clone())
-        .for_each(move |result| {
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = &result {
-                // Deleted while a retry was pending: drop its failure count.
-                forget.backoff.forget(&object_key(
-                    "Handoff",
-                    gone.namespace.as_deref(),
-                    &gone.name,
-                ));
-            } else if let Err(err) = result {
-                tracing::debug!(error = %err, "controller event");
-            }
+        .for_each(move |outcome| {
+            forget.backoff.observe(&outcome);
             async {}
         });
     let groom = grooming::run(

@@ -14,9 +14,8 @@ use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
-use kube::runtime::controller::{Action, Controller, Error as ControllerError};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
@@ -24,7 +23,7 @@ use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
 use crate::cluster::scoped;
-use crate::loops::{Backoff, Categorized, LoopMetrics, describe, object_key, valid_or_report};
+use crate::loops::{Backoff, Categorized, LoopMetrics, describe, valid_or_report};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -82,34 +81,19 @@ pub async fn run(
         .with_config(config.clone())
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_job, retry, ctx.clone())
-        .for_each(forget_deleted(ctx.clone()));
+        .for_each(|outcome| {
+            ctx.backoff.observe(&outcome);
+            std::future::ready(())
+        });
     let offer_loop = Controller::new(offers, watcher::Config::default())
         .with_config(config)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile_offer, retry, ctx.clone())
-        .for_each(forget_deleted(ctx));
+        .for_each(|outcome| {
+            ctx.backoff.observe(&outcome);
+            std::future::ready(())
+        });
     futures::join!(job_loop, offer_loop);
-}
-
-/// Drops the failure count of an object deleted while a retry was pending.
-fn forget_deleted<K, E>(
-    ctx: Arc<Context>,
-) -> impl FnMut(
-    Result<(ObjectRef<DeserializeGuard<K>>, Action), ControllerError<E, watcher::Error>>,
-) -> std::future::Ready<()>
-where
-    K: Resource<DynamicType = ()>,
-{
-    move |result| {
-        if let Err(ControllerError::ObjectNotFound(gone)) = result {
-            ctx.backoff.forget(&object_key(
-                &K::kind(&()),
-                gone.namespace.as_deref(),
-                &gone.name,
-            ));
-        }
-        std::future::ready(())
-    }
 }
 
 /// The one backoff policy of [`crate::loops`].

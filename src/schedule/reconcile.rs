@@ -41,9 +41,7 @@ use crate::api::{
 };
 use crate::cluster::scoped;
 use crate::goals::{OpenHandoff, brainstorm_goal, refine_goal};
-use crate::loops::{
-    Backoff, Categorized, Category, LoopMetrics, describe, object_key, valid_or_report,
-};
+use crate::loops::{Backoff, Categorized, Category, LoopMetrics, describe, valid_or_report};
 use crate::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use crate::store::{HandoffStore, ListQuery};
 use crate::time::Clock;
@@ -138,17 +136,8 @@ pub async fn run(
         .with_config(config)
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
-        .for_each(move |result| {
-            if let Err(kube::runtime::controller::Error::ObjectNotFound(gone)) = &result {
-                // Deleted while a retry was pending: drop its failure count.
-                forget.backoff.forget(&object_key(
-                    "BrainstormSchedule",
-                    gone.namespace.as_deref(),
-                    &gone.name,
-                ));
-            } else if let Err(err) = result {
-                tracing::debug!(error = %err, "schedule reconcile");
-            }
+        .for_each(move |outcome| {
+            forget.backoff.observe(&outcome);
             std::future::ready(())
         })
         .await;
