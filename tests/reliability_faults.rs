@@ -626,3 +626,143 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
         controller.log()
     );
 }
+
+/// A process group stopped with SIGSTOP (a stall, not a crash: connections
+/// stay open and nothing answers); continued on drop, so a failing test
+/// never leaves it frozen.
+struct Frozen(i32);
+
+impl Frozen {
+    fn group_of(pid: u32) -> Self {
+        let group = -i32::try_from(pid).expect("pid");
+        // SAFETY: kill(2) with a negative pid signals that process group.
+        let rc = unsafe { libc::kill(group, libc::SIGSTOP) };
+        assert_eq!(rc, 0, "SIGSTOP {pid}: {}", std::io::Error::last_os_error());
+        Self(group)
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(self.0, libc::SIGCONT);
+        }
+    }
+}
+
+/// `handoff_controller_leader` of each replica.
+async fn leaders(replicas: &[&ControllerProcess]) -> Vec<bool> {
+    let mut out = Vec::new();
+    for replica in replicas {
+        let text = metrics_text(replica).await;
+        out.push(metric(&text, "handoff_controller_leader") == Some(1.0));
+    }
+    out
+}
+
+/// Waits until exactly one replica leads; returns its index.
+async fn one_leader(replicas: &[&ControllerProcess], within: Duration) -> usize {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = leaders(replicas).await;
+        if now.iter().filter(|l| **l).count() == 1 {
+            return now.iter().position(|l| *l).expect("one");
+        }
+        assert!(Instant::now() < deadline, "no single leader: {now:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_writes_after() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::ListParams;
+
+    const IDENTITIES: [&str; 2] = ["replica-a", "replica-b"];
+    let system = System::start().await;
+    let a = system.controller(IDENTITIES[0]);
+    let b = system.controller(IDENTITIES[1]);
+    let replicas = [&a, &b];
+    one_leader(&replicas, Duration::from_secs(30)).await;
+
+    // Stall the apiserver under the leader: every request hangs.
+    let apiserver = system.plane.pids()[1];
+    let frozen = Frozen::group_of(apiserver);
+    let since = Instant::now();
+    // The leader's renewal cannot answer within its renew deadline (2 s):
+    // it steps down; the other cannot acquire meanwhile.
+    loop {
+        let now = leaders(&replicas).await;
+        if now == [false, false] {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(15),
+            "a replica still leads {:?} after the apiserver stalled: {now:?}\n{}",
+            since.elapsed(),
+            a.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Past the lease duration (3 s) nobody leads while it stays stalled.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        leaders(&replicas).await,
+        [false, false],
+        "a replica led while the apiserver was stalled"
+    );
+    drop(frozen);
+
+    // Afterwards exactly one leads, the Lease names it, and only it writes.
+    let leader = one_leader(&replicas, Duration::from_secs(30)).await;
+    for _ in 0..20 {
+        let now = leaders(&replicas).await;
+        assert!(
+            now.iter().filter(|l| **l).count() <= 1,
+            "two leaders: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let client = system.plane.client().await.expect("client");
+    let lease: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let holder = lease
+        .get("handoff-controller")
+        .await
+        .expect("lease")
+        .spec
+        .and_then(|s| s.holder_identity);
+    assert_eq!(holder.as_deref(), Some(IDENTITIES[leader]));
+    let store = HandoffStore::new(client.clone(), NAMESPACE);
+    store
+        .write(&request("after-the-stall", "written once".into()))
+        .await
+        .expect("write");
+    let events: Api<Event> = Api::namespaced(client, NAMESPACE);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        let found = events
+            .list(&ListParams::default().fields(&format!(
+                "involvedObject.name={},reason=Written",
+                name_for_key("after-the-stall")
+            )))
+            .await
+            .expect("events")
+            .items;
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new handoff was never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(written.len(), 1, "counted once");
+    assert_eq!(
+        written[0].reporting_instance.as_deref(),
+        Some(IDENTITIES[leader]),
+        "written by the leader"
+    );
+}

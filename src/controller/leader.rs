@@ -15,8 +15,11 @@
 //!   never both win the same record (the loser gets 409).
 //! - **step down**: a holder that has not renewed successfully within
 //!   `renew_deadline` (shorter than the lease duration) stops leading
-//!   *before* any other replica may take over, and on graceful shutdown it
-//!   releases the lease (empty holder) so a successor need not wait.
+//!   *before* any other replica may take over — every lease request is
+//!   bounded by that deadline, so an apiserver that stops answering cannot
+//!   keep a renewal pending past it — and its loops are abandoned at once.
+//!   On graceful shutdown it lets in-flight work finish, then releases the
+//!   lease (empty holder) so a successor need not wait.
 
 use std::time::{Duration, Instant};
 
@@ -114,14 +117,22 @@ impl LeaderElector {
     }
 
     /// Waits until this replica holds the lease (`true`) or `shutdown` is
-    /// cancelled (`false`).
+    /// cancelled (`false`). Each attempt is bounded by the renew deadline,
+    /// so an apiserver that stops answering delays, never wedges, it.
     pub async fn acquire(&mut self, shutdown: &CancellationToken) -> bool {
         loop {
-            match self.try_acquire_or_renew().await {
-                Ok(true) => return true,
-                Ok(false) => {}
-                Err(err) => {
+            let attempt = tokio::select! {
+                _ = shutdown.cancelled() => return false,
+                attempt = tokio::time::timeout(self.config.renew_deadline, self.try_acquire_or_renew()) => attempt,
+            };
+            match attempt {
+                Ok(Ok(true)) => return true,
+                Ok(Ok(false)) => {}
+                Ok(Err(err)) => {
                     tracing::warn!(error = %err, lease = %self.config.name, "cannot read or write the lease")
+                }
+                Err(_) => {
+                    tracing::warn!(lease = %self.config.name, "the apiserver did not answer a lease request within the renew deadline")
                 }
             }
             tokio::select! {
@@ -131,31 +142,36 @@ impl LeaderElector {
         }
     }
 
-    /// Renews until a renewal fails for longer than the renew deadline
-    /// (then cancels `leading` and returns) or `shutdown` is cancelled
-    /// (then releases the lease).
+    /// Renews every retry period. Cancels `leading` and returns when the
+    /// lease was taken by another replica, or when no renewal succeeded
+    /// within the renew deadline — a renewal still waiting for the
+    /// apiserver at the deadline counts as failed, so a leader cut off from
+    /// the apiserver stops before the lease can expire for the others. On
+    /// `shutdown` it cancels `leading` and returns while still holding the
+    /// lease: the caller releases it once in-flight work has finished.
     pub async fn hold(&mut self, leading: &CancellationToken, shutdown: &CancellationToken) {
         let mut renewed = Instant::now();
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => {
                     leading.cancel();
-                    self.release().await;
                     return;
                 }
                 _ = leading.cancelled() => return,
                 _ = tokio::time::sleep(self.config.retry_period) => {}
             }
-            match self.try_acquire_or_renew().await {
-                Ok(true) => renewed = Instant::now(),
-                Ok(false) => {
+            let left = self.config.renew_deadline.saturating_sub(renewed.elapsed());
+            match tokio::time::timeout(left, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => renewed = Instant::now(),
+                Ok(Ok(false)) => {
                     tracing::warn!(lease = %self.config.name, "the lease was taken by another replica; stepping down");
                     leading.cancel();
                     return;
                 }
-                Err(err) => {
+                Ok(Err(err)) => {
                     tracing::warn!(error = %err, lease = %self.config.name, "lease renewal failed")
                 }
+                Err(_) => {}
             }
             if renewed.elapsed() >= self.config.renew_deadline {
                 tracing::warn!(lease = %self.config.name, "no renewal within the renew deadline; stepping down");
@@ -240,8 +256,18 @@ impl LeaderElector {
     }
 
     /// Gives the lease up (empty holder) if we hold it, so a successor need
-    /// not wait out the lease duration.
+    /// not wait out the lease duration. Bounded by the renew deadline: when
+    /// the apiserver does not answer, the lease simply expires.
     pub async fn release(&self) {
+        if tokio::time::timeout(self.config.renew_deadline, self.release_now())
+            .await
+            .is_err()
+        {
+            tracing::warn!(lease = %self.config.name, "the apiserver did not answer the release; the next leader waits for the lease to expire");
+        }
+    }
+
+    async fn release_now(&self) {
         let Ok(Some(mut lease)) = self.api.get_opt(&self.config.name).await else {
             return;
         };

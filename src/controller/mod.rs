@@ -269,7 +269,11 @@ pub async fn run(
         tracing::info!(identity = %options.lease.identity, "leading");
         metrics.leader.set(1);
         let leading = shutdown.child_token();
-        let work = bounded(lead(ctx.clone(), &options, leading.clone()), &leading);
+        let work = bounded(
+            lead(ctx.clone(), &options, leading.clone()),
+            &leading,
+            &shutdown,
+        );
         let hold = elector.hold(&leading, &shutdown);
         tokio::join!(work, hold);
         metrics.leader.set(0);
@@ -283,20 +287,32 @@ pub async fn run(
     }
 }
 
-/// How long in-flight work may take to finish once leadership ends (lost
-/// or shutting down) before it is abandoned.
+/// How long in-flight work may take to finish on a graceful shutdown
+/// (the lease is still held meanwhile) before it is abandoned.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// Runs `work` to its end, but at most [`SHUTDOWN_GRACE`] after `leading`
-/// is cancelled, so stepping down and shutting down are bounded.
-async fn bounded(work: impl std::future::Future<Output = ()>, leading: &CancellationToken) {
+/// Runs `work` to its end, but not past the end of leadership: when the
+/// lease is lost, at once (another replica may lead soon, and two must
+/// never write together); on shutdown, at most [`SHUTDOWN_GRACE`] after
+/// `leading` is cancelled.
+async fn bounded(
+    work: impl std::future::Future<Output = ()>,
+    leading: &CancellationToken,
+    shutdown: &CancellationToken,
+) {
     tokio::select! {
         () = work => {}
         () = async {
             leading.cancelled().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            if shutdown.is_cancelled() {
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            }
         } => {
-            tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "in-flight work did not finish within the grace period; abandoning it");
+            if shutdown.is_cancelled() {
+                tracing::warn!(grace_s = SHUTDOWN_GRACE.as_secs(), "in-flight work did not finish within the grace period; abandoning it");
+            } else {
+                tracing::warn!("leadership lost: in-flight work abandoned");
+            }
         }
     }
 }
