@@ -61,10 +61,16 @@ pub struct OpenHandoff {
 }
 
 /// The brainstorm Job's goal: continue open handoffs first, then fresh
-/// ideas, within `max_open_proposals`. The project's open handoffs are
-/// inlined (at most [`MAX_INLINED_HANDOFFS`], previews cut to
-/// [`INLINED_PREVIEW_CHARS`]) so the agent starts with them.
-pub fn brainstorm_goal(project: &str, max_open_proposals: i32, open: &[OpenHandoff]) -> String {
+/// ideas, within `max_open_proposals`. The project's newest open handoffs
+/// are inlined (at most [`MAX_INLINED_HANDOFFS`] of `open`, previews cut to
+/// [`INLINED_PREVIEW_CHARS`]) so the agent starts with them; `total` is how
+/// many the project has.
+pub fn brainstorm_goal(
+    project: &str,
+    max_open_proposals: i32,
+    open: &[OpenHandoff],
+    total: usize,
+) -> String {
     let mut goal = format!(
         "You are the brainstorm agent for project {project}. Leave at most {max_open_proposals} open proposals.\n\n\
          1. FIRST call list_handoffs with project \"{project}\". Open handoffs are unfinished work: propose \
@@ -76,9 +82,9 @@ pub fn brainstorm_goal(project: &str, max_open_proposals: i32, open: &[OpenHando
         goal.push_str("\nThe project has no open handoffs right now.\n");
         return goal;
     }
+    let total = total.max(open.len());
     goal.push_str(&format!(
-        "\nOpen handoffs of {project} ({}), newest first:\n",
-        open.len()
+        "\nOpen handoffs of {project} ({total}), newest first:\n"
     ));
     for h in open.iter().take(MAX_INLINED_HANDOFFS) {
         let mut preview: String = h.preview.chars().take(INLINED_PREVIEW_CHARS).collect();
@@ -88,10 +94,11 @@ pub fn brainstorm_goal(project: &str, max_open_proposals: i32, open: &[OpenHando
         let key: String = h.key.chars().take(INLINED_PREVIEW_CHARS).collect();
         goal.push_str(&format!("- {key}: {preview}\n"));
     }
-    if open.len() > MAX_INLINED_HANDOFFS {
+    let inlined = open.len().min(MAX_INLINED_HANDOFFS);
+    if total > inlined {
         goal.push_str(&format!(
             "… and {} more (list_handoffs shows all).\n",
-            open.len() - MAX_INLINED_HANDOFFS
+            total - inlined
         ));
     }
     goal
@@ -161,7 +168,7 @@ mod tests {
                 preview: "x".repeat(500),
             })
             .collect();
-        let goal = brainstorm_goal("shop", 3, &open);
+        let goal = brainstorm_goal("shop", 3, &open, open.len());
         let first = goal.find("FIRST").expect("first");
         let then = goal.find("THEN").expect("then");
         assert!(first < then, "open handoffs come before fresh ideas");
@@ -173,7 +180,12 @@ mod tests {
             "the inlined list is bounded: {} bytes",
             goal.len()
         );
-        assert!(brainstorm_goal("shop", 5, &[]).contains("no open handoffs"));
+        assert!(brainstorm_goal("shop", 5, &[], 0).contains("no open handoffs"));
+        let listed = brainstorm_goal("shop", 3, &open[..MAX_INLINED_HANDOFFS], 50);
+        assert_eq!(
+            listed, goal,
+            "the first handoffs and the total say the same"
+        );
     }
 
     #[test]

@@ -108,22 +108,58 @@ impl HandoffStore {
         }
     }
 
-    /// Every handoff of a project (and repo), newest first. Reads the
-    /// apiserver in chunks; the caller pages the sorted result.
-    pub async fn list_sorted(&self, query: &ListQuery) -> Result<Vec<Handoff>, kube::Error> {
+    /// The first `keep` handoffs of a project (and repo) in list order
+    /// ([`newest_first`]) strictly after `after`, and how many the project
+    /// has in all. The apiserver has no such order, so every page of the
+    /// project is read, but only one page and the `keep` first so far are
+    /// in memory at once ([`keep_first`]): memory does not grow with the
+    /// project (time does; the PostgreSQL mirror answers from an index).
+    pub async fn list_first(
+        &self,
+        query: &ListQuery,
+        after: Option<&SortKey>,
+        keep: usize,
+    ) -> Result<FirstOf, kube::Error> {
         let mut fields = format!("spec.project={}", escape_field_value(&query.project));
         if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
             fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
         }
         let params = ListParams::default().fields(&fields);
-        let mut all = Vec::new();
+        let mut first = FirstOf::default();
         let mut pages = Pages::new(&self.api, &params);
         while let Some(page) = pages.next().await? {
-            all.extend(page);
+            first.total += page.len();
+            first.items = keep_first(first.items, page, sort_key, after, keep);
         }
-        all.sort_by(|a, b| newest_first(&sort_key(a), &sort_key(b)));
-        Ok(all)
+        Ok(first)
     }
+}
+
+/// What [`HandoffStore::list_first`] found.
+#[derive(Debug, Default)]
+pub struct FirstOf {
+    /// The first handoffs in list order.
+    pub items: Vec<Handoff>,
+    /// How many handoffs the project (and repo) has.
+    pub total: usize,
+}
+
+/// `kept` (already in list order) merged with `page`: the first `keep`
+/// items strictly after `after`, in [`newest_first`] order.
+pub fn keep_first<T>(
+    mut kept: Vec<T>,
+    page: Vec<T>,
+    key: impl Fn(&T) -> SortKey,
+    after: Option<&SortKey>,
+    keep: usize,
+) -> Vec<T> {
+    kept.extend(
+        page.into_iter()
+            .filter(|item| after.is_none_or(|a| newest_first(&key(item), a).is_gt())),
+    );
+    kept.sort_by(|a, b| newest_first(&key(a), &key(b)));
+    kept.truncate(keep);
+    kept
 }
 
 /// When a handoff's content last changed: `status.updatedAt` (the
@@ -231,5 +267,34 @@ mod tests {
     fn field_values_are_escaped() {
         assert_eq!(escape_field_value("org/repo"), "org/repo");
         assert_eq!(escape_field_value(r"a,b=c\d"), r"a\,b\=c\\d");
+    }
+
+    #[test]
+    fn keeping_the_first_page_by_page_equals_sorting_everything() {
+        let items: Vec<SortKey> = (0..57)
+            .map(|i| (at((i * 7919) % 23), format!("k{:02}", (i * 31) % 57)))
+            .collect();
+        let mut sorted = items.clone();
+        sorted.sort_by(newest_first);
+        for (after, keep) in [
+            (None, 1),
+            (None, 10),
+            (None, 100),
+            (Some(sorted[9].clone()), 5),
+            (Some(sorted[56].clone()), 5),
+        ] {
+            let mut kept = Vec::new();
+            for page in items.chunks(8) {
+                kept = keep_first(kept, page.to_vec(), Clone::clone, after.as_ref(), keep);
+                assert!(kept.len() <= keep, "never more than `keep` in memory");
+            }
+            let expected: Vec<SortKey> = sorted
+                .iter()
+                .filter(|k| after.as_ref().is_none_or(|a| newest_first(k, a).is_gt()))
+                .take(keep)
+                .cloned()
+                .collect();
+            assert_eq!(kept, expected, "after {after:?}, keep {keep}");
+        }
     }
 }

@@ -130,3 +130,97 @@ async fn tokens_never_appear_in_the_logs() {
         "a rejected token appeared in the logs"
     );
 }
+
+/// The bridge's peak memory while listing a large project without the
+/// mirror: one apiserver page and one result page are in memory, never the
+/// project (40 MB of bodies here). Measured on the process, not timed.
+const LIST_PEAK_CEILING_MIB: f64 = 96.0;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
+    use futures::StreamExt;
+    use handoff::api::HandoffSpec;
+    use handoff_testkit::rpc::McpHttp;
+
+    const HANDOFFS: usize = 5_000;
+    let env = env();
+    let ns = env.namespace("big-project").await;
+    apply_agent_roles(env);
+    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let body = "b".repeat(8 * 1024);
+    let created = futures::stream::iter(0..HANDOFFS)
+        .map(|i| {
+            let api = api.clone();
+            let key = format!("big-{i:05}");
+            let handoff = Handoff::new(
+                &name_for_key(&key),
+                HandoffSpec {
+                    handoff_key: key,
+                    project: "big".into(),
+                    repo: None,
+                    kind: None,
+                    body: body.clone(),
+                    created_by: None,
+                },
+            );
+            async move { api.create(&Default::default(), &handoff).await }
+        })
+        .buffer_unordered(16)
+        .filter(|r| std::future::ready(r.is_ok()))
+        .count()
+        .await;
+    assert_eq!(created, HANDOFFS);
+
+    let bridge = BridgeProcess::start_with_env(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        env.kubeconfig_path(),
+        &ns,
+        &[],
+        &[("RUST_LOG", "warn")],
+    )
+    .unwrap_or_else(|e| panic!("bridge: {e:#}"));
+    let url = bridge.url().to_owned();
+    let pages = tokio::task::spawn_blocking(move || {
+        let mut client = McpHttp::connect(&url, &token, "implement").expect("connect");
+        let first = client
+            .call(
+                "list_handoffs",
+                json!({"project": "big", "limit": 200, "include_body": true}),
+            )
+            .expect("first page");
+        let cursor = first["next_cursor"]
+            .as_str()
+            .expect("a next page")
+            .to_owned();
+        let second = client
+            .call(
+                "list_handoffs",
+                json!({"project": "big", "limit": 200, "cursor": cursor}),
+            )
+            .expect("second page");
+        (first, second)
+    })
+    .await
+    .expect("join");
+    let keys = |page: &serde_json::Value| -> Vec<String> {
+        page["handoffs"]
+            .as_array()
+            .expect("handoffs")
+            .iter()
+            .map(|h| h["handoff_key"].as_str().expect("key").to_owned())
+            .collect()
+    };
+    let (first, second) = (keys(&pages.0), keys(&pages.1));
+    assert_eq!((first.len(), second.len()), (200, 200));
+    assert!(
+        first.iter().all(|k| !second.contains(k)),
+        "pages do not overlap"
+    );
+    let peak = memory_mib(bridge.pid(), "VmHWM").expect("the bridge's /proc status");
+    eprintln!("bridge peak RSS listing a {HANDOFFS}-handoff project: {peak:.0} MiB");
+    assert!(
+        peak < LIST_PEAK_CEILING_MIB,
+        "bridge peak RSS {peak:.0} MiB listing {HANDOFFS} handoffs of 8 KiB"
+    );
+}

@@ -40,7 +40,7 @@ use crate::api::{
     BrainstormSchedule, BrainstormScheduleStatus, DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS,
 };
 use crate::cluster::scoped;
-use crate::goals::{OpenHandoff, brainstorm_goal, refine_goal};
+use crate::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
 use crate::loops::{Backoff, Categorized, Category, LoopMetrics, describe, valid_or_report};
 use crate::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use crate::store::{HandoffStore, ListQuery};
@@ -259,10 +259,12 @@ async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Resul
         project: spec.project.clone(),
         repo: None,
     };
-    let open: Vec<OpenHandoff> = store
-        .list_sorted(&query)
+    let first = store
+        .list_first(&query, None, MAX_INLINED_HANDOFFS)
         .await
-        .map_err(kube_err("list the project's handoffs"))?
+        .map_err(kube_err("list the project's handoffs"))?;
+    let open: Vec<OpenHandoff> = first
+        .items
         .iter()
         .map(|h| OpenHandoff {
             key: h.spec.handoff_key.clone(),
@@ -273,7 +275,7 @@ async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Resul
         .brainstorm
         .max_open_proposals
         .unwrap_or(DEFAULT_MAX_OPEN_PROPOSALS);
-    Ok(brainstorm_goal(&spec.project, max, &open))
+    Ok(brainstorm_goal(&spec.project, max, &open, first.total))
 }
 
 /// Creates a step's Job; an existing Job of the same name (a restart, a

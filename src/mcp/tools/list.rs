@@ -155,13 +155,14 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 project: args.project.clone(),
                 repo: args.repo.clone(),
             };
-            let sorted = call
+            // One more than the page: whether another page follows.
+            let first = call
                 .caller
                 .store()
-                .list_sorted(&query)
+                .list_first(&query, page.after.as_ref(), page.limit.saturating_add(1))
                 .await
                 .map_err(|e| call.kube_error(e))?;
-            list_page(sorted, page.after.as_ref(), page.limit, include_body)
+            list_page(first.items, page.after.as_ref(), page.limit, include_body)
         }
     };
     let text = text(&args.project, &result);
