@@ -239,14 +239,13 @@ where
     }
 }
 
-/// The note of an `InvalidObject` Event (at most 1 KiB, as the Events API
-/// asks).
-pub fn invalid_note(kind: &str, error: &str) -> String {
-    let mut note = format!(
-        "skipped: this {kind} does not match the schema the controller reads ({error}); fix or replace it"
-    );
-    if note.len() > 1024 {
-        let mut end = 1021;
+/// Most bytes of an Event's note (the Events API refuses longer ones).
+pub const MAX_NOTE_BYTES: usize = 1024;
+
+/// `note` cut to [`MAX_NOTE_BYTES`] (on a character boundary, marked `…`).
+pub fn bounded_note(mut note: String) -> String {
+    if note.len() > MAX_NOTE_BYTES {
+        let mut end = MAX_NOTE_BYTES - '…'.len_utf8();
         while !note.is_char_boundary(end) {
             end -= 1;
         }
@@ -254,6 +253,23 @@ pub fn invalid_note(kind: &str, error: &str) -> String {
         note.push('…');
     }
     note
+}
+
+/// A key or name as a note quotes it: at most `chars` characters (`…`
+/// marks a cut), so the rest of the note still fits.
+pub fn quoted(value: &str, chars: usize) -> String {
+    if value.chars().count() <= chars {
+        return format!("{value:?}");
+    }
+    let head: String = value.chars().take(chars).collect();
+    format!("{head:?}…")
+}
+
+/// The note of an `InvalidObject` Event.
+pub fn invalid_note(kind: &str, error: &str) -> String {
+    bounded_note(format!(
+        "skipped: this {kind} does not match the schema the controller reads ({error}); fix or replace it"
+    ))
 }
 
 async fn report_invalid<K>(invalid: &InvalidObject, recorder: &Recorder, metrics: &LoopMetrics)
@@ -359,6 +375,16 @@ mod tests {
         for (err, category) in cases {
             assert_eq!(Category::of_kube(&err), category, "{err}");
         }
+    }
+
+    #[test]
+    fn quoted_values_are_cut_to_a_number_of_characters() {
+        assert_eq!(quoted("acme/api#42", 20), "\"acme/api#42\"");
+        assert_eq!(quoted(&"é".repeat(30), 3), "\"ééé\"…");
+        assert_eq!(bounded_note("short".into()), "short");
+        let cut = bounded_note("x".repeat(2000));
+        assert_eq!(cut.len(), MAX_NOTE_BYTES);
+        assert!(cut.ends_with('…'));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use common::{call, drive_stdio, env};
 use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_CHARS};
+use handoff::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_BYTES};
 use handoff::mcp::stdio::MAX_LINE_BYTES;
 use handoff_testkit::TestEnv;
 use kube::api::Api;
@@ -43,8 +43,13 @@ fn refused_cases() -> Vec<(&'static str, Value, &'static str)> {
         ),
         (
             "oversize key",
-            write(json!(long(MAX_KEY_CHARS + 1)), json!("p"), json!("b")),
-            "1 too many",
+            write(json!(long(MAX_KEY_BYTES + 1)), json!("p"), json!("b")),
+            "over the limit of 1024 bytes",
+        ),
+        (
+            "multi-byte key over 1024 bytes (513 characters)",
+            write(json!("é".repeat(513)), json!("p"), json!("b")),
+            "got 1026 bytes (513 characters), over the limit of 1024 bytes",
         ),
         (
             "NUL in key",
@@ -310,7 +315,8 @@ async fn the_mcp_corpus_refuses_clearly_and_writes_nothing() {
 async fn odd_but_valid_keys_get_correct_results() {
     let env = env();
     let ns = env.namespace("bad-input-odd").await;
-    let longest = "a".repeat(MAX_KEY_CHARS);
+    let longest = "a".repeat(MAX_KEY_BYTES);
+    let longest_multibyte = "é".repeat(MAX_KEY_BYTES / 2);
     let keys = [
         "../../etc/passwd",
         "'; DROP TABLE handoffs; --",
@@ -320,6 +326,7 @@ async fn odd_but_valid_keys_get_correct_results() {
         "日本語",
         "%00",
         longest.as_str(),
+        longest_multibyte.as_str(),
     ];
     let mut plan = Vec::new();
     for key in keys {

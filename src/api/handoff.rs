@@ -11,9 +11,11 @@
 //!   agent reads on every start. 32 Ki characters is about 8k tokens, ample
 //!   for that and an order of magnitude below a replayed transcript; it also
 //!   keeps lists cheap and the object far under etcd's 1.5 MiB request limit.
-//! - `handoffKey` ≤ [`MAX_KEY_CHARS`] characters: keys are issue or
-//!   conversation identifiers; 512 characters (≤ 2 KiB of UTF-8) also fits a
-//!   PostgreSQL b-tree index entry of the mirror.
+//! - `handoffKey` ≤ [`MAX_KEY_BYTES`] bytes of UTF-8: the key is the agent
+//!   wrapper's `CONVERSATION_OBJECT_KEY`, an S3-style object key of up to
+//!   1,024 bytes; that also fits a PostgreSQL b-tree index entry of the
+//!   mirror (≈ 2.7 KB). The object's name is a fold + hash of it, so the
+//!   length never reaches `metadata.name`.
 //! - no control characters in `handoffKey`, `repo`, `kind`, `createdBy`, and
 //!   no NUL in `body` (PostgreSQL text cannot hold NUL; a key with a newline
 //!   is a bug upstream, not a name).
@@ -27,8 +29,8 @@ use sha2::{Digest, Sha256};
 
 /// Most characters a handoff body may hold (see the module docs).
 pub const MAX_BODY_CHARS: usize = 32 * 1024;
-/// Most characters a handoff key may hold (see the module docs).
-pub const MAX_KEY_CHARS: usize = 512;
+/// Most bytes of UTF-8 a handoff key may hold (see the module docs).
+pub const MAX_KEY_BYTES: usize = 1024;
 /// Most characters of `repo` (`org/repo`, a URL).
 pub const MAX_REPO_CHARS: usize = 253;
 /// Most characters of `kind` and of a label value.
@@ -88,12 +90,14 @@ pub const MAX_WRITER_CHARS: usize = 512;
 pub struct HandoffSpec {
     /// The conversation object key this handoff continues (stable per issue,
     /// e.g. `acme/api#42`). The object's name is derived from it; it cannot
-    /// change after creation. At most 512 characters, no control characters.
+    /// change after creation. At most 1024 bytes of UTF-8, no control
+    /// characters.
     #[x_kube(
         validation = Rule::new("self == oldSelf").message("handoffKey is immutable: write a new Handoff for a different key"),
         validation = Rule::new("!self.matches('[[:cntrl:]]')").message("handoffKey must not contain control characters (newline, tab, NUL, ...)"),
+        validation = Rule::new("size(bytes(self)) <= 1024").message("handoffKey must be at most 1024 bytes of UTF-8"),
     )]
-    #[schemars(length(min = 1, max = MAX_KEY_CHARS))]
+    #[schemars(length(min = 1, max = MAX_KEY_BYTES))]
     pub handoff_key: String,
 
     /// The project this handoff belongs to. Must be a valid label value (at

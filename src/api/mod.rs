@@ -20,7 +20,7 @@ use kube::CustomResourceExt;
 
 pub use condition::set_condition;
 pub use handoff::{
-    Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_CHARS,
+    Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_BYTES,
     MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS, PREVIEW_CHARS, preview_line,
 };
 pub use offer::{HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason};

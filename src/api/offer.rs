@@ -18,7 +18,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::handoff::{MAX_BODY_CHARS, MAX_KEY_CHARS, MAX_LABEL_CHARS};
+use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS};
 
 /// A handoff offered to a destination agent.
 // clippy reads the repeated `type_ = ...` of separate printcolumns as
@@ -75,7 +75,7 @@ pub struct HandoffOfferSpec {
     #[schemars(length(min = 1, max = MAX_LABEL_CHARS))]
     pub to: String,
     /// The handoff key of the offering conversation.
-    #[schemars(length(min = 1, max = MAX_KEY_CHARS))]
+    #[schemars(length(min = 1, max = MAX_KEY_BYTES))]
     pub from_key: String,
     /// The offering session (repeats within one session are recognised).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -5,7 +5,7 @@
 //! message naming the field, the rule and what is wrong with the value,
 //! instead of an apiserver round trip.
 
-use super::handoff::{MAX_BODY_CHARS, MAX_KEY_CHARS, MAX_LABEL_CHARS, MAX_REPO_CHARS};
+use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS, MAX_REPO_CHARS};
 use super::naming::is_label_value;
 
 /// A field that breaks a rule.
@@ -30,13 +30,23 @@ impl FieldError {
     }
 }
 
-/// The handoff key: 1–512 characters, no control characters.
+/// The handoff key: 1–1024 bytes of UTF-8, no control characters.
 pub fn handoff_key(value: &str) -> Result<(), FieldError> {
     let rule = format!(
-        "a non-empty conversation key of at most {MAX_KEY_CHARS} characters without control characters"
+        "a non-empty conversation key of at most {MAX_KEY_BYTES} bytes of UTF-8 without control characters"
     );
     required("handoff_key", value, &rule)?;
-    check_max_chars("handoff_key", value, MAX_KEY_CHARS, &rule)?;
+    if value.len() > MAX_KEY_BYTES {
+        return Err(FieldError::new(
+            "handoff_key",
+            rule,
+            format!(
+                "got {} bytes ({} characters), over the limit of {MAX_KEY_BYTES} bytes",
+                value.len(),
+                value.chars().count()
+            ),
+        ));
+    }
     no_control("handoff_key", value, &rule)
 }
 

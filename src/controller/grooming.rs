@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use super::Context;
 use crate::api::Handoff;
 use crate::cluster::Pages;
+use crate::loops::quoted;
 
 /// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
 /// Without a TTL or a known update time nothing expires.
@@ -107,8 +108,8 @@ async fn delete(
     ctx.metrics.count_groomed();
     let since = updated.map(|t| t.to_string()).unwrap_or_default();
     let note = format!(
-        "Handoff {:?} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
-        h.spec.handoff_key,
+        "Handoff {} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
+        quoted(&h.spec.handoff_key, super::handoff::NOTE_KEY_CHARS),
         h.spec.project,
         ttl.as_secs()
     );

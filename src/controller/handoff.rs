@@ -48,9 +48,13 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use crate::api::naming::labels_for;
 use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
-use crate::loops::{Categorized, Category, describe, valid_or_report};
+use crate::loops::{Categorized, Category, bounded_note, describe, quoted, valid_or_report};
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
+
+/// Characters of a key quoted in an Event's note (keys may be 1 KiB; the
+/// whole note may not).
+pub const NOTE_KEY_CHARS: usize = 200;
 
 /// The condition that reports the mirror row.
 pub const MIRRORED: &str = "Mirrored";
@@ -323,8 +327,8 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
         match &change {
             Change::Created => {
                 let note = format!(
-                    "Handoff {:?} written by {} (revision 1, {} bytes)",
-                    h.spec.handoff_key,
+                    "Handoff {} written by {} (revision 1, {} bytes)",
+                    quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
                     writer(&h.spec),
                     h.spec.body.len()
                 );
@@ -332,8 +336,8 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
             }
             Change::Superseded { from, to } => {
                 let note = format!(
-                    "Handoff {:?}: revision {from} superseded by revision {to} (written by {})",
-                    h.spec.handoff_key,
+                    "Handoff {}: revision {from} superseded by revision {to} (written by {})",
+                    quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
                     writer(&h.spec)
                 );
                 ctx.event(&current, "Superseded", note).await;
@@ -503,7 +507,7 @@ impl Context {
         let event = Event {
             type_: EventType::Normal,
             reason: reason.into(),
-            note: Some(note),
+            note: Some(bounded_note(note)),
             action: reason.into(),
             secondary: None,
         };

@@ -195,7 +195,7 @@ async fn invalid_handoffs_are_refused_clearly_and_nothing_is_stored() {
     let ns = env.namespace("crd-invalid").await;
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     type Mutate = fn(&mut HandoffSpec);
-    let cases: [(&str, Mutate, &[&str]); 7] = [
+    let cases: [(&str, Mutate, &[&str]); 9] = [
         (
             "project not a label value",
             |s| s.project = "Not A Label!".into(),
@@ -226,6 +226,16 @@ async fn invalid_handoffs_are_refused_clearly_and_nothing_is_stored() {
             "newline in key",
             |s| s.handoff_key = "a\nb".into(),
             &["spec.handoffKey", "control characters"],
+        ),
+        (
+            "key over 1024 characters",
+            |s| s.handoff_key = "k".repeat(1025),
+            &["spec.handoffKey", "1024"],
+        ),
+        (
+            "key of 513 characters but 1026 bytes",
+            |s| s.handoff_key = "é".repeat(513),
+            &["spec.handoffKey", "at most 1024 bytes of UTF-8"],
         ),
     ];
     for (what, mutate, expected) in cases {
@@ -291,4 +301,45 @@ async fn handoff_key_is_immutable() {
         stored.spec.body, h.spec.body,
         "the refused patch changed the body"
     );
+}
+
+#[tokio::test]
+async fn a_thousand_character_key_round_trips_through_kubectl() {
+    let env = testing::shared();
+    let ns = env.namespace("crd-long-key").await;
+    let key = format!("s3://bucket/{}", "conversation/".repeat(76));
+    assert!(
+        key.chars().count() >= 1000 && key.len() <= 1024,
+        "{}",
+        key.len()
+    );
+    let name = name_for_key(&key);
+    let manifest = serde_json::json!({
+        "apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+        "metadata": {"name": name},
+        "spec": {"handoffKey": key, "project": "shop", "body": "state: a long key"},
+    });
+    let out = kubectl(
+        &["apply", "--server-side", "-n", &ns, "-f", "-"],
+        Some(&manifest.to_string()),
+    );
+    assert!(
+        out.status.success(),
+        "apply: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = kubectl(
+        &[
+            "get",
+            "handoff",
+            &name,
+            "-n",
+            &ns,
+            "-o",
+            "jsonpath={.spec.handoffKey}",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), key);
 }
