@@ -239,6 +239,7 @@ async fn start_controller(
         groom_interval: Duration::from_secs(60),
         ttl: Arc::new(crate::schedule::ttl::DefaultTtl(None)),
         active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+        history: crate::mirror::Retention::default(),
     };
     let metrics = ControllerMetrics::new();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;

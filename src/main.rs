@@ -35,6 +35,10 @@ enum Command {
     /// Linearize an agent transcript into a handoff document.
     #[command(subcommand)]
     Transcript(handoff::transcript::cli::TranscriptCommand),
+    /// Administer the PostgreSQL mirror (the URL is read from
+    /// HANDOFF_POSTGRES_URL, else DATABASE_URL).
+    #[command(subcommand)]
+    Mirror(handoff::mirror::purge::MirrorCommand),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
     Dev {
@@ -57,6 +61,9 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
         }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
+        Command::Mirror(command) => {
+            runtime().and_then(|rt| rt.block_on(handoff::mirror::purge::run(command)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

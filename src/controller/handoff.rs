@@ -7,8 +7,9 @@
 //! thin I/O shell around them. Its order is chosen so nothing is counted
 //! twice and nothing is lost:
 //!
-//! 1. a terminating object: delete its mirror row, then remove the
-//!    `handoff.dev/mirror` finalizer;
+//! 1. a terminating object: delete its mirror row and (unless
+//!    `--keep-history-on-delete`) that object's history in one statement,
+//!    then remove the `handoff.dev/mirror` finalizer;
 //! 2. count: the new status (revision, updatedAt, sizes) is computed;
 //! 3. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
@@ -22,7 +23,9 @@
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge);
 //! 7. the revision is appended to the mirror's history only now that the
-//!    apiserver holds it, so a number is never recorded for other content;
+//!    apiserver holds it, so a number is never recorded for other content
+//!    (the same statement drops the key's revisions beyond
+//!    `--history-revisions`);
 //!    a failed mirror write fails the reconcile (retried with backoff)
 //!    after the status was written, so status never waits for PostgreSQL.
 //!
@@ -397,10 +400,11 @@ async fn record_revision(
     row: &Row,
 ) -> Result<(), MirrorError> {
     let key = (row.namespace.clone(), row.handoff_key.clone());
-    mirror
+    let dropped = mirror
         .record_revision(row)
         .await
         .inspect_err(|_| ctx.metrics.count_mirror_error())?;
+    ctx.metrics.count_history_purged("cap", dropped);
     if let Ok(mut m) = ctx.mirrored.lock() {
         m.insert(key.clone(), (row.id.clone(), row.revision));
     }
@@ -408,7 +412,9 @@ async fn record_revision(
     Ok(())
 }
 
-/// A terminating Handoff: its row goes, then the finalizer.
+/// A terminating Handoff: its row goes (with its history, unless
+/// `--keep-history-on-delete`), then the finalizer. Both are scoped to this
+/// object's uid: a newer incarnation of the key keeps its row and history.
 async fn finalize(
     h: &Handoff,
     ctx: &Context,
@@ -420,11 +426,16 @@ async fn finalize(
     };
     if let Some(mirror) = &ctx.mirror {
         let key = (namespace.to_owned(), h.spec.handoff_key.clone());
+        let uid = h.uid().ok_or_else(|| MirrorError::Object {
+            object: crate::store::describe(h),
+            problem: "it has no metadata.uid".into(),
+        })?;
         ctx.metrics.mirror_pending(&key);
-        mirror
-            .delete(namespace, &h.spec.handoff_key, h.uid().as_deref())
+        let deleted = mirror
+            .delete(namespace, &h.spec.handoff_key, &uid)
             .await
             .inspect_err(|_| ctx.metrics.count_mirror_error())?;
+        ctx.metrics.count_history_purged("deleted", deleted.history);
         if let Ok(mut m) = ctx.mirrored.lock() {
             m.remove(&key);
         }

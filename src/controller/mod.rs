@@ -33,6 +33,7 @@ pub mod resync;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -55,7 +56,7 @@ use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::cluster::scoped;
 use crate::loops::{Backoff, LoopMetrics};
-use crate::mirror::Mirror;
+use crate::mirror::{DEFAULT_HISTORY_REVISIONS, Mirror, Retention};
 use crate::names::CONTROLLER_FIELD_MANAGER;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
 use crate::time::{Clock, SystemClock, parse_duration};
@@ -107,6 +108,30 @@ pub struct ControllerArgs {
     /// How often expired handoffs are looked for.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub groom_interval: Duration,
+    /// Revisions of each handoff key kept in the mirror's history; recording
+    /// one more drops the oldest.
+    #[arg(long, env = "HANDOFF_HISTORY_REVISIONS", value_name = "N", default_value_t = DEFAULT_HISTORY_REVISIONS)]
+    pub history_revisions: NonZeroU32,
+    /// Drop past revisions written longer ago than this (e.g. 30d) from the
+    /// mirror's history at each resync; the current revision of a live
+    /// handoff stays. Off when unset.
+    #[arg(long, env = "HANDOFF_HISTORY_MAX_AGE", value_name = "DURATION", value_parser = parse_duration)]
+    pub history_max_age: Option<Duration>,
+    /// Keep a deleted (or groomed) handoff's history in the mirror, for
+    /// audit. By default it is deleted with the handoff's row.
+    #[arg(long, env = "HANDOFF_KEEP_HISTORY_ON_DELETE")]
+    pub keep_history_on_delete: bool,
+}
+
+impl ControllerArgs {
+    /// The history retention these flags ask for.
+    pub fn retention(&self) -> Retention {
+        Retention {
+            revisions: self.history_revisions,
+            max_age: self.history_max_age,
+            keep_on_delete: self.keep_history_on_delete,
+        }
+    }
 }
 
 /// Everything [`run`] needs besides the client.
@@ -128,6 +153,8 @@ pub struct ControllerOptions {
     pub ttl: Arc<dyn TtlPolicy>,
     /// Label selector template of an agent's Jobs (offers).
     pub active_agent_selector: String,
+    /// How much history the mirror keeps.
+    pub history: Retention,
 }
 
 /// Shared state of the loops.
@@ -177,6 +204,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         groom_interval: args.groom_interval,
         ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
         active_agent_selector: args.active_agent_selector.clone(),
+        history: args.retention(),
     };
     let metrics = ControllerMetrics::new();
     let shutdown = CancellationToken::new();
@@ -228,7 +256,7 @@ pub async fn run(
     let mirror = options
         .postgres_url
         .as_deref()
-        .map(|url| Mirror::new(url, true))
+        .map(|url| Mirror::new(url, true).map(|m| m.with_retention(options.history)))
         .transpose()?
         .map(Arc::new);
     // Every replica keeps the schedules' TTLs (a read); only the leader grooms.
@@ -407,6 +435,7 @@ pub struct ControllerMetrics {
     mirror_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     mirror_pending_rows: Gauge,
     resync_repairs: Family<RepairLabel, Counter>,
+    history_purged: Family<HistoryLabel, Counter>,
     pending: Mutex<HashMap<(String, String), Instant>>,
     ready: AtomicBool,
     resyncs: AtomicI64,
@@ -419,6 +448,14 @@ pub struct ControllerMetrics {
 pub struct ResultLabel {
     /// `ok` or `error`.
     pub result: String,
+}
+
+/// `reason` label of history rows the controller deleted.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct HistoryLabel {
+    /// `deleted` (with the handoff's row), `cap` (beyond
+    /// `--history-revisions`) or `age` (older than `--history-max-age`).
+    pub reason: String,
 }
 
 /// `action` label of resync repairs.
@@ -441,6 +478,7 @@ impl ControllerMetrics {
         let mirror_lag_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let mirror_pending_rows = Gauge::default();
         let resync_repairs = Family::<RepairLabel, Counter>::default();
+        let history_purged = Family::<HistoryLabel, Counter>::default();
         let loops = Arc::new(LoopMetrics::default());
         loops.register(&mut registry);
         registry.register(
@@ -484,6 +522,11 @@ impl ControllerMetrics {
             "Rows repaired by resync",
             resync_repairs.clone(),
         );
+        registry.register(
+            "mirror_history_purged_rows",
+            "History rows deleted by retention (with a deleted handoff, beyond the cap, by age)",
+            history_purged.clone(),
+        );
         Arc::new(Self {
             registry,
             reconciles,
@@ -495,6 +538,7 @@ impl ControllerMetrics {
             mirror_lag_seconds,
             mirror_pending_rows,
             resync_repairs,
+            history_purged,
             pending: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
@@ -559,6 +603,16 @@ impl ControllerMetrics {
             .inc();
     }
 
+    pub(crate) fn count_history_purged(&self, reason: &str, rows: u64) {
+        if rows > 0 {
+            self.history_purged
+                .get_or_create(&HistoryLabel {
+                    reason: reason.into(),
+                })
+                .inc_by(rows);
+        }
+    }
+
     pub(crate) fn count_resync(&self) {
         self.resyncs.fetch_add(1, Ordering::Relaxed);
     }
@@ -590,7 +644,55 @@ impl ControllerMetrics {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser;
+
     use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    #[test]
+    fn history_flags() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.retention())
+        };
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            Retention {
+                revisions: NonZeroU32::new(50).expect("50"),
+                max_age: None,
+                keep_on_delete: false,
+            },
+            "50 revisions per key, no age limit, forgotten on delete"
+        );
+        assert_eq!(
+            parse(&[
+                "--history-revisions",
+                "5",
+                "--history-max-age",
+                "30d",
+                "--keep-history-on-delete"
+            ])
+            .expect("every flag"),
+            Retention {
+                revisions: NonZeroU32::new(5).expect("5"),
+                max_age: Some(Duration::from_secs(30 * 86_400)),
+                keep_on_delete: true,
+            }
+        );
+        assert!(
+            parse(&["--history-revisions", "0"]).is_err(),
+            "at least one revision"
+        );
+        let err = parse(&["--history-max-age", "a month"])
+            .expect_err("the duration grammar")
+            .to_string();
+        assert!(err.contains("30m, 24h, 7d"), "{err}");
+    }
 
     #[test]
     fn lag_is_the_oldest_pending_change() {

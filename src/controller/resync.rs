@@ -1,8 +1,10 @@
 //! The resync loop: the mirror is compared with the apiserver at the start
 //! of each leadership and every `--mirror-resync-interval`, and repaired by
-//! the pure plan of [`crate::mirror::resync`]. It lives here, not in the
-//! mirror, because it updates the controller's state (what this leader has
-//! mirrored, its metrics).
+//! the pure plan of [`crate::mirror::resync`]. An orphan row is deleted
+//! with its object's history (unless `--keep-history-on-delete`), and past
+//! revisions older than `--history-max-age` are dropped. It lives here,
+//! not in the mirror, because it updates the controller's state (what this
+//! leader has mirrored, its metrics).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -75,7 +77,8 @@ pub async fn resync_once(
             written += 1;
             ctx.metrics.count_repair("written");
         }
-        mirror.record_revision(row).await?;
+        let dropped = mirror.record_revision(row).await?;
+        ctx.metrics.count_history_purged("cap", dropped);
         if let Ok(mut m) = ctx.mirrored.lock() {
             m.insert(
                 (row.namespace.clone(), row.handoff_key.clone()),
@@ -84,14 +87,17 @@ pub async fn resync_once(
         }
     }
     for row in &plan.delete {
-        if mirror
-            .delete(&row.namespace, &row.handoff_key, Some(&row.id))
-            .await?
-        {
+        let gone = mirror
+            .delete(&row.namespace, &row.handoff_key, &row.id)
+            .await?;
+        ctx.metrics.count_history_purged("deleted", gone.history);
+        if gone.row {
             deleted += 1;
             ctx.metrics.count_repair("deleted");
         }
     }
+    let expired = mirror.expire_history(namespace, ctx.clock.now()).await?;
+    ctx.metrics.count_history_purged("age", expired);
     ctx.metrics.count_resync();
     Ok((written, deleted))
 }

@@ -14,8 +14,19 @@
 //!   object incarnation (`id` is the uid) or of an older `(revision,
 //!   resource_version)` — the `WHERE` of its `ON CONFLICT` clause, checked
 //!   against PostgreSQL by the integration suite.
-//! - `handoff_revisions` is append-only: one row per counted revision,
-//!   recorded only once the revision is stored in the object's status.
+//! - `handoff_revisions` holds one row per counted revision, recorded only
+//!   once the revision is stored in the object's status, and forgets (see
+//!   [`Retention`]): a deleted object's revisions go with its row, in the
+//!   same statement (unless `--keep-history-on-delete`); each key keeps at
+//!   most `--history-revisions` (the statement that records a revision
+//!   drops the oldest beyond it); resync drops past revisions older than
+//!   `--history-max-age`; and `handoff mirror purge` ([`purge`]) removes a
+//!   leaked body by hand.
+//! - history is scoped by object incarnation where it is deleted with an
+//!   object: rows record the object's uid (`handoff_id`), and a delete
+//!   removes only that uid's revisions, so a newer incarnation of the key
+//!   never loses its own. Revisions an older incarnation left (kept for
+//!   audit) count against the key's cap and are the first dropped.
 //! - the connection is lazy and re-made after a failure, so PostgreSQL being
 //!   down is an error of the call, never of the process; the controller
 //!   retries with backoff and its resync catches up.
@@ -25,8 +36,10 @@
 //! stores it as `BIGINT` to compare. A resourceVersion that is not an integer
 //! is refused with an error naming it rather than compared wrongly.
 
+pub mod purge;
 pub mod resync;
 
+use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,7 +51,10 @@ use tokio_postgres::NoTls;
 use crate::api::Handoff;
 
 /// The embedded migrations, in order: `(version, SQL)`.
-const MIGRATIONS: [(i32, &str); 1] = [(1, include_str!("migrations/0001_init.sql"))];
+const MIGRATIONS: [(i32, &str); 2] = [
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_history_retention.sql")),
+];
 
 /// The advisory lock key that serializes migrations across processes.
 const MIGRATION_LOCK: i64 = 0x68616e646f6666; // "handoff"
@@ -188,6 +204,50 @@ pub struct HistoryRow {
     pub written_at: Timestamp,
 }
 
+/// The default of `--history-revisions`: revisions kept per key.
+pub const DEFAULT_HISTORY_REVISIONS: NonZeroU32 = NonZeroU32::new(50).expect("50 is not zero");
+
+/// How much history the mirror keeps (the controller's `--history-*` and
+/// `--keep-history-on-delete` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Most revisions kept per key (namespace + key, every incarnation);
+    /// recording one more drops the oldest.
+    pub revisions: NonZeroU32,
+    /// Past revisions written longer ago than this are dropped by resync
+    /// (the current revision of a live handoff stays). Off when unset.
+    pub max_age: Option<Duration>,
+    /// Keep a deleted handoff's revisions (audit) instead of deleting them
+    /// with its row.
+    pub keep_on_delete: bool,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Self {
+            revisions: DEFAULT_HISTORY_REVISIONS,
+            max_age: None,
+            keep_on_delete: false,
+        }
+    }
+}
+
+/// Pure: revisions written before the returned time are past `max_age` at
+/// `now`; `None` when nothing can be that old (no limit, or before the
+/// earliest time there is).
+pub fn history_cutoff(now: Timestamp, max_age: Option<Duration>) -> Option<Timestamp> {
+    now.checked_sub(max_age?).ok()
+}
+
+/// What [`Mirror::delete`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deleted {
+    /// Whether the row was there.
+    pub row: bool,
+    /// History rows of that incarnation deleted with it (0 when kept).
+    pub history: u64,
+}
+
 /// A resourceVersion as the integer etcd issued, if it is one.
 pub fn parse_resource_version(rv: &str) -> Option<i64> {
     rv.parse::<i64>().ok().filter(|v| *v >= 0)
@@ -215,12 +275,65 @@ WHERE h.id <> EXCLUDED.id
    OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
 "#;
 
+/// Records a revision and keeps the key's newest `$11` (by `written_at`,
+/// then revision) in one statement, reading only that key's rows. The
+/// revision is inserted only when it is among the newest `$11` (a stale
+/// record of an old revision adds nothing); the rows it displaces are
+/// deleted. Returns the rows deleted.
 const RECORD_REVISION: &str = r#"
-INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo, kind,
-                               body, created_by, written_at)
-VALUES ($1, $2, $3::text::uuid, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT DO NOTHING
+WITH inserted AS (
+    INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo,
+                                   kind, body, created_by, written_at)
+    SELECT $1::text, $2::text, $3::text::uuid, $4::bigint, $5::text, $6::text, $7::text,
+           $8::text, $9::text, $10::timestamptz
+    WHERE (SELECT count(*) FROM handoff_revisions
+           WHERE namespace = $1 AND handoff_key = $2
+             AND (written_at, revision) > ($10::timestamptz, $4::bigint)) < $11::bigint
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), beyond AS (
+    SELECT handoff_id, revision FROM handoff_revisions
+    WHERE namespace = $1 AND handoff_key = $2
+    ORDER BY written_at DESC, revision DESC, handoff_id DESC
+    OFFSET $11::bigint - (SELECT count(*) FROM inserted)
+)
+DELETE FROM handoff_revisions r USING beyond b
+WHERE r.namespace = $1 AND r.handoff_key = $2
+  AND r.handoff_id = b.handoff_id AND r.revision = b.revision
 "#;
+
+/// Deletes one incarnation's row and, when `$4`, its history, in one
+/// statement (so one transaction): `(rows, history rows)` deleted.
+const DELETE: &str = r#"
+WITH row AS (
+    DELETE FROM handoffs
+    WHERE namespace = $1 AND handoff_key = $2 AND id = $3::text::uuid
+    RETURNING 1
+), history AS (
+    DELETE FROM handoff_revisions
+    WHERE $4::boolean AND namespace = $1 AND handoff_key = $2 AND handoff_id = $3::text::uuid
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM row), (SELECT count(*) FROM history)
+"#;
+
+/// At most `$3` past revisions written before `$2` (of namespace `$1`, or
+/// of all): never the revision a live row holds.
+const EXPIRE_HISTORY: &str = r#"
+DELETE FROM handoff_revisions
+WHERE (namespace, handoff_key, handoff_id, revision) IN (
+    SELECT r.namespace, r.handoff_key, r.handoff_id, r.revision FROM handoff_revisions r
+    WHERE ($1::text IS NULL OR r.namespace = $1) AND r.written_at < $2
+      AND NOT EXISTS (SELECT 1 FROM handoffs h
+                      WHERE h.namespace = r.namespace AND h.handoff_key = r.handoff_key
+                        AND h.id = r.handoff_id AND h.revision = r.revision)
+    LIMIT $3
+)
+"#;
+
+/// Rows deleted per statement when history expires (a first pass after
+/// the limit is set may have many; each batch is its own transaction).
+const EXPIRE_BATCH: i64 = 1000;
 
 const LIST: &str = r#"
 SELECT handoff_key, project, repo, kind, created_by, body, updated_at, revision
@@ -236,6 +349,7 @@ LIMIT $6
 pub struct Mirror {
     config: tokio_postgres::Config,
     migrate: bool,
+    retention: Retention,
     client: Mutex<Option<Arc<tokio_postgres::Client>>>,
 }
 
@@ -254,8 +368,16 @@ impl Mirror {
         Ok(Self {
             config,
             migrate,
+            retention: Retention::default(),
             client: Mutex::new(None),
         })
+    }
+
+    /// This mirror, keeping history as `retention` says (the default keeps
+    /// [`DEFAULT_HISTORY_REVISIONS`] per key and forgets on delete).
+    pub fn with_retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// The live client, connecting (and migrating) when there is none.
@@ -332,9 +454,12 @@ impl Mirror {
     }
 
     /// Appends `row`'s revision to the history (nothing when it is already
-    /// there). Call it only for a revision the apiserver has stored in
-    /// `status`, so a number is never recorded for content it was not given.
-    pub async fn record_revision(&self, row: &Row) -> Result<(), MirrorError> {
+    /// there) and drops the key's oldest revisions beyond the retention's
+    /// cap, in one statement; returns how many were dropped. Call it only
+    /// for a revision the apiserver has stored in `status`, so a number is
+    /// never recorded for content it was not given.
+    pub async fn record_revision(&self, row: &Row) -> Result<u64, MirrorError> {
+        let cap = i64::from(self.retention.revisions.get());
         self.with(|c| async move {
             c.execute(
                 RECORD_REVISION,
@@ -349,33 +474,61 @@ impl Mirror {
                     &row.body,
                     &row.created_by,
                     &row.updated_at,
+                    &cap,
                 ],
             )
             .await
-            .map(drop)
         })
         .await
     }
 
-    /// Deletes the row of `key` in `namespace`; with `id`, only the row of
-    /// that object (a newer incarnation's row stays). History is kept.
+    /// Deletes the row of object `id` (uid) of `key` in `namespace`, and
+    /// that object's history unless the retention keeps it, in one
+    /// statement. A newer incarnation's row and history stay.
     pub async fn delete(
         &self,
         namespace: &str,
         key: &str,
-        id: Option<&str>,
-    ) -> Result<bool, MirrorError> {
+        id: &str,
+    ) -> Result<Deleted, MirrorError> {
+        let purge = !self.retention.keep_on_delete;
         self.with(|c| async move {
-            let n = c
-                .execute(
-                    "DELETE FROM handoffs WHERE namespace = $1 AND handoff_key = $2 \
-                     AND ($3::text IS NULL OR id = $3::text::uuid)",
-                    &[&namespace, &key, &id],
-                )
+            let counts = c
+                .query_one(DELETE, &[&namespace, &key, &id, &purge])
                 .await?;
-            Ok(n > 0)
+            let (rows, history): (i64, i64) = (counts.get(0), counts.get(1));
+            Ok(Deleted {
+                row: rows > 0,
+                history: u64::try_from(history).unwrap_or_default(),
+            })
         })
         .await
+    }
+
+    /// Drops past revisions (of `namespace`, or of all) older than the
+    /// retention's `max_age` at `now`, in batches; returns how many. The
+    /// revision a live row holds stays. Nothing without an age limit.
+    pub async fn expire_history(
+        &self,
+        namespace: Option<&str>,
+        now: Timestamp,
+    ) -> Result<u64, MirrorError> {
+        let Some(cutoff) = history_cutoff(now, self.retention.max_age) else {
+            return Ok(0);
+        };
+        let mut total = 0;
+        loop {
+            let n = self
+                .with(|c| async move {
+                    c.execute(EXPIRE_HISTORY, &[&namespace, &cutoff, &EXPIRE_BATCH])
+                        .await
+                })
+                .await?;
+            total += n;
+            if n < EXPIRE_BATCH.unsigned_abs() {
+                return Ok(total);
+            }
+        }
     }
 
     /// The version of every row, of one namespace or of all.
@@ -542,6 +695,31 @@ mod tests {
             .expect("invalid");
         assert!(err.to_string().contains("--postgres-url"), "{err}");
         assert!(Mirror::new("postgres://postgres@127.0.0.1:5432/postgres", true).is_ok());
+    }
+
+    #[test]
+    fn history_keeps_fifty_revisions_and_forgets_on_delete_by_default() {
+        let retention = Retention::default();
+        assert_eq!(retention.revisions.get(), 50);
+        assert_eq!(retention.max_age, None);
+        assert!(!retention.keep_on_delete);
+    }
+
+    #[test]
+    fn history_cutoffs() {
+        let now = Timestamp::from_second(10_000).expect("ts");
+        let hour = Duration::from_secs(3600);
+        assert_eq!(history_cutoff(now, None), None, "no limit");
+        assert_eq!(
+            history_cutoff(now, Some(hour)),
+            Some(Timestamp::from_second(6_400).expect("ts"))
+        );
+        assert_eq!(history_cutoff(now, Some(Duration::ZERO)), Some(now));
+        assert_eq!(
+            history_cutoff(now, Some(Duration::from_secs(u64::MAX))),
+            None,
+            "older than any time there is"
+        );
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //! Rows are read *before* the objects are listed: a row written after the
 //! read is not in the comparison (so never taken for an orphan), and an
 //! object deleted after the read is gone from the list (so its row is
-//! rightly deleted). Orphans are deleted by `(namespace, key, uid)`, so a
-//! row of a newer incarnation is never removed.
+//! rightly deleted). Orphans are deleted by `(namespace, key, uid)`, with
+//! that uid's history (unless it is kept), so a row or history of a newer
+//! incarnation is never removed.
 
 use std::collections::{HashMap, HashSet};
 

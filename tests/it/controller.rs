@@ -1,8 +1,9 @@
 //! `handoff controller` against the real kube-apiserver and a real
-//! PostgreSQL: status, labels, Events, the mirror (rows, history, resync,
-//! outages), leader election and TTL grooming. Controllers run in-process
-//! (one per test, scoped to the test's namespace, each with its own Lease);
-//! waits are bounded polls for a condition, never sleeps asserted on.
+//! PostgreSQL: status, labels, Events, the mirror (rows, history and its
+//! retention, resync, outages), leader election and TTL grooming.
+//! Controllers run in-process (one per test, scoped to the test's
+//! namespace, each with its own Lease); waits are bounded polls for a
+//! condition, never sleeps asserted on.
 
 use crate::common;
 
@@ -15,6 +16,7 @@ use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff::controller::handoff::MIRRORED;
 use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::mirror::Retention;
 use handoff::names::MIRROR_FINALIZER;
 use handoff::schedule::ttl::{DefaultTtl, TtlPolicy};
 use handoff::store::HandoffStore;
@@ -61,6 +63,7 @@ struct Setup {
     postgres_url: Option<String>,
     ttl: Option<Duration>,
     clock: Arc<dyn Clock>,
+    history: Retention,
 }
 
 impl Setup {
@@ -70,6 +73,7 @@ impl Setup {
             postgres_url: None,
             ttl: None,
             clock: Arc::new(SystemClock),
+            history: Retention::default(),
         }
     }
 
@@ -96,6 +100,7 @@ impl Setup {
             groom_interval: Duration::from_millis(200),
             ttl,
             active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+            history: self.history,
         };
         let metrics = ControllerMetrics::new();
         let shutdown = CancellationToken::new();
@@ -182,6 +187,57 @@ async fn events(client: &Client, namespace: &str, name: &str) -> Vec<Event> {
         .items;
     list.sort_by_key(|e| e.metadata.creation_timestamp.clone().map(|t| t.0));
     list
+}
+
+/// The revisions of `key` in the history of `namespace`, oldest first.
+async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec<i64> {
+    db.query(
+        "SELECT revision FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2 \
+         ORDER BY written_at, revision",
+        &[&namespace, &key],
+    )
+    .await
+    .expect("history")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+/// Waits until the Handoff of `key` has counted `revision`.
+async fn counted(api: &Api<Handoff>, key: &str, revision: i64) {
+    eventually(
+        &format!("{key} at revision {revision}"),
+        Duration::from_secs(20),
+        || async {
+            let h = api.get(&name_for_key(key)).await.ok()?;
+            (h.status?.revision? == revision).then_some(())
+        },
+    )
+    .await
+}
+
+/// Waits until the history of `key` is `revisions`.
+async fn history_is(db: &tokio_postgres::Client, namespace: &str, key: &str, revisions: &[i64]) {
+    eventually(
+        &format!("the history of {key} to be {revisions:?}"),
+        Duration::from_secs(30),
+        || async { (history(db, namespace, key).await == revisions).then_some(()) },
+    )
+    .await
+}
+
+/// Waits until the Handoff of `key` and its mirror row are gone.
+async fn gone(api: &Api<Handoff>, db: &tokio_postgres::Client, namespace: &str, key: &str) {
+    eventually(
+        &format!("{key} and its row gone"),
+        Duration::from_secs(30),
+        || async {
+            let object = api.get_opt(&name_for_key(key)).await.ok()?;
+            let row = rows(db, namespace).await.contains_key(key);
+            (object.is_none() && !row).then_some(())
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -355,7 +411,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     let after = api.get(&name).await.expect("get");
     assert_eq!(after.status.and_then(|s| s.revision), Some(2));
 
-    // Delete: the finalizer removes the row; history stays.
+    // Delete: the finalizer removes the row and, with it, the history.
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete");
@@ -372,7 +428,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
         .await
         .expect("count")
         .get(0);
-    assert_eq!(kept, 2, "history is append-only");
+    assert_eq!(kept, 0, "history is forgotten with the handoff");
     controller.stop().await;
 }
 
@@ -648,10 +704,16 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
     )
     .await
     .expect("delete by hand");
+    // An orphan row with a history: resync deletes both.
     db.execute(
-        "INSERT INTO handoffs (id, namespace, handoff_key, project, created_by, body, revision, \
-         resource_version, created_at, updated_at) \
-         VALUES (gen_random_uuid(), $1, 'ghost', 'shop', 'nobody', 'x', 1, 1, now(), now())",
+        "WITH ghost AS ( \
+             INSERT INTO handoffs (id, namespace, handoff_key, project, created_by, body, revision, \
+                                   resource_version, created_at, updated_at) \
+             VALUES (gen_random_uuid(), $1, 'ghost', 'shop', 'nobody', 'x', 1, 1, now(), now()) \
+             RETURNING id) \
+         INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, body, \
+                                        created_by, written_at) \
+         SELECT $1, 'ghost', id, 1, 'shop', 'x', 'nobody', now() FROM ghost",
         &[&ns],
     )
     .await
@@ -681,6 +743,11 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
         .expect("k1")
         .get(0);
     assert_eq!(body, "two");
+    assert_eq!(
+        history(&db, &ns, "ghost").await,
+        [0_i64; 0],
+        "the orphan's history goes with it"
+    );
     let text = controller.metrics.encode();
     let repaired = |action: &str| repairs(&text, action) - repairs(&before, action);
     assert_eq!((repaired("written"), repaired("deleted")), (2, 1), "{text}");
@@ -825,6 +892,210 @@ async fn the_finalizer_and_condition_go_when_the_mirror_is_disabled() {
     })
     .await;
     without.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_handoff_forgets_the_history_unless_the_controller_keeps_it() {
+    let env = common::env();
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    for keep in [false, true] {
+        let ns = env
+            .namespace(if keep {
+                "ctl-hist-keep"
+            } else {
+                "ctl-hist-forget"
+            })
+            .await;
+        let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+        // What delete_handoff calls: the store's delete of the key's object.
+        let store = HandoffStore::new(client.clone(), &ns);
+        let mut setup = Setup::new("a").mirror(&url);
+        setup.history.keep_on_delete = keep;
+        let controller = setup.start(client.clone(), &ns);
+        for (revision, body) in [(1, "v1"), (2, "v2 with a pasted secret")] {
+            store
+                .write(&request("leaky", "shop", body, "w"))
+                .await
+                .expect("write");
+            counted(&api, "leaky", revision).await;
+        }
+        store
+            .write(&request("other", "shop", "v1", "w"))
+            .await
+            .expect("write");
+        history_is(&db, &ns, "leaky", &[1, 2]).await;
+        history_is(&db, &ns, "other", &[1]).await;
+
+        assert!(store.delete("leaky").await.expect("delete"), "it existed");
+        gone(&api, &db, &ns, "leaky").await;
+        // The row and its history go in one statement: nothing is pending.
+        let left = history(&db, &ns, "leaky").await;
+        if keep {
+            assert_eq!(left, [1, 2], "--keep-history-on-delete keeps it for audit");
+        } else {
+            assert_eq!(left, [0_i64; 0], "forgotten with the handoff");
+        }
+        assert_eq!(
+            history(&db, &ns, "other").await,
+            [1],
+            "another key's history stays"
+        );
+        controller.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
+    let env = common::env();
+    let ns = env.namespace("ctl-hist-cap").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let mut setup = Setup::new("a").mirror(&url);
+    setup.history.revisions = std::num::NonZeroU32::new(5).expect("5");
+    let controller = setup.start(client.clone(), &ns);
+    // 60 content revisions, each counted before the next write.
+    for revision in 1..=60 {
+        store
+            .write(&request("busy", "shop", &format!("body {revision}"), "w"))
+            .await
+            .expect("write");
+        counted(&api, "busy", revision).await;
+        if revision == 30 {
+            let kept = history(&db, &ns, "busy").await.len();
+            assert!(kept <= 5, "{kept} revisions kept halfway, the cap is 5");
+        }
+    }
+    history_is(&db, &ns, "busy", &[56, 57, 58, 59, 60]).await;
+    let bodies: Vec<String> = db
+        .query(
+            "SELECT body FROM handoff_revisions WHERE namespace = $1 AND handoff_key = 'busy' \
+             ORDER BY revision",
+            &[&ns],
+        )
+        .await
+        .expect("bodies")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        bodies,
+        (56..=60).map(|r| format!("body {r}")).collect::<Vec<_>>()
+    );
+    // Counted once the statement that dropped them returned.
+    eventually(
+        "55 rows dropped by the cap",
+        Duration::from_secs(10),
+        || async {
+            controller
+                .metrics
+                .encode()
+                .contains("handoff_controller_mirror_history_purged_rows_total{reason=\"cap\"} 55")
+                .then_some(())
+        },
+    )
+    .await;
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grooming_forgets_the_history_of_what_it_deletes() {
+    let env = common::env();
+    let ns = env.namespace("ctl-hist-groom").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("a").mirror(&url);
+    setup.ttl = Some(Duration::from_secs(2 * 3600));
+    setup.clock = clock.clone();
+    let controller = setup.start(client.clone(), &ns);
+    for (revision, body) in [(1, "v1"), (2, "v2")] {
+        store
+            .write(&request("stale", "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(&api, "stale", revision).await;
+    }
+    clock.set(t0 + Duration::from_secs(2 * 3600));
+    store
+        .write(&request("fresh", "shop", "v1", "w"))
+        .await
+        .expect("write");
+    counted(&api, "fresh", 1).await;
+    history_is(&db, &ns, "stale", &[1, 2]).await;
+    history_is(&db, &ns, "fresh", &[1]).await;
+
+    clock.set(t0 + Duration::from_secs(3 * 3600));
+    gone(&api, &db, &ns, "stale").await;
+    assert_eq!(controller.metrics.groomed(), 1);
+    assert_eq!(
+        history(&db, &ns, "stale").await,
+        [0_i64; 0],
+        "groomed, forgotten"
+    );
+    assert_eq!(history(&db, &ns, "fresh").await, [1], "not groomed, kept");
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_forgets_past_revisions_older_than_the_max_age() {
+    let env = common::env();
+    let ns = env.namespace("ctl-hist-age").await;
+    let client = env.client().await;
+    let url = shared_pg().await;
+    let db = pg(&url).await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    let clock = Arc::new(ManualClock::new(t0));
+    let mut setup = Setup::new("a").mirror(&url);
+    setup.history.max_age = Some(Duration::from_secs(3600));
+    setup.clock = clock.clone();
+    let controller = setup.start(client.clone(), &ns);
+    for (revision, body) in [(1, "v1"), (2, "v2")] {
+        store
+            .write(&request("edited", "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(&api, "edited", revision).await;
+    }
+    store
+        .write(&request("untouched", "shop", "v1", "w"))
+        .await
+        .expect("write");
+    counted(&api, "untouched", 1).await;
+    history_is(&db, &ns, "edited", &[1, 2]).await;
+
+    clock.set(t0 + Duration::from_secs(2 * 3600));
+    store
+        .write(&request("edited", "shop", "v3", "w"))
+        .await
+        .expect("write");
+    counted(&api, "edited", 3).await;
+    let resyncs = controller.metrics.resyncs();
+    eventually("two resyncs", Duration::from_secs(30), || async {
+        (controller.metrics.resyncs() >= resyncs + 2).then_some(())
+    })
+    .await;
+    assert_eq!(
+        history(&db, &ns, "edited").await,
+        [3],
+        "revisions 1 and 2 are two hours old"
+    );
+    assert_eq!(
+        history(&db, &ns, "untouched").await,
+        [1],
+        "the current revision of a live handoff stays, however old"
+    );
+    controller.stop().await;
 }
 
 /// `GET path` on a loopback address: `(status line, body)`.

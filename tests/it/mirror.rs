@@ -1,8 +1,15 @@
 //! The mirror's own rules, checked against a real PostgreSQL: a row never
-//! moves backwards. The rule is the `WHERE` of the upsert's `ON CONFLICT`
-//! clause, so only PostgreSQL can prove it.
+//! moves backwards (the `WHERE` of the upsert's `ON CONFLICT` clause); the
+//! history keeps the newest revisions of a key and forgets an incarnation
+//! with its row (single statements, so only PostgreSQL can prove them);
+//! `handoff mirror purge`, run as the binary, removes what it names and
+//! nothing else.
 
-use handoff::mirror::{Mirror, Row};
+use std::num::NonZeroU32;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use handoff::mirror::{Deleted, Mirror, Retention, Row};
 use jiff::Timestamp;
 
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
@@ -103,4 +110,266 @@ async fn an_upsert_never_moves_a_row_backwards() {
             "{why}: stored row"
         );
     }
+}
+
+/// A name no other run of this suite uses (the PostgreSQL may be shared).
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// Revision `revision` of object `id`, of `key` in `namespace`, counted
+/// `second` seconds after a fixed time.
+fn revision(namespace: &str, key: &str, id: &str, revision: i64, second: i64) -> Row {
+    Row {
+        namespace: namespace.into(),
+        updated_at: Timestamp::from_second(1_700_000_000 + second).expect("ts"),
+        body: format!("{id} revision {revision}"),
+        handoff_key: key.into(),
+        ..row(id, key, revision, revision * 10)
+    }
+}
+
+/// `(uid, revision)` of the history of `key` in `namespace`, oldest first.
+async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec<(String, i64)> {
+    db.query(
+        "SELECT handoff_id::text, revision FROM handoff_revisions \
+         WHERE namespace = $1 AND handoff_key = $2 ORDER BY written_at, revision",
+        &[&namespace, &key],
+    )
+    .await
+    .expect("history")
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect()
+}
+
+fn mirror_with(url: &str, retention: Retention) -> Mirror {
+    Mirror::new(url, true)
+        .expect("mirror")
+        .with_retention(retention)
+}
+
+#[tokio::test]
+async fn the_history_keeps_the_newest_revisions_and_forgets_an_incarnation_with_its_row() {
+    let url = handoff_testkit::shared_postgres_url();
+    let db = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let three = Retention {
+        revisions: NonZeroU32::new(3).expect("3"),
+        ..Retention::default()
+    };
+    let mirror = mirror_with(&url, three);
+    let ns = unique("history");
+    let (a, b) = (
+        "00000000-0000-4000-8000-00000000000a",
+        "00000000-0000-4000-8000-00000000000b",
+    );
+    let at = |id: &str, n: i64, second: i64| revision(&ns, "k", id, n, second);
+    let owned = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+        pairs.iter().map(|(id, r)| ((*id).to_owned(), *r)).collect()
+    };
+
+    let mut dropped = 0;
+    for n in 1..=6 {
+        mirror.upsert(&at(a, n, n)).await.expect("upsert");
+        dropped += mirror.record_revision(&at(a, n, n)).await.expect("record");
+    }
+    assert_eq!(dropped, 3, "each record beyond the cap drops the oldest");
+    assert_eq!(
+        history(&db, &ns, "k").await,
+        owned(&[(a, 4), (a, 5), (a, 6)])
+    );
+
+    assert_eq!(
+        mirror.record_revision(&at(a, 2, 2)).await.expect("record"),
+        0,
+        "a late record of a revision older than the kept ones adds nothing"
+    );
+    assert_eq!(
+        history(&db, &ns, "k").await,
+        owned(&[(a, 4), (a, 5), (a, 6)])
+    );
+
+    // A newer incarnation of the key: the older one's revisions go first.
+    mirror.upsert(&at(b, 1, 10)).await.expect("upsert");
+    mirror.record_revision(&at(b, 1, 10)).await.expect("record");
+    assert_eq!(
+        history(&db, &ns, "k").await,
+        owned(&[(a, 5), (a, 6), (b, 1)])
+    );
+
+    // Deleting the old incarnation takes its history, not the new one's.
+    assert_eq!(
+        mirror.delete(&ns, "k", a).await.expect("delete"),
+        Deleted {
+            row: false,
+            history: 2
+        },
+        "the row is the new incarnation's: it stays"
+    );
+    assert_eq!(history(&db, &ns, "k").await, owned(&[(b, 1)]));
+
+    // Past revisions older than the age limit go; the live row's stays.
+    mirror.upsert(&at(b, 2, 11)).await.expect("upsert");
+    mirror.record_revision(&at(b, 2, 11)).await.expect("record");
+    let aged = mirror_with(
+        &url,
+        Retention {
+            max_age: Some(Duration::from_secs(3600)),
+            ..three
+        },
+    );
+    let later = Timestamp::from_second(1_700_000_011 + 2 * 3600).expect("ts");
+    assert_eq!(
+        aged.expire_history(Some(&ns), later).await.expect("expire"),
+        1
+    );
+    assert_eq!(history(&db, &ns, "k").await, owned(&[(b, 2)]));
+    assert_eq!(
+        mirror
+            .expire_history(Some(&ns), later)
+            .await
+            .expect("expire"),
+        0,
+        "without an age limit nothing expires"
+    );
+
+    // Kept for audit, the history outlives the row.
+    let keep = mirror_with(
+        &url,
+        Retention {
+            keep_on_delete: true,
+            ..three
+        },
+    );
+    assert_eq!(
+        keep.delete(&ns, "k", b).await.expect("delete"),
+        Deleted {
+            row: true,
+            history: 0
+        }
+    );
+    assert_eq!(history(&db, &ns, "k").await, owned(&[(b, 2)]));
+}
+
+/// `handoff mirror purge ARGS` with the DSN in `variable` (and no other).
+fn purge(dsn: Option<(&str, &str)>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_handoff"));
+    command
+        .args(["mirror", "purge"])
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("HANDOFF_POSTGRES_URL");
+    if let Some((variable, url)) = dsn {
+        command.env(variable, url);
+    }
+    command.output().expect("run handoff")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn mirror_purge_removes_the_rows_it_names_and_nothing_else() {
+    let url = handoff_testkit::shared_postgres_url();
+    let db = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let mirror = mirror_with(&url, Retention::default());
+    let (ns_a, ns_b, key) = (unique("purge-a"), unique("purge-b"), unique("leaked"));
+    let id = "00000000-0000-4000-8000-0000000000c1";
+    for (ns, k, revisions) in [
+        (&ns_a, key.as_str(), 3),
+        (&ns_a, "other", 2),
+        (&ns_b, key.as_str(), 2),
+    ] {
+        for n in 1..=revisions {
+            mirror
+                .record_revision(&revision(ns, k, id, n, n))
+                .await
+                .expect("record");
+        }
+    }
+    let revisions = |ns: &str, k: &str| {
+        let (db, ns, k) = (&db, ns.to_owned(), k.to_owned());
+        async move {
+            history(db, &ns, &k)
+                .await
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect::<Vec<i64>>()
+        }
+    };
+    let everything = || async {
+        (
+            revisions(&ns_a, &key).await,
+            revisions(&ns_a, "other").await,
+            revisions(&ns_b, &key).await,
+        )
+    };
+    let seeded = (vec![1, 2, 3], vec![1, 2], vec![1, 2]);
+    assert_eq!(everything().await, seeded);
+
+    let dry = purge(
+        Some(("DATABASE_URL", &url)),
+        &["--key", &key, "--namespace", &ns_a, "--dry-run"],
+    );
+    assert_eq!(
+        stdout(&dry),
+        format!(
+            "would purge 3 history rows of {key:?} in namespace {ns_a} (dry run: nothing deleted)\n"
+        )
+    );
+    assert_eq!(everything().await, seeded, "a dry run deletes nothing");
+
+    let one = purge(
+        Some(("HANDOFF_POSTGRES_URL", &url)),
+        &["--key", &key, "--namespace", &ns_a, "--revision", "2"],
+    );
+    assert_eq!(
+        stdout(&one),
+        format!("purged 1 history row of {key:?} (revision 2) in namespace {ns_a}\n")
+    );
+    assert_eq!(everything().await, (vec![1, 3], vec![1, 2], vec![1, 2]));
+
+    let rest = purge(
+        Some(("DATABASE_URL", &url)),
+        &["--key", &key, "--namespace", &ns_a],
+    );
+    assert_eq!(
+        stdout(&rest),
+        format!("purged 2 history rows of {key:?} in namespace {ns_a}\n")
+    );
+    assert_eq!(
+        everything().await,
+        (vec![], vec![1, 2], vec![1, 2]),
+        "another key and the same key in another namespace stay"
+    );
+
+    let no_dsn = purge(None, &["--key", &key]);
+    assert!(!no_dsn.status.success());
+    let err = String::from_utf8_lossy(&no_dsn.stderr);
+    assert!(
+        err.contains("HANDOFF_POSTGRES_URL") && err.contains("DATABASE_URL"),
+        "{err}"
+    );
+    assert_eq!(everything().await, (vec![], vec![1, 2], vec![1, 2]));
+
+    let everywhere = purge(Some(("DATABASE_URL", &url)), &["--key", &key]);
+    assert_eq!(
+        stdout(&everywhere),
+        format!("purged 2 history rows of {key:?} in every namespace\n")
+    );
+    assert_eq!(everything().await, (vec![], vec![1, 2], vec![]));
 }

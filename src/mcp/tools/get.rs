@@ -123,8 +123,9 @@ pub fn text(key: &str, result: &GetResult) -> String {
 fn revision_text(key: &str, revision: i64, result: &GetResult) -> String {
     match &result.handoff {
         None => format!(
-            "The history holds no revision {revision} of `{key}` (revisions start at 1; \
-             call get_handoff without `revision` for the current one)."
+            "The history holds no revision {revision} of `{key}` (revisions start at 1, and \
+             the history keeps only the newest ones and forgets deleted handoffs; call \
+             get_handoff without `revision` for the current one)."
         ),
         Some(_) => format!("(revision {revision}) {}", text(key, result)),
     }
