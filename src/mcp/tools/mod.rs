@@ -106,13 +106,60 @@ pub fn definition<Args: JsonSchema, Result: JsonSchema>(
         .with_annotations(annotations)
 }
 
-/// The JSON schema of `T` as an MCP schema object.
+/// The formats JSON Schema 2020-12 defines. schemars also emits OpenAPI's
+/// (`uint`, `uint32`, `int64`, `double`, …); clients that validate schemas
+/// warn about every one of them (the TypeScript SDK prints `unknown format
+/// "uint" ignored in schema` on each connection), so [`schema`] drops them.
+/// `minimum` / `maximum` still say what they meant.
+pub const STANDARD_FORMATS: [&str; 19] = [
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
+];
+
+/// The JSON schema of `T` as an MCP schema object, with standard formats
+/// only ([`STANDARD_FORMATS`]).
 pub fn schema<T: JsonSchema>() -> Arc<JsonObject> {
-    let value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    let mut value = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    drop_nonstandard_formats(&mut value);
     Arc::new(match value {
         serde_json::Value::Object(map) => map,
         _ => JsonObject::new(),
     })
+}
+
+/// Removes every `format` that is not a JSON Schema 2020-12 format.
+fn drop_nonstandard_formats(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let nonstandard = map
+                .get("format")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|f| !STANDARD_FORMATS.contains(&f));
+            if nonstandard {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_nonstandard_formats);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(drop_nonstandard_formats),
+        _ => {}
+    }
 }
 
 /// A handoff as tools return it.
@@ -288,6 +335,49 @@ mod tests {
             assert_eq!((tool.definition)().name, tool.name, "{}", tool.name);
         }
         assert!(find("drop_tables").is_none());
+    }
+
+    /// Every `format` in a schema, wherever it is.
+    fn formats(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                if let Some(f) = map.get("format").and_then(serde_json::Value::as_str) {
+                    out.push(f.to_owned());
+                }
+                map.values().for_each(|v| formats(v, out));
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|v| formats(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn schemas_carry_only_standard_formats() {
+        let mut raw = Vec::new();
+        formats(
+            &serde_json::to_value(schemars::schema_for!(list::ListArgs)).expect("schema"),
+            &mut raw,
+        );
+        assert!(
+            raw.iter().any(|f| !STANDARD_FORMATS.contains(&f.as_str())),
+            "schemars emits non-standard formats ({raw:?}); this test would prove nothing"
+        );
+        for tool in TOOLS {
+            let def = (tool.definition)();
+            let mut found = Vec::new();
+            formats(
+                &serde_json::Value::Object((*def.input_schema).clone()),
+                &mut found,
+            );
+            if let Some(output) = &def.output_schema {
+                formats(&serde_json::Value::Object((**output).clone()), &mut found);
+            }
+            let nonstandard: Vec<&String> = found
+                .iter()
+                .filter(|f| !STANDARD_FORMATS.contains(&f.as_str()))
+                .collect();
+            assert!(nonstandard.is_empty(), "{}: {nonstandard:?}", tool.name);
+        }
     }
 
     #[test]
