@@ -83,7 +83,9 @@ pub struct BridgeProcess(Served);
 
 impl BridgeProcess {
     /// Starts `binary mcp --listen 127.0.0.1:0 --namespace <namespace> <extra>`
-    /// with `kubeconfig` as its own identity and waits for its address.
+    /// with `kubeconfig` as its own identity and waits for its address. The
+    /// mirror's URL comes only from `extra` (or `env`): the test runner's
+    /// `HANDOFF_POSTGRES_URL` is not passed on.
     pub fn start(
         binary: &Path,
         kubeconfig: &Path,
@@ -106,6 +108,7 @@ impl BridgeProcess {
             .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
+            .env_remove("HANDOFF_POSTGRES_URL")
             .envs(env.iter().copied());
         Served::start("handoff mcp", command, bridge_url).map(Self)
     }
