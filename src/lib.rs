@@ -16,7 +16,8 @@
 //!  6  mcp            the MCP bridge: one module per tool, profiles, auth, transports
 //!  5  offers         handoffs offered to a destination agent (decide, store, activation)
 //!  4  schedule       the refine → brainstorm barrier (gather → plan → apply), TTLs
-//!  3  mirror         the PostgreSQL mirror (rows, history, the resync plan)
+//!  3  mirror         the PostgreSQL mirror (rows, history, the resync plan,
+//!                   TLS with libpq's sslmode)
 //!  2  store, local, loops   Handoff I/O with one identity; the local control
 //!                   plane; what every loop shares (guarded objects, error
 //!                   categories, one backoff)

@@ -56,6 +56,7 @@ use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::cluster::scoped;
 use crate::loops::{Backoff, LoopMetrics};
+use crate::mirror::dsn::PostgresArgs;
 use crate::mirror::{DEFAULT_HISTORY_REVISIONS, Mirror, Retention};
 use crate::names::CONTROLLER_FIELD_MANAGER;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
@@ -69,8 +70,8 @@ pub struct ControllerArgs {
     #[arg(long, env = "HANDOFF_ACTIVE_AGENT_SELECTOR", default_value = crate::offers::decision::DEFAULT_ACTIVE_SELECTOR)]
     pub active_agent_selector: String,
     /// Mirror handoffs into this PostgreSQL database (off when unset).
-    #[arg(long, env = "DATABASE_URL", value_name = "URL")]
-    pub postgres_url: Option<String>,
+    #[command(flatten)]
+    pub postgres: PostgresArgs,
     /// Delete handoffs not updated within this time (e.g. 72h) in every
     /// project without a TTL of its own. Off when unset.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -179,8 +180,20 @@ pub struct Context {
     pub reporter: Reporter,
 }
 
+/// Where the controller reads the mirror's URL from, first found first
+/// (after `--postgres-url` and `--postgres-url-file`).
+pub const POSTGRES_URL_VARS: [&str; 2] = ["HANDOFF_POSTGRES_URL", "DATABASE_URL"];
+
 /// Runs `handoff controller` from its arguments until SIGTERM / Ctrl-C.
 pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
+    // The mirror's URL first: a wrong one stops the process before it
+    // talks to anyone.
+    let postgres_url = args
+        .postgres
+        .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?;
+    if let Some(url) = &postgres_url {
+        Mirror::new(url, true)?;
+    }
     let config = kube::Config::infer().await?;
     let lease_namespace = args
         .lease_namespace
@@ -199,7 +212,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
             retry_period: args.retry_period,
         },
         concurrency: args.concurrency,
-        postgres_url: args.postgres_url.clone().filter(|u| !u.is_empty()),
+        postgres_url,
         resync_interval: args.mirror_resync_interval,
         groom_interval: args.groom_interval,
         ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
@@ -259,6 +272,9 @@ pub async fn run(
         .map(|url| Mirror::new(url, true).map(|m| m.with_retention(options.history)))
         .transpose()?
         .map(Arc::new);
+    if let Some(mirror) = &mirror {
+        tracing::info!(postgres = %mirror.describe(), "mirroring handoffs into PostgreSQL");
+    }
     // Every replica keeps the schedules' TTLs (a read); only the leader grooms.
     let (ttl, feed) = crate::schedule::ttl::watch(
         client.clone(),

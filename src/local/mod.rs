@@ -17,4 +17,5 @@ pub mod process;
 
 pub use assets::{Assets, Versions};
 pub use control_plane::{ControlPlane, PlaneOptions, StaticToken, client_from, install_crds};
+pub use pki::ServerTls;
 pub use postgres::Postgres;

@@ -1,7 +1,8 @@
 //! Certificates and keys for a local control plane, generated fresh per
 //! start (ECDSA P-256, like envtest): a CA, the apiserver's serving
 //! certificate, an admin client certificate in `system:masters`, and the
-//! service-account signing key.
+//! service-account signing key; and a CA with a serving certificate for
+//! any other local server ([`ServerTls`]: PostgreSQL with TLS).
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
@@ -29,17 +30,7 @@ pub struct Pki {
 impl Pki {
     /// Generates everything.
     pub fn generate() -> anyhow::Result<Self> {
-        let ca_key = KeyPair::generate()?;
-        let mut ca_params = CertificateParams::new(Vec::new())?;
-        ca_params.distinguished_name = name("handoff-envtest-ca", None);
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let ca_cert = ca_params.self_signed(&ca_key)?;
-        let issuer = Issuer::new(ca_params, ca_key);
+        let (ca_cert, issuer) = certificate_authority("handoff-envtest-ca")?;
 
         let serving_key = KeyPair::generate()?;
         let mut serving = CertificateParams::new(vec![
@@ -69,6 +60,57 @@ impl Pki {
             sa_pub: sa.public_key_pem(),
         })
     }
+}
+
+/// A throwaway CA and a serving certificate it signed, in PEM: a local
+/// server's TLS (PostgreSQL with `ssl=on` in the test kit).
+pub struct ServerTls {
+    /// The CA certificate (what a client trusts).
+    pub ca_cert: String,
+    /// The serving certificate, valid for the host names it was made for.
+    pub cert: String,
+    /// The serving certificate's key (PKCS#8).
+    pub key: String,
+}
+
+impl ServerTls {
+    /// A new CA named `ca_name` and a serving certificate for `host_names`
+    /// (DNS names or IP addresses; nothing else is valid for it).
+    pub fn generate(ca_name: &str, host_names: &[&str]) -> anyhow::Result<Self> {
+        let (ca_cert, issuer) = certificate_authority(ca_name)?;
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(
+            host_names
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect::<Vec<_>>(),
+        )?;
+        params.distinguished_name = name(host_names.first().copied().unwrap_or("server"), None);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok(Self {
+            ca_cert: ca_cert.pem(),
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        })
+    }
+}
+
+/// A self-signed CA certificate and its issuer.
+fn certificate_authority(
+    common_name: &str,
+) -> anyhow::Result<(rcgen::Certificate, Issuer<'static, KeyPair>)> {
+    let key = KeyPair::generate()?;
+    let mut params = CertificateParams::new(Vec::new())?;
+    params.distinguished_name = name(common_name, None);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params.self_signed(&key)?;
+    Ok((cert, Issuer::new(params, key)))
 }
 
 fn name(common_name: &str, organization: Option<&str>) -> DistinguishedName {

@@ -36,6 +36,90 @@ impl Postgres {
     /// instead: the `postgres` user must be able to reach it, and `parent`
     /// may be private to root.
     pub fn start_in(parent: &Path) -> anyhow::Result<Self> {
+        Initialized::new(parent)?.start()
+    }
+
+    /// [`Postgres::start`] with TLS: `ssl=on` with a serving certificate for
+    /// `host_names` (and nothing else) from a new throwaway CA, and only
+    /// TLS connections accepted over TCP (`hostssl` in `pg_hba.conf`, so a
+    /// connection that succeeds is encrypted). Returns the server and the
+    /// path of the CA certificate (PEM) that clients trust.
+    pub fn start_tls(host_names: &[&str]) -> anyhow::Result<(Self, PathBuf)> {
+        let init = Initialized::new(&std::env::temp_dir())?;
+        let ca = init.enable_tls(host_names)?;
+        Ok((init.start()?, ca))
+    }
+
+    /// Waits until the postmaster reports `ready` in `postmaster.pid` (its
+    /// 8th line, PostgreSQL ≥ 10): no client program needed.
+    fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let pid_file = self.dir.path().join("data").join("postmaster.pid");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            self.server.ensure_running()?;
+            let ready = std::fs::read_to_string(&pid_file)
+                .is_ok_and(|s| s.lines().nth(7).is_some_and(|l| l.trim() == "ready"));
+            if ready {
+                return Ok(());
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "postgres did not accept connections within 60s:\n{}",
+                self.server.log_tail(20)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/postgres`
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The port it listens on (on 127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The directory holding the data, socket and logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.server.pid()
+    }
+
+    /// Stops the server, keeping its data (fault injection).
+    pub fn stop_server(&mut self) {
+        self.server.stop(Duration::from_secs(10));
+    }
+
+    /// Starts the server again on the same port and data.
+    pub fn restart_server(&mut self) -> anyhow::Result<()> {
+        self.server.stop(Duration::from_secs(10));
+        self.server = spawn_server(
+            &self.bindir,
+            self.run_as.as_ref(),
+            self.dir.path(),
+            self.port,
+        )?;
+        self.wait_ready()
+    }
+}
+
+/// A data directory `initdb` made, before the server first starts.
+struct Initialized {
+    bindir: PathBuf,
+    run_as: Option<User>,
+    dir: TempDir,
+}
+
+impl Initialized {
+    /// Runs `initdb` in a new temporary directory under `parent` (see
+    /// [`Postgres::start_in`]).
+    fn new(parent: &Path) -> anyhow::Result<Self> {
         let bindir = bindir()?;
         let run_as = server_user()?;
         let parent = if run_as.is_some() {
@@ -79,71 +163,66 @@ impl Postgres {
             "initdb failed ({status}):\n{}",
             init.log_tail(20)
         );
-
-        let port = free_port()?;
-        let server = spawn_server(&bindir, run_as.as_ref(), dir.path(), port)?;
-        let mut pg = Self {
-            server,
-            port,
+        Ok(Self {
             bindir,
             run_as,
             dir,
+        })
+    }
+
+    /// Writes a CA and a serving certificate for `host_names`, turns `ssl`
+    /// on and lets TCP clients in over TLS only; returns the CA's path.
+    /// The key is the server user's, mode 0600, as PostgreSQL demands.
+    fn enable_tls(&self, host_names: &[&str]) -> anyhow::Result<PathBuf> {
+        use std::io::Write;
+        use std::os::unix::fs::PermissionsExt;
+        let tls = super::ServerTls::generate("handoff-postgres-test-ca", host_names)?;
+        let dir = self.dir.path();
+        let ca = dir.join("ca.crt");
+        std::fs::write(&ca, &tls.ca_cert)?;
+        for (file, pem, mode) in [
+            ("server.crt", &tls.cert, 0o644),
+            ("server.key", &tls.key, 0o600),
+        ] {
+            let path = dir.join(file);
+            std::fs::write(&path, pem)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))?;
+            if let Some(user) = &self.run_as {
+                chown(&path, Some(user.uid), Some(user.gid))?;
+            }
+        }
+        let data = dir.join("data");
+        let mut conf = std::fs::OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))?;
+        writeln!(
+            conf,
+            "ssl = on\nssl_cert_file = '{}'\nssl_key_file = '{}'",
+            dir.join("server.crt").display(),
+            dir.join("server.key").display()
+        )?;
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\n\
+             hostssl all all 127.0.0.1/32 trust\n\
+             hostssl all all ::1/128 trust\n",
+        )?;
+        Ok(ca)
+    }
+
+    /// Starts the server and waits until it accepts connections.
+    fn start(self) -> anyhow::Result<Postgres> {
+        let port = free_port()?;
+        let server = spawn_server(&self.bindir, self.run_as.as_ref(), self.dir.path(), port)?;
+        let mut pg = Postgres {
+            server,
+            port,
+            bindir: self.bindir,
+            run_as: self.run_as,
+            dir: self.dir,
         };
         pg.wait_ready()?;
         Ok(pg)
-    }
-
-    /// Waits until the postmaster reports `ready` in `postmaster.pid` (its
-    /// 8th line, PostgreSQL ≥ 10): no client program needed.
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let pid_file = self.dir.path().join("data").join("postmaster.pid");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            self.server.ensure_running()?;
-            let ready = std::fs::read_to_string(&pid_file)
-                .is_ok_and(|s| s.lines().nth(7).is_some_and(|l| l.trim() == "ready"));
-            if ready {
-                return Ok(());
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "postgres did not accept connections within 60s:\n{}",
-                self.server.log_tail(20)
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// `postgres://postgres@127.0.0.1:<port>/postgres`
-    pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// The directory holding the data, socket and logs.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The server's process id.
-    pub fn pid(&self) -> u32 {
-        self.server.pid()
-    }
-
-    /// Stops the server, keeping its data (fault injection).
-    pub fn stop_server(&mut self) {
-        self.server.stop(Duration::from_secs(10));
-    }
-
-    /// Starts the server again on the same port and data.
-    pub fn restart_server(&mut self) -> anyhow::Result<()> {
-        self.server.stop(Duration::from_secs(10));
-        self.server = spawn_server(
-            &self.bindir,
-            self.run_as.as_ref(),
-            self.dir.path(),
-            self.port,
-        )?;
-        self.wait_ready()
     }
 }
 

@@ -38,6 +38,7 @@ use self::auth::{Caller, TokenResolver};
 use self::call::OfferSettings;
 use self::profiles::Profile;
 use self::server::HandoffServer;
+use crate::mirror::dsn::PostgresArgs;
 use crate::telemetry::{BridgeMetrics, serve_metrics};
 
 /// Arguments of `handoff mcp`.
@@ -79,25 +80,35 @@ pub struct McpArgs {
     /// Answer `list_handoffs` and `get_handoff{revision}` from the PostgreSQL
     /// mirror the controller keeps (each call first checks the caller's
     /// RBAC with a SelfSubjectAccessReview). Off when unset.
-    #[arg(long, value_name = "URL")]
-    pub postgres_url: Option<String>,
+    #[command(flatten)]
+    pub postgres: PostgresArgs,
 }
+
+/// Where the bridge reads the mirror's URL from (after `--postgres-url`
+/// and `--postgres-url-file`). Not `DATABASE_URL`, which the controller
+/// also reads: a stdio bridge runs in an agent's environment, where
+/// `DATABASE_URL` usually names the application's own database.
+pub const POSTGRES_URL_VARS: [&str; 1] = ["HANDOFF_POSTGRES_URL"];
 
 /// Runs `handoff mcp`.
 pub async fn run(args: McpArgs) -> anyhow::Result<()> {
+    // The mirror's URL first: a wrong one stops the process before it
+    // talks to anyone.
+    let mirror = args
+        .postgres
+        .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?
+        .map(|url| crate::mirror::Mirror::new(&url, false))
+        .transpose()?
+        .map(Arc::new);
+    if let Some(mirror) = &mirror {
+        tracing::info!(postgres = %mirror.describe(), "listing from the PostgreSQL mirror");
+    }
     let config = kube::Config::infer().await?;
     let namespace = args
         .namespace
         .clone()
         .unwrap_or_else(|| config.default_namespace.clone());
     let metrics = BridgeMetrics::new();
-    let mirror = args
-        .postgres_url
-        .as_deref()
-        .filter(|u| !u.is_empty())
-        .map(|url| crate::mirror::Mirror::new(url, false))
-        .transpose()?
-        .map(Arc::new);
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await?;

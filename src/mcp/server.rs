@@ -4,7 +4,7 @@
 //! [`CALL_TIMEOUT`] with the caller's credentials; every failure becomes a
 //! message an agent can act on, and every call a metric.
 //!
-//! With a mirror (`handoff mcp --postgres-url`), the handlers of
+//! With a mirror (`handoff mcp` with `HANDOFF_POSTGRES_URL`), the handlers of
 //! `list_handoffs` and `get_handoff{revision}` answer from PostgreSQL after
 //! an access review (see `tools::list`, `tools::get`).
 

@@ -30,14 +30,20 @@
 //! - the connection is lazy and re-made after a failure, so PostgreSQL being
 //!   down is an error of the call, never of the process; the controller
 //!   retries with backoff and its resync catches up.
+//! - the URL is checked when the mirror is made (a wrong one stops the
+//!   process at start); `sslmode` / `sslrootcert` mean what they mean to
+//!   libpq ([`dsn`]), TLS is rustls ([`tls`]), and the password is never
+//!   shown: errors and logs name the URL through [`dsn::redact`].
 //!
 //! Kubernetes resourceVersions are opaque strings by contract, but every
 //! apiserver backed by etcd issues the etcd revision, an integer; the mirror
 //! stores it as `BIGINT` to compare. A resourceVersion that is not an integer
 //! is refused with an error naming it rather than compared wrongly.
 
+pub mod dsn;
 pub mod purge;
 pub mod resync;
+pub mod tls;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -46,8 +52,8 @@ use std::time::Duration;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use tokio::sync::Mutex;
-use tokio_postgres::NoTls;
 
+use self::dsn::{DsnError, TlsSettings};
 use crate::api::Handoff;
 
 /// The embedded migrations, in order: `(version, SQL)`.
@@ -65,12 +71,27 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Why a mirror call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MirrorError {
-    /// The URL given with `--postgres-url` / `DATABASE_URL` does not parse.
-    #[error("--postgres-url / DATABASE_URL is not a valid PostgreSQL URL: {0}")]
+    /// The PostgreSQL URL does not parse (the message shows it redacted).
+    #[error("{0}")]
     Url(String),
-    /// PostgreSQL is unreachable or a statement failed.
-    #[error("PostgreSQL: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
+    /// Its `sslmode` / `sslrootcert`, or where it is read from, is wrong.
+    #[error(transparent)]
+    Dsn(#[from] DsnError),
+    /// TLS cannot be set up (the root certificates cannot be read).
+    #[error("PostgreSQL TLS: {0}")]
+    Tls(String),
+    /// No connection could be made (unreachable, refused, the server's
+    /// certificate not trusted, …); `tls` says what was asked of TLS.
+    #[error("PostgreSQL ({tls}): {}", with_causes(error))]
+    Connect {
+        /// `sslmode=…[, sslrootcert=…]`.
+        tls: TlsSettings,
+        /// Why.
+        error: tokio_postgres::Error,
+    },
+    /// A statement failed, or the connection broke.
+    #[error("PostgreSQL: {}", with_causes(.0))]
+    Postgres(tokio_postgres::Error),
     /// Connecting took longer than the connect timeout.
     #[error("PostgreSQL did not accept a connection within {}s", CONNECT_TIMEOUT.as_secs())]
     ConnectTimeout,
@@ -84,11 +105,35 @@ pub enum MirrorError {
     },
 }
 
+impl From<tokio_postgres::Error> for MirrorError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        Self::Postgres(error)
+    }
+}
+
+/// `error` and its causes, `: `-joined: a tokio-postgres error shows only
+/// its kind (`db error`, `error performing TLS handshake`), the reason is
+/// its source. (So the variants above show it, and have no source.)
+fn with_causes(error: &tokio_postgres::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = std::error::Error::source(error);
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
 impl crate::loops::Categorized for MirrorError {
     fn category(&self) -> crate::loops::Category {
         match self {
-            Self::Url(_) | Self::Object { .. } => crate::loops::Category::Invalid,
-            Self::Postgres(_) | Self::ConnectTimeout => crate::loops::Category::Transient,
+            Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Object { .. } => {
+                crate::loops::Category::Invalid
+            }
+            Self::Connect { .. } | Self::Postgres(_) | Self::ConnectTimeout => {
+                crate::loops::Category::Transient
+            }
         }
     }
 }
@@ -348,25 +393,39 @@ LIMIT $6
 /// A connection to the mirror, made on first use and re-made after a failure.
 pub struct Mirror {
     config: tokio_postgres::Config,
+    tls: TlsSettings,
+    shown: String,
     migrate: bool,
     retention: Retention,
     client: Mutex<Option<Arc<tokio_postgres::Client>>>,
 }
 
 impl Mirror {
-    /// A mirror at `url`. `migrate`: apply the embedded migrations on each
-    /// new connection (the controller does; the bridge only reads).
+    /// A mirror at `url` (`sslmode` / `sslrootcert` as libpq reads them:
+    /// from the URL, else `PGSSLMODE` / `PGSSLROOTCERT`). `migrate`: apply
+    /// the embedded migrations on each new connection (the controller does;
+    /// the bridge only reads). Everything but the connection itself is
+    /// checked here, the root certificates included.
     pub fn new(url: &str, migrate: bool) -> Result<Self, MirrorError> {
+        let dsn = dsn::split(url, |name| std::env::var(name).ok())?;
+        let shown = dsn::redact(url);
         let mut config: tokio_postgres::Config =
-            url.parse().map_err(|e: tokio_postgres::Error| {
-                MirrorError::Url(format!("{e} (expected postgres://user@host:port/db)"))
+            dsn.rest.parse().map_err(|e: tokio_postgres::Error| {
+                MirrorError::Url(format!(
+                    "the PostgreSQL URL {shown} is not valid: {e} \
+                     (expected postgres://user:password@host:port/db?sslmode=verify-full&sslrootcert=/path/ca.crt)"
+                ))
             })?;
+        config.ssl_mode(dsn.tls.negotiation());
         config.connect_timeout(CONNECT_TIMEOUT);
         if config.get_application_name().is_none() {
             config.application_name("handoff");
         }
+        tls::connector(&dsn.tls)?;
         Ok(Self {
             config,
+            tls: dsn.tls,
+            shown,
             migrate,
             retention: Retention::default(),
             client: Mutex::new(None),
@@ -380,6 +439,11 @@ impl Mirror {
         self
     }
 
+    /// The URL with its password hidden, and what TLS it asks for (logs).
+    pub fn describe(&self) -> String {
+        format!("{} ({})", self.shown, self.tls)
+    }
+
     /// The live client, connecting (and migrating) when there is none.
     async fn client(&self) -> Result<Arc<tokio_postgres::Client>, MirrorError> {
         let mut slot = self.client.lock().await;
@@ -387,10 +451,15 @@ impl Mirror {
             return Ok(client.clone());
         }
         *slot = None;
+        let tls = tls::connector(&self.tls)?;
         let (mut client, connection) =
-            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(NoTls))
+            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(tls))
                 .await
-                .map_err(|_| MirrorError::ConnectTimeout)??;
+                .map_err(|_| MirrorError::ConnectTimeout)?
+                .map_err(|error| MirrorError::Connect {
+                    tls: self.tls.clone(),
+                    error,
+                })?;
         tokio::spawn(async move {
             if let Err(err) = connection.await {
                 tracing::warn!(error = %err, "the PostgreSQL connection ended");
@@ -689,12 +758,37 @@ mod tests {
     }
 
     #[test]
-    fn urls_are_checked_up_front() {
-        let err = Mirror::new("not a url at all ::", true)
+    fn urls_are_checked_up_front_and_shown_without_their_password() {
+        let err = Mirror::new("postgres://u:secret@h:notaport/db", true)
             .err()
-            .expect("invalid");
-        assert!(err.to_string().contains("--postgres-url"), "{err}");
-        assert!(Mirror::new("postgres://postgres@127.0.0.1:5432/postgres", true).is_ok());
+            .expect("invalid")
+            .to_string();
+        assert!(
+            err.starts_with("the PostgreSQL URL postgres://u:***@h:notaport/db is not valid: "),
+            "{err}"
+        );
+        assert!(!err.contains("secret"), "{err}");
+        let err = Mirror::new("postgres://u:secret@h/db?sslmode=bogus", true)
+            .err()
+            .expect("invalid")
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid sslmode \"bogus\" in the PostgreSQL URL: expected one of disable, prefer, require, verify-ca, verify-full"
+        );
+        let mirror = Mirror::new(
+            "postgres://u:secret@127.0.0.1:5432/postgres?sslmode=require",
+            true,
+        )
+        .expect("valid");
+        assert_eq!(
+            mirror.describe(),
+            "postgres://u:***@127.0.0.1:5432/postgres?sslmode=require (sslmode=require)"
+        );
+        assert_eq!(
+            mirror.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
     }
 
     #[test]

@@ -83,7 +83,9 @@ pub struct BridgeProcess(Served);
 
 impl BridgeProcess {
     /// Starts `binary mcp --listen 127.0.0.1:0 --namespace <namespace> <extra>`
-    /// with `kubeconfig` as its own identity and waits for its address.
+    /// with `kubeconfig` as its own identity and waits for its address. The
+    /// mirror's URL comes only from `extra` (or `env`): the test runner's
+    /// `HANDOFF_POSTGRES_URL` is not passed on.
     pub fn start(
         binary: &Path,
         kubeconfig: &Path,
@@ -106,6 +108,7 @@ impl BridgeProcess {
             .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
+            .env_remove("HANDOFF_POSTGRES_URL")
             .envs(env.iter().copied());
         Served::start("handoff mcp", command, bridge_url).map(Self)
     }
@@ -133,13 +136,28 @@ pub struct ControllerProcess(Served);
 impl ControllerProcess {
     /// Starts `binary controller --namespace <ns> --lease-namespace <ns>
     /// --identity <identity> --metrics-listen 127.0.0.1:0 <extra>` with
-    /// `kubeconfig` and waits for its metrics address.
+    /// `kubeconfig` and waits for its metrics address. The mirror's URL
+    /// comes only from `extra`: the test runner's `DATABASE_URL` /
+    /// `HANDOFF_POSTGRES_URL` are not passed on.
     pub fn start(
         binary: &Path,
         kubeconfig: &Path,
         namespace: &str,
         identity: &str,
         extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::start_with_env(binary, kubeconfig, namespace, identity, extra, &[])
+    }
+
+    /// [`ControllerProcess::start`] with extra environment variables (e.g.
+    /// the mirror's URL, `RUST_LOG`), set after the ones removed.
+    pub fn start_with_env(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
         command
@@ -149,7 +167,9 @@ impl ControllerProcess {
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("DATABASE_URL")
-            .env("RUST_LOG", "warn");
+            .env_remove("HANDOFF_POSTGRES_URL")
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied());
         Served::start("handoff controller", command, controller_metrics).map(Self)
     }
 

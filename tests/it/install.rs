@@ -337,6 +337,44 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         "the DSN comes from the Secret only"
     );
     assert!(overlay.iter().all(|o| o["kind"] != "Secret"));
+    // ... and mounts the CA bundle read-only where the documented DSN's
+    // sslrootcert (verify-full) points.
+    let install = std::fs::read_to_string(root().join("docs/install.md")).expect("docs/install.md");
+    let documented = install
+        .lines()
+        .find_map(|l| Some(l.split_once("dsn='")?.1.split_once('\'')?.0))
+        .expect("docs/install.md shows the DSN");
+    let dsn = handoff::mirror::dsn::split(documented, |_| None).expect("the documented DSN parses");
+    assert_eq!(dsn.tls.mode, handoff::mirror::dsn::SslMode::VerifyFull);
+    let root_cert = dsn.tls.root_cert.expect("sslrootcert");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| root_cert.starts_with(m["mountPath"].as_str().unwrap_or("-")))
+        .unwrap_or_else(|| {
+            panic!(
+                "a mount holding {}: {}",
+                root_cert.display(),
+                c["volumeMounts"]
+            )
+        });
+    assert_eq!(mount["readOnly"], json!(true));
+    let pod = &find(&overlay, "Deployment", "handoff-controller")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the mounted volume");
+    assert_eq!(volume["configMap"]["name"], json!("handoff-postgres-ca"));
+    let file = root_cert
+        .strip_prefix(mount["mountPath"].as_str().expect("mountPath"))
+        .expect("under the mount");
+    assert_eq!(
+        volume["configMap"]["items"],
+        json!([{"key": "ca.crt", "path": file.to_str().expect("path")}])
+    );
 
     // Monitoring: two ServiceMonitors and a dashboard over the bridge's metrics.
     let prometheus = build(env, "config/prometheus");

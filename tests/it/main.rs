@@ -18,6 +18,7 @@ mod install;
 mod mcp;
 mod mirror;
 mod mirror_bridge;
+mod mirror_tls;
 mod offers;
 mod postgres;
 mod schedule;

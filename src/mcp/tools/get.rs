@@ -78,7 +78,8 @@ async fn past_revision(call: &Call<'_>, key: &str, revision: i64) -> Result<Answ
     let Some(mirror) = call.mirror else {
         return Err(CallError::Unsupported(format!(
             "invalid `revision`: past revisions are kept in the handoff history, which needs the \
-             PostgreSQL mirror, and this bridge runs without it (start it with --postgres-url); \
+             PostgreSQL mirror, and this bridge runs without it (start it with HANDOFF_POSTGRES_URL or \
+             --postgres-url-file); \
              call get_handoff without `revision` for the current handoff of `{key}`"
         )));
     };
