@@ -312,9 +312,9 @@ async fn closed_after(
             }
             sent += 1;
         }
-        match tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await {
-            Ok(Ok(0) | Err(_)) => return Some(started.elapsed()),
-            Ok(Ok(_)) | Err(_) => {}
+        let read = tokio::time::timeout(Duration::from_millis(200), stream.read(&mut buf)).await;
+        if let Ok(Ok(0) | Err(_)) = read {
+            return Some(started.elapsed());
         }
     }
     None
