@@ -252,7 +252,7 @@ async fn answer_while_sending(addr: &str, head: String, chunks: usize, chunked: 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_64_mib_body_gets_413_without_being_buffered() {
+async fn a_64_mib_body_gets_413_without_being_buffered_and_huge_headers_431() {
     const MIB_64: usize = 64;
     const RSS_CEILING_MIB: f64 = 128.0;
     let env = env();
@@ -272,6 +272,11 @@ async fn a_64_mib_body_gets_413_without_being_buffered() {
     let streamed = format!("{common}Transfer-Encoding: chunked\r\n\r\n");
     let answer = answer_while_sending(&addr, streamed, MIB_64, true).await;
     assert_eq!(answer.status, 413, "streamed 64 MiB: {answer:?}");
+
+    let padding = "a".repeat(40 << 10);
+    let big_headers = format!("{common}X-Padding: {padding}\r\nContent-Length: 2\r\n\r\n{{}}");
+    let answer = answer_while_sending(&addr, big_headers, 0, false).await;
+    assert_eq!(answer.status, 431, "40 KiB of headers: {answer:?}");
 
     let peak = memory_mib(bridge.pid(), "VmHWM").expect("the bridge's /proc status");
     eprintln!("64 MiB bodies (declared, streamed) → 413; bridge peak RSS {peak:.0} MiB");
