@@ -239,12 +239,14 @@ impl Flooded {
         println!(
             "{FLOOD} requests with distinct invalid tokens, {FLOOD_IN_FLIGHT} in flight, on connections of their own: \
              {} answered 401 in {:.1} s ({:.0}/s), other answers: {}; {} identity reviews (one per distinct token). \
-             Meanwhile one agent with a valid token called `get_handoff` on its kept-alive connection.\n",
+             Meanwhile one agent with a valid token called `get_handoff` on its kept-alive connection \
+             (bridge defaults: `--max-concurrent-reviews` {}).\n",
             self.refused,
             self.flood_seconds,
             self.refused as f64 / self.flood_seconds,
             self.other,
-            self.reviews
+            self.reviews,
+            handoff::mcp::DEFAULT_CONCURRENT_REVIEWS
         );
         println!(
             "| get_handoff (valid agent) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"

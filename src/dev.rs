@@ -273,11 +273,12 @@ async fn start_bridge(
     .await?;
     let bridge = Client::try_from(config.clone())?;
     let metrics = BridgeMetrics::new();
-    let settings = crate::mcp::auth::CacheSettings {
+    let settings = crate::mcp::auth::ResolverSettings {
         capacity: 64,
         ttl: Duration::from_secs(60),
         rejected_capacity: 1024,
         rejected_ttl: Duration::from_secs(10),
+        concurrent_reviews: crate::mcp::DEFAULT_CONCURRENT_REVIEWS,
     };
     let resolver = Arc::new(TokenResolver::new(
         config,

@@ -239,9 +239,10 @@ type TokenHash = [u8; 32];
 type Outcome = Result<Arc<Resolved>, AuthError>;
 type ReviewFuture = BoxFuture<'static, Outcome>;
 
-/// How many callers are remembered, and for how long.
+/// How many callers are remembered, for how long, and how many tokens are
+/// reviewed at once.
 #[derive(Clone, Copy, Debug)]
-pub struct CacheSettings {
+pub struct ResolverSettings {
     /// Most tokens whose client and identity are kept.
     pub capacity: usize,
     /// How long an identity is trusted.
@@ -250,6 +251,10 @@ pub struct CacheSettings {
     pub rejected_capacity: usize,
     /// How long a rejected token is answered 401 without asking again.
     pub rejected_ttl: Duration,
+    /// Most identity reviews in progress at once; more wait their turn.
+    /// Bounds what unknown tokens cost the apiserver (and the bridge),
+    /// however many arrive; known callers never wait for it.
+    pub concurrent_reviews: usize,
 }
 
 /// The caches of a resolver, under one lock so that a lookup and the end of
@@ -274,6 +279,7 @@ pub struct TokenResolver {
     namespace: String,
     metrics: Arc<BridgeMetrics>,
     caches: Mutex<Caches>,
+    reviews: tokio::sync::Semaphore,
 }
 
 impl TokenResolver {
@@ -284,7 +290,7 @@ impl TokenResolver {
         base: Config,
         bridge: Client,
         namespace: &str,
-        settings: CacheSettings,
+        settings: ResolverSettings,
         metrics: Arc<BridgeMetrics>,
     ) -> Result<Self, kube::Error> {
         let mut anonymous = with_timeouts(base.clone());
@@ -301,6 +307,7 @@ impl TokenResolver {
                 pending: HashMap::new(),
                 next_review: 0,
             }),
+            reviews: tokio::sync::Semaphore::new(settings.concurrent_reviews),
         })
     }
 
@@ -381,7 +388,13 @@ impl TokenResolver {
     }
 
     async fn identify(&self, token: &str) -> Outcome {
+        let turn = self
+            .reviews
+            .acquire()
+            .await
+            .map_err(|_| AuthError::Unavailable("the review limit is closed".into()))?;
         let reviewed = review_token(&self.reviewer, token).await;
+        drop(turn);
         self.metrics.identity_review(match &reviewed {
             Ok(_) => "ok",
             Err(AuthError::InvalidToken) => "rejected",
@@ -576,16 +589,33 @@ mod tests {
     /// A fake apiserver counting SelfSubjectReviews: `Bearer good` is
     /// alice, any other token 401; each answer takes `delay`.
     async fn fake_apiserver(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let (url, reviews, _) = fake_apiserver_with_peak(delay).await;
+        (url, reviews)
+    }
+
+    /// [`fake_apiserver`], also reporting the most reviews it served at once.
+    async fn fake_apiserver_with_peak(
+        delay: Duration,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
         use axum::http::{HeaderMap, StatusCode};
-        let reviews = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let counted = reviews.clone();
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let reviews = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (counted, seen_peak) = (reviews.clone(), peak.clone());
         let app = axum::Router::new().route(
             "/apis/authentication.k8s.io/v1/selfsubjectreviews",
             axum::routing::post(move |headers: HeaderMap| {
-                let counted = counted.clone();
+                let (counted, seen_peak, now) = (counted.clone(), seen_peak.clone(), now.clone());
                 async move {
-                    counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    counted.fetch_add(1, SeqCst);
+                    seen_peak.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
                     tokio::time::sleep(delay).await;
+                    now.fetch_sub(1, SeqCst);
                     if headers.get("authorization").is_some_and(|v| v == "Bearer good") {
                         let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
                             "kind": "SelfSubjectReview", "status": {"userInfo": {"username": "alice"}}});
@@ -603,18 +633,27 @@ mod tests {
             .expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(async move { axum::serve(listener, app).await });
-        (url, reviews)
+        (url, reviews, peak)
     }
 
     fn resolver(url: &str, rejected_ttl: Duration) -> (Arc<TokenResolver>, Arc<BridgeMetrics>) {
+        resolver_with(url, rejected_ttl, 4)
+    }
+
+    fn resolver_with(
+        url: &str,
+        rejected_ttl: Duration,
+        concurrent_reviews: usize,
+    ) -> (Arc<TokenResolver>, Arc<BridgeMetrics>) {
         let config = Config::new(url.parse().expect("url"));
         let bridge = Client::try_from(config.clone()).expect("client");
         let metrics = BridgeMetrics::new();
-        let settings = CacheSettings {
+        let settings = ResolverSettings {
             capacity: 16,
             ttl: Duration::from_secs(60),
             rejected_capacity: 16,
             rejected_ttl,
+            concurrent_reviews,
         };
         let resolver =
             TokenResolver::new(config, bridge, "ns", settings, metrics.clone()).expect("resolver");
@@ -727,5 +766,24 @@ mod tests {
                 .contains("handoff_mcp_identity_reviews_total{result=\"unavailable\"} 2"),
             "each attempt asks again"
         );
+    }
+
+    #[tokio::test]
+    async fn distinct_new_tokens_are_reviewed_at_most_n_at_a_time() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (url, reviews, peak) = fake_apiserver_with_peak(Duration::from_millis(50)).await;
+        let (resolver, _) = resolver_with(&url, Duration::from_secs(60), 2);
+        let calls = (0..12).map(|i| {
+            let resolver = resolver.clone();
+            tokio::spawn(async move { resolver.caller(&format!("junk-{i}"), None).await })
+        });
+        for answer in futures::future::join_all(calls).await {
+            assert!(matches!(
+                answer.expect("join"),
+                Err(AuthError::InvalidToken)
+            ));
+        }
+        assert_eq!(reviews.load(SeqCst), 12, "one review per distinct token");
+        assert_eq!(peak.load(SeqCst), 2, "never more than two at once");
     }
 }

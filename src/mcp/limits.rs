@@ -94,7 +94,8 @@ pub fn positive_duration(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn at_least_one(text: &str) -> Result<usize, String> {
+/// A whole number of at least 1.
+pub fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) | Err(_) => Err(format!("{text:?}: a whole number of at least 1 expected")),
         Ok(n) => Ok(n),

@@ -41,13 +41,16 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use self::auth::{CacheSettings, Caller, TokenResolver};
+use self::auth::{Caller, ResolverSettings, TokenResolver};
 use self::call::OfferSettings;
 use self::limits::Limits;
 use self::profiles::Profile;
 use self::server::HandoffServer;
 use crate::telemetry::{BridgeMetrics, serve_metrics};
 use crate::time::parse_duration;
+
+/// Default `--max-concurrent-reviews`.
+pub const DEFAULT_CONCURRENT_REVIEWS: usize = 4;
 
 /// Arguments of `handoff mcp`.
 #[derive(Debug, Args)]
@@ -119,6 +122,11 @@ pub struct McpArgs {
     /// How long a rejected token is remembered.
     #[arg(long, env = "HANDOFF_REJECTED_TOKEN_TTL", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
     pub rejected_token_ttl: Duration,
+    /// Most identity reviews (SelfSubjectReviews of new tokens) in progress
+    /// at once; requests with further new tokens wait their turn. Known
+    /// callers never wait.
+    #[arg(long, env = "HANDOFF_MAX_CONCURRENT_REVIEWS", default_value_t = DEFAULT_CONCURRENT_REVIEWS, value_parser = limits::at_least_one)]
+    pub max_concurrent_reviews: usize,
     /// Answer `list_handoffs` and `get_handoff{revision}` from the PostgreSQL
     /// mirror the controller keeps (each call first checks the caller's
     /// RBAC with a SelfSubjectAccessReview). Off when unset.
@@ -189,11 +197,12 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     };
     let bridge = kube::Client::try_from(config.clone())?;
     let bridge_reader = bridge.clone();
-    let settings = CacheSettings {
+    let settings = ResolverSettings {
         capacity: args.token_cache_size,
         ttl: Duration::from_secs(args.token_cache_ttl),
         rejected_capacity: args.rejected_token_cache_size,
         rejected_ttl: args.rejected_token_ttl,
+        concurrent_reviews: args.max_concurrent_reviews,
     };
     let resolver = Arc::new(TokenResolver::new(
         config,
