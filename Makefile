@@ -50,7 +50,7 @@ test: test-deps lint
 
 ## The reliability suite alone (make test runs it too, so CI does).
 test-reliability: test-deps
-	$(CARGO) test --locked --test reliability_faults --test reliability_load --test reliability_bad_input
+	$(CARGO) test --locked --test reliability_faults --test reliability_load --test reliability_bad_input --test reliability_bridge
 
 lint:
 	$(CARGO) fmt --check

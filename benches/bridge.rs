@@ -6,6 +6,10 @@
 //! operations are interleaved (direct, bridge, direct, …) so that noise on a
 //! shared machine hits both alike. Reported: median and p99 per operation
 //! and the ratios; nothing is asserted.
+//!
+//! Then the same agent's `get_handoff` quiet and during a flood of requests
+//! with distinct invalid tokens (64 in flight, bounded in count), as a
+//! ratio: what a valid agent feels while someone hammers the bridge.
 
 use std::time::{Duration, Instant};
 
@@ -13,12 +17,16 @@ use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
+use handoff_testkit::http::{addr_of, flood, metric, scrape};
 use handoff_testkit::rpc::McpHttp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::AuthInfo;
 
 const ITERATIONS: usize = 300;
 const WARMUP: usize = 30;
+/// Requests with distinct invalid tokens in the flood, and how many at once.
+const FLOOD: usize = 20_000;
+const FLOOD_IN_FLIGHT: usize = 64;
 
 struct Row {
     name: &'static str,
@@ -45,7 +53,7 @@ fn main() -> anyhow::Result<()> {
         std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
         plane.kubeconfig_path(),
         "default",
-        &[],
+        &["--metrics-listen", "127.0.0.1:0"],
     )?;
     let url = bridge.url().to_owned();
     let mut http = McpHttp::connect(&url, TOKEN, "refine")?;
@@ -116,6 +124,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!("bench: {}/{}", i + 1, WARMUP + ITERATIONS);
         }
     }
+    let flooded = under_flood(&rt, &bridge, &mut http, key)?;
     drop(bridge);
 
     let stats: Vec<(f64, f64)> = rows
@@ -146,6 +155,115 @@ fn main() -> anyhow::Result<()> {
         let (m, p) = ratio(a, b);
         println!("| {label} | {m:.2} | {p:.2} | {goal} |");
     }
+    flooded.print();
     drop(plane);
     Ok(())
+}
+
+/// The valid agent's `get_handoff`, quiet and during the flood.
+struct Flooded {
+    quiet: Vec<Duration>,
+    flooded: Vec<Duration>,
+    refused: usize,
+    other: String,
+    flood_seconds: f64,
+    reviews: f64,
+}
+
+fn under_flood(
+    rt: &tokio::runtime::Runtime,
+    bridge: &BridgeProcess,
+    http: &mut McpHttp,
+    key: &str,
+) -> anyhow::Result<Flooded> {
+    let get = serde_json::json!({"handoff_key": key});
+    let mut quiet = Vec::with_capacity(ITERATIONS);
+    for _ in 0..ITERATIONS {
+        let t = Instant::now();
+        http.call("get_handoff", get.clone())?;
+        quiet.push(t.elapsed());
+    }
+    eprintln!("bench: flood of {FLOOD} invalid tokens, {FLOOD_IN_FLIGHT} in flight …");
+    let addr = addr_of(bridge.url())?;
+    let started = Instant::now();
+    let task = rt.spawn(async move {
+        flood(&addr, FLOOD, FLOOD_IN_FLIGHT, |i| {
+            format!("bench-junk-token-{i:06}")
+        })
+        .await
+    });
+    let mut flooded = Vec::new();
+    while !task.is_finished() {
+        let t = Instant::now();
+        http.call("get_handoff", get.clone())?;
+        flooded.push(t.elapsed());
+    }
+    let tally = rt.block_on(task)?;
+    let flood_seconds = started.elapsed().as_secs_f64();
+    let refused = tally.statuses.get(&401).copied().unwrap_or_default();
+    let other = format!(
+        "{:?}, {} without an answer",
+        tally
+            .statuses
+            .iter()
+            .filter(|(status, _)| **status != 401)
+            .collect::<Vec<_>>(),
+        tally.failures
+    );
+    let metrics_addr = bridge
+        .metrics_addr()
+        .ok_or_else(|| anyhow::anyhow!("the bridge printed no metrics address"))?;
+    let text = rt.block_on(scrape(&metrics_addr))?;
+    let reviews = metric(
+        &text,
+        "handoff_mcp_identity_reviews_total{result=\"rejected\"}",
+    );
+    Ok(Flooded {
+        quiet,
+        flooded,
+        refused,
+        other,
+        flood_seconds,
+        reviews,
+    })
+}
+
+impl Flooded {
+    fn print(mut self) {
+        let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
+        let (flood_median, flood_p99) = median_p99(&mut self.flooded);
+        println!(
+            "\n## A valid agent during an invalid-token flood ({} cores)\n",
+            bench::cores()
+        );
+        println!(
+            "{FLOOD} requests with distinct invalid tokens, {FLOOD_IN_FLIGHT} in flight, on connections of their own: \
+             {} answered 401 in {:.1} s ({:.0}/s), other answers: {}; {} identity reviews (one per distinct token). \
+             Meanwhile one agent with a valid token called `get_handoff` on its kept-alive connection \
+             (bridge defaults: `--max-concurrent-reviews` {}).\n",
+            self.refused,
+            self.flood_seconds,
+            self.refused as f64 / self.flood_seconds,
+            self.other,
+            self.reviews,
+            handoff::mcp::DEFAULT_CONCURRENT_REVIEWS
+        );
+        println!(
+            "| get_handoff (valid agent) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
+        );
+        println!(
+            "| quiet | {} | {quiet_median:.0} | {quiet_p99:.0} |",
+            self.quiet.len()
+        );
+        println!(
+            "| during the flood | {} | {flood_median:.0} | {flood_p99:.0} |",
+            self.flooded.len()
+        );
+        println!("\n| ratio | median | p99 | goal |\n|---|---:|---:|---|");
+        println!(
+            "| flood / quiet | {:.2} | {:.2} | ≤ 3 at the median |",
+            flood_median / quiet_median,
+            flood_p99 / quiet_p99
+        );
+    }
 }

@@ -273,13 +273,21 @@ async fn start_bridge(
     )
     .await?;
     let bridge = Client::try_from(config.clone())?;
+    let metrics = BridgeMetrics::new();
+    let settings = crate::mcp::auth::ResolverSettings {
+        capacity: 64,
+        ttl: Duration::from_secs(60),
+        rejected_capacity: 1024,
+        rejected_ttl: Duration::from_secs(10),
+        concurrent_reviews: crate::mcp::DEFAULT_CONCURRENT_REVIEWS,
+    };
     let resolver = Arc::new(TokenResolver::new(
         config,
         bridge.clone(),
         "default",
-        64,
-        Duration::from_secs(60),
-    ));
+        settings,
+        metrics.clone(),
+    )?);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("http://{}/mcp", listener.local_addr()?);
     let options = crate::mcp::http::HttpOptions {
@@ -289,11 +297,12 @@ async fn start_bridge(
             active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         },
         mirror,
+        limits: crate::mcp::limits::Limits::default(),
+        tls: None,
     };
     tokio::spawn(async move {
         if let Err(err) =
-            crate::mcp::http::serve(listener, resolver, BridgeMetrics::new(), options, shutdown)
-                .await
+            crate::mcp::http::serve(listener, resolver, metrics, options, shutdown).await
         {
             tracing::error!(error = %err, "the dev bridge stopped");
         }

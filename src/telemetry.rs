@@ -24,6 +24,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -45,21 +46,62 @@ pub struct ToolLabels {
     pub tool: String,
 }
 
+/// Labels of an identity review (a SelfSubjectReview of a bearer token).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `ok` (the apiserver named the caller), `rejected` (401) or
+    /// `unavailable` (the apiserver could not be asked).
+    pub result: &'static str,
+}
+
+/// Labels of a request the HTTP bridge refused before any tool ran.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// `unauthorized` (401), `unavailable` (503: the caller could not be
+    /// identified), `overloaded` (503: too many requests in flight),
+    /// `timeout` (503: the request took too long) or `too_large` (413).
+    pub reason: &'static str,
+}
+
 /// The bridge's metrics.
 pub struct BridgeMetrics {
     registry: Registry,
     calls: Family<ToolCallLabels, Counter>,
     latency: Family<ToolLabels, Histogram>,
+    reviews: Family<ReviewLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
+    in_flight: Gauge,
 }
 
 impl BridgeMetrics {
-    /// Registers `handoff_mcp_tool_calls_total` and `handoff_mcp_tool_call_duration_seconds`.
+    /// Registers `handoff_mcp_tool_calls_total`,
+    /// `handoff_mcp_tool_call_duration_seconds`,
+    /// `handoff_mcp_identity_reviews_total`, `handoff_mcp_http_refusals_total`
+    /// and `handoff_mcp_http_requests_in_flight`.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("handoff_mcp");
         let calls = Family::<ToolCallLabels, Counter>::default();
         let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 14))
         });
+        let reviews = Family::<ReviewLabels, Counter>::default();
+        let refusals = Family::<RefusalLabels, Counter>::default();
+        let in_flight = Gauge::default();
+        registry.register(
+            "identity_reviews",
+            "SelfSubjectReviews the bridge made to identify bearer tokens, by result",
+            reviews.clone(),
+        );
+        registry.register(
+            "http_refusals",
+            "HTTP requests refused before any tool ran, by reason",
+            refusals.clone(),
+        );
+        registry.register(
+            "http_requests_in_flight",
+            "HTTP requests admitted and not yet answered",
+            in_flight.clone(),
+        );
         registry.register(
             "tool_calls",
             "MCP tool calls by tool, profile and outcome",
@@ -74,7 +116,25 @@ impl BridgeMetrics {
             registry,
             calls,
             latency,
+            reviews,
+            refusals,
+            in_flight,
         })
+    }
+
+    /// Counts one identity review.
+    pub fn identity_review(&self, result: &'static str) {
+        self.reviews.get_or_create(&ReviewLabels { result }).inc();
+    }
+
+    /// Counts one refused request.
+    pub fn refusal(&self, reason: &'static str) {
+        self.refusals.get_or_create(&RefusalLabels { reason }).inc();
+    }
+
+    /// The gauge of admitted requests not yet answered.
+    pub fn in_flight(&self) -> &Gauge {
+        &self.in_flight
     }
 
     /// Records one call.

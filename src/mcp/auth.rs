@@ -8,6 +8,13 @@
 //! belongs to with a SelfSubjectReview (that name becomes `spec.createdBy`).
 //! Clients and identities are cached per token, bounded in size and age.
 //!
+//! Authentication cannot be amplified: however many requests carry a new
+//! token at once, the bridge makes one review for it (single flight, keyed
+//! by the token's SHA-256), and a token the apiserver rejected is answered
+//! 401 from a bounded, short-lived cache of rejected hashes. An unknown
+//! token costs one request on the pooled connections of a client without
+//! credentials; only an accepted token gets a client of its own.
+//!
 //! The agent profile comes from the caller's ServiceAccount label
 //! `handoff.dev/profile` when present (read with the bridge's own, read-only
 //! identity), else from the `X-Handoff-Profile` request header. A header can
@@ -18,9 +25,13 @@
 //! SelfSubjectAccessReview made with the caller's own token ([`Caller::may`]),
 //! cached per token for [`ACCESS_TTL`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, WeakShared};
+use http::HeaderValue;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{
@@ -29,13 +40,14 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
 use kube::config::AuthInfo;
-use kube::{Client, Config};
+use kube::{Client, Config, Resource};
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use super::profiles::Profile;
 use crate::names::PROFILE_LABEL;
 use crate::store::HandoffStore;
+use crate::telemetry::BridgeMetrics;
 
 /// The request header that names a profile when the ServiceAccount has no label.
 pub const PROFILE_HEADER: &str = "x-handoff-profile";
@@ -167,20 +179,48 @@ pub async fn who_am_i(client: &Client) -> Result<String, kube::Error> {
     let review = Api::<SelfSubjectReview>::all(client.clone())
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await?;
-    Ok(review
+    Ok(username_of(review))
+}
+
+fn username_of(review: SelfSubjectReview) -> String {
+    review
         .status
         .and_then(|s| s.user_info)
         .and_then(|u| u.username)
-        .unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// Asks the apiserver who `token` belongs to (a SelfSubjectReview), on the
+/// pooled connections of `reviewer`, a client without credentials of its
+/// own: an unknown token costs one request, not a client and a TLS
+/// handshake. The token travels in a header marked sensitive.
+async fn review_token(reviewer: &Client, token: &str) -> Result<String, AuthError> {
+    let unavailable = |err: &dyn std::fmt::Display| AuthError::Unavailable(err.to_string());
+    let body = serde_json::to_vec(&SelfSubjectReview::default()).map_err(|e| unavailable(&e))?;
+    let mut request = kube::core::Request::new(SelfSubjectReview::url_path(&(), None))
+        .create(&PostParams::default(), body)
+        .map_err(|e| unavailable(&e))?;
+    let mut credential =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| AuthError::InvalidToken)?;
+    credential.set_sensitive(true);
+    request
+        .headers_mut()
+        .insert(http::header::AUTHORIZATION, credential);
+    match reviewer.request::<SelfSubjectReview>(request).await {
+        Ok(review) => Ok(username_of(review)),
+        Err(kube::Error::Api(s)) if s.code == 401 => Err(AuthError::InvalidToken),
+        Err(err) => Err(unavailable(&err)),
+    }
 }
 
 /// Why a request could not be tied to a caller.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum AuthError {
     /// The apiserver rejected the token.
     #[error("the apiserver did not accept the bearer token")]
     InvalidToken,
-    /// The apiserver could not be asked.
+    /// The apiserver could not be asked (the detail is for the bridge's
+    /// log, never for the caller).
     #[error("the Kubernetes API is unreachable: {0}")]
     Unavailable(String),
 }
@@ -193,37 +233,88 @@ struct Resolved {
     access: Arc<AccessCache>,
 }
 
-/// Turns bearer tokens into callers, with a bounded TTL cache.
+/// SHA-256 of a bearer token: caches and reviews in progress are keyed by
+/// it, never by the token.
+type TokenHash = [u8; 32];
+type Outcome = Result<Arc<Resolved>, AuthError>;
+type ReviewFuture = BoxFuture<'static, Outcome>;
+
+/// How many callers are remembered, for how long, and how many tokens are
+/// reviewed at once.
+#[derive(Clone, Copy, Debug)]
+pub struct ResolverSettings {
+    /// Most tokens whose client and identity are kept.
+    pub capacity: usize,
+    /// How long an identity is trusted.
+    pub ttl: Duration,
+    /// Most rejected token hashes kept.
+    pub rejected_capacity: usize,
+    /// How long a rejected token is answered 401 without asking again.
+    pub rejected_ttl: Duration,
+    /// Most identity reviews in progress at once; more wait their turn.
+    /// Bounds what unknown tokens cost the apiserver (and the bridge),
+    /// however many arrive; known callers never wait for it.
+    pub concurrent_reviews: usize,
+}
+
+/// The caches of a resolver, under one lock so that a lookup and the end of
+/// a review never interleave (a request either sees the cached answer or
+/// joins the review in progress).
+struct Caches {
+    known: TtlCache<Arc<Resolved>>,
+    rejected: TtlCache<()>,
+    /// One review per token hash at a time (single flight); weak, so a
+    /// review whose every requester has gone is dropped, not leaked.
+    pending: HashMap<TokenHash, (u64, WeakShared<ReviewFuture>)>,
+    next_review: u64,
+}
+
+/// Turns bearer tokens into callers: one identity review per token at a
+/// time however many requests carry it, a bounded TTL cache of identities
+/// and a bounded, shorter one of rejected tokens.
 pub struct TokenResolver {
     base: Config,
+    reviewer: Client,
     bridge: Client,
     namespace: String,
-    cache: Mutex<TtlCache<Arc<Resolved>>>,
+    metrics: Arc<BridgeMetrics>,
+    caches: Mutex<Caches>,
+    reviews: tokio::sync::Semaphore,
 }
 
 impl TokenResolver {
     /// `base` is the bridge's own configuration (cluster URL and CA are
     /// kept, credentials replaced per caller); `bridge` its own client, used
-    /// only to read ServiceAccount labels.
+    /// only to read ServiceAccount labels. Reviews are counted in `metrics`.
     pub fn new(
         base: Config,
         bridge: Client,
         namespace: &str,
-        capacity: usize,
-        ttl: Duration,
-    ) -> Self {
-        Self {
+        settings: ResolverSettings,
+        metrics: Arc<BridgeMetrics>,
+    ) -> Result<Self, kube::Error> {
+        let mut anonymous = with_timeouts(base.clone());
+        anonymous.auth_info = AuthInfo::default();
+        Ok(Self {
             base,
+            reviewer: Client::try_from(anonymous)?,
             bridge,
             namespace: namespace.to_owned(),
-            cache: Mutex::new(TtlCache::new(capacity, ttl)),
-        }
+            metrics,
+            caches: Mutex::new(Caches {
+                known: TtlCache::new(settings.capacity, settings.ttl),
+                rejected: TtlCache::new(settings.rejected_capacity, settings.rejected_ttl),
+                pending: HashMap::new(),
+                next_review: 0,
+            }),
+            reviews: tokio::sync::Semaphore::new(settings.concurrent_reviews),
+        })
     }
 
     /// The caller for `token`, with `header_profile` used when its
     /// ServiceAccount has no profile label.
     pub async fn caller(
-        &self,
+        self: &Arc<Self>,
         token: &str,
         header_profile: Option<&str>,
     ) -> Result<Caller, AuthError> {
@@ -241,28 +332,83 @@ impl TokenResolver {
         ))
     }
 
-    async fn resolve(&self, token: &str) -> Result<Arc<Resolved>, AuthError> {
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some(hit) = self.cache.lock().ok().and_then(|mut c| c.get(&key)) {
-            return Ok(hit);
-        }
-        let client = self.client_for(token)?;
-        let username = match who_am_i(&client).await {
-            Ok(name) => name,
-            Err(kube::Error::Api(s)) if s.code == 401 => return Err(AuthError::InvalidToken),
-            Err(err) => return Err(AuthError::Unavailable(err.to_string())),
+    /// A cached answer, else the review in progress for this token, else a
+    /// new one.
+    async fn resolve(self: &Arc<Self>, token: &str) -> Outcome {
+        let key: TokenHash = Sha256::digest(token.as_bytes()).into();
+        let review = {
+            let mut caches = self
+                .caches
+                .lock()
+                .map_err(|_| AuthError::Unavailable("the token cache lock is poisoned".into()))?;
+            if let Some(hit) = caches.known.get(&key) {
+                return Ok(hit);
+            }
+            if caches.rejected.get(&key).is_some() {
+                return Err(AuthError::InvalidToken);
+            }
+            match caches.pending.get(&key).and_then(|(_, r)| r.upgrade()) {
+                Some(review) => review,
+                None => {
+                    caches.next_review += 1;
+                    let id = caches.next_review;
+                    let review = self
+                        .clone()
+                        .review(key, id, token.to_owned())
+                        .boxed()
+                        .shared();
+                    if let Some(weak) = review.downgrade() {
+                        caches.pending.insert(key, (id, weak));
+                    }
+                    review
+                }
+            }
         };
+        review.await
+    }
+
+    /// One identity review; its answer is cached before it stops being
+    /// the review in progress.
+    async fn review(self: Arc<Self>, key: TokenHash, id: u64, token: String) -> Outcome {
+        let in_progress = InProgress {
+            resolver: self.clone(),
+            key,
+            id,
+        };
+        let outcome = self.identify(&token).await;
+        if let Ok(mut caches) = self.caches.lock() {
+            match &outcome {
+                Ok(resolved) => caches.known.insert(key, resolved.clone()),
+                Err(AuthError::InvalidToken) => caches.rejected.insert(key, ()),
+                Err(AuthError::Unavailable(_)) => {}
+            }
+        }
+        drop(in_progress);
+        outcome
+    }
+
+    async fn identify(&self, token: &str) -> Outcome {
+        let turn = self
+            .reviews
+            .acquire()
+            .await
+            .map_err(|_| AuthError::Unavailable("the review limit is closed".into()))?;
+        let reviewed = review_token(&self.reviewer, token).await;
+        drop(turn);
+        self.metrics.identity_review(match &reviewed {
+            Ok(_) => "ok",
+            Err(AuthError::InvalidToken) => "rejected",
+            Err(AuthError::Unavailable(_)) => "unavailable",
+        });
+        let username = reviewed?;
+        let client = self.client_for(token)?;
         let sa_profile = self.service_account_profile(&username).await;
-        let resolved = Arc::new(Resolved {
+        Ok(Arc::new(Resolved {
             client,
             username,
             sa_profile,
             access: Arc::default(),
-        });
-        if let Ok(mut cache) = self.cache.lock() {
-            cache.insert(key, resolved.clone());
-        }
-        Ok(resolved)
+        }))
     }
 
     fn client_for(&self, token: &str) -> Result<Client, AuthError> {
@@ -293,6 +439,27 @@ impl TokenResolver {
     }
 }
 
+/// Marks a review in progress; dropped when the review ends or is
+/// abandoned by every requester, it stops being the one later requests join.
+struct InProgress {
+    resolver: Arc<TokenResolver>,
+    key: TokenHash,
+    id: u64,
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        if let Ok(mut caches) = self.resolver.caches.lock()
+            && caches
+                .pending
+                .get(&self.key)
+                .is_some_and(|(id, _)| *id == self.id)
+        {
+            caches.pending.remove(&self.key);
+        }
+    }
+}
+
 /// `(namespace, name)` of a ServiceAccount user name
 /// (`system:serviceaccount:<namespace>:<name>`).
 pub fn service_account_of(username: &str) -> Option<(&str, &str)> {
@@ -309,9 +476,14 @@ pub fn bearer_token(header: &str) -> Option<&str> {
 }
 
 /// A map with a size bound and an age bound: entries older than `ttl` are
-/// misses, and a full map first drops expired entries, then the oldest.
+/// misses, and a full map drops its oldest entries. Every entry lives as
+/// long, so insertion order is expiry order: eviction pops the front of a
+/// queue (constant time even when a flood of distinct keys fills it).
 struct TtlCache<V> {
-    entries: HashMap<[u8; 32], (Instant, V)>,
+    entries: HashMap<TokenHash, (Instant, V)>,
+    /// Insertion times and keys, oldest first; an element whose time is not
+    /// its key's current one is stale and skipped.
+    order: VecDeque<(Instant, TokenHash)>,
     capacity: usize,
     ttl: Duration,
 }
@@ -320,12 +492,13 @@ impl<V: Clone> TtlCache<V> {
     fn new(capacity: usize, ttl: Duration) -> Self {
         Self {
             entries: HashMap::new(),
+            order: VecDeque::new(),
             capacity: capacity.max(1),
             ttl,
         }
     }
 
-    fn get(&mut self, key: &[u8; 32]) -> Option<V> {
+    fn get(&mut self, key: &TokenHash) -> Option<V> {
         match self.entries.get(key) {
             Some((at, v)) if at.elapsed() < self.ttl => Some(v.clone()),
             Some(_) => {
@@ -336,21 +509,26 @@ impl<V: Clone> TtlCache<V> {
         }
     }
 
-    fn insert(&mut self, key: [u8; 32], value: V) {
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
-            let ttl = self.ttl;
-            self.entries.retain(|_, (at, _)| at.elapsed() < ttl);
-            if self.entries.len() >= self.capacity
-                && let Some(oldest) = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, (at, _))| *at)
-                    .map(|(k, _)| *k)
-            {
+    fn insert(&mut self, key: TokenHash, value: V) {
+        let now = Instant::now();
+        self.entries.insert(key, (now, value));
+        self.order.push_back((now, key));
+        while let Some(&(at, oldest)) = self.order.front() {
+            let current = self.entries.get(&oldest).is_some_and(|(t, _)| *t == at);
+            if !current {
+                self.order.pop_front();
+            } else if self.entries.len() > self.capacity || at.elapsed() >= self.ttl {
                 self.entries.remove(&oldest);
+                self.order.pop_front();
+            } else {
+                break;
             }
         }
-        self.entries.insert(key, (Instant::now(), value));
+        if self.order.len() > 2 * self.capacity {
+            let entries = &self.entries;
+            self.order
+                .retain(|(at, key)| entries.get(key).is_some_and(|(t, _)| t == at));
+        }
     }
 }
 
@@ -392,5 +570,220 @@ mod tests {
         expiring.insert([1; 32], 1);
         assert_eq!(expiring.get(&[1; 32]), None);
         assert!(expiring.entries.is_empty());
+    }
+
+    #[test]
+    fn a_flood_of_keys_keeps_the_cache_and_its_queue_bounded() {
+        let mut cache = TtlCache::new(16, Duration::from_secs(60));
+        for i in 0..10_000u32 {
+            let mut key = [0; 32];
+            key[..4].copy_from_slice(&i.to_le_bytes());
+            cache.insert(key, ());
+            cache.insert([7; 32], ());
+        }
+        assert_eq!(cache.entries.len(), 16);
+        assert!(cache.order.len() <= 32, "queue: {}", cache.order.len());
+        assert_eq!(cache.get(&[7; 32]), Some(()), "the newest insert stays");
+    }
+
+    /// A fake apiserver counting SelfSubjectReviews: `Bearer good` is
+    /// alice, any other token 401; each answer takes `delay`.
+    async fn fake_apiserver(delay: Duration) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        let (url, reviews, _) = fake_apiserver_with_peak(delay).await;
+        (url, reviews)
+    }
+
+    /// [`fake_apiserver`], also reporting the most reviews it served at once.
+    async fn fake_apiserver_with_peak(
+        delay: Duration,
+    ) -> (
+        String,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    ) {
+        use axum::http::{HeaderMap, StatusCode};
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let reviews = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let now = Arc::new(AtomicUsize::new(0));
+        let (counted, seen_peak) = (reviews.clone(), peak.clone());
+        let app = axum::Router::new().route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            axum::routing::post(move |headers: HeaderMap| {
+                let (counted, seen_peak, now) = (counted.clone(), seen_peak.clone(), now.clone());
+                async move {
+                    counted.fetch_add(1, SeqCst);
+                    seen_peak.fetch_max(now.fetch_add(1, SeqCst) + 1, SeqCst);
+                    tokio::time::sleep(delay).await;
+                    now.fetch_sub(1, SeqCst);
+                    if headers.get("authorization").is_some_and(|v| v == "Bearer good") {
+                        let review = serde_json::json!({"apiVersion": "authentication.k8s.io/v1",
+                            "kind": "SelfSubjectReview", "status": {"userInfo": {"username": "alice"}}});
+                        (StatusCode::CREATED, review.to_string())
+                    } else {
+                        let status = serde_json::json!({"apiVersion": "v1", "kind": "Status",
+                            "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401});
+                        (StatusCode::UNAUTHORIZED, status.to_string())
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, reviews, peak)
+    }
+
+    fn resolver(url: &str, rejected_ttl: Duration) -> (Arc<TokenResolver>, Arc<BridgeMetrics>) {
+        resolver_with(url, rejected_ttl, 4)
+    }
+
+    fn resolver_with(
+        url: &str,
+        rejected_ttl: Duration,
+        concurrent_reviews: usize,
+    ) -> (Arc<TokenResolver>, Arc<BridgeMetrics>) {
+        let config = Config::new(url.parse().expect("url"));
+        let bridge = Client::try_from(config.clone()).expect("client");
+        let metrics = BridgeMetrics::new();
+        let settings = ResolverSettings {
+            capacity: 16,
+            ttl: Duration::from_secs(60),
+            rejected_capacity: 16,
+            rejected_ttl,
+            concurrent_reviews,
+        };
+        let resolver =
+            TokenResolver::new(config, bridge, "ns", settings, metrics.clone()).expect("resolver");
+        (Arc::new(resolver), metrics)
+    }
+
+    async fn concurrently(
+        resolver: &Arc<TokenResolver>,
+        token: &str,
+        n: usize,
+    ) -> Vec<Result<Caller, AuthError>> {
+        let calls = (0..n).map(|_| {
+            let resolver = resolver.clone();
+            let token = token.to_owned();
+            tokio::spawn(async move { resolver.caller(&token, None).await })
+        });
+        futures::future::join_all(calls)
+            .await
+            .into_iter()
+            .map(|joined| joined.expect("join"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn two_hundred_requests_with_one_new_token_make_one_review() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (url, reviews) = fake_apiserver(Duration::from_millis(200)).await;
+        let (resolver, metrics) = resolver(&url, Duration::from_secs(60));
+
+        let accepted = concurrently(&resolver, "good", 200).await;
+        assert!(
+            accepted
+                .iter()
+                .all(|c| c.as_ref().is_ok_and(|c| c.known_username() == "alice"))
+        );
+        assert_eq!(
+            reviews.load(SeqCst),
+            1,
+            "one review for one new valid token"
+        );
+
+        let rejected = concurrently(&resolver, "junk", 200).await;
+        assert!(
+            rejected
+                .iter()
+                .all(|c| matches!(c, Err(AuthError::InvalidToken)))
+        );
+        assert_eq!(
+            reviews.load(SeqCst),
+            2,
+            "one review for one new invalid token"
+        );
+
+        let again = resolver.caller("junk", None).await;
+        assert!(matches!(again, Err(AuthError::InvalidToken)));
+        assert_eq!(reviews.load(SeqCst), 2, "a rejected token is remembered");
+        let page = metrics.encode();
+        for series in [
+            "handoff_mcp_identity_reviews_total{result=\"ok\"} 1",
+            "handoff_mcp_identity_reviews_total{result=\"rejected\"} 1",
+        ] {
+            assert!(page.contains(series), "{series} in {page}");
+        }
+        assert!(resolver.caches.lock().expect("lock").pending.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_rejected_token_is_asked_again_after_its_ttl_and_abandoned_reviews_end() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (url, reviews) = fake_apiserver(Duration::from_millis(100)).await;
+        let (resolver, _) = resolver(&url, Duration::ZERO);
+        for _ in 0..2 {
+            assert!(matches!(
+                resolver.caller("junk", None).await,
+                Err(AuthError::InvalidToken)
+            ));
+        }
+        assert_eq!(
+            reviews.load(SeqCst),
+            2,
+            "no negative caching with a zero TTL"
+        );
+
+        let abandoned =
+            tokio::time::timeout(Duration::from_millis(20), resolver.caller("gone", None)).await;
+        assert!(abandoned.is_err(), "the review outlived its requester");
+        assert!(
+            resolver.caches.lock().expect("lock").pending.is_empty(),
+            "a review nobody waits for is not kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_apiserver_is_unavailable_and_not_remembered() {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            probe.local_addr().expect("addr").port()
+        };
+        let (resolver, metrics) =
+            resolver(&format!("http://127.0.0.1:{port}"), Duration::from_secs(60));
+        for _ in 0..2 {
+            assert!(matches!(
+                resolver.caller("t", None).await,
+                Err(AuthError::Unavailable(_))
+            ));
+        }
+        assert!(
+            metrics
+                .encode()
+                .contains("handoff_mcp_identity_reviews_total{result=\"unavailable\"} 2"),
+            "each attempt asks again"
+        );
+    }
+
+    #[tokio::test]
+    async fn distinct_new_tokens_are_reviewed_at_most_n_at_a_time() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (url, reviews, peak) = fake_apiserver_with_peak(Duration::from_millis(50)).await;
+        let (resolver, _) = resolver_with(&url, Duration::from_secs(60), 2);
+        let calls = (0..12).map(|i| {
+            let resolver = resolver.clone();
+            tokio::spawn(async move { resolver.caller(&format!("junk-{i}"), None).await })
+        });
+        for answer in futures::future::join_all(calls).await {
+            assert!(matches!(
+                answer.expect("join"),
+                Err(AuthError::InvalidToken)
+            ));
+        }
+        assert_eq!(reviews.load(SeqCst), 12, "one review per distinct token");
+        assert_eq!(peak.load(SeqCst), 2, "never more than two at once");
     }
 }

@@ -15,18 +15,25 @@
 //! - [`profiles`]: which profiles see which tools (pure).
 //! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
 //! - [`server`]: the rmcp `ServerHandler`.
-//! - [`http`]: the streamable HTTP transport with authentication.
+//! - [`http`]: the streamable HTTP transport: request limits, authentication.
+//! - [`limits`]: the HTTP limits (flags, defaults).
+//! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
+//! - [`tls`]: the listener's certificate, reloaded when its files change.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
 
 pub mod auth;
 pub mod call;
 pub mod http;
+pub mod limits;
+pub mod listener;
 pub mod profiles;
 pub mod server;
 pub mod stdio;
+pub mod tls;
 pub mod tools;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,12 +41,17 @@ use clap::Args;
 use rmcp::ServiceExt;
 use tokio_util::sync::CancellationToken;
 
-use self::auth::{Caller, TokenResolver};
+use self::auth::{Caller, ResolverSettings, TokenResolver};
 use self::call::OfferSettings;
+use self::limits::Limits;
 use self::profiles::Profile;
 use self::server::HandoffServer;
 use crate::mirror::dsn::PostgresArgs;
 use crate::telemetry::{BridgeMetrics, serve_metrics};
+use crate::time::parse_duration;
+
+/// Default `--max-concurrent-reviews`.
+pub const DEFAULT_CONCURRENT_REVIEWS: usize = 4;
 
 /// Arguments of `handoff mcp`.
 #[derive(Debug, Args)]
@@ -49,9 +61,32 @@ pub struct McpArgs {
     /// in-cluster identity.
     #[arg(long)]
     pub stdio: bool,
-    /// Serve streamable HTTP at http://ADDR/mcp (callers send bearer tokens).
+    /// Serve streamable HTTP at http://ADDR/mcp, or https:// with
+    /// --tls-cert (callers send bearer tokens).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Serve HTTPS with this PEM certificate chain (re-read when it changes).
+    #[arg(
+        long,
+        env = "HANDOFF_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(
+        long,
+        env = "HANDOFF_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+    /// How often the TLS files are checked for a renewed certificate.
+    #[arg(long, env = "HANDOFF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = limits::positive_duration, value_name = "DURATION")]
+    pub tls_reload_interval: Duration,
+    /// Request and connection limits of --listen.
+    #[command(flatten)]
+    pub limits: Limits,
     /// The agent profile (stdio). Over HTTP the caller's ServiceAccount label
     /// `handoff.dev/profile` or the `X-Handoff-Profile` header names it.
     #[arg(long, env = "HANDOFF_PROFILE", default_value = "")]
@@ -77,6 +112,22 @@ pub struct McpArgs {
     /// How long a cached caller identity is trusted, in seconds.
     #[arg(long, default_value_t = 60)]
     pub token_cache_ttl: u64,
+    /// Most rejected tokens remembered (by hash), each answered 401 without
+    /// asking the apiserver again.
+    #[arg(
+        long,
+        env = "HANDOFF_REJECTED_TOKEN_CACHE_SIZE",
+        default_value_t = 8192
+    )]
+    pub rejected_token_cache_size: usize,
+    /// How long a rejected token is remembered.
+    #[arg(long, env = "HANDOFF_REJECTED_TOKEN_TTL", default_value = "10s", value_parser = parse_duration, value_name = "DURATION")]
+    pub rejected_token_ttl: Duration,
+    /// Most identity reviews (SelfSubjectReviews of new tokens) in progress
+    /// at once; requests with further new tokens wait their turn. Known
+    /// callers never wait.
+    #[arg(long, env = "HANDOFF_MAX_CONCURRENT_REVIEWS", default_value_t = DEFAULT_CONCURRENT_REVIEWS, value_parser = limits::at_least_one)]
+    pub max_concurrent_reviews: usize,
     /// Answer `list_handoffs` and `get_handoff{revision}` from the PostgreSQL
     /// mirror the controller keeps (each call first checks the caller's
     /// RBAC with a SelfSubjectAccessReview). Off when unset.
@@ -112,6 +163,10 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     if let Some(addr) = args.metrics_listen {
         let listener = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!(
+            "handoff mcp: metrics on http://{}/metrics",
+            listener.local_addr()?
+        );
         let stop = shutdown.clone();
         tokio::spawn(serve_metrics(listener, metrics.clone(), async move {
             stop.cancelled().await
@@ -139,19 +194,38 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let addr = args
         .listen
         .ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
+    args.limits.validate().map_err(anyhow::Error::msg)?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let cert = tls::ReloadingCert::load(cert, key)?;
+            tokio::spawn(
+                cert.clone()
+                    .watch(args.tls_reload_interval, shutdown.clone()),
+            );
+            Some(tls::acceptor(cert)?)
+        }
+        _ => None,
+    };
     let bridge = kube::Client::try_from(config.clone())?;
     let bridge_reader = bridge.clone();
-    let ttl = Duration::from_secs(args.token_cache_ttl);
+    let settings = ResolverSettings {
+        capacity: args.token_cache_size,
+        ttl: Duration::from_secs(args.token_cache_ttl),
+        rejected_capacity: args.rejected_token_cache_size,
+        rejected_ttl: args.rejected_token_ttl,
+        concurrent_reviews: args.max_concurrent_reviews,
+    };
     let resolver = Arc::new(TokenResolver::new(
         config,
         bridge,
         &namespace,
-        args.token_cache_size,
-        ttl,
-    ));
+        settings,
+        metrics.clone(),
+    )?);
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     eprintln!(
-        "handoff mcp: serving http://{}/mcp (namespace {namespace})",
+        "handoff mcp: serving {scheme}://{}/mcp (namespace {namespace})",
         listener.local_addr()?
     );
     let stop = shutdown.clone();
@@ -166,6 +240,8 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
             active_selector: args.active_agent_selector.clone(),
         },
         mirror,
+        limits: args.limits.clone(),
+        tls,
     };
     http::serve(listener, resolver, metrics, options, shutdown).await?;
     Ok(())

@@ -78,6 +78,13 @@ fn controller_metrics(line: &str) -> Option<String> {
     after(line, "metrics on http://", true)
 }
 
+/// `host:port` in the bridge's `handoff mcp: metrics on http://<addr>/metrics` line.
+fn bridge_metrics(line: &str) -> Option<String> {
+    line.starts_with("handoff mcp: ")
+        .then(|| after(line, "metrics on http://", true))
+        .flatten()
+}
+
 /// A running `handoff mcp --listen` on a free loopback port; killed on drop.
 pub struct BridgeProcess(Served);
 
@@ -113,9 +120,15 @@ impl BridgeProcess {
         Served::start("handoff mcp", command, bridge_url).map(Self)
     }
 
-    /// `http://127.0.0.1:<port>/mcp`
+    /// `http://127.0.0.1:<port>/mcp` (`https://` when started with `--tls-cert`)
     pub fn url(&self) -> &str {
         &self.0.address
+    }
+
+    /// `host:port` of its /metrics when started with `--metrics-listen`
+    /// (the bridge prints it before it serves).
+    pub fn metrics_addr(&self) -> Option<String> {
+        self.0.log().lines().find_map(bridge_metrics)
     }
 
     /// The process id (for memory readings).
@@ -202,12 +215,22 @@ impl ControllerProcess {
 
 #[cfg(test)]
 mod tests {
-    use super::{bridge_url, controller_metrics};
+    use super::{bridge_metrics, bridge_url, controller_metrics};
 
     #[test]
     fn the_printed_addresses_are_parsed() {
         type Parser = fn(&str) -> Option<String>;
-        let cases: [(Parser, &str, Option<&str>); 5] = [
+        let cases: [(Parser, &str, Option<&str>); 7] = [
+            (
+                bridge_metrics,
+                "handoff mcp: metrics on http://127.0.0.1:9464/metrics",
+                Some("127.0.0.1:9464"),
+            ),
+            (
+                bridge_metrics,
+                "handoff controller: metrics on http://127.0.0.1:8080/metrics",
+                None,
+            ),
             (
                 bridge_url,
                 "handoff mcp: serving http://127.0.0.1:4242/mcp (namespace ns)",

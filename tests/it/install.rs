@@ -1,5 +1,6 @@
 //! The GitOps install (`config/`), against the real apiserver with the real
-//! kubectl: kustomize builds (default, the postgres overlay, prometheus), a
+//! kubectl: kustomize builds (default, the postgres and bridge-tls overlays,
+//! prometheus), a
 //! server-side dry run and then a real apply of `config/default`, the RBAC
 //! matrix of every identity (`kubectl auth can-i --as
 //! system:serviceaccount:…`), the admission policy (forged and honest
@@ -400,6 +401,104 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     ] {
         assert!(json_text.contains(metric), "the dashboard shows {metric}");
     }
+}
+
+/// The args of the first container of a Deployment.
+fn container_args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_bridge_tls_component_changes_only_the_bridge_and_adds_its_certificate() {
+    let env = common::env();
+    let default = build(env, "config/default");
+    let tls = build(env, "config/overlays/bridge-tls");
+    let cert_manager = |o: &&Value| {
+        o["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))
+    };
+    let is_bridge =
+        |o: &&Value| o["kind"] == "Deployment" && o["metadata"]["name"] == "handoff-bridge";
+    let untouched = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| !cert_manager(o) && !is_bridge(o))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        untouched(&tls),
+        untouched(&default),
+        "the component changes nothing but the bridge Deployment"
+    );
+
+    let plain = container_args(find(&default, "Deployment", "handoff-bridge"));
+    assert!(
+        plain.iter().all(|a| !a.starts_with("--tls-")),
+        "config/default serves plain HTTP: {plain:?}"
+    );
+    let bridge = find(&tls, "Deployment", "handoff-bridge");
+    let args = container_args(bridge);
+    let certificate = find(&tls, "Certificate", "handoff-bridge-tls");
+    let secret = certificate["spec"]["secretName"]
+        .as_str()
+        .expect("secretName");
+    let pod = &bridge["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("the certificate's Secret is a volume");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("the volume is mounted");
+    assert_eq!(mount["readOnly"], json!(true));
+    let dir = mount["mountPath"].as_str().expect("mountPath");
+    for flag in [
+        format!("--tls-cert={dir}/tls.crt"),
+        format!("--tls-key={dir}/tls.key"),
+    ] {
+        assert!(args.contains(&flag), "{flag} in {args:?}");
+    }
+    let names: Vec<&str> = certificate["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for host in args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--allowed-host="))
+    {
+        let host = host.replace("$(POD_NAMESPACE)", NS);
+        assert!(
+            names.contains(&host.as_str()),
+            "the certificate names every allowed host: {host} not in {names:?}"
+        );
+    }
+    for o in tls.iter().filter(cert_manager) {
+        assert_eq!(
+            o["metadata"]["namespace"],
+            json!(NS),
+            "{}",
+            o["metadata"]["name"]
+        );
+    }
+    let issuer = certificate["spec"]["issuerRef"]["name"]
+        .as_str()
+        .expect("issuer");
+    find(&tls, "Issuer", issuer);
 }
 
 #[test]
