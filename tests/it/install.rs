@@ -397,10 +397,18 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     for metric in [
         "handoff_mcp_tool_calls_total",
         "handoff_mcp_tool_call_duration_seconds_bucket",
-        "handoff_controller_",
+        "handoff_mcp_identity_reviews_total",
+        "handoff_mcp_http_refusals_total",
+        "handoff_controller_reconcile_errors_total",
+        "handoff_controller_invalid_objects_total",
+        "handoff_controller_mirror_history_purged_rows_total",
     ] {
         assert!(json_text.contains(metric), "the dashboard shows {metric}");
     }
+    assert!(
+        !json_text.contains("TO BE CONFIRMED"),
+        "every panel names a metric the code exports"
+    );
 }
 
 /// The args of the first container of a Deployment.
