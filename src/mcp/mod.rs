@@ -13,6 +13,8 @@
 //!   text) and the table `tools/list` and `tools/call` read.
 //! - [`call`]: what every call shares: its context, errors, RBAC mapping.
 //! - [`profiles`]: which profiles see which tools (pure).
+//! - [`resources`]: handoffs as resources `handoff://{handoff_key}` (pure).
+//! - [`prompts`]: the prompt `continue`: preamble and handoff (pure).
 //! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
@@ -27,6 +29,8 @@ pub mod http;
 pub mod limits;
 pub mod listener;
 pub mod profiles;
+pub mod prompts;
+pub mod resources;
 pub mod server;
 pub mod stdio;
 pub mod tls;

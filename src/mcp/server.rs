@@ -4,6 +4,10 @@
 //! [`CALL_TIMEOUT`] with the caller's credentials; every failure becomes a
 //! message an agent can act on, and every call a metric.
 //!
+//! Resources (`handoff://{handoff_key}`, see `resources`) and the prompt
+//! `continue` (see `prompts`) are gated like `get_handoff` and read the
+//! current handoff as the caller, as it does ([`HandoffServer::current`]).
+//!
 //! With a mirror (`handoff mcp` with `HANDOFF_POSTGRES_URL`), the handlers of
 //! `list_handoffs` and `get_handoff{revision}` answer from PostgreSQL after
 //! an access review (see `tools::list`, `tools::get`).
@@ -13,15 +17,20 @@ use std::time::{Duration, Instant};
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListToolsResult, PaginatedRequestParams, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Role, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::auth::Caller;
 use super::call::{Call, OfferSettings};
-use super::tools;
+use super::tools::{self, HandoffView};
+use super::{prompts, resources};
+use crate::api::Handoff;
 use crate::mirror::Mirror;
 use crate::telemetry::{BridgeMetrics, ToolCallLabels};
 
@@ -119,14 +128,54 @@ impl HandoffServer {
                 err.outcome(),
             ),
             Err(_) => (
-                CallToolResult::error(vec![ContentBlock::text(format!(
-                    "the Kubernetes API did not answer within {}s; retriable: try again shortly",
-                    CALL_TIMEOUT.as_secs()
-                ))]),
+                CallToolResult::error(vec![ContentBlock::text(timed_out())]),
                 "unavailable",
             ),
         }
     }
+
+    /// The current handoff of `key`, read as `caller` with `get_handoff`'s
+    /// gate, timeout and error messages: what resources and the `continue`
+    /// prompt serve.
+    async fn current(&self, caller: &Caller, key: &str) -> Result<Option<Handoff>, McpError> {
+        gate(caller)?;
+        let tool = &tools::get::TOOL;
+        let call = Call {
+            tool,
+            caller,
+            mirror: self.mirror.as_deref(),
+            offers: &self.offers,
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, caller.store().get(key)).await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(err)) => Err(McpError::internal_error(
+                call.kube_error(err).to_string(),
+                None,
+            )),
+            Err(_) => Err(McpError::internal_error(timed_out(), None)),
+        }
+    }
+}
+
+/// The answer when the apiserver did not answer within [`CALL_TIMEOUT`].
+fn timed_out() -> String {
+    format!(
+        "the Kubernetes API did not answer within {}s; retriable: try again shortly",
+        CALL_TIMEOUT.as_secs()
+    )
+}
+
+/// Refuses a caller whose profile may not `get_handoff`: resources and
+/// prompts are gated as it is.
+fn gate(caller: &Caller) -> Result<(), McpError> {
+    let tool = &tools::get::TOOL;
+    if tool.visible_to(caller.profile()) {
+        return Ok(());
+    }
+    Err(McpError::invalid_request(
+        caller.profile().refusal(tool.name, tool.audience),
+        None,
+    ))
 }
 
 /// The profile label of the metric: a contract profile, or `other`.
@@ -136,7 +185,13 @@ fn profile_label(caller: &Caller) -> String {
 
 impl ServerHandler for HandoffServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .enable_prompts()
+                .build(),
+        )
             .with_server_info(Implementation::new("handoff", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Handoffs are compact summaries that let an agent continue a conversation without its transcript. \
@@ -179,5 +234,86 @@ impl ServerHandler for HandoffServer {
         tracing::info!(tool = tool.name, profile = %labels.profile, outcome, elapsed_ms = started.elapsed().as_millis() as u64, "tool call");
         self.metrics.record(labels, started.elapsed());
         Ok(result.into())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let templates = if gate(&caller).is_ok() {
+            vec![resources::template()]
+        } else {
+            Vec::new()
+        };
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let caller = self.caller(&ctx)?;
+        gate(&caller)?;
+        let uri = request.uri;
+        let key = resources::key_of(&uri).map_err(|e| McpError::invalid_params(e, None))?;
+        let started = Instant::now();
+        let found = self.current(&caller, &key).await;
+        tracing::info!(resource = %uri, profile = %profile_label(&caller), found = matches!(found, Ok(Some(_))), elapsed_ms = started.elapsed().as_millis() as u64, "resource read");
+        match found? {
+            Some(handoff) => Ok(ReadResourceResult::new(vec![resources::contents(
+                &uri,
+                &handoff.spec.body,
+            )])
+            .into()),
+            None => Err(McpError::resource_not_found(
+                resources::not_found(&key, &uri),
+                Some(serde_json::json!({ "uri": uri, "handoff_key": key })),
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let caller = self.caller(&ctx)?;
+        let prompts = if gate(&caller).is_ok() {
+            vec![prompts::definition()]
+        } else {
+            Vec::new()
+        };
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let caller = self.caller(&ctx)?;
+        gate(&caller)?;
+        if request.name != prompts::CONTINUE {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt `{}`: the prompt is `{}`",
+                    request.name,
+                    prompts::CONTINUE
+                ),
+                None,
+            ));
+        }
+        let key = prompts::key_arg(request.arguments.as_ref())
+            .map_err(|e| McpError::invalid_params(e, None))?;
+        let found = self.current(&caller, &key).await?;
+        let text = prompts::text(&key, found.as_ref().map(HandoffView::of));
+        Ok(
+            GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
+                .with_description(format!("Continue the conversation `{key}`"))
+                .into(),
+        )
     }
 }

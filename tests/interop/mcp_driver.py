@@ -10,12 +10,25 @@ The plan is a JSON list of steps, run in order in one session:
     {"op": "concurrent", "tool": NAME, "args_list": [{...}, ...]}   (all at once)
     {"op": "raw_post", "body": "...", "headers": {...}?}   (HTTP only: a raw POST to the endpoint)
     {"op": "load", "agents": N, "calls": M, "project": P}   (N concurrent agents × M mixed calls)
+    {"op": "capabilities"}                          (what the server advertised)
+    {"op": "list_resources"}
+    {"op": "list_resource_templates"}
+    {"op": "read_resource", "uri": URI}
+    {"op": "list_prompts"}
+    {"op": "get_prompt", "name": NAME, "args": {...}}
 Prints one JSON list with a result per step:
     {"tools": [...], "annotations": {...}}
     {"is_error": bool, "text": "...", "structured": {...} | null}
     {"exception": "..."}   (a protocol-level error raised by the SDK)
     {"results": [...]}     (concurrent: one call result each)
     {"status": N, "body": "..."}   (raw_post)
+    {"capabilities": {...}}        (capabilities: the advertised ones, by name)
+    {"resources": [...]}           (list_resources: uris)
+    {"templates": [{"uri_template", "name", "mime_type"}]}
+    {"contents": [{"uri", "mime_type", "text"}]}   (read_resource)
+    {"prompts": [{"name", "arguments": [{"name", "required"}]}]}
+    {"messages": [{"role", "text"}]}   (get_prompt)
+    {"error": {"code": N, "message": "..."}}   (resources/prompts: the MCP error)
 The Rust integration tests assert on this output.
 """
 
@@ -37,6 +50,53 @@ async def call(client, tool, args):
         return {"exception": f"{type(exc).__name__}: {exc}"}
     text = "\n".join(c.text for c in result.content if getattr(c, "type", "") == "text")
     return {"is_error": bool(result.is_error), "text": text, "structured": result.structured_content}
+
+
+def mcp_error(exc):
+    """An MCP error as {"error": {code, message}}; anything else as an exception."""
+    error = getattr(exc, "error", None)
+    if error is None:
+        return {"exception": f"{type(exc).__name__}: {exc}"}
+    return {"error": {"code": error.code, "message": error.message}}
+
+
+async def resources_and_prompts(client, step):
+    """The steps on resources and prompts; None for any other op."""
+    op = step["op"]
+    try:
+        if op == "capabilities":
+            caps = client.server_capabilities.model_dump(exclude_none=True)
+            return {"capabilities": caps}
+        if op == "list_resources":
+            listed = await client.list_resources()
+            return {"resources": [str(r.uri) for r in listed.resources]}
+        if op == "list_resource_templates":
+            listed = await client.list_resource_templates()
+            return {"templates": [
+                {"uri_template": t.uri_template, "name": t.name, "mime_type": t.mime_type}
+                for t in listed.resource_templates
+            ]}
+        if op == "read_resource":
+            read = await client.read_resource(step["uri"])
+            return {"contents": [
+                {"uri": str(c.uri), "mime_type": c.mime_type, "text": getattr(c, "text", None)}
+                for c in read.contents
+            ]}
+        if op == "list_prompts":
+            listed = await client.list_prompts()
+            return {"prompts": [
+                {"name": p.name,
+                 "arguments": [{"name": a.name, "required": a.required} for a in (p.arguments or [])]}
+                for p in listed.prompts
+            ]}
+        if op == "get_prompt":
+            got = await client.get_prompt(step["name"], step.get("args", {}))
+            return {"messages": [
+                {"role": m.role, "text": getattr(m.content, "text", None)} for m in got.messages
+            ]}
+    except Exception as exc:  # the SDK raises protocol errors as exceptions
+        return mcp_error(exc)
+    return None
 
 
 async def load(client, agents, calls, project):
@@ -96,7 +156,10 @@ async def run_steps(client, plan, http=None, url=None):
                 response = await http.post(url, content=step["body"], headers=headers)
                 results.append({"status": response.status_code, "body": response.text})
             else:
-                results.append({"exception": f"unknown op {step['op']}"})
+                answered = await resources_and_prompts(client, step)
+                if answered is None:
+                    answered = {"exception": f"unknown op {step['op']}"}
+                results.append(answered)
         except Exception as exc:  # the SDK raises protocol errors as exceptions
             results.append({"exception": f"{type(exc).__name__}: {exc}"})
     return results

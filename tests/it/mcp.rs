@@ -654,3 +654,149 @@ fn an_unreachable_apiserver_is_a_retriable_error_not_a_hang() {
         );
     }
 }
+
+#[tokio::test]
+async fn stdio_resources_and_the_continue_prompt() {
+    let env = env();
+    let ns = env.namespace("mcp-resources").await;
+    let key = "acme/api#42 zürich 100%";
+    let uri = "handoff://acme%2Fapi%2342%20z%C3%BCrich%20100%25";
+    let body = "## State\nparser done\n## Next\n- wire the CLI";
+    let got = drive_stdio(
+        env,
+        &ns,
+        "implement",
+        json!([
+            {"op": "capabilities"},
+            {"op": "list_resource_templates"},
+            {"op": "list_resources"},
+            {"op": "read_resource", "uri": uri},
+            {"op": "get_prompt", "name": "continue", "args": {"handoff_key": key}},
+            write(key, "shop", body),
+            {"op": "read_resource", "uri": uri},
+            {"op": "read_resource", "uri": "handoff://acme/api"},
+            {"op": "list_prompts"},
+            {"op": "get_prompt", "name": "continue", "args": {"handoff_key": key}},
+            {"op": "get_prompt", "name": "continue", "args": {}},
+        ]),
+    );
+    let caps = &got[0]["capabilities"];
+    assert!(caps["resources"].is_object(), "{caps}");
+    assert!(caps["prompts"].is_object(), "{caps}");
+    assert_eq!(
+        got[1]["templates"],
+        json!([{"uri_template": "handoff://{handoff_key}", "name": "handoff", "mime_type": "text/markdown"}])
+    );
+    assert_eq!(got[2]["resources"], json!([]));
+
+    let missing = &got[3]["error"];
+    assert_eq!(
+        missing["code"],
+        json!(-32002),
+        "resource not found: {}",
+        got[3]
+    );
+    let message = missing["message"].as_str().unwrap_or_default();
+    assert!(message.contains(&format!("`{key}`")), "{message}");
+
+    let fresh = got[4]["messages"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        fresh.starts_with(&format!("Continuation key: {key}. ")) && fresh.contains("start fresh"),
+        "{fresh}"
+    );
+
+    assert_eq!(ok(&got[5])["outcome"], json!("created"));
+    assert_eq!(
+        got[6]["contents"],
+        json!([{"uri": uri, "mime_type": "text/markdown", "text": body}])
+    );
+    let malformed = got[7]["error"]["message"].as_str().unwrap_or_default();
+    assert!(malformed.contains("handoff://{handoff_key}"), "{}", got[7]);
+
+    assert_eq!(
+        got[8]["prompts"],
+        json!([{"name": "continue", "arguments": [{"name": "handoff_key", "required": true}]}])
+    );
+    let messages = got[9]["messages"].as_array().expect("messages");
+    assert_eq!(messages.len(), 1, "{}", got[9]);
+    assert_eq!(messages[0]["role"], json!("user"));
+    let text = messages[0]["text"].as_str().unwrap_or_default();
+    let preamble = handoff::goals::preamble(key).expect("a preamble");
+    assert!(text.starts_with(&format!("{preamble}\n\n")), "{text}");
+    assert!(text.ends_with(&format!("\n\n{body}")), "{text}");
+    let needs_key = got[10]["error"]["message"].as_str().unwrap_or_default();
+    assert!(needs_key.contains("handoff_key"), "{}", got[10]);
+}
+
+#[tokio::test]
+async fn stdio_a_profile_without_handoff_tools_sees_no_resources_or_prompts() {
+    let env = env();
+    let ns = env.namespace("mcp-resources-gated").await;
+    drive_stdio(env, &ns, "implement", json!([write("k", "shop", "secret")]));
+    let got = drive_stdio(
+        env,
+        &ns,
+        "reviewer",
+        json!([
+            {"op": "list_resource_templates"},
+            {"op": "read_resource", "uri": "handoff://k"},
+            {"op": "list_prompts"},
+            {"op": "get_prompt", "name": "continue", "args": {"handoff_key": "k"}},
+        ]),
+    );
+    assert_eq!(got[0]["templates"], json!([]));
+    assert_eq!(got[2]["prompts"], json!([]));
+    for refused in [&got[1], &got[3]] {
+        let message = refused["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("profile `reviewer`") && !message.contains("secret"),
+            "{refused}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn http_resources_and_prompts_read_as_the_caller() {
+    let env = env();
+    let ns = env.namespace("mcp-resources-rbac").await;
+    apply_agent_roles(env);
+    let bridge = Bridge::start(env, &ns);
+    let writer = agent_token(
+        env,
+        &ns,
+        "writer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
+    let read = json!([
+        {"op": "read_resource", "uri": "handoff://team%2Fk%231"},
+        {"op": "get_prompt", "name": "continue", "args": {"handoff_key": "team/k#1"}},
+    ]);
+    let plan = |first: Value| {
+        let mut steps = vec![first];
+        steps.extend(read.as_array().cloned().unwrap_or_default());
+        Value::Array(steps)
+    };
+    let got = bridge.drive(&writer, "", plan(write("team/k#1", "shop", "the body")));
+    ok(&got[0]);
+    assert_eq!(
+        got[1]["contents"][0]["text"],
+        json!("the body"),
+        "{}",
+        got[1]
+    );
+    let text = got[2]["messages"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.ends_with("\n\nthe body"), "{text}");
+
+    let refused = bridge.drive(&nobody, "", plan(json!({"op": "list_resource_templates"})));
+    assert_eq!(refused[0]["templates"].as_array().map(Vec::len), Some(1));
+    for step in &refused[1..] {
+        let message = step["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("may not get handoffs") && !message.contains("the body"),
+            "RBAC is the gate: {step}"
+        );
+    }
+}
