@@ -38,6 +38,7 @@ pub(crate) enum Note {
     Oversized,
     UnknownBlock,
     Sidechain,
+    Meta,
     Thinking,
     Reasoning,
     EncryptedReasoning,
@@ -48,7 +49,7 @@ pub(crate) enum Note {
 
 impl Note {
     /// The warning for `n` occurrences.
-    fn describe(self, n: usize) -> String {
+    pub(crate) fn describe(self, n: usize) -> String {
         let (one, many) = match self {
             Note::NotJson => ("line is not valid JSON", "lines are not valid JSON"),
             Note::Shape => (
@@ -66,6 +67,10 @@ impl Note {
             Note::Sidechain => (
                 "sidechain (sub-agent) record was left out",
                 "sidechain (sub-agent) records were left out",
+            ),
+            Note::Meta => (
+                "harness meta record (local-command caveat or injected context) was left out",
+                "harness meta records (local-command caveats or injected context) were left out",
             ),
             Note::Thinking => (
                 "thinking block was left out",

@@ -38,10 +38,12 @@
 //!   as a string or blocks (`text`, `tool_use`, `tool_result`, `thinking`,
 //!   `image`). Sidechain records (`isSidechain`, sub-agents) are left out
 //!   with a warning. Meta lines (`isMeta`: harness caveats and injected
-//!   context), `<system-reminder>` blocks and `<local-command-…>` output are
-//!   not the user speaking and are dropped silently. `summary`, `system`,
-//!   `file-history-snapshot`, `queue-operation`, `progress`, `custom-title`
-//!   and `attachment` records are ignored.
+//!   context) and local-command caveats written without `isMeta` are not the
+//!   user speaking: they are left out and counted in a warning.
+//!   `<system-reminder>` blocks and `<local-command-…>` output are dropped
+//!   silently. `summary`, `system`, `file-history-snapshot`,
+//!   `queue-operation`, `progress`, `custom-title` and `attachment` records
+//!   are ignored.
 //! - **Compaction** (Claude `compact_boundary` + `isCompactSummary`, Codex
 //!   `compacted`): the file still holds the turns before the compaction, so
 //!   they are read as they are and the summary is NOT repeated (a warning

@@ -66,7 +66,7 @@ fn cases() -> Vec<Case> {
                 turn(U, "Here is the failing input:\n\n[image]", &[]),
                 turn(A, "Thanks, that confirms it.", &[]),
             ],
-            warnings: &["1 thinking block"],
+            warnings: &["1 harness meta record", "1 thinking block"],
         },
         Case {
             kind: AgentKind::Claude,
