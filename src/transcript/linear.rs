@@ -93,8 +93,8 @@ impl Note {
                 "compaction summaries open the transcript: the turns they summarize are not in this file",
             ),
             Note::EventFallback => (
-                "event message was read because the file has no response items (tool calls are not recorded there)",
-                "event messages were read because the file has no response items (tool calls are not recorded there)",
+                "event message was read because the file has no response-item messages (its tool-call items are kept in place)",
+                "event messages were read because the file has no response-item messages (its tool-call items are kept in place)",
             ),
         };
         format!("{n} {}", if n == 1 { one } else { many })

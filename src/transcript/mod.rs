@@ -56,7 +56,8 @@
 //!   `local_shell_call` / `web_search_call` items. `event_msg` records repeat
 //!   the messages for the UI and are ignored, unless the file has no
 //!   response-item message at all, in which case its user and agent event
-//!   messages are read instead (so nothing is counted twice). Injected
+//!   messages are read instead (so nothing is counted twice), with the
+//!   tool-call items kept in place among them. Injected
 //!   environment context, AGENTS.md and skill instructions and developer
 //!   messages are not user turns. Reasoning is left out (counted, encrypted
 //!   or not). Unknown item types are skipped and counted. The older format

@@ -160,7 +160,21 @@ fn cases() -> Vec<Case> {
                 turn(U, "What changed since yesterday?", &[]),
                 turn(A, "Only the README.", &[]),
             ],
-            warnings: &["2 event messages were read because the file has no response items"],
+            warnings: &[
+                "2 event messages were read because the file has no response-item messages",
+            ],
+        },
+        Case {
+            kind: AgentKind::Codex,
+            file: "codex/tool-only.jsonl",
+            counts: (5, 3, 2, 0),
+            turns: vec![
+                turn(U, "How big is the log?", &[]),
+                turn(A, "It is 4 KB.", &["[tool] shell: du -h app.log"]),
+            ],
+            warnings: &[
+                "2 event messages were read because the file has no response-item messages",
+            ],
         },
         Case {
             kind: AgentKind::Codex,
