@@ -2,6 +2,7 @@
 //! See the module docs of [`super`] for what is kept and what is left out.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -11,15 +12,19 @@ use super::json::{Block, Content, Flag, Loose, Text};
 use super::linear::{Disposition, Format, Linearizer, Note};
 
 /// Record types that carry no conversation.
-const IGNORED_TYPES: [&str; 7] = [
+const IGNORED_TYPES: [&str; 6] = [
     "summary",
     "system",
     "file-history-snapshot",
-    "queue-operation",
     "progress",
     "custom-title",
     "attachment",
 ];
+
+/// Queued messages remembered while waiting for their `remove`: a queue
+/// the user keeps filling without the agent taking from it must not grow
+/// without bound (the oldest is forgotten).
+const MAX_QUEUED: usize = 64;
 
 /// How the local-command caveat begins.
 const CAVEAT: &str =
@@ -65,6 +70,10 @@ struct Record<'a> {
     compact_summary: Flag,
     #[serde(default, borrow)]
     message: Loose<Message<'a>>,
+    #[serde(default, borrow)]
+    operation: Text<'a>,
+    #[serde(default, borrow)]
+    content: Content<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -73,8 +82,12 @@ struct Message<'a> {
     content: Content<'a>,
 }
 
-/// The Claude Code reader.
-pub(crate) struct Claude;
+/// The Claude Code reader; it remembers the messages queued and not yet
+/// taken (see the `queue-operation` rule in the module docs of [`super`]).
+#[derive(Debug, Default)]
+pub(crate) struct Claude {
+    queued: VecDeque<String>,
+}
 
 impl Format for Claude {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
@@ -89,6 +102,7 @@ impl Format for Claude {
                 Disposition::Ignored
             }
             Some("user") => user(record, out),
+            Some("queue-operation") => self.queue(record, out),
             Some("assistant") => assistant(record, out),
             Some("system") if record.subtype.is("compact_boundary") => {
                 out.note(Note::Compaction);
@@ -96,6 +110,41 @@ impl Format for Claude {
             }
             Some(k) if IGNORED_TYPES.contains(&k) => Disposition::Ignored,
             _ => out.unknown(kind),
+        }
+    }
+}
+
+impl Claude {
+    /// A `queue-operation`: `enqueue` remembers the message; `dequeue`
+    /// forgets the oldest (it is the next prompt, recorded as a `user`
+    /// record of its own); `remove` delivers a message into the running
+    /// turn, where no `user` record carries it, so it becomes a user turn
+    /// here: its own content, else the oldest remembered message.
+    fn queue(&mut self, record: Record<'_>, out: &mut Linearizer) -> Disposition {
+        let operation = record.operation.as_str().map(str::to_owned);
+        let text = user_text(record.content, out);
+        match operation.as_deref() {
+            Some("enqueue") => {
+                if self.queued.len() >= MAX_QUEUED {
+                    self.queued.pop_front();
+                }
+                self.queued.push_back(text);
+                Disposition::Ignored
+            }
+            Some("dequeue") => {
+                self.queued.pop_front();
+                Disposition::Ignored
+            }
+            Some("remove") => {
+                let delivered = self.queued.pop_front().unwrap_or_default();
+                let text = if text.is_empty() { delivered } else { text };
+                if text.is_empty() {
+                    return Disposition::Ignored;
+                }
+                out.text(Role::User, &text);
+                Disposition::Used
+            }
+            _ => Disposition::Ignored,
         }
     }
 }
@@ -368,6 +417,66 @@ mod tests {
                 .filter(|w| w.contains("meta record"))
                 .collect();
             assert_eq!(meta_warnings.first().copied(), warned.as_ref(), "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn delivered_steering_messages_become_user_turns() {
+        let prompt = r#"{"type":"user","message":{"content":"fix it"}}"#;
+        let working = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"Bash","input":{"command":"make"}}]}}"#;
+        let enqueue = r#"{"type":"queue-operation","operation":"enqueue","content":"use clang"}"#;
+        let remove = r#"{"type":"queue-operation","operation":"remove"}"#;
+        let remove_own = r#"{"type":"queue-operation","operation":"remove","content":"stop"}"#;
+        let dequeue = r#"{"type":"queue-operation","operation":"dequeue"}"#;
+        let next = r#"{"type":"user","message":{"content":"use clang"}}"#;
+        let reply = r#"{"type":"assistant","message":{"content":"Switching to clang."}}"#;
+        let cases: [(&[&str], &[(Role, &str)]); 6] = [
+            (
+                &[prompt, working, enqueue, remove, reply],
+                &[
+                    (Role::User, "fix it"),
+                    (Role::Assistant, ""),
+                    (Role::User, "use clang"),
+                    (Role::Assistant, "Switching to clang."),
+                ],
+            ),
+            (
+                &[prompt, working, remove_own, reply],
+                &[
+                    (Role::User, "fix it"),
+                    (Role::Assistant, ""),
+                    (Role::User, "stop"),
+                    (Role::Assistant, "Switching to clang."),
+                ],
+            ),
+            (
+                &[prompt, working, enqueue, dequeue, next, reply],
+                &[
+                    (Role::User, "fix it"),
+                    (Role::Assistant, ""),
+                    (Role::User, "use clang"),
+                    (Role::Assistant, "Switching to clang."),
+                ],
+            ),
+            (
+                &[prompt, working, enqueue],
+                &[(Role::User, "fix it"), (Role::Assistant, "")],
+            ),
+            (
+                &[prompt, enqueue, dequeue, remove],
+                &[(Role::User, "fix it")],
+            ),
+            (
+                &[r#"{"type":"queue-operation","operation":"popAll","content":"x"}"#],
+                &[],
+            ),
+        ];
+        for (lines, want) in cases {
+            let o = read(lines);
+            let got: Vec<(Role, &str)> =
+                o.turns.iter().map(|t| (t.role, t.text.as_str())).collect();
+            assert_eq!(got, want, "{lines:?}");
+            assert_eq!(o.skipped, 0, "{lines:?}");
         }
     }
 }

@@ -41,9 +41,17 @@
 //!   context) and local-command caveats written without `isMeta` are not the
 //!   user speaking: they are left out and counted in a warning.
 //!   `<system-reminder>` blocks and `<local-command-…>` output are dropped
-//!   silently. `summary`, `system`, `file-history-snapshot`,
-//!   `queue-operation`, `progress`, `custom-title` and `attachment` records
-//!   are ignored.
+//!   silently. `summary`, `system`, `file-history-snapshot`, `progress`,
+//!   `custom-title` and `attachment` records are ignored.
+//! - **Claude Code steering** (`queue-operation` records: a message the user
+//!   typed while the agent worked). The rule for "delivered": `enqueue`
+//!   only queues the message (it may never be sent); `dequeue` takes the
+//!   oldest as the next prompt, which Claude Code records as an ordinary
+//!   `user` record, so it is not repeated; `remove` delivers the message
+//!   into the running turn, where no `user` record carries it, so it
+//!   becomes a user turn at that point (the record's content, else the
+//!   oldest queued message), and the assistant's next reply follows it.
+//!   Other operations, and messages still queued at the end, are not turns.
 //! - **Compaction** (Claude `compact_boundary` + `isCompactSummary`, Codex
 //!   `compacted`): the file still holds the turns before the compaction, so
 //!   they are read as they are and the summary is NOT repeated (a warning
@@ -359,7 +367,7 @@ pub fn read_file(
 /// line, as in its database).
 pub fn linearize(kind: AgentKind, reader: impl BufRead, budget: Budget) -> Outcome {
     match kind {
-        AgentKind::Claude => linear::read_lines(reader, &mut claude::Claude, budget),
+        AgentKind::Claude => linear::read_lines(reader, &mut claude::Claude::default(), budget),
         AgentKind::Codex => linear::read_lines(reader, &mut codex::Codex::new(budget), budget),
         AgentKind::Grok => linear::read_lines(reader, &mut grok::Grok, budget),
     }

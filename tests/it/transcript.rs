@@ -84,6 +84,18 @@ fn cases() -> Vec<Case> {
         },
         Case {
             kind: AgentKind::Claude,
+            file: "claude/steering.jsonl",
+            counts: (7, 4, 3, 0),
+            turns: vec![
+                turn(U, "Build the project.", &[]),
+                turn(A, "", &["[tool] Bash: make"]),
+                turn(U, "Use clang, not gcc.", &[]),
+                turn(A, "Switching to clang as you asked.", &[]),
+            ],
+            warnings: &["1 harness meta record"],
+        },
+        Case {
+            kind: AgentKind::Claude,
             file: "claude/compaction.jsonl",
             counts: (6, 4, 2, 0),
             turns: vec![
