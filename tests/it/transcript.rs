@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use handoff::transcript::budget;
 use handoff::transcript::document::{BEGIN, END};
 use handoff::transcript::files::{sweep_files_in, write_file_in};
 use handoff::transcript::{
@@ -293,6 +294,34 @@ fn budgets_keep_the_tail_and_say_so() {
         o.warnings
             .iter()
             .any(|w| w.contains("kept the last 2 of 4 turns")),
+        "{:?}",
+        o.warnings
+    );
+}
+
+#[test]
+fn a_huge_last_turn_leaves_the_turns_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("paste.jsonl");
+    let mut lines = fs::read_to_string(fixture("claude/session.jsonl")).unwrap();
+    let paste = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": format!("{}the end", "log line\n".repeat(5 << 17))},
+    });
+    lines.push_str(&paste.to_string());
+    fs::write(&file, lines).unwrap();
+    let o = read_file(AgentKind::Claude, &file, None, Budget::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!(o.turns.len(), 5, "{:?}", o.warnings);
+    assert_eq!(o.turns[0].text, "Why does the parser reject tabs?");
+    let last = &o.turns[4];
+    assert!(last.text.starts_with("[…] ") && last.text.ends_with("the end"));
+    assert!(last.text.len() <= budget::DEFAULT_MAX_BYTES / budget::MAX_TURN_SHARE);
+    assert!(
+        o.warnings
+            .iter()
+            .any(|w| w.contains("cut from the start of over-long turns")),
         "{:?}",
         o.warnings
     );
