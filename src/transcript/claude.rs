@@ -430,7 +430,9 @@ mod tests {
         let dequeue = r#"{"type":"queue-operation","operation":"dequeue"}"#;
         let next = r#"{"type":"user","message":{"content":"use clang"}}"#;
         let reply = r#"{"type":"assistant","message":{"content":"Switching to clang."}}"#;
-        let cases: [(&[&str], &[(Role, &str)]); 6] = [
+        // The lines, and the turns (role, text) they read as.
+        type Case<'a> = (&'a [&'a str], &'a [(Role, &'a str)]);
+        let cases: [Case<'_>; 6] = [
             (
                 &[prompt, working, enqueue, remove, reply],
                 &[

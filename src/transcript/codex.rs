@@ -442,7 +442,9 @@ mod tests {
             r#"{"type":"response_item","payload":{"type":"message","role":"user","content":"q"}}"#;
         let reply = r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":"a"}}"#;
         let tool = "[tool] shell: ls";
-        let cases: [(&[&str], &[(Role, &str, &[&str])]); 4] = [
+        // The lines, and the turns (role, text, tools) they read as.
+        type Case<'a> = (&'a [&'a str], &'a [(Role, &'a str, &'a [&'a str])]);
+        let cases: [Case<'_>; 4] = [
             (&[call, output], &[(Role::Assistant, "", &[tool])]),
             (
                 &[asked, call, output, answered],
