@@ -4,7 +4,9 @@
 //! than its beginning, and a long session does not fit its context. So the
 //! readers keep a bounded tail while they stream: the tail holds at most
 //! `max_turns` turns and `max_bytes` bytes of turn text, dropping the oldest
-//! as new ones arrive. Memory therefore stays bounded by the budget, not by
+//! as new ones arrive; a single turn keeps at most a share of `max_bytes`
+//! (its end, see [`MAX_TURN_SHARE`]), so one huge turn does not push out
+//! the turns before it. Memory therefore stays bounded by the budget, not by
 //! the transcript, and the warnings say how much was cut.
 
 use std::collections::VecDeque;
@@ -19,6 +21,12 @@ pub const DEFAULT_MAX_BYTES: usize = 96 * 1024;
 /// Tool summaries kept per turn (the last ones): a long autonomous run is
 /// otherwise one unbounded turn.
 pub const MAX_TOOLS_PER_TURN: usize = 40;
+/// One turn keeps at most 1/`MAX_TURN_SHARE` of the byte budget (its end,
+/// its start cut): a huge turn (a pasted log) would otherwise evict every
+/// turn before it, while the destination needs the few exchanges that led
+/// to the end to know where things stand. A quarter keeps the end of the
+/// huge turn readable and leaves three quarters for the turns before it.
+pub const MAX_TURN_SHARE: usize = 4;
 /// Put in front of a turn whose beginning was cut.
 const CUT_MARKER: &str = "[…] ";
 
@@ -59,8 +67,10 @@ struct Slot {
 }
 
 impl Slot {
+    /// The bytes the turn will have as handed out, its cut marker included.
     fn bytes(&self) -> usize {
-        turn_bytes(&self.turn)
+        let marker = if self.head_cut { CUT_MARKER.len() } else { 0 };
+        turn_bytes(&self.turn) + marker
     }
 }
 
@@ -147,7 +157,8 @@ impl Tail {
     /// The kept turns, oldest first, and what the budget cut.
     pub fn finish(mut self) -> (Vec<Turn>, Vec<String>) {
         if let Some(max) = self.budget.max_bytes {
-            self.fit_last(max, max);
+            let cap = turn_cap(max);
+            self.fit_last(cap, cap);
         }
         let mut warnings = Vec::new();
         if self.cut_turns > 0 {
@@ -161,7 +172,7 @@ impl Tail {
         }
         if self.trimmed_bytes > 0 {
             warnings.push(format!(
-                "budget: {} cut from the start of an over-long turn",
+                "budget: {} cut from the start of over-long turns (a turn keeps at most 1/{MAX_TURN_SHARE} of the budget)",
                 human_bytes(self.trimmed_bytes)
             ));
         }
@@ -178,6 +189,10 @@ impl Tail {
     fn current(&mut self, role: Role) -> &mut Slot {
         let reuse = self.open && self.slots.back().is_some_and(|s| s.turn.role == role);
         if !reuse {
+            if let Some(max) = self.budget.max_bytes {
+                let cap = turn_cap(max);
+                self.fit_last(cap, cap);
+            }
             self.slots.push_back(Slot {
                 turn: Turn {
                     role,
@@ -200,12 +215,14 @@ impl Tail {
             }
         }
         if let Some(max) = self.budget.max_bytes {
+            // Trim the open turn only when it is twice its share, so that a
+            // turn growing by small pieces is not copied each time; then it
+            // cannot evict the turns before it.
+            let cap = turn_cap(max);
+            self.fit_last(cap.saturating_mul(2), cap);
             while self.bytes > max && self.slots.len() > 1 {
                 self.cut_front();
             }
-            // Trim a lone over-long turn only when it is twice the budget, so
-            // that a turn growing by small pieces is not copied each time.
-            self.fit_last(max.saturating_mul(2), max);
         }
     }
 
@@ -218,32 +235,37 @@ impl Tail {
         }
     }
 
-    /// When the lone remaining turn exceeds `threshold`, cuts it down to
-    /// `max` bytes: first the start of its text, then its oldest tools.
+    /// When the last turn exceeds `threshold`, cuts it down to `max` bytes:
+    /// first the start of its text, then its oldest tools.
     fn fit_last(&mut self, threshold: usize, max: usize) {
-        if self.bytes <= threshold || self.slots.len() != 1 {
-            return;
-        }
         let Some(slot) = self.slots.back_mut() else {
             return;
         };
+        let before = slot.bytes();
+        if before <= threshold {
+            return;
+        }
         // The marker needs room too, unless the budget is too small for it.
         let marked = max >= 2 * CUT_MARKER.len();
         let room = if marked { max - CUT_MARKER.len() } else { max };
-        let excess = self.bytes.saturating_sub(room);
+        let excess = turn_bytes(&slot.turn).saturating_sub(room);
         let cut = ceil_char_boundary(&slot.turn.text, excess.min(slot.turn.text.len()));
         if cut > 0 {
             slot.turn.text.drain(..cut);
             slot.head_cut |= marked;
             self.trimmed_bytes += cut;
         }
-        let mut bytes = slot.bytes();
-        while bytes > room && !slot.turn.tools.is_empty() {
-            bytes -= slot.turn.tools.remove(0).len();
+        while slot.bytes() > max && !slot.turn.tools.is_empty() {
+            slot.turn.tools.remove(0);
             self.omitted_tools += 1;
         }
-        self.bytes = bytes;
+        self.bytes -= before - slot.bytes();
     }
+}
+
+/// The most bytes one turn keeps under a byte budget of `max`.
+fn turn_cap(max: usize) -> usize {
+    (max / MAX_TURN_SHARE).max(1)
 }
 
 /// The turn as handed out, a cut start marked.
@@ -327,29 +349,36 @@ mod tests {
 
     #[test]
     fn max_bytes_keeps_whole_turns_that_fit() {
-        let mut tail = Tail::new(Budget::new(0, 10));
-        tail.add_text(Role::User, "aaaaaa");
-        tail.add_text(Role::Assistant, "bbbb");
-        tail.add_text(Role::User, "cccc");
+        let mut tail = Tail::new(Budget::new(0, 40));
+        tail.add_text(Role::User, "aaaaaaaaaa");
+        tail.add_text(Role::Assistant, "bbbbbbbbbb");
+        tail.add_text(Role::User, "cccccccccc");
+        tail.add_text(Role::Assistant, "dddddddddd");
+        tail.add_text(Role::User, "eeeeeeeeee");
         let (turns, warnings) = tail.finish();
         assert_eq!(
             texts(&turns),
-            [(Role::Assistant, "bbbb"), (Role::User, "cccc")]
+            [
+                (Role::Assistant, "bbbbbbbbbb"),
+                (Role::User, "cccccccccc"),
+                (Role::Assistant, "dddddddddd"),
+                (Role::User, "eeeeeeeeee")
+            ]
         );
         assert_eq!(warnings.len(), 1);
     }
 
     #[test]
     fn a_lone_long_turn_keeps_its_end() {
-        let mut tail = Tail::new(Budget::new(0, 20));
-        tail.add_text(Role::User, &"x".repeat(100));
+        let mut tail = Tail::new(Budget::new(0, 80));
+        tail.add_text(Role::User, &"x".repeat(400));
         tail.add_text(Role::User, "é-the end");
         let (turns, warnings) = tail.finish();
         assert_eq!(turns.len(), 1);
         assert!(turns[0].text.starts_with(CUT_MARKER));
         assert!(turns[0].text.ends_with("the end"));
         assert!(turn_bytes(&turns[0]) <= 20, "{}", turns[0].text);
-        assert!(warnings[0].contains("cut from the start of an over-long turn"));
+        assert!(warnings[0].contains("cut from the start of over-long turns"));
     }
 
     #[test]
@@ -411,5 +440,51 @@ mod tests {
         assert_eq!(ceil_char_boundary(s, 1), 1);
         assert_eq!(ceil_char_boundary(s, 2), 3);
         assert_eq!(ceil_char_boundary(s, 9), 3);
+    }
+
+    #[test]
+    fn no_turn_takes_more_than_its_share_of_the_budget() {
+        let huge = "h".repeat(5 * DEFAULT_MAX_BYTES);
+        let small = "s".repeat(100);
+        let share = DEFAULT_MAX_BYTES / MAX_TURN_SHARE;
+        // (turn sizes in order, turns kept, size of the last kept turn)
+        let cases: [(&[&str], usize, usize); 5] = [
+            (&[&small, &small, &small, &huge], 4, share),
+            (&[&huge], 1, share),
+            (&[&small, &huge, &small], 3, 100),
+            (&[&huge, &huge, &huge, &huge, &huge], MAX_TURN_SHARE, share),
+            (&[&small, &small], 2, 100),
+        ];
+        for (sizes, kept, last) in cases {
+            let mut tail = Tail::new(Budget::default());
+            for (i, text) in sizes.iter().enumerate() {
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                tail.add_text(role, text);
+            }
+            let (turns, _) = tail.finish();
+            let lens: Vec<usize> = turns.iter().map(turn_bytes).collect();
+            assert_eq!(turns.len(), kept, "{lens:?}");
+            assert_eq!(lens.last().copied(), Some(last), "{lens:?}");
+            assert!(lens.iter().all(|&n| n <= share), "{lens:?}");
+            assert!(lens.iter().sum::<usize>() <= DEFAULT_MAX_BYTES, "{lens:?}");
+        }
+    }
+
+    #[test]
+    fn a_growing_turn_is_held_to_its_share() {
+        let mut tail = Tail::new(Budget::new(0, 400));
+        tail.add_text(Role::User, "question");
+        for _ in 0..100 {
+            tail.add_text(Role::Assistant, "0123456789");
+        }
+        let (turns, _) = tail.finish();
+        assert_eq!(turns.len(), 2);
+        assert_eq!(turns[0].text, "question");
+        assert!(turns[1].text.starts_with(CUT_MARKER));
+        assert_eq!(turn_bytes(&turns[1]), 400 / MAX_TURN_SHARE);
     }
 }

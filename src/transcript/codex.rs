@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::Role;
 use super::budget::{Budget, Tail};
 use super::json::{Content, Loose, Text, ToolInput};
-use super::linear::{Disposition, Format, Linearizer, Note};
+use super::linear::{Disposition, Format, Linearizer, Note, tool_summary};
 
 /// Response-item types that are not conversation: tool outputs, snapshots.
 const IGNORED_ITEMS: [&str; 5] = [
@@ -158,30 +158,35 @@ impl Codex {
                     .arguments
                     .as_str()
                     .and_then(|args| serde_json::from_str::<ToolInput>(args).ok());
-                out.tool(
+                self.tool(
                     item.name.as_str().unwrap_or_default(),
                     input.as_ref().and_then(ToolInput::hint),
-                );
-                Disposition::Used
+                    out,
+                )
             }
             Some("custom_tool_call") => {
                 let hint = item.input.as_str().map(patch_files);
-                out.tool(item.name.as_str().unwrap_or_default(), hint.as_deref());
-                Disposition::Used
+                self.tool(item.name.as_str().unwrap_or_default(), hint.as_deref(), out)
             }
             Some("local_shell_call") => {
                 let action = item.action.0.as_ref();
-                out.tool("shell", action.and_then(|a| a.command.as_str()));
-                Disposition::Used
+                self.tool("shell", action.and_then(|a| a.command.as_str()), out)
             }
             Some("web_search_call") => {
                 let action = item.action.0.as_ref();
-                out.tool("web_search", action.and_then(|a| a.query.as_str()));
-                Disposition::Used
+                self.tool("web_search", action.and_then(|a| a.query.as_str()), out)
             }
             Some(k) if IGNORED_ITEMS.contains(&k) => Disposition::Ignored,
             _ => out.unknown(kind),
         }
+    }
+
+    /// A tool call, also put in place among the event messages: a file
+    /// read from its events still lists the calls, in order.
+    fn tool(&mut self, name: &str, hint: Option<&str>, out: &mut Linearizer) -> Disposition {
+        out.tool(name, hint);
+        self.events.add_tool(tool_summary(name, hint));
+        Disposition::Used
     }
 
     fn event(&mut self, event: &Rec<'_>) -> Disposition {
@@ -424,5 +429,54 @@ mod tests {
         );
         let later = read(&[user, compacted]);
         assert_eq!((later.turns.len(), later.ignored), (1, 1));
+    }
+
+    #[test]
+    fn function_calls_are_listed_without_message_items() {
+        let call = r#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{\"command\":[\"ls\"]}"}}"#;
+        let output =
+            r#"{"type":"response_item","payload":{"type":"function_call_output","output":"a"}}"#;
+        let asked = r#"{"type":"event_msg","payload":{"type":"user_message","message":"q"}}"#;
+        let answered = r#"{"type":"event_msg","payload":{"type":"agent_message","message":"a"}}"#;
+        let user =
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":"q"}}"#;
+        let reply = r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":"a"}}"#;
+        let tool = "[tool] shell: ls";
+        // The lines, and the turns (role, text, tools) they read as.
+        type Case<'a> = (&'a [&'a str], &'a [(Role, &'a str, &'a [&'a str])]);
+        let cases: [Case<'_>; 4] = [
+            (&[call, output], &[(Role::Assistant, "", &[tool])]),
+            (
+                &[asked, call, output, answered],
+                &[(Role::User, "q", &[]), (Role::Assistant, "a", &[tool])],
+            ),
+            (
+                &[asked, call, call],
+                &[(Role::User, "q", &[]), (Role::Assistant, "", &[tool, tool])],
+            ),
+            (
+                &[user, asked, call, output, reply, answered],
+                &[(Role::User, "q", &[]), (Role::Assistant, "a", &[tool])],
+            ),
+        ];
+        for (lines, want) in cases {
+            let o = read(lines);
+            let got: Vec<(Role, &str, Vec<&str>)> = o
+                .turns
+                .iter()
+                .map(|t| {
+                    (
+                        t.role,
+                        t.text.as_str(),
+                        t.tools.iter().map(String::as_str).collect(),
+                    )
+                })
+                .collect();
+            let want: Vec<(Role, &str, Vec<&str>)> = want
+                .iter()
+                .map(|(role, text, tools)| (*role, *text, tools.to_vec()))
+                .collect();
+            assert_eq!(got, want, "{lines:?}");
+        }
     }
 }

@@ -38,6 +38,7 @@ pub(crate) enum Note {
     Oversized,
     UnknownBlock,
     Sidechain,
+    Meta,
     Thinking,
     Reasoning,
     EncryptedReasoning,
@@ -48,7 +49,7 @@ pub(crate) enum Note {
 
 impl Note {
     /// The warning for `n` occurrences.
-    fn describe(self, n: usize) -> String {
+    pub(crate) fn describe(self, n: usize) -> String {
         let (one, many) = match self {
             Note::NotJson => ("line is not valid JSON", "lines are not valid JSON"),
             Note::Shape => (
@@ -66,6 +67,10 @@ impl Note {
             Note::Sidechain => (
                 "sidechain (sub-agent) record was left out",
                 "sidechain (sub-agent) records were left out",
+            ),
+            Note::Meta => (
+                "harness meta record (local-command caveat or injected context) was left out",
+                "harness meta records (local-command caveats or injected context) were left out",
             ),
             Note::Thinking => (
                 "thinking block was left out",
@@ -88,8 +93,8 @@ impl Note {
                 "compaction summaries open the transcript: the turns they summarize are not in this file",
             ),
             Note::EventFallback => (
-                "event message was read because the file has no response items (tool calls are not recorded there)",
-                "event messages were read because the file has no response items (tool calls are not recorded there)",
+                "event message was read because the file has no response-item messages (its tool-call items are kept in place)",
+                "event messages were read because the file has no response-item messages (its tool-call items are kept in place)",
             ),
         };
         format!("{n} {}", if n == 1 { one } else { many })

@@ -38,10 +38,20 @@
 //!   as a string or blocks (`text`, `tool_use`, `tool_result`, `thinking`,
 //!   `image`). Sidechain records (`isSidechain`, sub-agents) are left out
 //!   with a warning. Meta lines (`isMeta`: harness caveats and injected
-//!   context), `<system-reminder>` blocks and `<local-command-…>` output are
-//!   not the user speaking and are dropped silently. `summary`, `system`,
-//!   `file-history-snapshot`, `queue-operation`, `progress`, `custom-title`
-//!   and `attachment` records are ignored.
+//!   context) and local-command caveats written without `isMeta` are not the
+//!   user speaking: they are left out and counted in a warning.
+//!   `<system-reminder>` blocks and `<local-command-…>` output are dropped
+//!   silently. `summary`, `system`, `file-history-snapshot`, `progress`,
+//!   `custom-title` and `attachment` records are ignored.
+//! - **Claude Code steering** (`queue-operation` records: a message the user
+//!   typed while the agent worked). The rule for "delivered": `enqueue`
+//!   only queues the message (it may never be sent); `dequeue` takes the
+//!   oldest as the next prompt, which Claude Code records as an ordinary
+//!   `user` record, so it is not repeated; `remove` delivers the message
+//!   into the running turn, where no `user` record carries it, so it
+//!   becomes a user turn at that point (the record's content, else the
+//!   oldest queued message), and the assistant's next reply follows it.
+//!   Other operations, and messages still queued at the end, are not turns.
 //! - **Compaction** (Claude `compact_boundary` + `isCompactSummary`, Codex
 //!   `compacted`): the file still holds the turns before the compaction, so
 //!   they are read as they are and the summary is NOT repeated (a warning
@@ -54,7 +64,8 @@
 //!   `local_shell_call` / `web_search_call` items. `event_msg` records repeat
 //!   the messages for the UI and are ignored, unless the file has no
 //!   response-item message at all, in which case its user and agent event
-//!   messages are read instead (so nothing is counted twice). Injected
+//!   messages are read instead (so nothing is counted twice), with the
+//!   tool-call items kept in place among them. Injected
 //!   environment context, AGENTS.md and skill instructions and developer
 //!   messages are not user turns. Reasoning is left out (counted, encrypted
 //!   or not). Unknown item types are skipped and counted. The older format
@@ -356,7 +367,7 @@ pub fn read_file(
 /// line, as in its database).
 pub fn linearize(kind: AgentKind, reader: impl BufRead, budget: Budget) -> Outcome {
     match kind {
-        AgentKind::Claude => linear::read_lines(reader, &mut claude::Claude, budget),
+        AgentKind::Claude => linear::read_lines(reader, &mut claude::Claude::default(), budget),
         AgentKind::Codex => linear::read_lines(reader, &mut codex::Codex::new(budget), budget),
         AgentKind::Grok => linear::read_lines(reader, &mut grok::Grok, budget),
     }

@@ -8,6 +8,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use handoff::transcript::budget;
 use handoff::transcript::document::{BEGIN, END};
 use handoff::transcript::files::{sweep_files_in, write_file_in};
 use handoff::transcript::{
@@ -66,7 +67,7 @@ fn cases() -> Vec<Case> {
                 turn(U, "Here is the failing input:\n\n[image]", &[]),
                 turn(A, "Thanks, that confirms it.", &[]),
             ],
-            warnings: &["1 thinking block"],
+            warnings: &["1 harness meta record", "1 thinking block"],
         },
         Case {
             kind: AgentKind::Claude,
@@ -81,6 +82,18 @@ fn cases() -> Vec<Case> {
                 ),
             ],
             warnings: &["2 sidechain (sub-agent) records"],
+        },
+        Case {
+            kind: AgentKind::Claude,
+            file: "claude/steering.jsonl",
+            counts: (7, 4, 3, 0),
+            turns: vec![
+                turn(U, "Build the project.", &[]),
+                turn(A, "", &["[tool] Bash: make"]),
+                turn(U, "Use clang, not gcc.", &[]),
+                turn(A, "Switching to clang as you asked.", &[]),
+            ],
+            warnings: &["1 harness meta record"],
         },
         Case {
             kind: AgentKind::Claude,
@@ -160,7 +173,21 @@ fn cases() -> Vec<Case> {
                 turn(U, "What changed since yesterday?", &[]),
                 turn(A, "Only the README.", &[]),
             ],
-            warnings: &["2 event messages were read because the file has no response items"],
+            warnings: &[
+                "2 event messages were read because the file has no response-item messages",
+            ],
+        },
+        Case {
+            kind: AgentKind::Codex,
+            file: "codex/tool-only.jsonl",
+            counts: (5, 3, 2, 0),
+            turns: vec![
+                turn(U, "How big is the log?", &[]),
+                turn(A, "It is 4 KB.", &["[tool] shell: du -h app.log"]),
+            ],
+            warnings: &[
+                "2 event messages were read because the file has no response-item messages",
+            ],
         },
         Case {
             kind: AgentKind::Codex,
@@ -267,6 +294,34 @@ fn budgets_keep_the_tail_and_say_so() {
         o.warnings
             .iter()
             .any(|w| w.contains("kept the last 2 of 4 turns")),
+        "{:?}",
+        o.warnings
+    );
+}
+
+#[test]
+fn a_huge_last_turn_leaves_the_turns_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("paste.jsonl");
+    let mut lines = fs::read_to_string(fixture("claude/session.jsonl")).unwrap();
+    let paste = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": format!("{}the end", "log line\n".repeat(5 << 17))},
+    });
+    lines.push_str(&paste.to_string());
+    fs::write(&file, lines).unwrap();
+    let o = read_file(AgentKind::Claude, &file, None, Budget::default())
+        .unwrap()
+        .unwrap();
+    assert_eq!(o.turns.len(), 5, "{:?}", o.warnings);
+    assert_eq!(o.turns[0].text, "Why does the parser reject tabs?");
+    let last = &o.turns[4];
+    assert!(last.text.starts_with("[…] ") && last.text.ends_with("the end"));
+    assert!(last.text.len() <= budget::DEFAULT_MAX_BYTES / budget::MAX_TURN_SHARE);
+    assert!(
+        o.warnings
+            .iter()
+            .any(|w| w.contains("cut from the start of over-long turns")),
         "{:?}",
         o.warnings
     );
