@@ -243,3 +243,23 @@ pub fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
         );
     }
 }
+
+/// Polls `check` every 100 ms until it returns `Some`; fails the test
+/// naming `what` after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: std::time::Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -6,6 +6,7 @@
 //! condition, never sleeps asserted on.
 
 use crate::common;
+use crate::common::eventually;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -129,25 +130,6 @@ async fn pg(url: &str) -> tokio_postgres::Client {
     handoff_testkit::connect_postgres(url)
         .await
         .unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// Polls `check` until it returns `Some`, at most `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn request(key: &str, project: &str, body: &str, writer: &str) -> HandoffSpec {

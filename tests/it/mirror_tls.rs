@@ -8,10 +8,11 @@
 //! URLs never shows in an error, a log line or the metrics.
 
 use crate::common;
+use crate::common::eventually;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use handoff::api::HandoffSpec;
 use handoff::local::ServerTls;
@@ -144,25 +145,6 @@ async fn each_sslmode_connects_or_is_refused_naming_the_reason() {
                 assert!(!err.contains(PASSWORD), "{err}");
             }
         }
-    }
-}
-
-/// Polls `check` until it returns `Some`, at most `limit`.
-async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
