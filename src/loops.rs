@@ -115,6 +115,21 @@ impl Backoff {
         }
     }
 
+    /// A failed reconcile of `object` (any kind `K`, or a guard of it):
+    /// counted by kind and category in `metrics`, logged, and retried after
+    /// the policy's pause. Every loop's error policy is this call.
+    pub fn failed_reconcile<K, E>(&self, object: &K, err: &E, metrics: &LoopMetrics) -> Action
+    where
+        K: Resource<DynamicType = ()>,
+        E: Categorized + std::fmt::Display,
+    {
+        let name = describe(object);
+        let category = err.category();
+        metrics.count_error(&K::kind(&()), category);
+        tracing::warn!(object = %name, category = category.as_str(), error = %err, "reconcile failed; retrying");
+        self.failed(&name, category)
+    }
+
     /// Follows a loop's outcomes: an object that was deleted while a retry
     /// was pending comes back as `ObjectNotFound`, and its count goes;
     /// other errors are logged at debug level (the error policy already

@@ -272,11 +272,8 @@ pub fn error_policy(
     error: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let object = describe(guard.as_ref());
-    let category = error.category();
-    ctx.metrics.loops.count_error("Handoff", category);
-    tracing::warn!(object = %object, category = category.as_str(), error = %error, "reconcile failed; retrying");
-    ctx.backoff.failed(&object, category)
+    ctx.backoff
+        .failed_reconcile(guard.as_ref(), error, &ctx.metrics.loops)
 }
 
 async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {

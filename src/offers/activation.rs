@@ -23,7 +23,7 @@ use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
 use crate::cluster::scoped;
-use crate::loops::{Backoff, Categorized, LoopMetrics, describe, valid_or_report};
+use crate::loops::{Backoff, LoopMetrics, describe, valid_or_report};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -102,11 +102,8 @@ fn retry<K: Resource<DynamicType = ()>>(
     err: &OfferError,
     ctx: Arc<Context>,
 ) -> Action {
-    let name = describe(object.as_ref());
-    let category = err.category();
-    ctx.metrics.count_error(&K::kind(&()), category);
-    tracing::warn!(object = %name, category = category.as_str(), error = %err, "offer reconcile failed; retrying");
-    ctx.backoff.failed(&name, category)
+    ctx.backoff
+        .failed_reconcile(object.as_ref(), err, &ctx.metrics)
 }
 
 /// Applies an agent Job's start or success to the agent's offers.

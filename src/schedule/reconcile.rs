@@ -149,11 +149,8 @@ fn error_policy(
     err: &Error,
     ctx: Arc<Context>,
 ) -> Action {
-    let object = describe(guard.as_ref());
-    let category = err.category();
-    ctx.metrics.count_error("BrainstormSchedule", category);
-    tracing::warn!(schedule = %object, category = category.as_str(), error = %err, "schedule reconcile failed; retrying");
-    ctx.backoff.failed(&object, category)
+    ctx.backoff
+        .failed_reconcile(guard.as_ref(), err, &ctx.metrics)
 }
 
 /// The loop's entry: a schedule that does not deserialize is reported and
