@@ -251,8 +251,7 @@ pub async fn reconcile(
     guard: Arc<DeserializeGuard<Handoff>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let recorder = Recorder::new(ctx.client.clone(), ctx.reporter.clone());
-    let Some(h) = valid_or_report(&guard, &recorder, &ctx.metrics.loops).await else {
+    let Some(h) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics.loops).await else {
         return Ok(Action::await_change());
     };
     let started = std::time::Instant::now();

@@ -43,7 +43,7 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
-use kube::runtime::events::Reporter;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -178,6 +178,8 @@ pub struct Context {
     pub backoff: Backoff,
     /// Reports Events as the controller (`reportingInstance` = identity).
     pub reporter: Reporter,
+    /// Reports objects that do not deserialize (built once, not per reconcile).
+    pub recorder: Recorder,
 }
 
 /// Where the controller reads the mirror's URL from, first found first
@@ -288,7 +290,12 @@ pub async fn run(
             () = stop_feed.cancelled() => {}
         }
     });
+    let reporter = Reporter {
+        controller: CONTROLLER_FIELD_MANAGER.into(),
+        instance: Some(options.lease.identity.clone()),
+    };
     let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter.clone()),
         client: client.clone(),
         identity: options.lease.identity.clone(),
         clock,
@@ -297,10 +304,7 @@ pub async fn run(
         ttl,
         mirrored: Mutex::new(HashMap::new()),
         backoff: Backoff::default(),
-        reporter: Reporter {
-            controller: CONTROLLER_FIELD_MANAGER.into(),
-            instance: Some(options.lease.identity.clone()),
-        },
+        reporter,
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
