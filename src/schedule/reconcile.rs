@@ -266,6 +266,8 @@ async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Resul
         .map(|h| OpenHandoff {
             key: h.spec.handoff_key.clone(),
             preview: preview_line(&h.spec.body),
+            author: h.spec.created_by.clone(),
+            revision: h.status.as_ref().and_then(|s| s.revision),
         })
         .collect();
     let max = spec
