@@ -9,10 +9,15 @@
 //! foreground until Ctrl-C or SIGTERM, then stops everything (the processes
 //! also die with this one if it is killed).
 //!
+//! Everything it needs to come back lives in the data directory
+//! (`crate::local::home`): a restart reuses the etcd data, certificates,
+//! dev tokens, ports and PostgreSQL data, so handoffs, the kubeconfig and
+//! the MCP client configs keep working; `--fresh` starts over.
+//!
 //! Agents authenticate to the bridge with static dev tokens (the apiserver's
 //! `--token-auth-file`): `dev:implement` in group `handoff:writers` (bound
 //! to `handoff-writer`) and `dev:refine` in `handoff:groomers` (bound to
-//! `handoff-groomer`), fresh random tokens on every start.
+//! `handoff-groomer`), random on the first start and kept after it.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -24,6 +29,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::local::home::{DataVersions, DevHome, DevPorts, DevState, compatible};
 use crate::local::{
     Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
 };
@@ -58,17 +64,54 @@ const DEV_AGENTS: [DevAgent; 2] = [
     },
 ];
 
-/// Runs the local system until Ctrl-C.
-pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&dir)?;
-    let dir = std::path::absolute(&dir)?;
+/// Arguments of `handoff dev`.
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// Where handoff dev keeps its state across restarts: etcd data,
+    /// certificates, dev tokens, PostgreSQL data, the kubeconfig and the MCP
+    /// client configs.
+    #[arg(
+        long = "data-dir",
+        visible_alias = "dir",
+        env = "HANDOFF_DEV_DATA_DIR",
+        default_value = ".local/dev",
+        value_name = "DIR"
+    )]
+    pub data_dir: PathBuf,
+    /// Start over: wipe the data directory first (every handoff of the local
+    /// cluster is lost).
+    #[arg(long)]
+    pub fresh: bool,
+}
+
+/// Runs the local system until Ctrl-C; its state stays in the data
+/// directory for the next run.
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    let home = DevHome::open(&args.data_dir, args.fresh)?;
+    let dir = home.dir().to_owned();
     let versions = Versions::pinned();
+    let running = DataVersions {
+        kubernetes: versions.kubernetes.clone(),
+        etcd: versions.etcd.clone(),
+    };
+    let previous = home.load()?;
+    if let Some(previous) = &previous {
+        compatible(&previous.versions, &running, &dir).map_err(anyhow::Error::msg)?;
+        eprintln!(
+            "handoff dev: reusing {} (start over with --fresh)",
+            dir.display()
+        );
+    }
     let assets = Assets::locate()?;
+    let kept_ports = previous.as_ref().map(|p| p.ports).unwrap_or_default();
     let tokens: Vec<StaticToken> = DEV_AGENTS
         .iter()
         .map(|a| {
+            let kept = previous
+                .as_ref()
+                .and_then(|p| p.tokens.get(a.profile).cloned());
             Ok(StaticToken {
-                token: random_token()?,
+                token: kept.map_or_else(random_token, Ok)?,
                 user: format!("dev:{}", a.profile),
                 groups: vec![a.group.into()],
             })
@@ -79,8 +122,10 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
         versions.etcd, versions.kubernetes
     );
     let options = PlaneOptions {
-        parent: Some(dir.clone()),
         static_tokens: tokens.clone(),
+        keep: Some(home.control_plane()),
+        preferred_ports: Some((kept_ports.etcd, kept_ports.apiserver)),
+        ..PlaneOptions::default()
     };
     let plane = ControlPlane::start_with(assets.clone(), options).await?;
     let client = plane.client().await?;
@@ -89,7 +134,10 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
 
     let pg = if postgres::available() {
         eprintln!("handoff dev: starting PostgreSQL …");
-        Some(tokio::task::block_in_place(|| Postgres::start_in(&dir))?)
+        let kept = home.postgres();
+        Some(tokio::task::block_in_place(|| {
+            Postgres::start_kept(&kept, kept_ports.postgres)
+        })?)
     } else {
         eprintln!("handoff dev: PostgreSQL binaries not found; running without the mirror");
         None
@@ -97,14 +145,43 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
 
     let shutdown = CancellationToken::new();
     let database_url = pg.as_ref().map(Postgres::url);
-    let (controller, metrics_url) =
-        start_controller(client.clone(), database_url.clone(), shutdown.clone()).await?;
+    let (controller, metrics_url, metrics_port) = start_controller(
+        client.clone(),
+        database_url.clone(),
+        kept_ports.metrics,
+        shutdown.clone(),
+    )
+    .await?;
     let mirror = database_url
         .as_deref()
         .map(|url| crate::mirror::Mirror::new(url, false))
         .transpose()?
         .map(Arc::new);
-    let bridge_url = start_bridge(&plane, mirror, shutdown.clone()).await?;
+    let (bridge_url, bridge_port) =
+        start_bridge(&plane, mirror, kept_ports.bridge, shutdown.clone()).await?;
+
+    let (etcd_port, apiserver_port) = plane.ports();
+    let ports = DevPorts {
+        apiserver: apiserver_port,
+        etcd: etcd_port,
+        bridge: bridge_port,
+        metrics: metrics_port,
+        postgres: pg.as_ref().map_or(0, Postgres::port),
+    };
+    if previous.is_some() {
+        for moved in moved_ports(&kept_ports, &ports) {
+            eprintln!("handoff dev: {moved}; the kubeconfig and MCP configs were rewritten");
+        }
+    }
+    home.save(&DevState {
+        versions: running,
+        ports,
+        tokens: DEV_AGENTS
+            .iter()
+            .zip(&tokens)
+            .map(|(a, t)| (a.profile.to_owned(), t.token.clone()))
+            .collect(),
+    })?;
 
     let kubeconfig = dir.join("kubeconfig");
     std::fs::copy(plane.kubeconfig_path(), &kubeconfig)?;
@@ -117,7 +194,6 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
             pg.as_ref().map(Postgres::url).as_deref(),
         ),
     )?;
-    let mut written = vec![kubeconfig.clone(), env_file.clone()];
     for (agent, token) in DEV_AGENTS.iter().zip(&tokens) {
         let path = dir.join(format!("mcp-{}.json", agent.profile));
         std::fs::write(
@@ -128,7 +204,6 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
                 agent.profile,
             ))?,
         )?;
-        written.push(path);
     }
 
     let mut out = std::io::stdout().lock();
@@ -140,6 +215,7 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     writeln!(out, "  kubeconfig: {}", kubeconfig.display())?;
     writeln!(out, "  mcp:        {bridge_url}")?;
     writeln!(out, "  controller: {metrics_url}")?;
+    writeln!(out, "  data:       {}", dir.display())?;
     writeln!(out, "  logs:       {}", plane.dir().display())?;
     if let Some(pg) = &pg {
         writeln!(out, "  postgres:   {}", pg.url())?;
@@ -156,7 +232,10 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
         dir.join("mcp-implement.json").display(),
         dir.join("mcp-refine.json").display()
     )?;
-    writeln!(out, "\nPress Ctrl-C to stop.")?;
+    writeln!(
+        out,
+        "\nYour handoffs, tokens and ports survive a restart; `handoff dev --fresh` starts over.\nPress Ctrl-C to stop."
+    )?;
     out.flush()?;
     drop(out);
 
@@ -170,11 +249,24 @@ pub async fn run(dir: PathBuf) -> anyhow::Result<()> {
     }
     drop(pg);
     plane.stop();
-    for path in written {
-        let _ = std::fs::remove_file(path);
-    }
-    eprintln!("handoff dev: stopped");
+    eprintln!("handoff dev: stopped; the data stays in {}", dir.display());
     Ok(())
+}
+
+/// Pure: which ports of the previous run could not be had again (a port
+/// of 0 was never used).
+fn moved_ports(before: &DevPorts, now: &DevPorts) -> Vec<String> {
+    [
+        ("kube-apiserver", before.apiserver, now.apiserver),
+        ("etcd", before.etcd, now.etcd),
+        ("the MCP bridge", before.bridge, now.bridge),
+        ("the controller metrics", before.metrics, now.metrics),
+        ("PostgreSQL", before.postgres, now.postgres),
+    ]
+    .into_iter()
+    .filter(|(_, old, new)| *old != 0 && old != new)
+    .map(|(what, old, new)| format!("port {old} of {what} was taken, it now uses {new}"))
+    .collect()
 }
 
 /// Applies the agent ClusterRoles and binds each dev group to its role.
@@ -215,12 +307,14 @@ async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
 
 /// Starts the controller in this process (lease `handoff-controller` in
 /// `default`, the mirror when `database_url` is set) with its metrics on a
-/// free loopback port; returns its task and the metrics URL.
+/// loopback port (`preferred` when free); returns its task, the metrics URL
+/// and port.
 async fn start_controller(
     client: Client,
     database_url: Option<String>,
+    preferred: u16,
     shutdown: CancellationToken,
-) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String)> {
+) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String, u16)> {
     use crate::controller::{self, ControllerMetrics, ControllerOptions};
     use crate::time::SystemClock;
     let options = ControllerOptions {
@@ -242,8 +336,9 @@ async fn start_controller(
         history: crate::mirror::Retention::default(),
     };
     let metrics = ControllerMetrics::new();
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let url = format!("http://{}/metrics", listener.local_addr()?);
+    let listener = bind_loopback(preferred).await?;
+    let port = listener.local_addr()?.port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
     let (served, ready, stop) = (metrics.clone(), metrics.clone(), shutdown.clone());
     tokio::spawn(crate::telemetry::serve_endpoints(
         listener,
@@ -258,15 +353,25 @@ async fn start_controller(
         metrics,
         shutdown,
     ));
-    Ok((task, url))
+    Ok((task, url, port))
 }
 
-/// Starts the HTTP bridge on a free loopback port; returns its URL.
+/// A listener on 127.0.0.1:`preferred`, or on a free port when it is taken.
+async fn bind_loopback(preferred: u16) -> std::io::Result<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(("127.0.0.1", preferred)).await {
+        Ok(listener) => Ok(listener),
+        Err(_) => tokio::net::TcpListener::bind(("127.0.0.1", 0)).await,
+    }
+}
+
+/// Starts the HTTP bridge on a loopback port (`preferred` when free);
+/// returns its URL and port.
 async fn start_bridge(
     plane: &ControlPlane,
     mirror: Option<Arc<crate::mirror::Mirror>>,
+    preferred: u16,
     shutdown: CancellationToken,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(String, u16)> {
     let config = kube::Config::from_custom_kubeconfig(
         plane.kubeconfig().clone(),
         &kube::config::KubeConfigOptions::default(),
@@ -288,8 +393,9 @@ async fn start_bridge(
         settings,
         metrics.clone(),
     )?);
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-    let url = format!("http://{}/mcp", listener.local_addr()?);
+    let listener = bind_loopback(preferred).await?;
+    let port = listener.local_addr()?.port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
     let options = crate::mcp::http::HttpOptions {
         allowed_hosts: crate::mcp::allowed_hosts(&[]),
         offers: crate::mcp::call::OfferSettings {
@@ -307,7 +413,7 @@ async fn start_bridge(
             tracing::error!(error = %err, "the dev bridge stopped");
         }
     });
-    Ok(url)
+    Ok((url, port))
 }
 
 /// An MCP client configuration (Claude Code's `.mcp.json` shape).
@@ -371,6 +477,25 @@ mod tests {
             serde_saphyr::from_str_multiple::<ClusterRole, Vec<_>>(AGENT_ROLES).expect("roles");
         let names: Vec<_> = roles.iter().map(|r| r.name_any()).collect();
         assert_eq!(names, ["handoff-writer", "handoff-groomer"]);
+    }
+
+    #[test]
+    fn moved_ports_name_what_moved() {
+        let before = DevPorts {
+            apiserver: 1,
+            etcd: 2,
+            bridge: 3,
+            metrics: 4,
+            postgres: 0,
+        };
+        let mut now = before;
+        assert_eq!(moved_ports(&before, &now), Vec::<String>::new());
+        now.bridge = 30;
+        now.postgres = 50;
+        assert_eq!(
+            moved_ports(&before, &now),
+            ["port 3 of the MCP bridge was taken, it now uses 30"]
+        );
     }
 
     #[test]

@@ -41,11 +41,7 @@ enum Command {
     Mirror(handoff::mirror::purge::MirrorCommand),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
-    Dev {
-        /// Where the kubeconfig and logs go.
-        #[arg(long, default_value = ".local")]
-        dir: PathBuf,
-    },
+    Dev(handoff::dev::DevArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,7 +52,7 @@ fn main() -> ExitCode {
         Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
         Command::Preamble(args) => handoff::goals::run_preamble(args),
         Command::Transcript(command) => handoff::transcript::cli::run(command),
-        Command::Dev { dir } => runtime().and_then(|rt| rt.block_on(handoff::dev::run(dir))),
+        Command::Dev(args) => runtime().and_then(|rt| rt.block_on(handoff::dev::run(args))),
         Command::Controller(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
         }

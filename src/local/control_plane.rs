@@ -11,11 +11,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use tempfile::TempDir;
 
 use super::assets::Assets;
+use super::home::Place;
 use super::pki::Pki;
-use super::process::{Supervised, free_port};
+use super::process::{Supervised, port_or_free};
 use crate::names::LOCAL_FIELD_MANAGER;
 
 /// How long etcd and the apiserver get to become ready.
@@ -29,6 +29,13 @@ pub struct PlaneOptions {
     /// Static bearer tokens the apiserver accepts (`--token-auth-file`), for
     /// development identities without ServiceAccounts.
     pub static_tokens: Vec<StaticToken>,
+    /// A directory kept across runs instead of a temporary one (`handoff
+    /// dev`): its certificates and etcd data are reused when present, and
+    /// nothing is removed on stop.
+    pub keep: Option<PathBuf>,
+    /// Ports to use when they are free (a kept plane's previous ports), as
+    /// `(etcd, apiserver)`.
+    pub preferred_ports: Option<(u16, u16)>,
 }
 
 /// One line of the apiserver's static token file.
@@ -55,7 +62,7 @@ impl StaticToken {
 }
 
 /// A running etcd + kube-apiserver in a temporary directory. Dropping it stops
-/// both (apiserver first) and removes the directory.
+/// both (apiserver first) and removes the directory (unless it is kept).
 pub struct ControlPlane {
     // Field order is drop order: the apiserver goes before etcd, and the
     // directory (data, certificates, logs) last.
@@ -65,7 +72,7 @@ pub struct ControlPlane {
     kubeconfig_path: PathBuf,
     assets: Assets,
     ports: Ports,
-    dir: TempDir,
+    dir: Place,
 }
 
 /// What a restarted process needs to come back where it was.
@@ -86,27 +93,35 @@ impl ControlPlane {
     /// [`ControlPlane::start`] with options (a `parent` directory keeps a
     /// killed `handoff dev`'s state in its own dir).
     pub async fn start_with(assets: Assets, options: PlaneOptions) -> anyhow::Result<Self> {
-        let parent = options.parent.clone().unwrap_or_else(std::env::temp_dir);
-        let dir = tempfile::Builder::new()
-            .prefix("handoff-envtest-")
-            .tempdir_in(parent)?;
+        let dir = match &options.keep {
+            Some(kept) => {
+                std::fs::create_dir_all(kept)?;
+                Place::Kept(kept.clone())
+            }
+            None => {
+                let parent = options.parent.clone().unwrap_or_else(std::env::temp_dir);
+                Place::Temporary(
+                    tempfile::Builder::new()
+                        .prefix("handoff-envtest-")
+                        .tempdir_in(parent)?,
+                )
+            }
+        };
         let root = dir.path();
-        let pki = Pki::generate()?;
         let certs = root.join("certs");
-        std::fs::create_dir_all(&certs)?;
-        for (file, pem) in [
-            ("ca.crt", &pki.ca_cert),
-            ("apiserver.crt", &pki.serving_cert),
-            ("apiserver.key", &pki.serving_key),
-            ("sa.key", &pki.sa_key),
-            ("sa.pub", &pki.sa_pub),
-        ] {
-            std::fs::write(certs.join(file), pem)?;
-        }
+        let pki = match Pki::load(&certs)? {
+            Some(pki) => pki,
+            None => {
+                let pki = Pki::generate()?;
+                pki.save(&certs)?;
+                pki
+            }
+        };
 
-        let etcd_port = free_port()?;
+        let (etcd_preferred, api_preferred) = options.preferred_ports.unwrap_or_default();
+        let etcd_port = port_or_free(etcd_preferred)?;
         let etcd = start_etcd(&assets, root, etcd_port)?;
-        let api_port = free_port()?;
+        let api_port = port_or_free(api_preferred)?;
         let token_file = (!options.static_tokens.is_empty())
             .then(|| -> anyhow::Result<PathBuf> {
                 let path = certs.join("tokens.csv");
@@ -196,9 +211,14 @@ impl ControlPlane {
         &self.assets
     }
 
-    /// The temporary directory holding data, certificates and logs.
+    /// The directory holding data, certificates and logs.
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// `(etcd, apiserver)` ports.
+    pub fn ports(&self) -> (u16, u16) {
+        (self.ports.etcd, self.ports.api)
     }
 
     /// Stops kube-apiserver, keeping etcd and every byte of data (fault injection).

@@ -1,8 +1,9 @@
 //! The local control plane of `handoff dev`: etcd + kube-apiserver started
 //! as controller-runtime's envtest does (generated certificates, RBAC
 //! authorization, an admin client certificate, service-account signing
-//! keys), and a throwaway PostgreSQL. Both stop on drop, and their
-//! processes die with ours even on SIGKILL (see [`process`]).
+//! keys), and a PostgreSQL. Both stop on drop, and their processes die with
+//! ours even on SIGKILL (see [`process`]). Their files are temporary, or
+//! kept in `handoff dev`'s data directory ([`home`]).
 //!
 //! This is what ships in the binary for `handoff dev`. The test kit built on
 //! it (a shared plane per test binary, served processes, benchmark helpers)
@@ -11,6 +12,7 @@
 
 pub mod assets;
 mod control_plane;
+pub mod home;
 mod pki;
 pub mod postgres;
 pub mod process;

@@ -1,5 +1,5 @@
 //! Certificates and keys for a local control plane, generated fresh per
-//! start (ECDSA P-256, like envtest): a CA, the apiserver's serving
+//! start (ECDSA P-256, like envtest; a kept `handoff dev` saves and reuses them): a CA, the apiserver's serving
 //! certificate, an admin client certificate in `system:masters`, and the
 //! service-account signing key; and a CA with a serving certificate for
 //! any other local server ([`ServerTls`]: PostgreSQL with TLS).
@@ -59,6 +59,72 @@ impl Pki {
             sa_key: sa.serialize_pem(),
             sa_pub: sa.public_key_pem(),
         })
+    }
+}
+
+/// The files of a [`Pki`] in a certificate directory (the apiserver reads
+/// the first five).
+const PKI_FILES: [&str; 7] = [
+    "ca.crt",
+    "apiserver.crt",
+    "apiserver.key",
+    "sa.key",
+    "sa.pub",
+    "admin.crt",
+    "admin.key",
+];
+
+impl Pki {
+    /// Writes every file into `dir` (keys private).
+    pub fn save(&self, dir: &std::path::Path) -> anyhow::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::create_dir_all(dir)?;
+        for (file, pem) in PKI_FILES.iter().zip(self.pems()) {
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(dir.join(file))?;
+            std::io::Write::write_all(&mut out, pem.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Reads what [`Pki::save`] wrote; `None` when `dir` holds none of it.
+    pub fn load(dir: &std::path::Path) -> anyhow::Result<Option<Self>> {
+        if !dir.join(PKI_FILES[0]).exists() {
+            return Ok(None);
+        }
+        let read = |file: &str| {
+            std::fs::read_to_string(dir.join(file)).map_err(|e| {
+                anyhow::anyhow!(
+                    "{} is incomplete ({file}: {e}); remove the directory or start over with --fresh",
+                    dir.display()
+                )
+            })
+        };
+        Ok(Some(Self {
+            ca_cert: read(PKI_FILES[0])?,
+            serving_cert: read(PKI_FILES[1])?,
+            serving_key: read(PKI_FILES[2])?,
+            sa_key: read(PKI_FILES[3])?,
+            sa_pub: read(PKI_FILES[4])?,
+            admin_cert: read(PKI_FILES[5])?,
+            admin_key: read(PKI_FILES[6])?,
+        }))
+    }
+
+    fn pems(&self) -> [&String; 7] {
+        [
+            &self.ca_cert,
+            &self.serving_cert,
+            &self.serving_key,
+            &self.sa_key,
+            &self.sa_pub,
+            &self.admin_cert,
+            &self.admin_key,
+        ]
     }
 }
 

@@ -1,5 +1,7 @@
-//! A throwaway PostgreSQL: `initdb` + `postgres` from the distribution's
-//! packages, in a temporary directory, on a free loopback port.
+//! A local PostgreSQL: `initdb` + `postgres` from the distribution's
+//! packages, in a temporary directory (or a kept one: `handoff dev`, where
+//! an existing cluster is started again instead of initialised), on a free
+//! loopback port.
 //!
 //! `initdb` refuses to run as root, and CI runs as root: then both programs
 //! run as the `postgres` system user (which the Debian packages create) and
@@ -9,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use super::home::Place;
+use super::process::{Supervised, port_or_free};
 use nix::sys::signal::Signal;
 use nix::unistd::{Uid, User, chown};
-use tempfile::TempDir;
-
-use super::process::{Supervised, free_port};
 
 /// A running PostgreSQL server. Dropping it stops the server and removes its data.
 pub struct Postgres {
@@ -21,7 +22,7 @@ pub struct Postgres {
     port: u16,
     bindir: PathBuf,
     run_as: Option<User>,
-    dir: TempDir,
+    dir: Place,
 }
 
 impl Postgres {
@@ -36,7 +37,40 @@ impl Postgres {
     /// instead: the `postgres` user must be able to reach it, and `parent`
     /// may be private to root.
     pub fn start_in(parent: &Path) -> anyhow::Result<Self> {
-        Initialized::new(parent)?.start()
+        Initialized::new(parent)?.start(0)
+    }
+
+    /// Starts the cluster kept in `dir` (initialised on first use), on
+    /// `preferred_port` when it is free. A cluster of another PostgreSQL
+    /// major version is refused with what to do. As root, `dir` is handed
+    /// to the `postgres` user, so its parents must be searchable by it.
+    pub fn start_kept(dir: &Path, preferred_port: u16) -> anyhow::Result<Self> {
+        let bindir = bindir()?;
+        let run_as = server_user()?;
+        let data = dir.join("data");
+        let initialized = if data.join("PG_VERSION").exists() {
+            let found = data_major(dir)?;
+            let installed = installed_major(&bindir)?;
+            anyhow::ensure!(
+                found == installed,
+                "the PostgreSQL data in {} is version {found}, the installed server is {installed}:                  start over with `handoff dev --fresh` (its mirror is rebuilt from the handoffs),                  or point HANDOFF_PG_BINDIR at a PostgreSQL {found} installation",
+                dir.display()
+            );
+            Initialized {
+                bindir,
+                run_as,
+                dir: Place::Kept(dir.to_owned()),
+            }
+        } else {
+            std::fs::create_dir_all(dir)?;
+            Initialized::init(bindir, run_as, Place::Kept(dir.to_owned()))?
+        };
+        initialized.start(preferred_port)
+    }
+
+    /// The major version of the cluster in `dir` (its `PG_VERSION`).
+    pub fn data_version(&self) -> anyhow::Result<String> {
+        data_major(self.dir.path())
     }
 
     /// [`Postgres::start`] with TLS: `ssl=on` with a serving certificate for
@@ -47,7 +81,7 @@ impl Postgres {
     pub fn start_tls(host_names: &[&str]) -> anyhow::Result<(Self, PathBuf)> {
         let init = Initialized::new(&std::env::temp_dir())?;
         let ca = init.enable_tls(host_names)?;
-        Ok((init.start()?, ca))
+        Ok((init.start(0)?, ca))
     }
 
     /// Waits until the postmaster reports `ready` in `postmaster.pid` (its
@@ -113,7 +147,7 @@ impl Postgres {
 struct Initialized {
     bindir: PathBuf,
     run_as: Option<User>,
-    dir: TempDir,
+    dir: Place,
 }
 
 impl Initialized {
@@ -130,6 +164,11 @@ impl Initialized {
         let dir = tempfile::Builder::new()
             .prefix("handoff-pg-")
             .tempdir_in(parent)?;
+        Self::init(bindir, run_as, Place::Temporary(dir))
+    }
+
+    /// Runs `initdb` in `dir` (handed to the server user first).
+    fn init(bindir: PathBuf, run_as: Option<User>, dir: Place) -> anyhow::Result<Self> {
         if let Some(user) = &run_as {
             chown(dir.path(), Some(user.uid), Some(user.gid))?;
         }
@@ -211,8 +250,8 @@ impl Initialized {
     }
 
     /// Starts the server and waits until it accepts connections.
-    fn start(self) -> anyhow::Result<Postgres> {
-        let port = free_port()?;
+    fn start(self, preferred_port: u16) -> anyhow::Result<Postgres> {
+        let port = port_or_free(preferred_port)?;
         let server = spawn_server(&self.bindir, self.run_as.as_ref(), self.dir.path(), port)?;
         let mut pg = Postgres {
             server,
@@ -276,6 +315,33 @@ fn command(bindir: &Path, program: &str, run_as: Option<&User>) -> Command {
     cmd
 }
 
+/// The major version of the cluster in `dir` (`data/PG_VERSION`).
+fn data_major(dir: &Path) -> anyhow::Result<String> {
+    let path = dir.join("data").join("PG_VERSION");
+    Ok(std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?
+        .trim()
+        .to_owned())
+}
+
+/// The major version of the installed server (`postgres --version` prints
+/// `postgres (PostgreSQL) 17.6 (Debian …)`).
+fn installed_major(bindir: &Path) -> anyhow::Result<String> {
+    let out = Command::new(bindir.join("postgres"))
+        .arg("--version")
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    major_of_version_line(&text)
+        .ok_or_else(|| anyhow::anyhow!("cannot read the PostgreSQL version from {text:?}"))
+}
+
+/// Pure: the major version in a `postgres --version` line.
+fn major_of_version_line(line: &str) -> Option<String> {
+    let version = line.split_whitespace().nth(2)?;
+    let major = version.split(['.', 'b', 'r']).next()?;
+    (!major.is_empty() && major.chars().all(|c| c.is_ascii_digit())).then(|| major.to_owned())
+}
+
 /// Where `initdb` and `postgres` are: `HANDOFF_PG_BINDIR`, then `PATH`, then
 /// the newest `/usr/lib/postgresql/<major>/bin` (Debian does not put them on PATH).
 pub fn bindir() -> anyhow::Result<PathBuf> {
@@ -308,4 +374,23 @@ pub fn bindir() -> anyhow::Result<PathBuf> {
 /// Whether PostgreSQL server binaries are installed.
 pub fn available() -> bool {
     bindir().is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_versions_of_version_lines() {
+        let cases = [
+            ("postgres (PostgreSQL) 17.6 (Debian 17.6-1)", Some("17")),
+            ("postgres (PostgreSQL) 18beta1", Some("18")),
+            ("postgres (PostgreSQL) 16rc1\n", Some("16")),
+            ("postgres", None),
+            ("postgres (PostgreSQL) x", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(major_of_version_line(line).as_deref(), want, "{line:?}");
+        }
+    }
 }

@@ -183,6 +183,13 @@ fn tail(path: &Path, lines: usize) -> String {
 /// A free TCP port on 127.0.0.1 (bind to port 0 and release it; the usual
 /// envtest approach, racy only against other processes grabbing it between).
 pub fn free_port() -> anyhow::Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    port_or_free(0)
+}
+
+/// `preferred` when it is free on 127.0.0.1 (a kept `handoff dev` reuses
+/// its ports), else a free one; 0 means any.
+pub fn port_or_free(preferred: u16) -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", preferred))
+        .or_else(|_| std::net::TcpListener::bind(("127.0.0.1", 0)))?;
     Ok(listener.local_addr()?.port())
 }

@@ -1,6 +1,7 @@
 //! The local control plane leaves nothing behind: not after a normal exit of
 //! a test binary that shared it, not when a plane is dropped by a panic, and
-//! not when `handoff dev` is interrupted or killed outright.
+//! not when `handoff dev` is interrupted or killed outright (whose data
+//! directory, on purpose, keeps its state for the next run).
 
 use crate::common;
 
@@ -128,12 +129,11 @@ fn a_plane_dropped_by_a_panic_stops_its_processes() {
     assert!(!dir.exists(), "{} left behind", dir.display());
 }
 
-/// Starts `handoff dev` in a temp dir and waits for its ready line; returns
-/// the child, its children's pids and the `name: value` lines it printed.
-fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, HashMap<String, String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(["dev", "--dir"])
-        .arg(dir)
+/// Starts `handoff dev` on `dir` (and `extra` flags) and waits for its ready
+/// line; returns the child, its children's pids and the `name: value` lines
+/// it printed.
+fn start_dev(dir: &Path, extra: &[&str]) -> (Dev, Vec<u32>, HashMap<String, String>) {
+    let mut child = dev_command(dir, extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -157,13 +157,87 @@ fn start_dev(dir: &Path) -> (std::process::Child, Vec<u32>, HashMap<String, Stri
     // Keep draining stdout so the child never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
     let pids = children_of(child.id());
-    (child, pids, printed)
+    (Dev(child), pids, printed)
+}
+
+/// A running `handoff dev`, killed if a failed assertion leaves it running
+/// (its processes die with it).
+struct Dev(std::process::Child);
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn dev_command(dir: &Path, extra: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handoff"));
+    cmd.args(["dev", "--data-dir"]).arg(dir).args(extra);
+    cmd
+}
+
+/// A data directory the `postgres` user can reach when the tests run as
+/// root (the server then runs as that user; tempdirs are private).
+fn data_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// Interrupts `handoff dev` like Ctrl-C and checks that it exits cleanly
+/// and takes its processes along.
+fn interrupt(mut dev: Dev, pids: &[u32]) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(dev.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let status = dev.0.wait().expect("wait");
+    assert!(status.success(), "handoff dev exited with {status}");
+    assert_eq!(
+        survivors_after(pids, Duration::from_secs(10)),
+        Vec::<u32>::new()
+    );
+}
+
+/// The MCP URL and token of the printed `implement` client config.
+fn implement_client(dir: &Path) -> (String, String) {
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("mcp-implement.json")).expect("mcp config"))
+            .expect("json");
+    let server = &config["mcpServers"]["handoff"];
+    let url = server["url"].as_str().expect("url").to_owned();
+    let token = server["headers"]["Authorization"]
+        .as_str()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .expect("token")
+        .to_owned();
+    (url, token)
+}
+
+/// Runs an MCP plan as the `implement` dev agent.
+fn as_implement(url: &str, token: &str, plan: serde_json::Value) -> Vec<serde_json::Value> {
+    common::drive(&["http", url, token, "implement"], plan, &[])
+}
+
+/// The body `get_handoff` returns for `key`, or the error text.
+fn get_body(url: &str, token: &str, key: &str) -> String {
+    let results = as_implement(
+        url,
+        token,
+        serde_json::json!([{"op": "call", "tool": "get_handoff", "args": {"handoff_key": key}}]),
+    );
+    results[0]["structured"]["handoff"]["body"]
+        .as_str()
+        .map_or_else(|| results[0].to_string(), str::to_owned)
 }
 
 #[test]
 fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, pids, printed) = start_dev(dir.path());
+    let dir = data_dir();
+    let (child, pids, printed) = start_dev(dir.path(), &[]);
     let expected = if handoff_testkit::postgres::available() {
         3
     } else {
@@ -191,29 +265,13 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("No resources found"));
 
     // The printed MCP client config reaches the dev bridge with the real MCP client.
-    let config: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("mcp-implement.json")).expect("mcp config"),
-    )
-    .expect("json");
-    let server = &config["mcpServers"]["handoff"];
-    assert_eq!(
-        server["url"].as_str(),
-        printed.get("mcp").map(String::as_str)
-    );
-    let token = server["headers"]["Authorization"]
-        .as_str()
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .expect("token");
-    let results = common::drive(
-        &[
-            "http",
-            server["url"].as_str().expect("url"),
-            token,
-            "implement",
-        ],
+    let (url, token) = implement_client(dir.path());
+    assert_eq!(Some(url.as_str()), printed.get("mcp").map(String::as_str));
+    let results = as_implement(
+        &url,
+        &token,
         serde_json::json!([{"op": "list_tools"},
             {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "dev#1", "project": "dev", "body": "hello"}}]),
-        &[],
     );
     let listed = results[0]["tools"].as_array().expect("tools");
     assert!(
@@ -229,40 +287,87 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
         results[1]["structured"]["handoff"]["created_by"],
         "dev:implement"
     );
-
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("SIGINT");
-    let status = child.wait().expect("wait");
-    assert!(status.success(), "handoff dev exited with {status}");
-    assert_eq!(
-        survivors_after(&pids, Duration::from_secs(10)),
-        Vec::<u32>::new()
-    );
-    assert!(
-        !kubeconfig.exists(),
-        "kubeconfig of a stopped plane left behind"
-    );
+    interrupt(child, &pids);
+    assert!(kubeconfig.exists(), "the kubeconfig stays for the next run");
 }
 
 #[test]
-fn handoff_dev_killed_outright_takes_its_processes_along() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (mut child, pids, printed) = start_dev(dir.path());
+fn handoff_dev_keeps_its_handoffs_configs_and_ports_across_restarts() {
+    let dir = data_dir();
+    let (child, pids, first) = start_dev(dir.path(), &[]);
+    let (url, token) = implement_client(dir.path());
+    let written = as_implement(
+        &url,
+        &token,
+        serde_json::json!([{"op": "call", "tool": "write_handoff", "args": {"handoff_key": "keep#1", "project": "dev", "body": "still here"}}]),
+    );
+    assert_eq!(
+        written[0]["structured"]["outcome"], "created",
+        "{written:?}"
+    );
+    let config = std::fs::read(dir.path().join("mcp-implement.json")).expect("config");
+    let kubeconfig = std::fs::read(dir.path().join("kubeconfig")).expect("kubeconfig");
+
+    // A second instance on the same directory is refused, naming the holder.
+    let second = dev_command(dir.path(), &[]).output().expect("second run");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        !second.status.success(),
+        "a second handoff dev must not start"
+    );
+    assert!(
+        stderr.contains(&format!("another handoff dev (pid {})", child.0.id())),
+        "{stderr}"
+    );
+    interrupt(child, &pids);
+
+    // Restarted: the same configs and kubeconfig work, and the handoff is there.
+    let (child, pids, again) = start_dev(dir.path(), &[]);
+    assert_eq!(
+        again.get("mcp"),
+        first.get("mcp"),
+        "the bridge keeps its port"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("mcp-implement.json")).expect("config"),
+        config,
+        "the MCP client config is unchanged"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("kubeconfig")).expect("kubeconfig"),
+        kubeconfig,
+        "the kubeconfig is unchanged"
+    );
+    assert_eq!(get_body(&url, &token, "keep#1"), "still here");
+    interrupt(child, &pids);
+
+    // --fresh starts over: the handoff is gone.
+    let (child, pids, _) = start_dev(dir.path(), &["--fresh"]);
+    let (url, token) = implement_client(dir.path());
+    let after = get_body(&url, &token, "keep#1");
+    assert!(after.contains("\"found\":false"), "{after}");
+    interrupt(child, &pids);
+}
+
+#[test]
+fn handoff_dev_killed_outright_takes_its_processes_along_and_starts_again() {
+    let dir = data_dir();
+    let (child, pids, _) = start_dev(dir.path(), &[]);
     assert!(pids.len() >= 2, "{pids:?}");
-    child.kill().expect("SIGKILL");
-    let _ = child.wait();
+    let (url, token) = implement_client(dir.path());
+    as_implement(
+        &url,
+        &token,
+        serde_json::json!([{"op": "call", "tool": "write_handoff", "args": {"handoff_key": "kill#1", "project": "dev", "body": "survives"}}]),
+    );
+    drop(child);
     assert_eq!(
         survivors_after(&pids, Duration::from_secs(10)),
         Vec::<u32>::new(),
         "orphans after SIGKILL"
     );
-    // A killed process cannot remove its directories: that is the price of
-    // SIGKILL. The control plane's lives in `dir`; PostgreSQL's (as root, in
-    // the system temp dir) is removed here.
-    if let Some(pg_dir) = printed.get("pg data") {
-        std::fs::remove_dir_all(pg_dir).expect("remove the PostgreSQL dir");
-    }
+    // The lock died with the process, and the data survived it.
+    let (child, pids, _) = start_dev(dir.path(), &[]);
+    assert_eq!(get_body(&url, &token, "kill#1"), "survives");
+    interrupt(child, &pids);
 }
