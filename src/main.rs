@@ -24,6 +24,9 @@ enum Command {
     /// Serve the handoff tools over MCP (stdio or streamable HTTP): the
     /// contract's four, plus the extensions the caller's profile allows.
     Mcp(handoff::mcp::McpArgs),
+    /// Print the bridge's request headers as JSON, reading the token file
+    /// again on every run (Claude Code's `headersHelper`).
+    McpHeaders(handoff::mcp::headers::HeadersArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd {
         /// Write one file per CRD into this directory instead of printing.
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd { dir: Some(dir) } => handoff::api::write_crds(&dir),
         Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
+        Command::McpHeaders(args) => handoff::mcp::headers::run(args),
         Command::Preamble(args) => handoff::goals::run_preamble(args),
         Command::Transcript(command) => handoff::transcript::cli::run(command),
         Command::Dev(args) => runtime().and_then(|rt| rt.block_on(handoff::dev::run(args))),

@@ -25,6 +25,7 @@
 
 pub mod auth;
 pub mod call;
+pub mod headers;
 pub mod http;
 pub mod limits;
 pub mod listener;

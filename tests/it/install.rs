@@ -1076,7 +1076,12 @@ fn every_example_applies_or_parses() {
                 let text = std::fs::read_to_string(path).expect("readable");
                 let config: Value = serde_json::from_str(&text)
                     .unwrap_or_else(|e| panic!("{shown} is not JSON: {e}"));
-                let server = &config["mcpServers"]["handoff"];
+                // Claude Code's `mcpServers`, or VS Code's `servers`.
+                let server = if config["servers"].is_object() {
+                    &config["servers"]["handoff"]
+                } else {
+                    &config["mcpServers"]["handoff"]
+                };
                 assert!(
                     server["type"] == "stdio" || server["type"] == "http",
                     "{shown}: an MCP server named handoff"
@@ -1084,6 +1089,22 @@ fn every_example_applies_or_parses() {
                 assert!(
                     !text.to_lowercase().contains("bearer ey"),
                     "{shown} holds a real token"
+                );
+                mcp += 1;
+            }
+            Some("toml") => {
+                let text = std::fs::read_to_string(path).expect("readable");
+                let config: toml::Table = text
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{shown} is not TOML: {e}"));
+                // Codex: a stdio server (command) or a streamable HTTP one (url).
+                let server = config
+                    .get("mcp_servers")
+                    .and_then(|s| s.get("handoff"))
+                    .unwrap_or_else(|| panic!("{shown}: [mcp_servers.handoff]"));
+                assert!(
+                    server.get("command").is_some() || server.get("url").is_some(),
+                    "{shown}: a command or a url"
                 );
                 mcp += 1;
             }
@@ -1102,6 +1123,9 @@ fn every_example_applies_or_parses() {
         "gitops/argocd-application.yaml",
         "mcp/claude-code-stdio.mcp.json",
         "mcp/claude-code-http.mcp.json",
+        "mcp/claude-code-headers-helper.mcp.json",
+        "mcp/codex-config.toml",
+        "mcp/vscode-mcp.json",
     ] {
         assert!(
             names.iter().any(|n| n.ends_with(expected)),

@@ -800,3 +800,193 @@ async fn http_resources_and_prompts_read_as_the_caller() {
         );
     }
 }
+
+/// A token bound to a new Secret of `namespace` (deleting the Secret
+/// invalidates it, as a rotated projected token expires): `(token, secret)`.
+async fn bound_token(
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+    secret: &str,
+) -> String {
+    use k8s_openapi::api::authentication::v1::{
+        BoundObjectReference, TokenRequest, TokenRequestSpec,
+    };
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    use kube::api::PostParams;
+    let mut object = Secret::default();
+    object.metadata.name = Some(secret.to_owned());
+    let created = Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .expect("secret");
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            bound_object_ref: Some(BoundObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Secret".into()),
+                name: Some(secret.to_owned()),
+                uid: created.metadata.uid,
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(client.clone(), namespace)
+        .create_token_request(account, &PostParams::default(), &request)
+        .await
+        .expect("token request")
+        .status
+        .and_then(|s| s.token)
+        .expect("issued token")
+}
+
+/// One JSON-RPC exchange over a stdio bridge: writes `request`, returns the
+/// answer with its id (skipping notifications).
+fn exchange(
+    stdin: &mut std::process::ChildStdin,
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    request: &Value,
+) -> Value {
+    use std::io::Write;
+    writeln!(stdin, "{request}").expect("write");
+    stdin.flush().expect("flush");
+    lines
+        .map(|line| serde_json::from_str::<Value>(&line.expect("line")).expect("JSON answer"))
+        .find(|answer| answer["id"] == request["id"])
+        .expect("an answer")
+}
+
+/// The Job example's wiring for runs longer than one token's life: a stdio
+/// bridge whose kubeconfig names the token *file* follows the kubelet's
+/// rotation — after the file changes and the old token stops being valid,
+/// the same session goes on writing. `handoff mcp-headers` (Claude Code's
+/// `headersHelper` over HTTP) reads the new token too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_bridge_follows_a_rotated_token_file() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let env = env();
+    let ns = env.namespace("mcp-rotate").await;
+    let client = env.client().await;
+    apply_agent_roles(env);
+    agent_token(env, &ns, "rotating", None, Some("handoff-writer")).await;
+    let first = bound_token(&client, &ns, "rotating", "first").await;
+    let second = bound_token(&client, &ns, "rotating", "second").await;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &first).expect("token file");
+    let mut kubeconfig = env.kubeconfig().clone();
+    for named in &mut kubeconfig.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo {
+            token_file: Some(token_file.display().to_string()),
+            ..Default::default()
+        });
+    }
+    let kubeconfig_path = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig_path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig"),
+    )
+    .expect("write kubeconfig");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args([
+            "mcp",
+            "--stdio",
+            "--profile",
+            "implement",
+            "--namespace",
+            &ns,
+        ])
+        .env("KUBECONFIG", &kubeconfig_path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("bridge");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    exchange(&mut stdin, &mut lines, &init);
+    let mut id = 0;
+    let mut write = |body: &str| {
+        id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "write_handoff",
+            "arguments": {"handoff_key": "rotate#1", "project": "p", "body": body}}});
+        tokio::task::block_in_place(|| exchange(&mut stdin, &mut lines, &request))
+    };
+    let before = write("before the rotation");
+    assert_eq!(
+        before["result"]["structuredContent"]["outcome"], "created",
+        "{before}"
+    );
+
+    // The kubelet's rotation: a new token in the file, the old one invalid.
+    std::fs::write(&token_file, &second).expect("rotate");
+    kube::api::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns)
+        .delete("first", &Default::default())
+        .await
+        .expect("invalidate the first token");
+    let mut old = env.kubeconfig().clone();
+    for named in &mut old.auth_infos {
+        named.auth_info = Some(kube::config::AuthInfo {
+            token: Some(first.clone().into()),
+            ..Default::default()
+        });
+    }
+    let old_client = handoff_testkit::client_from(&old).await.expect("client");
+    common::eventually(
+        "the first token to be refused",
+        std::time::Duration::from_secs(60),
+        || {
+            let old_client = old_client.clone();
+            async move {
+                handoff::mcp::auth::who_am_i(&old_client)
+                    .await
+                    .err()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+
+    // The same session goes on (kube-rs reads the token file again within a
+    // minute; calls in between are refused as retriable, nothing is lost).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let after = loop {
+        let answer = write("after the rotation");
+        if answer["result"]["structuredContent"]["outcome"] == "updated" {
+            break answer;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session never recovered after the rotation: {answer}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    };
+    assert_eq!(
+        after["result"]["structuredContent"]["handoff"]["created_by"],
+        format!("system:serviceaccount:{ns}:rotating")
+    );
+    drop(stdin);
+    let _ = child.wait();
+    let stored = Api::<Handoff>::namespaced(client.clone(), &ns)
+        .get(&name_for_key("rotate#1"))
+        .await
+        .expect("handoff");
+    assert_eq!(stored.spec.body, "after the rotation");
+
+    // The headers helper reads the file again on every run.
+    let headers = Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(["mcp-headers", "--token-file"])
+        .arg(&token_file)
+        .output()
+        .expect("mcp-headers");
+    let printed: Value = serde_json::from_slice(&headers.stdout).expect("headers JSON");
+    assert_eq!(printed["Authorization"], format!("Bearer {second}"));
+}
