@@ -91,8 +91,8 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 /// Applies `config/default` once: the namespace first (a server-side dry
 /// run cannot create it for the objects in it), then a dry run of the whole
 /// installation, then the real apply; waits until the admission policy
-/// enforces.
-fn installed() -> &'static TestEnv {
+/// enforces. (The policy suite, `policy.rs`, shares it.)
+pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
     DONE.get_or_init(|| {

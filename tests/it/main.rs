@@ -20,6 +20,7 @@ mod mirror;
 mod mirror_bridge;
 mod mirror_tls;
 mod offers;
+mod policy;
 mod postgres;
 mod schedule;
 mod transcript;
