@@ -34,11 +34,16 @@ run: envtest-assets
 	$(CARGO) run --locked -- dev
 
 ## The real MCP client of the interop tests: the `mcp` Python SDK in .venv.
-mcp-sdk: .venv/.mcp-installed
+mcp-sdk: .venv/.mcp-installed tests/interop/ts/node_modules/.installed
 
 .venv/.mcp-installed: tests/interop/requirements.txt
 	python3 -m venv .venv
 	.venv/bin/pip install --quiet --disable-pip-version-check -r tests/interop/requirements.txt
+	touch $@
+
+## The official TypeScript SDK (pinned by package-lock.json) for the interop check.
+tests/interop/ts/node_modules/.installed: tests/interop/ts/package-lock.json
+	npm ci --prefix tests/interop/ts --no-audit --no-fund --loglevel=error
 	touch $@
 
 test-deps: envtest-assets postgres mcp-sdk

@@ -990,3 +990,58 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
     let printed: Value = serde_json::from_slice(&headers.stdout).expect("headers JSON");
     assert_eq!(printed["Authorization"], format!("Bearer {second}"));
 }
+
+/// The official TypeScript SDK (pinned in tests/interop/ts, installed by
+/// `make mcp-sdk`) connects over streamable HTTP, sees the tools, the
+/// resource template and the prompt, writes and reads — and logs nothing:
+/// no `unknown format … ignored in schema` for any input or output schema.
+#[tokio::test]
+async fn the_typescript_sdk_connects_without_schema_warnings() {
+    let env = env();
+    let ns = env.namespace("mcp-ts-sdk").await;
+    apply_agent_roles(env);
+    let bridge = Bridge::start(env, &ns);
+    let token = agent_token(
+        env,
+        &ns,
+        "writer",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "the TypeScript MCP SDK is not installed: run `make mcp-sdk` (npm ci in {})",
+        dir.display()
+    );
+    let out = std::process::Command::new("node")
+        .arg(dir.join("client.mjs"))
+        .args([bridge.url.as_str(), token.as_str(), "ts/k#1"])
+        .output()
+        .expect("node runs (Node.js is needed for the TypeScript SDK check)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the TypeScript client failed ({}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_str(&stdout).expect("the client's JSON");
+    assert_eq!(seen["warnings"], json!([]), "the SDK logged: {seen}");
+    let tools: Vec<&str> = seen["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        tools[..3],
+        ["get_handoff", "write_handoff", "list_handoffs"]
+    );
+    assert!(!tools.contains(&"delete_handoff"), "{tools:?}");
+    assert_eq!(seen["templates"], json!(["handoff://{handoff_key}"]));
+    assert_eq!(seen["prompts"], json!(["continue"]));
+    assert_eq!(seen["written"]["outcome"], "created", "{seen}");
+    assert_eq!(seen["read"]["handoff"]["body"], "from the TypeScript SDK");
+}
