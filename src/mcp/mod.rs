@@ -184,7 +184,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_from(auth::with_timeouts(config))?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
         let offers = OfferSettings {
-            reader: None,
+            acting: None,
             active_selector: args.active_agent_selector.clone(),
         };
         let service = HandoffServer::for_caller(caller, metrics, offers)
@@ -211,7 +211,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let bridge = kube::Client::try_from(config.clone())?;
-    let bridge_reader = bridge.clone();
+    let acting = bridge.clone();
     let settings = ResolverSettings {
         capacity: args.token_cache_size,
         ttl: Duration::from_secs(args.token_cache_ttl),
@@ -240,7 +240,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let options = http::HttpOptions {
         allowed_hosts: allowed_hosts(&args.allowed_hosts),
         offers: OfferSettings {
-            reader: Some(bridge_reader),
+            acting: Some(acting),
             active_selector: args.active_agent_selector.clone(),
         },
         mirror,
