@@ -214,6 +214,29 @@ impl Call<'_> {
     pub fn offer_error(&self, err: OfferError) -> CallError {
         match err {
             OfferError::Kube(e) => self.kube_error(e),
+            OfferError::Acting(e) => {
+                let acting = if self.offers.acting.is_some() {
+                    "the bridge's own identity (its Role in this namespace: config/rbac/bridge.yaml)"
+                } else {
+                    "your identity"
+                };
+                let answered = match &e {
+                    kube::Error::Api(status) => {
+                        format!("the apiserver answered {}: {}", status.code, status.message)
+                    }
+                    other => other.to_string(),
+                };
+                let outcome = match self.kube_error(e) {
+                    CallError::Kube { outcome, .. } => outcome,
+                    _ => "error",
+                };
+                CallError::Kube {
+                    outcome,
+                    message: format!(
+                        "{acting} could not move the offer (its phase, an Event or the agent Job check); {answered}"
+                    ),
+                }
+            }
             busy @ OfferError::Busy { .. } => CallError::Kube {
                 outcome: "unavailable",
                 message: busy.to_string(),

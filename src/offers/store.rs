@@ -46,9 +46,13 @@ pub struct OfferStore {
 /// Why an offer operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum OfferError {
-    /// An apiserver call failed.
+    /// An apiserver call made as the caller failed.
     #[error("{0}")]
     Kube(#[from] kube::Error),
+    /// An apiserver call made as the acting identity (status, Events, the
+    /// agent Job check) failed.
+    #[error("{0}")]
+    Acting(kube::Error),
     /// Too many concurrent offers to one destination kept winning the race.
     #[error("too many concurrent offers to {to} in project {project}; retriable: try again")]
     Busy {
@@ -65,7 +69,7 @@ pub enum OfferError {
 impl Categorized for OfferError {
     fn category(&self) -> Category {
         match self {
-            Self::Kube(err) => Category::of_kube(err),
+            Self::Kube(err) | Self::Acting(err) => Category::of_kube(err),
             Self::Busy { .. } => Category::Transient,
             Self::NotFound(_) => Category::Invalid,
         }
@@ -110,7 +114,11 @@ impl OfferStore {
         // The caller's own read first: a caller without offer rights is
         // refused before anything is asked with the acting identity.
         let mut read = Some(self.slot_offers(&slot).await?);
-        if self.agent_active(&spec.project, &spec.to).await? {
+        if self
+            .agent_active(&spec.project, &spec.to)
+            .await
+            .map_err(OfferError::Acting)?
+        {
             return Ok((Outcome::AgentAlreadyActive, None));
         }
         for attempt in 0..MAX_ATTEMPTS {
@@ -150,7 +158,10 @@ impl OfferStore {
                 }
                 Err(err) => return Err(err.into()),
             };
-            let created = self.set_offered(created).await?;
+            let created = self
+                .set_offered(created)
+                .await
+                .map_err(OfferError::Acting)?;
             for old in pending {
                 self.supersede(old, &name, SupersedeReason::NewOffer)
                     .await?;
@@ -215,7 +226,9 @@ impl OfferStore {
             finished_at: Some(self.now()),
             ..offer.status.clone().unwrap_or_default()
         };
-        Ok(self.patch_status(offer, &status).await?)
+        self.patch_status(offer, &status)
+            .await
+            .map_err(OfferError::Acting)
     }
 
     /// Supersedes `old` (if still pending) by `by`, with an Event on `old`
@@ -230,7 +243,7 @@ impl OfferStore {
             Ok(o) if o.phase() == OfferPhase::Offered => o,
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(OfferError::Acting(err)),
         };
         let status = HandoffOfferStatus {
             phase: Some(OfferPhase::Superseded),
@@ -243,7 +256,7 @@ impl OfferStore {
             Ok(_) => {}
             // Changed meanwhile (accepted, rejected, superseded by someone else): leave it.
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(OfferError::Acting(err)),
         }
         let note = format!("superseded by {by} ({reason:?})");
         let event = Event {
@@ -281,7 +294,7 @@ impl OfferStore {
         match self.patch_status(offer, &status).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(err) => Err(err.into()),
+            Err(err) => Err(OfferError::Acting(err)),
         }
     }
 
