@@ -8,6 +8,11 @@
 //! passed through; over stdio the process's kubeconfig or in-cluster
 //! identity), and lets the apiserver's RBAC and the CRD's schema be the
 //! authority. Profiles ([`profiles`]) decide which tools an agent sees.
+//! The one exception is the offer flow: after the caller's token has
+//! created (or read) an offer, the bridge's own identity — a Role in the
+//! namespace it serves — writes the offer's phase and its Events and checks
+//! the agent's Jobs, so agents need no right to move offers
+//! (docs/security.md).
 //!
 //! - [`tools`]: one module per tool (arguments, validation, handler, result,
 //!   text) and the table `tools/list` and `tools/call` read.
