@@ -726,6 +726,26 @@ mod tests {
     }
 
     #[test]
+    fn offer_retention_flag() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.offer_retention)
+        };
+        assert_eq!(
+            parse(&[]).expect("default"),
+            crate::offers::activation::DEFAULT_OFFER_RETENTION
+        );
+        assert_eq!(
+            parse(&["--offer-retention", "36h"]).expect("36h"),
+            Duration::from_secs(36 * 3600)
+        );
+        let err = parse(&["--offer-retention", "a week"])
+            .expect_err("the duration grammar")
+            .to_string();
+        assert!(err.contains("invalid duration \"a week\""), "{err}");
+    }
+
+    #[test]
     fn lag_is_the_oldest_pending_change() {
         let m = ControllerMetrics::new();
         let key = ("ns".to_owned(), "k".to_owned());

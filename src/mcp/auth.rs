@@ -65,10 +65,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(15);
 /// so a revoked RoleBinding stops mirror reads within seconds.
 pub const ACCESS_TTL: Duration = Duration::from_secs(10);
 
-/// Access review answers of one token: `(namespace, resource, verb)` →
-/// when asked, allowed.
+/// What an access review asked: `(namespace, resource, verb)`.
+type AccessQuestion = (String, String, String);
+
+/// Access review answers of one token: question → when asked, allowed.
 #[derive(Default)]
-pub struct AccessCache(Mutex<HashMap<(String, String, String), (Instant, bool)>>);
+pub struct AccessCache(Mutex<HashMap<AccessQuestion, (Instant, bool)>>);
 
 /// `config` with the bridge's bounded connect and read timeouts.
 pub fn with_timeouts(mut config: Config) -> Config {

@@ -204,10 +204,7 @@ pub async fn reconcile_offer(
 /// When a terminal offer is due for deletion: `retention` after it became
 /// terminal (`finishedAt`, else its creation). `None` for offers still in
 /// play, and for those without either time.
-pub fn retention_deadline(
-    offer: &HandoffOffer,
-    retention: Duration,
-) -> Option<jiff::Timestamp> {
+pub fn retention_deadline(offer: &HandoffOffer, retention: Duration) -> Option<jiff::Timestamp> {
     if !offer.phase().is_terminal() {
         return None;
     }

@@ -659,7 +659,11 @@ fn rbac_matrix_of_every_identity() {
         matrix.push(can(&groomer, verb, OFFERS, true).sub("status"));
     }
     matrix.push(can(&groomer, "update", OFFERS, false).sub("status"));
-    matrix.push(can(&groomer, "patch", OFFERS, false).sub("status").ns(Some("default")));
+    matrix.push(
+        can(&groomer, "patch", OFFERS, false)
+            .sub("status")
+            .ns(Some("default")),
+    );
     matrix.push(can(&groomer, "create", "events.events.k8s.io", false));
     matrix.push(can(&groomer, "create", "events", false));
     matrix.push(can(&groomer, "create", SCHEDULES, false));
@@ -677,7 +681,11 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&bridge, "get", "serviceaccounts", true));
     for verb in ["get", "patch"] {
         matrix.push(can(&bridge, verb, OFFERS, true).sub("status"));
-        matrix.push(can(&bridge, verb, OFFERS, false).sub("status").ns(Some("default")));
+        matrix.push(
+            can(&bridge, verb, OFFERS, false)
+                .sub("status")
+                .ns(Some("default")),
+        );
     }
     matrix.push(can(&bridge, "update", OFFERS, false).sub("status"));
     matrix.push(can(&bridge, "patch", HANDOFFS, false).sub("status"));
@@ -1531,12 +1539,12 @@ async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
     assert_eq!(phase(second.clone()).await, OfferPhase::Offered);
     let superseded = common::events_with_reason(env.client().await, NS, "Superseded").await;
     assert!(
-        superseded.iter().any(|e| e
-            .regarding
-            .as_ref()
-            .and_then(|r| r.name.as_deref())
-            == Some(first.as_str())
-            && e.reporting_controller.as_deref() == Some("handoff-bridge")),
+        superseded
+            .iter()
+            .any(
+                |e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(first.as_str())
+                    && e.reporting_controller.as_deref() == Some("handoff-bridge")
+            ),
         "the bridge's identity recorded the Superseded Event: {superseded:?}"
     );
 

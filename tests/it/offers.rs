@@ -647,9 +647,11 @@ async fn a_caller_without_offer_rights_learns_nothing_of_the_agents_jobs() {
     let s = setup("offers-order").await;
     start_agent_job(&s.ns, "ops-running", "ops", None).await;
     let stranger = agent_token(env(), &s.ns, "stranger", Some("implement"), None).await;
-    let results = s
-        .bridge
-        .drive(&stranger, "", json!([call("offer_handoff", offer("ops", "s1", ""))]));
+    let results = s.bridge.drive(
+        &stranger,
+        "",
+        json!([call("offer_handoff", offer("ops", "s1", ""))]),
+    );
     let text = common::err_text(&results[0]);
     assert!(
         text.contains(&format!(
@@ -659,9 +661,11 @@ async fn a_caller_without_offer_rights_learns_nothing_of_the_agents_jobs() {
         "refused by RBAC, not told the agent is active: {text}"
     );
     assert!(!text.contains("agent_already_active"), "{text}");
-    let writer = s
-        .bridge
-        .drive(&s.token, "", json!([call("offer_handoff", offer("ops", "s1", ""))]));
+    let writer = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("offer_handoff", offer("ops", "s1", ""))]),
+    );
     assert!(
         common::err_text(&writer[0]).starts_with("agent_already_active"),
         "a writer is told: {}",
@@ -675,9 +679,11 @@ async fn list_offers_pages_with_limit_and_cursor() {
     let created = s.bridge.drive(
         &s.token,
         "",
-        json!((0..5)
-            .map(|i| call("offer_handoff", offer(&format!("agent-{i}"), "s1", "a")))
-            .collect::<Vec<_>>()),
+        json!(
+            (0..5)
+                .map(|i| call("offer_handoff", offer(&format!("agent-{i}"), "s1", "a")))
+                .collect::<Vec<_>>()
+        ),
     );
     let mut expected: Vec<String> = created.iter().map(offer_name_of).collect();
     expected.sort();
@@ -724,7 +730,10 @@ async fn list_offers_pages_with_limit_and_cursor() {
         json!([
             call("list_offers", json!({"project": "shop", "limit": 0})),
             call("list_offers", json!({"project": "shop", "limit": 201})),
-            call("list_offers", json!({"project": "shop", "to": "agent-1", "cursor": cursor}))
+            call(
+                "list_offers",
+                json!({"project": "shop", "to": "agent-1", "cursor": cursor})
+            )
         ]),
     );
     assert_eq!(

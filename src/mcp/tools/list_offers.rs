@@ -102,8 +102,12 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
             OfferError::Kube(kube::Error::Api(s)) if s.code == 410 => {
                 CallError::Field(FieldError {
                     field: "cursor",
-                    rule: "a next_cursor of the last few minutes (the apiserver's continue token)".into(),
-                    problem: format!("it has expired ({}); list again without a cursor", s.message),
+                    rule: "a next_cursor of the last few minutes (the apiserver's continue token)"
+                        .into(),
+                    problem: format!(
+                        "it has expired ({}); list again without a cursor",
+                        s.message
+                    ),
                 })
             }
             other => call.offer_error(other),
@@ -145,11 +149,13 @@ fn encode_cursor(args: &ListOffersArgs, token: String) -> String {
 
 /// The apiserver's token of a cursor made for the same filters.
 fn decode_cursor(args: &ListOffersArgs, cursor: &str) -> Result<String, FieldError> {
-    let invalid = |problem: &str| FieldError {
+    let invalid = |problem: &str| {
+        FieldError {
         field: "cursor",
         rule: "the next_cursor of a previous list_offers answer, unchanged, with the same project, to and phase"
             .into(),
         problem: problem.into(),
+    }
     };
     let bytes = B64URL
         .decode(cursor.trim())

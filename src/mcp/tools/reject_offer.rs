@@ -142,9 +142,8 @@ mod tests {
              system:serviceaccount:ns:impl is not labelled handoff.dev/agent=dev-lead (nor may it patch \
              handoffoffers/status itself, as a groomer may)"
         );
-        assert!(
-            not_the_destination(&offer, user, Some("tester"))
-                .contains("the caller system:serviceaccount:ns:impl is labelled handoff.dev/agent=tester")
-        );
+        assert!(not_the_destination(&offer, user, Some("tester")).contains(
+            "the caller system:serviceaccount:ns:impl is labelled handoff.dev/agent=tester"
+        ));
     }
 }
