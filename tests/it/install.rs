@@ -245,10 +245,20 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         "handoff-groomer",
         "handoff-view",
         "handoff-controller",
-        "handoff-bridge",
     ] {
         find(&default, "ClusterRole", role);
     }
+    // The bridge's rights are a Role in its namespace, nothing cluster-wide.
+    assert_eq!(
+        find(&default, "Role", "handoff-bridge")["metadata"]["namespace"],
+        json!(NS)
+    );
+    assert!(
+        !default
+            .iter()
+            .any(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "handoff-bridge"),
+        "no ClusterRole for the bridge"
+    );
 
     // The controller: 2 replicas, probes, resources, restricted security context.
     let controller = find(&default, "Deployment", "handoff-controller");
