@@ -579,11 +579,14 @@ async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
         "",
         json!([
             call("offer_handoff", offer("dev-lead", "s1", "a")),
-            call("offer_handoff", offer("tester", "s1", "a"))
+            call("offer_handoff", offer("tester", "s1", "a")),
+            call("offer_handoff", offer("qa", "s1", "a")),
+            call("offer_handoff", offer("qa", "s2", "b"))
         ]),
     );
     let to_lead = offer_name_of(&created[0]);
     let to_tester = offer_name_of(&created[1]);
+    let superseded = offer_name_of(&created[2]);
     let reject = |name: &str| json!([call("reject_offer", json!({"offer": name}))]);
 
     // The offerer (not labelled) and another agent are refused by name.
@@ -631,6 +634,18 @@ async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
     assert_eq!(
         common::ok(&by_groomer[0])["offer"]["phase"],
         json!("Rejected")
+    );
+    // A finished offer stays what it became.
+    let finished = s.bridge.drive(&groomer, "", reject(&superseded));
+    assert_eq!(
+        common::err_text(&finished[0]),
+        format!(
+            "reject_offer: offer {superseded} is already Superseded; only an Offered or Accepted offer can be rejected"
+        )
+    );
+    assert_eq!(
+        api.get(&superseded).await.expect("offer").phase(),
+        OfferPhase::Superseded
     );
     for name in [&to_lead, &to_tester] {
         let stored = api.get(name).await.expect("offer");

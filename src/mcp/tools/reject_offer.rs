@@ -7,13 +7,15 @@
 //! `handoff.dev/agent=<spec.to>` — or a caller whose own RBAC lets it patch
 //! `handoffoffers/status` (a groomer). The phase is then written with the
 //! bridge's identity (agents have no right on the status subresource).
+//! Only a pending (`Offered`) or taken-up (`Accepted`) offer can be
+//! rejected; rejecting a rejected one changes nothing.
 
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{OfferView, Tool, definition};
-use crate::api::HandoffOffer;
+use crate::api::{HandoffOffer, OfferPhase};
 use crate::mcp::call::{Answer, Call, CallError, answer};
 use crate::mcp::profiles::Audience;
 use crate::names::AGENT_LABEL;
@@ -88,6 +90,12 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
             )));
         }
     }
+    if matches!(
+        offer.phase(),
+        OfferPhase::Completed | OfferPhase::Superseded
+    ) {
+        return Err(CallError::Refused(already_finished(&offer)));
+    }
     let rejected = store
         .reject(&offer)
         .await
@@ -109,6 +117,15 @@ pub fn not_the_destination(offer: &HandoffOffer, user: &str, agent: Option<&str>
     format!(
         "reject_offer: only the destination agent {to:?} may reject offer {name}; the caller {user} {is} \
          (nor may it patch handoffoffers/status itself, as a groomer may)"
+    )
+}
+
+/// The refusal to reject an offer that already finished otherwise.
+pub fn already_finished(offer: &HandoffOffer) -> String {
+    format!(
+        "reject_offer: offer {} is already {:?}; only an Offered or Accepted offer can be rejected",
+        offer.metadata.name.as_deref().unwrap_or_default(),
+        offer.phase()
     )
 }
 
