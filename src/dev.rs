@@ -333,6 +333,7 @@ async fn start_controller(
         groom_interval: Duration::from_secs(60),
         ttl: Arc::new(crate::schedule::ttl::DefaultTtl(None)),
         active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+        offer_retention: crate::offers::activation::DEFAULT_OFFER_RETENTION,
         history: crate::mirror::Retention::default(),
     };
     let metrics = ControllerMetrics::new();
@@ -399,7 +400,7 @@ async fn start_bridge(
     let options = crate::mcp::http::HttpOptions {
         allowed_hosts: crate::mcp::allowed_hosts(&[]),
         offers: crate::mcp::call::OfferSettings {
-            reader: Some(bridge.clone()),
+            acting: Some(bridge.clone()),
             active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         },
         mirror,

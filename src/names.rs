@@ -32,6 +32,8 @@ pub const TO_LABEL: &str = "handoff.dev/to";
 /// Label of an offer: its (project, destination) slot, at most one `Offered`.
 pub const SLOT_LABEL: &str = "handoff.dev/slot";
 /// Label of an agent's Job: which agent it runs (activation of offers).
+/// Also the label of an agent's ServiceAccount: which agent it is, so the
+/// destination of an offer (`spec.to`) may reject it (`reject_offer`).
 pub const AGENT_LABEL: &str = "handoff.dev/agent";
 /// Annotation of an agent's Job: the offer it takes up.
 pub const OFFER_ANNOTATION: &str = "handoff.dev/offer";

@@ -7,13 +7,19 @@
 //! to the same destination, or because the agent was activated for other
 //! work). An offer without a phase yet is pending (`Offered`).
 //!
+//! Who moves it: the spec never changes after creation (a CEL transition
+//! rule, for everyone); the phase is written by the controller, by the
+//! bridge's own identity for the offer flow and for a `reject_offer` of the
+//! destination agent, and by groomers. Terminal offers carry `finishedAt`
+//! and are deleted by the controller after `--offer-retention`.
+//!
 //! Invariant: at most one `Offered` per (namespace, project, to). Offers of
 //! one destination carry a sequence number in their name
 //! (`<destination slot>-<n>`): creating `n+1` is the optimistic lock, so two
 //! racing offerers can never both win, and an offer only ever supersedes
 //! lower-numbered ones (see `crate::offers`).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -65,6 +71,7 @@ use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS};
     selectable = ".spec.to"
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable after creation: an offer is a record of what was offered; offer again (offer_handoff) to change it"))]
 pub struct HandoffOfferSpec {
     /// The project. A valid label value.
     #[x_kube(validation = Rule::new(r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("project must be a valid label value: at most 63 characters, only letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))]
@@ -131,10 +138,22 @@ pub struct HandoffOfferStatus {
     /// The Job that accepted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// When it reached a terminal phase (`Completed`, `Rejected`,
+    /// `Superseded`); the controller deletes it `--offer-retention` later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
     /// Conditions (reserved).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+impl OfferPhase {
+    /// Whether nothing moves an offer out of this phase (it is kept for
+    /// `--offer-retention`, then deleted).
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Rejected | Self::Superseded)
+    }
 }
 
 impl HandoffOffer {

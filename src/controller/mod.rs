@@ -69,6 +69,11 @@ pub struct ControllerArgs {
     /// pending offers are superseded); `{to}` and `{project}` are replaced.
     #[arg(long, env = "HANDOFF_ACTIVE_AGENT_SELECTOR", default_value = crate::offers::decision::DEFAULT_ACTIVE_SELECTOR)]
     pub active_agent_selector: String,
+    /// How long finished offers (Completed, Rejected, Superseded) are kept,
+    /// counted from when they finished (`status.finishedAt`, else their
+    /// creation); then they are deleted.
+    #[arg(long, env = "HANDOFF_OFFER_RETENTION", default_value = "7d", value_parser = parse_duration, value_name = "DURATION")]
+    pub offer_retention: Duration,
     /// Mirror handoffs into this PostgreSQL database (off when unset).
     #[command(flatten)]
     pub postgres: PostgresArgs,
@@ -154,6 +159,8 @@ pub struct ControllerOptions {
     pub ttl: Arc<dyn TtlPolicy>,
     /// Label selector template of an agent's Jobs (offers).
     pub active_agent_selector: String,
+    /// How long finished offers are kept.
+    pub offer_retention: Duration,
     /// How much history the mirror keeps.
     pub history: Retention,
 }
@@ -219,6 +226,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         groom_interval: args.groom_interval,
         ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
         active_agent_selector: args.active_agent_selector.clone(),
+        offer_retention: args.offer_retention,
         history: args.retention(),
     };
     let metrics = ControllerMetrics::new();
@@ -430,12 +438,15 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         leading.clone(),
     );
     let offers = crate::offers::activation::run(
-        Arc::new(crate::offers::activation::Context::new(
-            ctx.client.clone(),
-            &options.active_agent_selector,
-            ctx.reporter.clone(),
-            ctx.metrics.loops.clone(),
-        )),
+        Arc::new(
+            crate::offers::activation::Context::new(
+                ctx.client.clone(),
+                &options.active_agent_selector,
+                ctx.reporter.clone(),
+                ctx.metrics.loops.clone(),
+            )
+            .with_retention(options.offer_retention, ctx.clock.clone()),
+        ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
         leading.clone(),
@@ -712,6 +723,26 @@ mod tests {
             .expect_err("the duration grammar")
             .to_string();
         assert!(err.contains("30m, 24h, 7d"), "{err}");
+    }
+
+    #[test]
+    fn offer_retention_flag() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.offer_retention)
+        };
+        assert_eq!(
+            parse(&[]).expect("default"),
+            crate::offers::activation::DEFAULT_OFFER_RETENTION
+        );
+        assert_eq!(
+            parse(&["--offer-retention", "36h"]).expect("36h"),
+            Duration::from_secs(36 * 3600)
+        );
+        let err = parse(&["--offer-retention", "a week"])
+            .expect_err("the duration grammar")
+            .to_string();
+        assert!(err.contains("invalid duration \"a week\""), "{err}");
     }
 
     #[test]

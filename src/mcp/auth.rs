@@ -16,9 +16,13 @@
 //! credentials; only an accepted token gets a client of its own.
 //!
 //! The agent profile comes from the caller's ServiceAccount label
-//! `handoff.dev/profile` when present (read with the bridge's own, read-only
-//! identity), else from the `X-Handoff-Profile` request header. A header can
-//! therefore pick a profile, but never widen what RBAC allows.
+//! `handoff.dev/profile` when present (read with the bridge's own identity,
+//! which may `get` ServiceAccounts of the namespace it serves only), else
+//! from the `X-Handoff-Profile` request header. A header can therefore pick
+//! a profile, but never widen what RBAC allows. The same read gives the
+//! agent the caller is (label `handoff.dev/agent`): the destination an offer
+//! names may reject it. A caller whose ServiceAccount lives in another
+//! namespace gets its profile from the header only, and is no agent.
 //!
 //! When the bridge answers from the PostgreSQL mirror instead of the
 //! apiserver, RBAC is not in the path, so the bridge asks first: a
@@ -45,7 +49,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use super::profiles::Profile;
-use crate::names::PROFILE_LABEL;
+use crate::names::{AGENT_LABEL, PROFILE_LABEL};
 use crate::store::HandoffStore;
 use crate::telemetry::BridgeMetrics;
 
@@ -61,9 +65,12 @@ const READ_TIMEOUT: Duration = Duration::from_secs(15);
 /// so a revoked RoleBinding stops mirror reads within seconds.
 pub const ACCESS_TTL: Duration = Duration::from_secs(10);
 
-/// Access review answers of one token: `(namespace, verb)` → when asked, allowed.
+/// What an access review asked: `(namespace, resource, verb)`.
+type AccessQuestion = (String, String, String);
+
+/// Access review answers of one token: question → when asked, allowed.
 #[derive(Default)]
-pub struct AccessCache(Mutex<HashMap<(String, String), (Instant, bool)>>);
+pub struct AccessCache(Mutex<HashMap<AccessQuestion, (Instant, bool)>>);
 
 /// `config` with the bridge's bounded connect and read timeouts.
 pub fn with_timeouts(mut config: Config) -> Config {
@@ -73,46 +80,55 @@ pub fn with_timeouts(mut config: Config) -> Config {
 }
 
 /// A caller the bridge acts for: its store (its own credentials), its
-/// profile and, once asked, its name.
+/// profile and, once asked, its name and the agent it is.
 pub struct Caller {
     store: HandoffStore,
     client: Client,
     profile: Profile,
     username: OnceCell<String>,
+    agent: OnceCell<Option<String>>,
     access: Arc<AccessCache>,
 }
 
 impl Caller {
-    /// A caller whose name is looked up on first need (stdio).
+    /// A caller whose name (and agent label) is looked up on first need,
+    /// with its own credentials (stdio).
     pub fn new(client: Client, namespace: &str, profile: Profile) -> Self {
         Self {
             store: HandoffStore::new(client.clone(), namespace),
             client,
             profile,
             username: OnceCell::new(),
+            agent: OnceCell::new(),
             access: Arc::default(),
         }
     }
 
-    fn known(
-        client: Client,
-        namespace: &str,
-        profile: Profile,
-        username: String,
-        access: Arc<AccessCache>,
-    ) -> Self {
+    fn known(client: Client, namespace: &str, profile: Profile, resolved: &Resolved) -> Self {
         let mut caller = Self::new(client, namespace, profile);
-        let _ = caller.username.set(username);
-        caller.access = access;
+        let _ = caller.username.set(resolved.username.clone());
+        let _ = caller.agent.set(resolved.sa_agent.clone());
+        caller.access = resolved.access.clone();
         caller
     }
 
     /// Whether RBAC lets this caller `verb` handoffs in the store's
-    /// namespace: a SelfSubjectAccessReview with the caller's own
-    /// credentials, cached for [`ACCESS_TTL`].
+    /// namespace (see [`Caller::may_on`]).
     pub async fn may(&self, verb: &str) -> Result<bool, kube::Error> {
+        self.may_on("handoffs", verb).await
+    }
+
+    /// Whether RBAC lets this caller `verb` `resource` (of handoff.dev,
+    /// `plural` or `plural/subresource`) in the store's namespace: a
+    /// SelfSubjectAccessReview with the caller's own credentials, cached
+    /// for [`ACCESS_TTL`].
+    pub async fn may_on(&self, resource: &str, verb: &str) -> Result<bool, kube::Error> {
         let namespace = self.store.namespace().to_owned();
-        let key = (namespace.clone(), verb.to_owned());
+        let key = (namespace.clone(), resource.to_owned(), verb.to_owned());
+        let (plural, subresource) = match resource.split_once('/') {
+            Some((plural, sub)) => (plural, Some(sub.to_owned())),
+            None => (resource, None),
+        };
         if let Ok(cache) = self.access.0.lock()
             && let Some((at, allowed)) = cache.get(&key)
             && at.elapsed() < ACCESS_TTL
@@ -123,7 +139,8 @@ impl Caller {
             spec: SelfSubjectAccessReviewSpec {
                 resource_attributes: Some(ResourceAttributes {
                     group: Some(crate::api::GROUP.into()),
-                    resource: Some("handoffs".into()),
+                    resource: Some(plural.into()),
+                    subresource,
                     verb: Some(verb.into()),
                     namespace: Some(namespace),
                     ..ResourceAttributes::default()
@@ -163,6 +180,21 @@ impl Caller {
             .get_or_try_init(|| who_am_i(&self.client))
             .await
             .map(String::as_str)
+    }
+
+    /// The agent this caller is: the label `handoff.dev/agent` of its
+    /// ServiceAccount (`None` for other users, unlabelled accounts and
+    /// accounts the bridge may not read). Over HTTP read with the bridge's
+    /// identity when the token was resolved; over stdio with the caller's
+    /// own, on first need.
+    pub async fn agent(&self) -> Result<Option<&str>, kube::Error> {
+        self.agent
+            .get_or_try_init(|| async {
+                let username = self.username().await?.to_owned();
+                Ok::<_, kube::Error>(account_labels(&self.client, &username).await.agent)
+            })
+            .await
+            .map(Option::as_deref)
     }
 
     /// The name if already known (for messages; never a request).
@@ -230,7 +262,40 @@ struct Resolved {
     client: Client,
     username: String,
     sa_profile: Option<Profile>,
+    sa_agent: Option<String>,
     access: Arc<AccessCache>,
+}
+
+/// What the labels of a caller's ServiceAccount say.
+#[derive(Default)]
+struct AccountLabels {
+    profile: Option<Profile>,
+    agent: Option<String>,
+}
+
+/// The labels `handoff.dev/profile` and `handoff.dev/agent` of the
+/// ServiceAccount behind `username`, read with `reader` (nothing for other
+/// users, or when the account cannot be read).
+async fn account_labels(reader: &Client, username: &str) -> AccountLabels {
+    let Some((namespace, name)) = service_account_of(username) else {
+        return AccountLabels::default();
+    };
+    match Api::<ServiceAccount>::namespaced(reader.clone(), namespace)
+        .get_opt(name)
+        .await
+    {
+        Ok(sa) => {
+            let labels = sa.and_then(|sa| sa.metadata.labels).unwrap_or_default();
+            AccountLabels {
+                profile: labels.get(PROFILE_LABEL).map(|p| Profile::new(p)),
+                agent: labels.get(AGENT_LABEL).cloned(),
+            }
+        }
+        Err(err) => {
+            tracing::warn!(%username, error = %err, "cannot read the caller's ServiceAccount; using the profile header, and the caller is no agent");
+            AccountLabels::default()
+        }
+    }
 }
 
 /// SHA-256 of a bearer token: caches and reviews in progress are keyed by
@@ -285,7 +350,8 @@ pub struct TokenResolver {
 impl TokenResolver {
     /// `base` is the bridge's own configuration (cluster URL and CA are
     /// kept, credentials replaced per caller); `bridge` its own client, used
-    /// only to read ServiceAccount labels. Reviews are counted in `metrics`.
+    /// here only to read ServiceAccount labels. Reviews are counted in
+    /// `metrics`.
     pub fn new(
         base: Config,
         bridge: Client,
@@ -327,8 +393,7 @@ impl TokenResolver {
             resolved.client.clone(),
             &self.namespace,
             profile,
-            resolved.username.clone(),
-            resolved.access.clone(),
+            &resolved,
         ))
     }
 
@@ -402,11 +467,12 @@ impl TokenResolver {
         });
         let username = reviewed?;
         let client = self.client_for(token)?;
-        let sa_profile = self.service_account_profile(&username).await;
+        let labels = account_labels(&self.bridge, &username).await;
         Ok(Arc::new(Resolved {
             client,
             username,
-            sa_profile,
+            sa_profile: labels.profile,
+            sa_agent: labels.agent,
             access: Arc::default(),
         }))
     }
@@ -418,24 +484,6 @@ impl TokenResolver {
             ..AuthInfo::default()
         };
         Client::try_from(config).map_err(|e| AuthError::Unavailable(e.to_string()))
-    }
-
-    async fn service_account_profile(&self, username: &str) -> Option<Profile> {
-        let (namespace, name) = service_account_of(username)?;
-        match Api::<ServiceAccount>::namespaced(self.bridge.clone(), namespace)
-            .get_opt(name)
-            .await
-        {
-            Ok(sa) => sa?
-                .metadata
-                .labels?
-                .get(PROFILE_LABEL)
-                .map(|p| Profile::new(p)),
-            Err(err) => {
-                tracing::warn!(%username, error = %err, "cannot read the caller's ServiceAccount; using the profile header");
-                None
-            }
-        }
     }
 }
 

@@ -15,12 +15,14 @@ use crate::mirror::{Mirror, MirrorError};
 use crate::names::BRIDGE_FIELD_MANAGER;
 use crate::offers::store::{OfferError, OfferStore};
 
-/// How the offer tools check whether a destination agent is active.
+/// Which identity moves offers, and how the offer tools check whether a
+/// destination agent is active.
 #[derive(Clone)]
 pub struct OfferSettings {
-    /// The identity that lists agent Jobs (the bridge's own, read-only);
-    /// `None`: the caller's.
-    pub reader: Option<kube::Client>,
+    /// The identity that writes offer status and Events and lists agent
+    /// Jobs (the bridge's own, over HTTP); `None`: the caller's (stdio,
+    /// where the caller is the user's own kubeconfig).
+    pub acting: Option<kube::Client>,
     /// Label selector template of an agent's Jobs (`{to}`, `{project}`).
     pub active_selector: String,
 }
@@ -189,20 +191,22 @@ impl Call<'_> {
         CallError::Kube { outcome, message }
     }
 
-    /// The offer store acting for the caller (agent Jobs listed by the
-    /// configured reader, or by the caller).
+    /// The offer store of the call: offers created, listed and read with
+    /// the caller's credentials; status, Events and the agent Job check
+    /// with the acting identity (the bridge's, or the caller's in stdio).
     pub fn offer_store(&self) -> OfferStore {
-        let reader = self
+        let acting = self
             .offers
-            .reader
+            .acting
             .clone()
             .unwrap_or_else(|| self.caller.client().clone());
         OfferStore::new(
             self.caller.client().clone(),
-            reader,
+            acting,
             self.namespace(),
             &self.offers.active_selector,
             BRIDGE_FIELD_MANAGER,
+            std::sync::Arc::new(crate::time::SystemClock),
         )
     }
 
@@ -210,6 +214,29 @@ impl Call<'_> {
     pub fn offer_error(&self, err: OfferError) -> CallError {
         match err {
             OfferError::Kube(e) => self.kube_error(e),
+            OfferError::Acting(e) => {
+                let acting = if self.offers.acting.is_some() {
+                    "the bridge's own identity (its Role in this namespace: config/rbac/bridge.yaml)"
+                } else {
+                    "your identity"
+                };
+                let answered = match &e {
+                    kube::Error::Api(status) => {
+                        format!("the apiserver answered {}: {}", status.code, status.message)
+                    }
+                    other => other.to_string(),
+                };
+                let outcome = match self.kube_error(e) {
+                    CallError::Kube { outcome, .. } => outcome,
+                    _ => "error",
+                };
+                CallError::Kube {
+                    outcome,
+                    message: format!(
+                        "{acting} could not move the offer (its phase, an Event or the agent Job check); {answered}"
+                    ),
+                }
+            }
             busy @ OfferError::Busy { .. } => CallError::Kube {
                 outcome: "unavailable",
                 message: busy.to_string(),

@@ -8,6 +8,11 @@
 //! passed through; over stdio the process's kubeconfig or in-cluster
 //! identity), and lets the apiserver's RBAC and the CRD's schema be the
 //! authority. Profiles ([`profiles`]) decide which tools an agent sees.
+//! The one exception is the offer flow: after the caller's token has
+//! created (or read) an offer, the bridge's own identity — a Role in the
+//! namespace it serves — writes the offer's phase and its Events and checks
+//! the agent's Jobs, so agents need no right to move offers
+//! (docs/security.md).
 //!
 //! - [`tools`]: one module per tool (arguments, validation, handler, result,
 //!   text) and the table `tools/list` and `tools/call` read.
@@ -185,7 +190,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_from(auth::with_timeouts(config))?;
         let caller = Arc::new(Caller::new(client, &namespace, profile));
         let offers = OfferSettings {
-            reader: None,
+            acting: None,
             active_selector: args.active_agent_selector.clone(),
         };
         let service = HandoffServer::for_caller(caller, metrics, offers)
@@ -212,7 +217,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         _ => None,
     };
     let bridge = kube::Client::try_from(config.clone())?;
-    let bridge_reader = bridge.clone();
+    let acting = bridge.clone();
     let settings = ResolverSettings {
         capacity: args.token_cache_size,
         ttl: Duration::from_secs(args.token_cache_ttl),
@@ -241,7 +246,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let options = http::HttpOptions {
         allowed_hosts: allowed_hosts(&args.allowed_hosts),
         offers: OfferSettings {
-            reader: Some(bridge_reader),
+            acting: Some(acting),
             active_selector: args.active_agent_selector.clone(),
         },
         mirror,

@@ -7,8 +7,13 @@
 //!   `Accepted`; when that Job succeeds the offer is `Completed`.
 //! - Offers: if a crashed or raced offerer left more than one `Offered` in a
 //!   slot, all but the highest-numbered are superseded (reason `NewOffer`).
+//! - Retention: a terminal offer (`Completed`, `Rejected`, `Superseded`) is
+//!   deleted once the retention has passed since `status.finishedAt` (its
+//!   `creationTimestamp` when that is absent), judged by the injected
+//!   [`Clock`]; until then it is requeued for that moment.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -28,6 +33,10 @@ use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
 use crate::schedule::jobs::job_result;
+use crate::time::{Clock, SystemClock};
+
+/// Default `--offer-retention`: how long terminal offers are kept.
+pub const DEFAULT_OFFER_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// What the loops need.
 pub struct Context {
@@ -36,6 +45,8 @@ pub struct Context {
     recorder: Recorder,
     metrics: Arc<LoopMetrics>,
     backoff: Backoff,
+    clock: Arc<dyn Clock>,
+    retention: Duration,
 }
 
 impl Context {
@@ -53,7 +64,16 @@ impl Context {
             active_selector: active_selector.into(),
             metrics,
             backoff: Backoff::default(),
+            clock: Arc::new(SystemClock),
+            retention: DEFAULT_OFFER_RETENTION,
         }
+    }
+
+    /// Terminal offers are kept for `retention`, judged by `clock`.
+    pub fn with_retention(mut self, retention: Duration, clock: Arc<dyn Clock>) -> Self {
+        self.retention = retention;
+        self.clock = clock;
+        self
     }
 
     fn store(&self, namespace: &str) -> OfferStore {
@@ -63,6 +83,7 @@ impl Context {
             namespace,
             &self.active_selector,
             CONTROLLER_FIELD_MANAGER,
+            self.clock.clone(),
         )
     }
 }
@@ -162,7 +183,8 @@ async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferErro
     Ok(Action::await_change())
 }
 
-/// Converges a slot to at most one `Offered`: the highest-numbered.
+/// Converges a slot to at most one `Offered` (the highest-numbered), and
+/// deletes terminal offers past their retention.
 pub async fn reconcile_offer(
     guard: Arc<DeserializeGuard<HandoffOffer>>,
     ctx: Arc<Context>,
@@ -170,9 +192,47 @@ pub async fn reconcile_offer(
     let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
         return Ok(Action::await_change());
     };
-    let action = converge_slot(offer, &ctx).await?;
+    let action = if offer.phase().is_terminal() {
+        retain(offer, &ctx).await?
+    } else {
+        converge_slot(offer, &ctx).await?
+    };
     ctx.backoff.forget(&describe(offer));
     Ok(action)
+}
+
+/// When a terminal offer is due for deletion: `retention` after it became
+/// terminal (`finishedAt`, else its creation). `None` for offers still in
+/// play, and for those without either time.
+pub fn retention_deadline(offer: &HandoffOffer, retention: Duration) -> Option<jiff::Timestamp> {
+    if !offer.phase().is_terminal() {
+        return None;
+    }
+    let finished = offer
+        .status
+        .as_ref()
+        .and_then(|s| s.finished_at.as_ref())
+        .or(offer.metadata.creation_timestamp.as_ref())?
+        .0;
+    let retention = jiff::SignedDuration::try_from(retention).ok()?;
+    finished.checked_add(retention).ok()
+}
+
+/// Deletes a terminal offer past its retention, or requeues it for then.
+async fn retain(offer: &HandoffOffer, ctx: &Context) -> Result<Action, OfferError> {
+    let Some(deadline) = retention_deadline(offer, ctx.retention) else {
+        return Ok(Action::await_change());
+    };
+    let now = ctx.clock.now();
+    if now < deadline {
+        let wait = now.duration_until(deadline).unsigned_abs();
+        return Ok(Action::requeue(wait));
+    }
+    ctx.store(&offer.namespace().unwrap_or_default())
+        .delete_finished(offer)
+        .await?;
+    tracing::info!(offer = %offer.name_any(), namespace = ?offer.namespace(), phase = ?offer.phase(), "deleted a finished offer past its retention");
+    Ok(Action::await_change())
 }
 
 async fn converge_slot(offer: &HandoffOffer, ctx: &Context) -> Result<Action, OfferError> {
@@ -202,4 +262,80 @@ async fn converge_slot(offer: &HandoffOffer, ctx: &Context) -> Result<Action, Of
             .await?;
     }
     Ok(Action::await_change())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{HandoffOfferSpec, HandoffOfferStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn offer(phase: Option<OfferPhase>, created: &str, finished: Option<&str>) -> HandoffOffer {
+        let mut offer = HandoffOffer::new(
+            "o-1",
+            HandoffOfferSpec {
+                project: "shop".into(),
+                to: "dev-lead".into(),
+                from_key: "k".into(),
+                session: None,
+                artifact: None,
+                body: None,
+            },
+        );
+        let at = |t: &str| Time(t.parse().expect("timestamp"));
+        offer.metadata.creation_timestamp = Some(at(created));
+        offer.status = Some(HandoffOfferStatus {
+            phase,
+            finished_at: finished.map(at),
+            ..Default::default()
+        });
+        offer
+    }
+
+    #[test]
+    fn retention_counts_from_the_end_else_from_the_creation() {
+        let day = Duration::from_secs(86_400);
+        let t = |s: &str| Some(s.parse::<jiff::Timestamp>().expect("timestamp"));
+        // (phase, created, finishedAt) → deadline
+        let cases = [
+            (
+                Some(OfferPhase::Rejected),
+                "2026-01-01T00:00:00Z",
+                Some("2026-01-03T00:00:00Z"),
+                t("2026-01-04T00:00:00Z"),
+            ),
+            (
+                Some(OfferPhase::Superseded),
+                "2026-01-01T00:00:00Z",
+                None,
+                t("2026-01-02T00:00:00Z"),
+            ),
+            (
+                Some(OfferPhase::Completed),
+                "2026-01-01T00:00:00Z",
+                Some("2026-01-01T12:00:00Z"),
+                t("2026-01-02T12:00:00Z"),
+            ),
+            (
+                Some(OfferPhase::Offered),
+                "2026-01-01T00:00:00Z",
+                None,
+                None,
+            ),
+            (
+                Some(OfferPhase::Accepted),
+                "2026-01-01T00:00:00Z",
+                None,
+                None,
+            ),
+            (None, "2026-01-01T00:00:00Z", None, None),
+        ];
+        for (phase, created, finished, want) in cases {
+            assert_eq!(
+                retention_deadline(&offer(phase, created, finished), day),
+                want,
+                "{phase:?} {created} {finished:?}"
+            );
+        }
+    }
 }

@@ -101,6 +101,7 @@ impl Setup {
             groom_interval: Duration::from_millis(200),
             ttl,
             active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+            offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
             history: self.history,
         };
         let metrics = ControllerMetrics::new();

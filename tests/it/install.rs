@@ -245,10 +245,20 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         "handoff-groomer",
         "handoff-view",
         "handoff-controller",
-        "handoff-bridge",
     ] {
         find(&default, "ClusterRole", role);
     }
+    // The bridge's rights are a Role in its namespace, nothing cluster-wide.
+    assert_eq!(
+        find(&default, "Role", "handoff-bridge")["metadata"]["namespace"],
+        json!(NS)
+    );
+    assert!(
+        !default
+            .iter()
+            .any(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "handoff-bridge"),
+        "no ClusterRole for the bridge"
+    );
 
     // The controller: 2 replicas, probes, resources, restricted security context.
     let controller = find(&default, "Deployment", "handoff-controller");
@@ -617,7 +627,21 @@ fn rbac_matrix_of_every_identity() {
         let w = sa(w);
         for verb in ["get", "list", "watch", "create", "patch", "update"] {
             matrix.push(can(&w, verb, HANDOFFS, true));
+        }
+        // Offers: created and read, never changed (the phase is the
+        // bridge's and the controller's), no Events.
+        for verb in ["get", "list", "watch", "create"] {
             matrix.push(can(&w, verb, OFFERS, true));
+        }
+        for verb in ["patch", "update"] {
+            matrix.push(can(&w, verb, OFFERS, false));
+        }
+        for verb in ["get", "patch", "update"] {
+            matrix.push(can(&w, verb, OFFERS, false).sub("status"));
+        }
+        for verb in ["create", "patch"] {
+            matrix.push(can(&w, verb, "events.events.k8s.io", false));
+            matrix.push(can(&w, verb, "events", false));
         }
         matrix.push(can(&w, "delete", HANDOFFS, false));
         matrix.push(can(&w, "deletecollection", HANDOFFS, false));
@@ -634,7 +658,24 @@ fn rbac_matrix_of_every_identity() {
     ] {
         matrix.push(can(&groomer, verb, HANDOFFS, true));
     }
-    matrix.push(can(&groomer, "delete", OFFERS, false));
+    for verb in ["get", "list", "watch", "create"] {
+        matrix.push(can(&groomer, verb, OFFERS, true));
+    }
+    for verb in ["patch", "update", "delete"] {
+        matrix.push(can(&groomer, verb, OFFERS, false));
+    }
+    // Grooming moves an offer's phase; never its spec.
+    for verb in ["get", "patch"] {
+        matrix.push(can(&groomer, verb, OFFERS, true).sub("status"));
+    }
+    matrix.push(can(&groomer, "update", OFFERS, false).sub("status"));
+    matrix.push(
+        can(&groomer, "patch", OFFERS, false)
+            .sub("status")
+            .ns(Some("default")),
+    );
+    matrix.push(can(&groomer, "create", "events.events.k8s.io", false));
+    matrix.push(can(&groomer, "create", "events", false));
     matrix.push(can(&groomer, "create", SCHEDULES, false));
     matrix.push(can(&groomer, "get", "secrets", false));
     matrix.push(can(&groomer, "delete", HANDOFFS, false).ns(Some("default")));
@@ -644,8 +685,20 @@ fn rbac_matrix_of_every_identity() {
         matrix.push(can(&bridge, verb, HANDOFFS, false));
         matrix.push(can(&bridge, verb, OFFERS, false));
     }
-    matrix.push(can(&bridge, "get", "serviceaccounts", true).ns(Some("default")));
+    // Its rights are a Role in the namespace it serves, nothing cluster-wide.
+    matrix.push(can(&bridge, "get", "serviceaccounts", false).ns(Some("default")));
+    matrix.push(can(&bridge, "get", "serviceaccounts", false).ns(None));
     matrix.push(can(&bridge, "get", "serviceaccounts", true));
+    for verb in ["get", "patch"] {
+        matrix.push(can(&bridge, verb, OFFERS, true).sub("status"));
+        matrix.push(
+            can(&bridge, verb, OFFERS, false)
+                .sub("status")
+                .ns(Some("default")),
+        );
+    }
+    matrix.push(can(&bridge, "update", OFFERS, false).sub("status"));
+    matrix.push(can(&bridge, "patch", HANDOFFS, false).sub("status"));
     matrix.push(can(&bridge, "list", "serviceaccounts", false));
     matrix.push(can(&bridge, "update", "serviceaccounts", false));
     matrix.push(can(&bridge, "create", "serviceaccounts/token", false));
@@ -662,7 +715,10 @@ fn rbac_matrix_of_every_identity() {
         )
         .ns(None),
     );
-    matrix.push(can(&bridge, "create", "events.events.k8s.io", false));
+    matrix.push(can(&bridge, "create", "events.events.k8s.io", true));
+    matrix.push(can(&bridge, "patch", "events.events.k8s.io", true));
+    matrix.push(can(&bridge, "create", "events.events.k8s.io", false).ns(Some("default")));
+    matrix.push(can(&bridge, "create", "events", false));
 
     let controller = sa("handoff-controller");
     for verb in ["get", "list", "watch", "patch", "update", "delete"] {
@@ -678,6 +734,9 @@ fn rbac_matrix_of_every_identity() {
     }
     matrix.push(can(&controller, "patch", SCHEDULES, false));
     matrix.push(can(&controller, "create", OFFERS, false));
+    matrix.push(can(&controller, "patch", OFFERS, false));
+    // Retention deletes finished offers.
+    matrix.push(can(&controller, "delete", OFFERS, true).ns(None));
     matrix.push(can(&controller, "list", SCHEDULES, true).ns(None));
     matrix.push(can(&controller, "create", "jobs.batch", true).ns(Some("default")));
     matrix.push(can(&controller, "watch", "jobs.batch", true).ns(None));
@@ -1438,4 +1497,110 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(20), schedule_loop).await;
     let _ = tokio::time::timeout(Duration::from_secs(20), offer_loop).await;
+}
+
+/// A bridge process whose own identity is ServiceAccount handoff-bridge of
+/// the installation (only config/rbac's rights), serving `NS`.
+async fn bridge_as_installed(env: &TestEnv) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
+    let mut kubeconfig = env.kubeconfig().clone();
+    let bridge_token = install_token(env, "handoff-bridge").await;
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(bridge_token.clone().into()),
+            ..Default::default()
+        });
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bridge-kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
+    )
+    .expect("write kubeconfig");
+    let bridge = handoff_testkit::BridgeProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        &path,
+        NS,
+        &[],
+    )
+    .expect("the bridge starts with its own identity");
+    (bridge, dir)
+}
+
+/// The offer flow with the installed identities: agent-implement offers
+/// (its own token creates the offers), the bridge's namespaced Role writes
+/// the phases and the Superseded Event, and only agent-brainstorm — the
+/// destination by its `handoff.dev/agent` label of config/agents — may
+/// reject the offer addressed to `brainstorm`.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
+    use handoff::api::{HandoffOffer, OfferPhase};
+    let env = installed();
+    let (bridge, _dir) = bridge_as_installed(env).await;
+    let implement = install_token(env, "agent-implement").await;
+    let incident = install_token(env, "agent-incident").await;
+    let brainstorm = install_token(env, "agent-brainstorm").await;
+    let offer = |session: &str| {
+        json!({"op": "call", "tool": "offer_handoff",
+               "args": {"project": "install-offers", "to": "brainstorm", "handoff_key": "arch#9",
+                        "session": session, "body": "an idea to explore"}})
+    };
+    let offered = tokio::task::block_in_place(|| {
+        common::drive(
+            &["http", bridge.url(), &implement, ""],
+            json!([offer("s1"), offer("s2")]),
+            &[],
+        )
+    });
+    let first = common::ok(&offered[0])["offer"]["name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+    let second = common::ok(&offered[1])["offer"]["name"]
+        .as_str()
+        .expect("name")
+        .to_owned();
+    assert_eq!(
+        common::ok(&offered[1])["outcome"],
+        json!("superseded_previous")
+    );
+    let offers: Api<HandoffOffer> = Api::namespaced(env.client().await, NS);
+    let phase = |name: String| {
+        let offers = offers.clone();
+        async move { offers.get(&name).await.expect("offer").phase() }
+    };
+    assert_eq!(phase(first.clone()).await, OfferPhase::Superseded);
+    assert_eq!(phase(second.clone()).await, OfferPhase::Offered);
+    let superseded = common::events_with_reason(env.client().await, NS, "Superseded").await;
+    assert!(
+        superseded
+            .iter()
+            .any(
+                |e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(first.as_str())
+                    && e.reporting_controller.as_deref() == Some("handoff-bridge")
+            ),
+        "the bridge's identity recorded the Superseded Event: {superseded:?}"
+    );
+
+    let reject = json!([{"op": "call", "tool": "reject_offer", "args": {"offer": second}}]);
+    let refused = tokio::task::block_in_place(|| {
+        common::drive(&["http", bridge.url(), &incident, ""], reject.clone(), &[])
+    });
+    assert_eq!(
+        common::err_text(&refused[0]),
+        format!(
+            "reject_offer: only the destination agent \"brainstorm\" may reject offer {second}; the caller \
+             {} is labelled handoff.dev/agent=incident (nor may it patch handoffoffers/status itself, as a \
+             groomer may)",
+            sa("agent-incident")
+        )
+    );
+    let rejected = tokio::task::block_in_place(|| {
+        common::drive(&["http", bridge.url(), &brainstorm, ""], reject, &[])
+    });
+    assert_eq!(
+        common::ok(&rejected[0])["offer"]["phase"],
+        json!("Rejected")
+    );
+    assert_eq!(phase(second).await, OfferPhase::Rejected);
 }

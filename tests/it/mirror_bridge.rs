@@ -54,6 +54,7 @@ impl MirrorController {
             groom_interval: Duration::from_secs(60),
             ttl: Arc::new(DefaultTtl(None)),
             active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+            offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
             history: handoff::mirror::Retention::default(),
         };
         let task = tokio::spawn(controller::run(

@@ -379,3 +379,517 @@ where
     }
     false
 }
+
+/// Adds `labels` to ServiceAccount `name` (before its token is first used:
+/// the bridge reads the labels once per token).
+async fn label_account(ns: &str, name: &str, labels: Value) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    Api::<ServiceAccount>::namespaced(env().client().await, ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .expect("label the ServiceAccount");
+}
+
+/// A client of the shared control plane with `token` as its credentials.
+async fn client_with_token(token: &str) -> kube::Client {
+    let mut kubeconfig = env().kubeconfig().clone();
+    for auth in &mut kubeconfig.auth_infos {
+        auth.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..Default::default()
+        });
+    }
+    handoff_testkit::client_from(&kubeconfig)
+        .await
+        .expect("client")
+}
+
+/// `kubectl` as `user` (impersonated by the admin): stdout or stderr.
+fn kubectl_as(user: &str, args: &[&str]) -> Result<String, String> {
+    let out = env()
+        .kubectl()
+        .args(args)
+        .args(["--as", user])
+        .output()
+        .expect("kubectl runs");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn offer_name_of(result: &Value) -> String {
+    common::ok(result)["offer"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an offer: {result}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn an_offer_spec_cannot_change_after_creation_not_even_by_an_admin() {
+    let s = setup("offers-immutable").await;
+    let created = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("offer_handoff", offer("dev-lead", "s1", "a"))]),
+    );
+    let name = offer_name_of(&created[0]);
+    let api: Api<HandoffOffer> = Api::namespaced(env().client().await, &s.ns);
+    let err = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"to": "someone-else"}})),
+        )
+        .await
+        .expect_err("the spec is immutable");
+    let kube::Error::Api(status) = err else {
+        panic!("an apiserver refusal: {err}")
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(
+            "spec is immutable after creation: an offer is a record of what was offered; offer again (offer_handoff) to change it"
+        ),
+        "{}",
+        status.message
+    );
+    assert_eq!(api.get(&name).await.expect("offer").spec.to, "dev-lead");
+}
+
+#[tokio::test]
+async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
+    let s = setup("offers-kubectl").await;
+    let created = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("offer_handoff", offer("dev-lead", "s1", "a"))]),
+    );
+    let name = offer_name_of(&created[0]);
+    let writer = format!("system:serviceaccount:{}:architect", s.ns);
+    let status = kubectl_as(
+        &writer,
+        &[
+            "-n",
+            &s.ns,
+            "patch",
+            "handoffoffer",
+            &name,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status":{"phase":"Rejected"}}"#,
+        ],
+    )
+    .expect_err("the status patch is refused");
+    // kubectl reads the status subresource first: writers have no right on it at all.
+    assert!(
+        status.contains("(Forbidden)")
+            && status.contains(&format!(
+                "User \"{writer}\" cannot get resource \"handoffoffers/status\" in API group \"handoff.dev\""
+            )),
+        "{status}"
+    );
+    // The patch itself, with the writer's own token.
+    let as_writer: Api<HandoffOffer> = Api::namespaced(client_with_token(&s.token).await, &s.ns);
+    let err = as_writer
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {"phase": "Rejected"}})),
+        )
+        .await
+        .expect_err("refused");
+    let kube::Error::Api(refusal) = err else {
+        panic!("an apiserver refusal: {err}")
+    };
+    assert_eq!((refusal.code, refusal.reason.as_str()), (403, "Forbidden"));
+    assert!(
+        refusal.message.contains(&format!(
+            "User \"{writer}\" cannot patch resource \"handoffoffers/status\" in API group \"handoff.dev\""
+        )),
+        "{}",
+        refusal.message
+    );
+    let spec = kubectl_as(
+        &writer,
+        &[
+            "-n",
+            &s.ns,
+            "patch",
+            "handoffoffer",
+            &name,
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"labels":{"handoff.dev/slot":"forged"}}}"#,
+        ],
+    )
+    .expect_err("the object patch is refused");
+    assert!(
+        spec.contains("(Forbidden)")
+            && spec.contains(&format!(
+                "User \"{writer}\" cannot patch resource \"handoffoffers\" in API group \"handoff.dev\""
+            )),
+        "{spec}"
+    );
+    let stored = Api::<HandoffOffer>::namespaced(env().client().await, &s.ns)
+        .get(&name)
+        .await
+        .expect("offer");
+    assert_eq!(stored.phase(), OfferPhase::Offered, "nothing changed");
+}
+
+#[tokio::test]
+async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
+    let s = setup("offers-reject").await;
+    let lead = agent_token(
+        env(),
+        &s.ns,
+        "dev-lead",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    label_account(&s.ns, "dev-lead", json!({"handoff.dev/agent": "dev-lead"})).await;
+    let other = agent_token(
+        env(),
+        &s.ns,
+        "impl",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    label_account(&s.ns, "impl", json!({"handoff.dev/agent": "implement"})).await;
+    let groomer = agent_token(
+        env(),
+        &s.ns,
+        "groomer",
+        Some("refine"),
+        Some("handoff-groomer"),
+    )
+    .await;
+    let stranger = agent_token(env(), &s.ns, "stranger", Some("implement"), None).await;
+    let created = s.bridge.drive(
+        &s.token,
+        "",
+        json!([
+            call("offer_handoff", offer("dev-lead", "s1", "a")),
+            call("offer_handoff", offer("tester", "s1", "a")),
+            call("offer_handoff", offer("qa", "s1", "a")),
+            call("offer_handoff", offer("qa", "s2", "b"))
+        ]),
+    );
+    let to_lead = offer_name_of(&created[0]);
+    let to_tester = offer_name_of(&created[1]);
+    let superseded = offer_name_of(&created[2]);
+    let reject = |name: &str| json!([call("reject_offer", json!({"offer": name}))]);
+
+    // The offerer (not labelled) and another agent are refused by name.
+    let by_offerer = s.bridge.drive(&s.token, "", reject(&to_lead));
+    assert_eq!(
+        common::err_text(&by_offerer[0]),
+        format!(
+            "reject_offer: only the destination agent \"dev-lead\" may reject offer {to_lead}; the caller \
+             system:serviceaccount:{ns}:architect is not labelled handoff.dev/agent=dev-lead (nor may it \
+             patch handoffoffers/status itself, as a groomer may)",
+            ns = s.ns
+        )
+    );
+    let by_other = s.bridge.drive(&other, "", reject(&to_lead));
+    assert_eq!(
+        common::err_text(&by_other[0]),
+        format!(
+            "reject_offer: only the destination agent \"dev-lead\" may reject offer {to_lead}; the caller \
+             system:serviceaccount:{ns}:impl is labelled handoff.dev/agent=implement (nor may it \
+             patch handoffoffers/status itself, as a groomer may)",
+            ns = s.ns
+        )
+    );
+    // A caller that may not read offers is refused by RBAC, before anything else.
+    let by_stranger = s.bridge.drive(&stranger, "", reject(&to_lead));
+    let text = common::err_text(&by_stranger[0]);
+    assert!(
+        text.contains(&format!(
+            "identity system:serviceaccount:{}:stranger may not reject offers of handoffs",
+            s.ns
+        )) && text.contains("cannot get resource \"handoffoffers\""),
+        "{text}"
+    );
+    let api: Api<HandoffOffer> = Api::namespaced(env().client().await, &s.ns);
+    assert_eq!(
+        api.get(&to_lead).await.expect("offer").phase(),
+        OfferPhase::Offered,
+        "the refusals changed nothing"
+    );
+
+    // The destination rejects its offer; a groomer rejects any.
+    let by_lead = s.bridge.drive(&lead, "", reject(&to_lead));
+    assert_eq!(common::ok(&by_lead[0])["offer"]["phase"], json!("Rejected"));
+    let by_groomer = s.bridge.drive(&groomer, "", reject(&to_tester));
+    assert_eq!(
+        common::ok(&by_groomer[0])["offer"]["phase"],
+        json!("Rejected")
+    );
+    // A finished offer stays what it became.
+    let finished = s.bridge.drive(&groomer, "", reject(&superseded));
+    assert_eq!(
+        common::err_text(&finished[0]),
+        format!(
+            "reject_offer: offer {superseded} is already Superseded; only an Offered or Accepted offer can be rejected"
+        )
+    );
+    assert_eq!(
+        api.get(&superseded).await.expect("offer").phase(),
+        OfferPhase::Superseded
+    );
+    for name in [&to_lead, &to_tester] {
+        let stored = api.get(name).await.expect("offer");
+        assert_eq!(stored.phase(), OfferPhase::Rejected);
+        assert!(
+            stored.status.and_then(|s| s.finished_at).is_some(),
+            "a terminal phase carries finishedAt"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_caller_without_offer_rights_learns_nothing_of_the_agents_jobs() {
+    let s = setup("offers-order").await;
+    start_agent_job(&s.ns, "ops-running", "ops", None).await;
+    let stranger = agent_token(env(), &s.ns, "stranger", Some("implement"), None).await;
+    let results = s.bridge.drive(
+        &stranger,
+        "",
+        json!([call("offer_handoff", offer("ops", "s1", ""))]),
+    );
+    let text = common::err_text(&results[0]);
+    assert!(
+        text.contains(&format!(
+            "identity system:serviceaccount:{}:stranger may not offer (create HandoffOffers for) handoffs",
+            s.ns
+        )) && text.contains("cannot list resource \"handoffoffers\""),
+        "refused by RBAC, not told the agent is active: {text}"
+    );
+    assert!(!text.contains("agent_already_active"), "{text}");
+    let writer = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("offer_handoff", offer("ops", "s1", ""))]),
+    );
+    assert!(
+        common::err_text(&writer[0]).starts_with("agent_already_active"),
+        "a writer is told: {}",
+        writer[0]
+    );
+}
+
+#[tokio::test]
+async fn list_offers_pages_with_limit_and_cursor() {
+    let s = setup("offers-pages").await;
+    let created = s.bridge.drive(
+        &s.token,
+        "",
+        json!(
+            (0..5)
+                .map(|i| call("offer_handoff", offer(&format!("agent-{i}"), "s1", "a")))
+                .collect::<Vec<_>>()
+        ),
+    );
+    let mut expected: Vec<String> = created.iter().map(offer_name_of).collect();
+    expected.sort();
+
+    let mut seen = Vec::new();
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut args = json!({"project": "shop", "limit": 2});
+        if let Some(c) = &cursor {
+            args["cursor"] = json!(c);
+        }
+        let page = s
+            .bridge
+            .drive(&s.token, "", json!([call("list_offers", args)]));
+        let page = common::ok(&page[0]).clone();
+        let names: Vec<String> = page["offers"]
+            .as_array()
+            .expect("offers")
+            .iter()
+            .map(|o| o["name"].as_str().expect("name").to_owned())
+            .collect();
+        pages.push(names.len());
+        seen.extend(names);
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+        if cursor.is_none() {
+            break;
+        }
+        assert!(pages.len() < 5, "the pages end: {pages:?}");
+    }
+    assert_eq!(pages, vec![2, 2, 1], "three pages");
+    assert_eq!(seen, expected, "each offer exactly once, by name");
+
+    // Limits are bounded, and a cursor continues only its own listing.
+    let first = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("list_offers", json!({"project": "shop", "limit": 2}))]),
+    );
+    let cursor = common::ok(&first[0])["next_cursor"].clone();
+    let refused = s.bridge.drive(
+        &s.token,
+        "",
+        json!([
+            call("list_offers", json!({"project": "shop", "limit": 0})),
+            call("list_offers", json!({"project": "shop", "limit": 201})),
+            call(
+                "list_offers",
+                json!({"project": "shop", "to": "agent-1", "cursor": cursor})
+            )
+        ]),
+    );
+    assert_eq!(
+        common::err_text(&refused[0]),
+        "invalid `limit`: a page size from 1 to 200; got 0"
+    );
+    assert_eq!(
+        common::err_text(&refused[1]),
+        "invalid `limit`: a page size from 1 to 200; got 201"
+    );
+    assert_eq!(
+        common::err_text(&refused[2]),
+        "invalid `cursor`: the next_cursor of a previous list_offers answer, unchanged, with the same project, \
+         to and phase; it continues the listing of project \"shop\", to None, phase None"
+    );
+    let all = s.bridge.drive(
+        &s.token,
+        "",
+        json!([call("list_offers", json!({"project": "shop"}))]),
+    );
+    let all = common::ok(&all[0]);
+    assert_eq!(all["offers"].as_array().expect("offers").len(), 5);
+    assert_eq!(all.get("next_cursor"), None, "one page by default (50)");
+}
+
+#[tokio::test]
+async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
+    use handoff::time::ManualClock;
+    use jiff::{SignedDuration, Timestamp};
+
+    let ns = env().namespace("offers-retention").await;
+    let api: Api<HandoffOffer> = Api::namespaced(env().client().await, &ns);
+    let day = SignedDuration::from_hours(24);
+    let real_now = Timestamp::now();
+    let t0 = real_now + SignedDuration::from_hours(1);
+    // (name, phase, finishedAt)
+    let cases: [(&str, Option<&str>, Option<Timestamp>); 6] = [
+        ("old-rejected", Some("Rejected"), Some(t0 - day * 8)),
+        ("old-superseded", Some("Superseded"), Some(t0 - day * 10)),
+        ("young-completed", Some("Completed"), Some(t0 - day)),
+        ("unstamped-rejected", Some("Rejected"), None),
+        ("pending", Some("Offered"), None),
+        ("accepted", Some("Accepted"), None),
+    ];
+    for (name, phase, finished) in &cases {
+        let offer: HandoffOffer = serde_json::from_value(json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+            "metadata": {"name": name},
+            "spec": {"project": "shop", "to": "dev-lead", "fromKey": "arch#1"},
+        }))
+        .expect("offer");
+        api.create(&PostParams::default(), &offer)
+            .await
+            .expect("create");
+        let mut status = json!({"phase": phase});
+        if let Some(at) = finished {
+            status["finishedAt"] = json!(at.to_string());
+        }
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .expect("status");
+    }
+
+    let clock = Arc::new(ManualClock::new(t0));
+    let reporter = kube::runtime::events::Reporter {
+        controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+        instance: Some("retention-test".into()),
+    };
+    let ctx = Arc::new(
+        Context::new(
+            env().client().await,
+            DEFAULT_ACTIVE_SELECTOR,
+            reporter,
+            Arc::default(),
+        )
+        .with_retention(Duration::from_secs(7 * 86_400), clock.clone()),
+    );
+    let stop = tokio_util::sync::CancellationToken::new();
+    let token = stop.clone();
+    let loop_ns = ns.clone();
+    let loop_task = tokio::spawn(async move { run(ctx, Some(&loop_ns), 2, token).await });
+
+    let names = || {
+        let api = api.clone();
+        async move {
+            let mut names: Vec<String> = api
+                .list(&ListParams::default())
+                .await
+                .expect("list")
+                .items
+                .iter()
+                .map(|o| o.metadata.name.clone().unwrap_or_default())
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    let young = vec![
+        "accepted".to_owned(),
+        "pending".to_owned(),
+        "unstamped-rejected".to_owned(),
+        "young-completed".to_owned(),
+    ];
+    let left = common::eventually(
+        "the offers finished more than 7 days ago deleted",
+        Duration::from_secs(60),
+        || {
+            let names = names();
+            let young = young.clone();
+            async move { Some(names.await).filter(|n| *n == young) }
+        },
+    )
+    .await;
+    assert_eq!(left, young, "younger, unstamped and pending offers stay");
+
+    // Eight days later, the completed one and the unstamped one (judged by
+    // its creation) are past the retention too; pending and accepted stay.
+    clock.set(real_now + day * 8);
+    for name in &young {
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"test/touch": "1"}}})),
+        )
+        .await
+        .expect("touch");
+    }
+    let left = common::eventually(
+        "the rest of the finished offers deleted",
+        Duration::from_secs(60),
+        || {
+            let names = names();
+            async move { Some(names.await).filter(|n| n.len() == 2) }
+        },
+    )
+    .await;
+    assert_eq!(left, vec!["accepted".to_owned(), "pending".to_owned()]);
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(20), loop_task).await;
+}

@@ -182,8 +182,8 @@ fn validate(args: &ListArgs) -> Result<PageRequest, FieldError> {
     Ok(PageRequest { limit, after })
 }
 
-/// The page size asked for, checked.
-fn list_limit(limit: Option<u32>) -> Result<usize, FieldError> {
+/// The page size asked for, checked (also `list_offers`'s).
+pub fn list_limit(limit: Option<u32>) -> Result<usize, FieldError> {
     match limit {
         None => Ok(DEFAULT_LIST_LIMIT as usize),
         Some(n) if (1..=MAX_LIST_LIMIT).contains(&n) => Ok(n as usize),

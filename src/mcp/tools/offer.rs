@@ -20,7 +20,7 @@ const NAME: &str = "offer_handoff";
 pub const TOOL: Tool = Tool {
     name: NAME,
     audience: Audience::Writers,
-    action: "offer (create, patch) to",
+    action: "offer (create HandoffOffers for)",
     definition: || {
         definition::<OfferArgs, OfferResult>(
             NAME,
