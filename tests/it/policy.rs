@@ -1049,6 +1049,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         ttl: Arc::new(DefaultTtl(None)),
         active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         history: Default::default(),
+        offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(controller::run(
