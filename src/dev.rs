@@ -390,7 +390,7 @@ async fn start_bridge(
     let resolver = Arc::new(TokenResolver::new(
         config,
         bridge.clone(),
-        "default",
+        Some("default"),
         settings,
         metrics.clone(),
     )?);

@@ -255,6 +255,84 @@ pub enum AuthError {
     /// log, never for the caller).
     #[error("the Kubernetes API is unreachable: {0}")]
     Unavailable(String),
+    /// The call's namespace is unknown, invalid or not served.
+    #[error("{0}")]
+    Namespace(#[from] NamespaceError),
+}
+
+/// Why a call has no namespace.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NamespaceError {
+    /// Not a ServiceAccount, and no namespace named in the route.
+    #[error(
+        "no namespace for user \"{user}\": it is not a ServiceAccount (whose namespace would be used); \
+         name one in the path, /mcp/ns/<namespace>"
+    )]
+    Unnamed {
+        /// The caller.
+        user: String,
+    },
+    /// The route names something that is not a namespace name.
+    #[error(
+        "/mcp/ns/{value}: \"{value}\" is not a namespace name (rule: a DNS label, at most 63 \
+         characters, lowercase letters, digits and '-')"
+    )]
+    Invalid {
+        /// What the route said.
+        value: String,
+    },
+    /// A single-namespace bridge asked for another namespace.
+    #[error(
+        "this bridge serves namespace \"{served}\" only (--namespace), not \"{asked}\": use /mcp"
+    )]
+    NotServed {
+        /// The namespace the route named.
+        asked: String,
+        /// The one the bridge serves.
+        served: String,
+    },
+}
+
+/// Pure: the namespace of a call. A single-namespace bridge (`served`)
+/// serves that one (a route may name only it); otherwise the route's
+/// namespace, else the namespace of the caller's ServiceAccount. RBAC still
+/// decides every read and write in it.
+pub fn call_namespace(
+    served: Option<&str>,
+    route: Option<&str>,
+    username: &str,
+) -> Result<String, NamespaceError> {
+    if let Some(asked) = route
+        && !is_dns_label(asked)
+    {
+        return Err(NamespaceError::Invalid {
+            value: asked.to_owned(),
+        });
+    }
+    match (served, route) {
+        (Some(served), Some(asked)) if asked != served => Err(NamespaceError::NotServed {
+            asked: asked.to_owned(),
+            served: served.to_owned(),
+        }),
+        (Some(served), _) => Ok(served.to_owned()),
+        (None, Some(asked)) => Ok(asked.to_owned()),
+        (None, None) => service_account_of(username)
+            .map(|(namespace, _)| namespace.to_owned())
+            .ok_or_else(|| NamespaceError::Unnamed {
+                user: username.to_owned(),
+            }),
+    }
+}
+
+/// Whether `value` is a valid namespace name (an RFC 1123 label).
+fn is_dns_label(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= 63
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !value.starts_with('-')
+        && !value.ends_with('-')
 }
 
 /// What is cached per token.
@@ -341,7 +419,7 @@ pub struct TokenResolver {
     base: Config,
     reviewer: Client,
     bridge: Client,
-    namespace: String,
+    namespace: Option<String>,
     metrics: Arc<BridgeMetrics>,
     caches: Mutex<Caches>,
     reviews: tokio::sync::Semaphore,
@@ -350,12 +428,13 @@ pub struct TokenResolver {
 impl TokenResolver {
     /// `base` is the bridge's own configuration (cluster URL and CA are
     /// kept, credentials replaced per caller); `bridge` its own client, used
-    /// here only to read ServiceAccount labels. Reviews are counted in
-    /// `metrics`.
+    /// here only to read ServiceAccount labels; `namespace` the one namespace
+    /// it serves, or `None` for each caller's own (see [`call_namespace`]).
+    /// Reviews are counted in `metrics`.
     pub fn new(
         base: Config,
         bridge: Client,
-        namespace: &str,
+        namespace: Option<&str>,
         settings: ResolverSettings,
         metrics: Arc<BridgeMetrics>,
     ) -> Result<Self, kube::Error> {
@@ -365,7 +444,7 @@ impl TokenResolver {
             base,
             reviewer: Client::try_from(anonymous)?,
             bridge,
-            namespace: namespace.to_owned(),
+            namespace: namespace.map(str::to_owned),
             metrics,
             caches: Mutex::new(Caches {
                 known: TtlCache::new(settings.capacity, settings.ttl),
@@ -377,21 +456,28 @@ impl TokenResolver {
         })
     }
 
-    /// The caller for `token`, with `header_profile` used when its
+    /// The caller for `token` in the namespace the route names (if any; see
+    /// [`call_namespace`]), with `header_profile` used when its
     /// ServiceAccount has no profile label.
     pub async fn caller(
         self: &Arc<Self>,
         token: &str,
         header_profile: Option<&str>,
+        route_namespace: Option<&str>,
     ) -> Result<Caller, AuthError> {
         let resolved = self.resolve(token).await?;
+        let namespace = call_namespace(
+            self.namespace.as_deref(),
+            route_namespace,
+            &resolved.username,
+        )?;
         let profile = resolved
             .sa_profile
             .clone()
             .unwrap_or_else(|| Profile::new(header_profile.unwrap_or_default()));
         Ok(Caller::known(
             resolved.client.clone(),
-            &self.namespace,
+            &namespace,
             profile,
             &resolved,
         ))
@@ -445,7 +531,7 @@ impl TokenResolver {
             match &outcome {
                 Ok(resolved) => caches.known.insert(key, resolved.clone()),
                 Err(AuthError::InvalidToken) => caches.rejected.insert(key, ()),
-                Err(AuthError::Unavailable(_)) => {}
+                Err(AuthError::Unavailable(_) | AuthError::Namespace(_)) => {}
             }
         }
         drop(in_progress);
@@ -463,7 +549,7 @@ impl TokenResolver {
         self.metrics.identity_review(match &reviewed {
             Ok(_) => "ok",
             Err(AuthError::InvalidToken) => "rejected",
-            Err(AuthError::Unavailable(_)) => "unavailable",
+            Err(AuthError::Unavailable(_) | AuthError::Namespace(_)) => "unavailable",
         });
         let username = reviewed?;
         let client = self.client_for(token)?;
@@ -594,6 +680,42 @@ mod tests {
     }
 
     #[test]
+    fn call_namespaces() {
+        let sa = "system:serviceaccount:team-a:implement";
+        let person = "alice@example.com";
+        let cases: [(Option<&str>, Option<&str>, &str, Result<&str, &str>); 9] = [
+            (None, None, sa, Ok("team-a")),
+            (None, Some("team-b"), sa, Ok("team-b")),
+            (None, Some("team-b"), person, Ok("team-b")),
+            (None, None, person, Err("not a ServiceAccount")),
+            (None, Some("Team_B"), sa, Err("is not a namespace name")),
+            (None, Some(""), sa, Err("is not a namespace name")),
+            (Some("handoff-system"), None, sa, Ok("handoff-system")),
+            (
+                Some("handoff-system"),
+                Some("handoff-system"),
+                person,
+                Ok("handoff-system"),
+            ),
+            (
+                Some("handoff-system"),
+                Some("team-a"),
+                sa,
+                Err("serves namespace \"handoff-system\" only"),
+            ),
+        ];
+        for (served, route, user, want) in cases {
+            match (call_namespace(served, route, user), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{served:?} {route:?} {user}"),
+                (Err(err), Err(part)) => {
+                    assert!(err.to_string().contains(part), "{err}")
+                }
+                (got, want) => panic!("{served:?} {route:?} {user}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn service_account_names() {
         assert_eq!(
             service_account_of("system:serviceaccount:agents:implement"),
@@ -703,8 +825,8 @@ mod tests {
             rejected_ttl,
             concurrent_reviews,
         };
-        let resolver =
-            TokenResolver::new(config, bridge, "ns", settings, metrics.clone()).expect("resolver");
+        let resolver = TokenResolver::new(config, bridge, Some("ns"), settings, metrics.clone())
+            .expect("resolver");
         (Arc::new(resolver), metrics)
     }
 
@@ -716,7 +838,7 @@ mod tests {
         let calls = (0..n).map(|_| {
             let resolver = resolver.clone();
             let token = token.to_owned();
-            tokio::spawn(async move { resolver.caller(&token, None).await })
+            tokio::spawn(async move { resolver.caller(&token, None, None).await })
         });
         futures::future::join_all(calls)
             .await
@@ -755,7 +877,7 @@ mod tests {
             "one review for one new invalid token"
         );
 
-        let again = resolver.caller("junk", None).await;
+        let again = resolver.caller("junk", None, None).await;
         assert!(matches!(again, Err(AuthError::InvalidToken)));
         assert_eq!(reviews.load(SeqCst), 2, "a rejected token is remembered");
         let page = metrics.encode();
@@ -775,7 +897,7 @@ mod tests {
         let (resolver, _) = resolver(&url, Duration::ZERO);
         for _ in 0..2 {
             assert!(matches!(
-                resolver.caller("junk", None).await,
+                resolver.caller("junk", None, None).await,
                 Err(AuthError::InvalidToken)
             ));
         }
@@ -785,8 +907,11 @@ mod tests {
             "no negative caching with a zero TTL"
         );
 
-        let abandoned =
-            tokio::time::timeout(Duration::from_millis(20), resolver.caller("gone", None)).await;
+        let abandoned = tokio::time::timeout(
+            Duration::from_millis(20),
+            resolver.caller("gone", None, None),
+        )
+        .await;
         assert!(abandoned.is_err(), "the review outlived its requester");
         assert!(
             resolver.caches.lock().expect("lock").pending.is_empty(),
@@ -804,7 +929,7 @@ mod tests {
             resolver(&format!("http://127.0.0.1:{port}"), Duration::from_secs(60));
         for _ in 0..2 {
             assert!(matches!(
-                resolver.caller("t", None).await,
+                resolver.caller("t", None, None).await,
                 Err(AuthError::Unavailable(_))
             ));
         }
@@ -823,7 +948,7 @@ mod tests {
         let (resolver, _) = resolver_with(&url, Duration::from_secs(60), 2);
         let calls = (0..12).map(|i| {
             let resolver = resolver.clone();
-            tokio::spawn(async move { resolver.caller(&format!("junk-{i}"), None).await })
+            tokio::spawn(async move { resolver.caller(&format!("junk-{i}"), None, None).await })
         });
         for answer in futures::future::join_all(calls).await {
             assert!(matches!(

@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 use tower::{BoxError, ServiceBuilder};
 
-use super::auth::{AuthError, PROFILE_HEADER, TokenResolver, bearer_token};
+use super::auth::{AuthError, NamespaceError, PROFILE_HEADER, TokenResolver, bearer_token};
 use super::call::OfferSettings;
 use super::limits::Limits;
 use super::server::HandoffServer;
@@ -72,7 +72,19 @@ struct Gate {
     metrics: Arc<BridgeMetrics>,
 }
 
-/// The router: `/mcp` behind authentication, behind the request limits.
+/// The route of a call in a namespace the caller names (people, CI
+/// identities: callers that are not ServiceAccounts, whose own namespace
+/// `/mcp` uses).
+pub const NAMESPACE_ROUTE: &str = "/mcp/ns/{namespace}";
+
+/// Pure: the namespace a request path names (`/mcp/ns/<namespace>`), if any.
+pub fn route_namespace(path: &str) -> Option<&str> {
+    path.strip_prefix("/mcp/ns/")
+        .map(|rest| rest.trim_end_matches('/'))
+}
+
+/// The router: `/mcp` (and [`NAMESPACE_ROUTE`]) behind authentication,
+/// behind the request limits.
 pub fn router(
     resolver: Arc<TokenResolver>,
     metrics: Arc<BridgeMetrics>,
@@ -103,7 +115,8 @@ pub fn router(
         metrics: metrics.clone(),
     };
     let app = axum::Router::new()
-        .route_service("/mcp", service)
+        .route_service("/mcp", service.clone())
+        .route_service(NAMESPACE_ROUTE, service)
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
     guarded(app, &options.limits, metrics)
 }
@@ -219,7 +232,12 @@ async fn authenticate(State(gate): State<Gate>, mut request: Request, next: Next
         return unauthorized(MISSING_TOKEN, None);
     };
     let profile = header_text(&request, PROFILE_HEADER);
-    match gate.resolver.caller(&token, profile.as_deref()).await {
+    let route = route_namespace(request.uri().path()).map(str::to_owned);
+    match gate
+        .resolver
+        .caller(&token, profile.as_deref(), route.as_deref())
+        .await
+    {
         Ok(caller) => {
             request.extensions_mut().insert(Arc::new(caller));
             next.run(request).await
@@ -227,6 +245,16 @@ async fn authenticate(State(gate): State<Gate>, mut request: Request, next: Next
         Err(AuthError::InvalidToken) => {
             gate.metrics.refusal("unauthorized");
             unauthorized(REJECTED_TOKEN, Some("invalid_token"))
+        }
+        Err(AuthError::Namespace(err)) => {
+            gate.metrics.refusal("namespace");
+            let status = match err {
+                NamespaceError::NotServed { .. } => StatusCode::NOT_FOUND,
+                NamespaceError::Unnamed { .. } | NamespaceError::Invalid { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+            };
+            (status, err.to_string()).into_response()
         }
         Err(AuthError::Unavailable(detail)) => {
             tracing::warn!(error = %detail, "cannot identify a caller: the Kubernetes API is unavailable");
@@ -259,6 +287,19 @@ fn unauthorized(message: &'static str, error: Option<&str>) -> Response {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn route_namespaces() {
+        for (path, want) in [
+            ("/mcp", None),
+            ("/mcp/ns/team-a", Some("team-a")),
+            ("/mcp/ns/team-a/", Some("team-a")),
+            ("/mcp/ns/", Some("")),
+            ("/other/ns/x", None),
+        ] {
+            assert_eq!(route_namespace(path), want, "{path}");
+        }
+    }
+
     use std::time::Duration;
 
     use axum::body::Body;

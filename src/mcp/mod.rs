@@ -101,7 +101,11 @@ pub struct McpArgs {
     /// `handoff.dev/profile` or the `X-Handoff-Profile` header names it.
     #[arg(long, env = "HANDOFF_PROFILE", default_value = "")]
     pub profile: String,
-    /// Namespace of the handoffs (default: the kubeconfig's or the pod's).
+    /// Namespace of the handoffs. Over stdio the default is the
+    /// kubeconfig's (or the pod's). Over HTTP, set it to serve that one
+    /// namespace only; unset, each call uses the namespace of the caller's
+    /// ServiceAccount, or the one its path names (`/mcp/ns/<namespace>`),
+    /// and RBAC decides there (one bridge for many teams).
     #[arg(long, env = "HANDOFF_NAMESPACE")]
     pub namespace: Option<String>,
     /// A Host header value to accept besides loopback (repeatable), e.g. the
@@ -228,14 +232,18 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let resolver = Arc::new(TokenResolver::new(
         config,
         bridge,
-        &namespace,
+        args.namespace.as_deref(),
         settings,
         metrics.clone(),
     )?);
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let serves = match &args.namespace {
+        Some(namespace) => format!("namespace {namespace}"),
+        None => "each caller's namespace; /mcp/ns/<namespace> names one".to_owned(),
+    };
     eprintln!(
-        "handoff mcp: serving {scheme}://{}/mcp (namespace {namespace})",
+        "handoff mcp: serving {scheme}://{}/mcp ({serves})",
         listener.local_addr()?
     );
     let stop = shutdown.clone();
