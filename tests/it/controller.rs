@@ -97,6 +97,8 @@ impl Setup {
             },
             concurrency: 8,
             postgres_url: self.postgres_url,
+            postgres: handoff::mirror::pool::PoolSettings::default(),
+            api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
             groom_interval: Duration::from_millis(200),
             ttl,
