@@ -627,26 +627,70 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
     );
 }
 
-/// A process group stopped with SIGSTOP (a stall, not a crash: connections
+/// Process groups stopped with SIGSTOP (a stall, not a crash: connections
 /// stay open and nothing answers); continued on drop, so a failing test
-/// never leaves it frozen.
-struct Frozen(i32);
+/// never leaves them frozen.
+struct Frozen(Vec<i32>);
 
 impl Frozen {
     fn group_of(pid: u32) -> Self {
+        let mut frozen = Self(Vec::new());
+        frozen.stop(pid);
+        frozen
+    }
+
+    /// A PostgreSQL server: the postmaster's group, then the group of each
+    /// of its children (backends, checkpointer, …), which PostgreSQL makes
+    /// leaders of their own groups (`setsid`), so stopping only the
+    /// postmaster's group would leave open connections served.
+    fn postgres(postmaster: u32) -> Self {
+        let mut frozen = Self::group_of(postmaster);
+        let children = children_of(postmaster);
+        assert!(!children.is_empty(), "postmaster {postmaster} has no children");
+        for child in children {
+            frozen.stop(child);
+        }
+        frozen
+    }
+
+    fn stop(&mut self, pid: u32) {
         let group = -i32::try_from(pid).expect("pid");
         // SAFETY: kill(2) with a negative pid signals that process group.
         let rc = unsafe { libc::kill(group, libc::SIGSTOP) };
         assert_eq!(rc, 0, "SIGSTOP {pid}: {}", std::io::Error::last_os_error());
-        Self(group)
+        self.0.push(group);
     }
+}
+
+/// The processes whose parent is `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            children.push(pid);
+        }
+    }
+    children
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe {
-            libc::kill(self.0, libc::SIGCONT);
+        for group in self.0.iter().rev() {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(*group, libc::SIGCONT);
+            }
         }
     }
 }
@@ -804,7 +848,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     let errors_before = mirror_errors(&controller).await;
 
     // Stopped, not dead: its sockets stay open and nothing answers.
-    let frozen = Frozen::group_of(system.postgres.pid());
+    let frozen = Frozen::postgres(system.postgres.pid());
     let stalled_at = Instant::now();
     // 200 writes: each key created, then updated.
     for round in ["v1", "v2"] {
@@ -932,7 +976,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     )
     .await;
 
-    let frozen = Frozen::group_of(system.postgres.pid());
+    let frozen = Frozen::postgres(system.postgres.pid());
     let deleted_at = Instant::now();
     namespaces
         .delete(DOOMED, &DeleteParams::default())
