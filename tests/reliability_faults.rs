@@ -339,8 +339,8 @@ async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_c
         "killed mid-batch: {mirrored_at_kill} of {TOTAL} mirrored"
     );
     writer.await.expect("writes");
-    // While no controller runs: deletes (held by the finalizer where the
-    // crashed controller had added it).
+    // While no controller runs: deletes (no finalizer holds them; the
+    // replacement's resync deletes their rows).
     for i in (0..TOTAL).step_by(20) {
         store
             .delete(&format!("issue-{i:04}"))
@@ -646,7 +646,10 @@ impl Frozen {
     fn postgres(postmaster: u32) -> Self {
         let mut frozen = Self::group_of(postmaster);
         let children = children_of(postmaster);
-        assert!(!children.is_empty(), "postmaster {postmaster} has no children");
+        assert!(
+            !children.is_empty(),
+            "postmaster {postmaster} has no children"
+        );
         for child in children {
             frozen.stop(child);
         }
@@ -666,7 +669,11 @@ impl Frozen {
 fn children_of(parent: u32) -> Vec<u32> {
     let mut children = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
@@ -976,6 +983,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     )
     .await;
 
+    let errors_before = mirror_errors(&controller).await;
     let frozen = Frozen::postgres(system.postgres.pid());
     let deleted_at = Instant::now();
     namespaces
@@ -1022,6 +1030,13 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     )
     .await;
     let gone_after = deleted_at.elapsed();
+    // The controller's deletes of the rows failed meanwhile; PostgreSQL
+    // stays stalled for the rest of the stall.
+    common::eventually("the row deletes failing", STALL, || async {
+        (mirror_errors(&controller).await > errors_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(STALL.saturating_sub(deleted_at.elapsed())).await;
     drop(frozen);
     eprintln!(
         "a namespace of {KEYS} handoffs was gone {:.1} s after its deletion, PostgreSQL stalled",
