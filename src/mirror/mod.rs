@@ -72,6 +72,10 @@ const MIGRATIONS: [(i32, &str); 2] = [
 /// The advisory lock key that serializes migrations across processes.
 const MIGRATION_LOCK: i64 = 0x68616e646f6666; // "handoff"
 
+/// Most time applying the schema migrations may take (its transaction's
+/// `statement_timeout` too), however short `--postgres-timeout` is.
+pub const MIGRATION_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Rows read per statement when resync reads the rows' versions.
 pub const VERSIONS_PAGE: i64 = 1000;
 
@@ -429,6 +433,7 @@ pub struct Mirror {
     shown: String,
     migrate: bool,
     migrated: AtomicBool,
+    migration: tokio::sync::Mutex<()>,
     retention: Retention,
     settings: PoolSettings,
     pool: deadpool_postgres::Pool,
@@ -438,8 +443,9 @@ pub struct Mirror {
 impl Mirror {
     /// A mirror at `url` (`sslmode` / `sslrootcert` as libpq reads them:
     /// from the URL, else `PGSSLMODE` / `PGSSLROOTCERT`). `migrate`: apply
-    /// the embedded migrations on each new connection (the controller does;
-    /// the bridge only reads). Everything but the connection itself is
+    /// the embedded migrations before the first call, and again after a
+    /// call found a table missing (a database re-created under it); the
+    /// controller does, the bridge only reads. Everything but the connection itself is
     /// checked here, the root certificates included.
     pub fn new(url: &str, migrate: bool) -> Result<Self, MirrorError> {
         let dsn = dsn::split(url, |name| std::env::var(name).ok())?;
@@ -463,6 +469,7 @@ impl Mirror {
             shown,
             migrate,
             migrated: AtomicBool::new(false),
+            migration: tokio::sync::Mutex::new(()),
             retention: Retention::default(),
             settings,
             pool,
@@ -490,22 +497,47 @@ impl Mirror {
         format!("{} ({})", self.shown, self.tls)
     }
 
-    /// A pooled connection (made, and the schema migrated once, if needed).
+    /// A pooled connection (made if needed).
     async fn client(&self) -> Result<deadpool_postgres::Object, MirrorError> {
-        let mut client = self.pool.get().await.map_err(|err| match err {
+        self.pool.get().await.map_err(|err| match err {
             deadpool_postgres::PoolError::Timeout(_) => MirrorError::Timeout(self.settings.timeout),
             deadpool_postgres::PoolError::Backend(error) => MirrorError::Connect {
                 tls: self.tls.clone(),
                 error,
             },
             other => MirrorError::Pool(other.to_string()),
-        })?;
-        if self.migrate && !self.migrated.load(Ordering::Acquire) {
-            let connection: &mut tokio_postgres::Client = &mut client;
-            migrate(connection).await?;
-            self.migrated.store(true, Ordering::Release);
+        })
+    }
+
+    /// Applies the migrations once per process (when this mirror migrates),
+    /// bounded by [`MIGRATION_TIMEOUT`] rather than the call timeout: an
+    /// index build on a large table may take longer than one statement
+    /// should. Calls made meanwhile wait for it at most the call timeout.
+    async fn migrated(&self) -> Result<(), MirrorError> {
+        if !self.migrate || self.migrated.load(Ordering::Acquire) {
+            return Ok(());
         }
-        Ok(client)
+        let timeout = self.settings.timeout;
+        let _migrating = tokio::time::timeout(timeout, self.migration.lock())
+            .await
+            .map_err(|_| MirrorError::Timeout(timeout))?;
+        if self.migrated.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let limit = MIGRATION_TIMEOUT.max(timeout);
+        let mut client = tokio::time::timeout(timeout, self.client())
+            .await
+            .map_err(|_| MirrorError::Timeout(timeout))??;
+        let connection: &mut tokio_postgres::Client = &mut client;
+        match tokio::time::timeout(limit, migrate(connection, limit)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                drop(deadpool_postgres::Object::take(client));
+                return Err(MirrorError::Timeout(limit));
+            }
+        }
+        self.migrated.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Runs `f` with a pooled connection, all within `--postgres-timeout`,
@@ -518,6 +550,10 @@ impl Mirror {
     {
         let timeout = self.settings.timeout;
         self.gate.admit(timeout).map_err(MirrorError::Unavailable)?;
+        if let Err(err) = self.migrated().await {
+            self.gate.record(err.is_unavailability());
+            return Err(err);
+        }
         let deadline = tokio::time::Instant::now() + timeout;
         let result = match tokio::time::timeout_at(deadline, self.client()).await {
             Err(_) => Err(MirrorError::Timeout(timeout)),
@@ -543,6 +579,11 @@ impl Mirror {
                 .err()
                 .is_some_and(MirrorError::is_unavailability),
         );
+        if let Err(MirrorError::Postgres(error)) = &result
+            && error.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+        {
+            self.migrated.store(false, Ordering::Release);
+        }
         result
     }
 
@@ -791,8 +832,17 @@ pub struct ListedRow {
 
 /// Applies the embedded migrations not yet recorded, in one transaction
 /// holding an advisory lock, so concurrent starts apply each exactly once.
-async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+async fn migrate(
+    client: &mut tokio_postgres::Client,
+    limit: Duration,
+) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
+    // The session's statement_timeout is the call timeout; not here.
+    tx.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}",
+        limit.as_millis().max(1)
+    ))
+    .await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     tx.batch_execute(
