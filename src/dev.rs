@@ -329,6 +329,8 @@ async fn start_controller(
         },
         concurrency: 8,
         postgres_url: database_url,
+        postgres: crate::mirror::pool::PoolSettings::default(),
+        api_timeout: Duration::from_secs(10),
         resync_interval: Duration::from_secs(300),
         groom_interval: Duration::from_secs(60),
         ttl: Arc::new(crate::schedule::ttl::DefaultTtl(None)),

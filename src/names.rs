@@ -14,7 +14,9 @@ pub const BRIDGE_FIELD_MANAGER: &str = "handoff-bridge";
 /// Field manager of objects the local control plane installs (CRDs, RBAC).
 pub const LOCAL_FIELD_MANAGER: &str = "handoff-envtest";
 
-/// The finalizer that keeps a Handoff until its mirror row is deleted.
+/// The finalizer earlier releases kept on a Handoff until its mirror row
+/// was deleted; the controller now only removes it (deletes never wait for
+/// PostgreSQL).
 pub const MIRROR_FINALIZER: &str = "handoff.dev/mirror";
 
 /// Label of a Handoff: its project (when a valid label value).

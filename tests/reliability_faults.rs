@@ -339,8 +339,8 @@ async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_c
         "killed mid-batch: {mirrored_at_kill} of {TOTAL} mirrored"
     );
     writer.await.expect("writes");
-    // While no controller runs: deletes (held by the finalizer where the
-    // crashed controller had added it).
+    // While no controller runs: deletes (no finalizer holds them; the
+    // replacement's resync deletes their rows).
     for i in (0..TOTAL).step_by(20) {
         store
             .delete(&format!("issue-{i:04}"))
@@ -627,26 +627,77 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
     );
 }
 
-/// A process group stopped with SIGSTOP (a stall, not a crash: connections
+/// Process groups stopped with SIGSTOP (a stall, not a crash: connections
 /// stay open and nothing answers); continued on drop, so a failing test
-/// never leaves it frozen.
-struct Frozen(i32);
+/// never leaves them frozen.
+struct Frozen(Vec<i32>);
 
 impl Frozen {
     fn group_of(pid: u32) -> Self {
+        let mut frozen = Self(Vec::new());
+        frozen.stop(pid);
+        frozen
+    }
+
+    /// A PostgreSQL server: the postmaster's group, then the group of each
+    /// of its children (backends, checkpointer, …), which PostgreSQL makes
+    /// leaders of their own groups (`setsid`), so stopping only the
+    /// postmaster's group would leave open connections served.
+    fn postgres(postmaster: u32) -> Self {
+        let mut frozen = Self::group_of(postmaster);
+        let children = children_of(postmaster);
+        assert!(
+            !children.is_empty(),
+            "postmaster {postmaster} has no children"
+        );
+        for child in children {
+            frozen.stop(child);
+        }
+        frozen
+    }
+
+    fn stop(&mut self, pid: u32) {
         let group = -i32::try_from(pid).expect("pid");
         // SAFETY: kill(2) with a negative pid signals that process group.
         let rc = unsafe { libc::kill(group, libc::SIGSTOP) };
         assert_eq!(rc, 0, "SIGSTOP {pid}: {}", std::io::Error::last_os_error());
-        Self(group)
+        self.0.push(group);
     }
+}
+
+/// The processes whose parent is `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut children = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`; comm may hold spaces and parentheses.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            children.push(pid);
+        }
+    }
+    children
 }
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        // SAFETY: as above.
-        unsafe {
-            libc::kill(self.0, libc::SIGCONT);
+        for group in self.0.iter().rev() {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(*group, libc::SIGCONT);
+            }
         }
     }
 }
@@ -765,4 +816,248 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
         Some(IDENTITIES[leader]),
         "written by the leader"
     );
+}
+
+/// How long PostgreSQL stays stalled in the tests below.
+const STALL: Duration = Duration::from_secs(30);
+
+/// Handoffs of `api` whose status counts their last write (a revision,
+/// observed at the current generation, with its content hash).
+async fn counted_last_write(api: &Api<Handoff>) -> usize {
+    let Ok(list) = api.list(&Default::default()).await else {
+        return 0;
+    };
+    list.items
+        .iter()
+        .filter(|h| {
+            h.status.as_ref().is_some_and(|s| {
+                s.revision.is_some()
+                    && s.observed_generation == h.metadata.generation
+                    && s.content_hash.as_deref() == Some(h.spec.content_hash().as_str())
+            })
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_mirror_converges() {
+    const KEYS: usize = 100;
+    let mut system = System::start().await;
+    let mut controller = system.controller("stalled-postgres");
+    let pid = controller.pid();
+    let store = HandoffStore::new(system.plane.client().await.expect("client"), NAMESPACE);
+    let api = system.api().await;
+    store
+        .write(&request("before-the-stall", "mirrored".into()))
+        .await
+        .expect("write");
+    assert_eq!(system.converged("the first write").await, 1);
+    let errors_before = mirror_errors(&controller).await;
+
+    // Stopped, not dead: its sockets stay open and nothing answers.
+    let frozen = Frozen::postgres(system.postgres.pid());
+    let stalled_at = Instant::now();
+    // 200 writes: each key created, then updated.
+    for round in ["v1", "v2"] {
+        futures::stream::iter(0..KEYS)
+            .map(|i| {
+                let store = store.clone();
+                async move {
+                    let key = format!("stall-{i:03}");
+                    store
+                        .write(&request(&key, format!("{key} {round}")))
+                        .await
+                        .unwrap_or_else(|e| panic!("write {key} {round}: {e}"));
+                }
+            })
+            .buffer_unordered(8)
+            .collect::<Vec<()>>()
+            .await;
+    }
+    // Every write is counted while PostgreSQL is still stalled.
+    let remaining = STALL.saturating_sub(stalled_at.elapsed());
+    common::eventually(
+        "every write counted during the stall",
+        remaining,
+        || async { (counted_last_write(&api).await == KEYS + 1).then_some(()) },
+    )
+    .await;
+    let counted_after = stalled_at.elapsed();
+    assert!(
+        mirror_errors(&controller).await > errors_before,
+        "the controller never saw the stall\n{}",
+        controller.log()
+    );
+    tokio::time::sleep(STALL.saturating_sub(stalled_at.elapsed())).await;
+    drop(frozen);
+    eprintln!(
+        "200 writes counted {:.1} s into a {} s PostgreSQL stall",
+        counted_after.as_secs_f64(),
+        STALL.as_secs()
+    );
+
+    assert_eq!(system.converged("the stall").await, KEYS + 1);
+    let v2: i64 = system
+        .db
+        .query_one(
+            "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body LIKE '% v2'",
+            &[&NAMESPACE],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(v2, KEYS as i64, "every row holds the last write");
+    assert!(
+        controller.running(),
+        "the controller survived the stall:\n{}",
+        controller.log()
+    );
+    assert_eq!(controller.pid(), pid, "the same controller process");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_its_rows_go_after() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::{DeleteParams, ListParams, PostParams};
+
+    const KEYS: usize = 100;
+    const DOOMED: &str = "doomed";
+    let system = System::start().await;
+    let client = system.plane.client().await.expect("client");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(DOOMED.into());
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let url = system.postgres.url();
+    let mut extra = vec!["--postgres-url", &url, "--mirror-resync-interval", "10s"];
+    extra.extend(LEASE_FLAGS);
+    let mut controller = ControllerProcess::start_cluster_wide(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        system.plane.kubeconfig_path(),
+        NAMESPACE,
+        "namespace-deleter",
+        &extra,
+    )
+    .unwrap_or_else(|e| panic!("controller: {e:#}"));
+    let pid = controller.pid();
+    let store = HandoffStore::new(client.clone(), DOOMED);
+    futures::stream::iter(0..KEYS)
+        .map(|i| {
+            let store = store.clone();
+            async move {
+                let key = format!("doomed-{i:03}");
+                store
+                    .write(&request(&key, format!("{key} v1")))
+                    .await
+                    .unwrap_or_else(|e| panic!("write {key}: {e}"));
+                store
+                    .write(&request(&key, format!("{key} v2")))
+                    .await
+                    .unwrap_or_else(|e| panic!("update {key}: {e}"));
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+    let handoffs: Api<Handoff> = Api::namespaced(client.clone(), DOOMED);
+    let db = &system.db;
+    let history = |namespace: &'static str| async move {
+        db.query_one(
+            "SELECT count(*) FROM handoff_revisions WHERE namespace = $1",
+            &[&namespace],
+        )
+        .await
+        .map(|r| r.get::<_, i64>(0))
+    };
+    common::eventually(
+        "every handoff mirrored",
+        Duration::from_secs(120),
+        || async {
+            let n = converged(&handoffs, &system.db, DOOMED).await?;
+            let revisions = history(DOOMED).await.ok()?;
+            (n == KEYS && revisions >= KEYS as i64).then_some(())
+        },
+    )
+    .await;
+
+    let errors_before = mirror_errors(&controller).await;
+    let frozen = Frozen::postgres(system.postgres.pid());
+    let deleted_at = Instant::now();
+    namespaces
+        .delete(DOOMED, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    // What the namespace controller does (envtest runs none): delete the
+    // namespace's objects, wait until they are gone, then finalize it.
+    handoffs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete the handoffs");
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), DOOMED);
+    leases
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await
+        .expect("delete the leases");
+    let limit = Duration::from_secs(60);
+    common::eventually("the namespace's handoffs gone", limit, || async {
+        let left = handoffs.list(&ListParams::default()).await.ok()?;
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    let mut terminating = namespaces.get(DOOMED).await.expect("terminating namespace");
+    if let Some(spec) = terminating.spec.as_mut() {
+        spec.finalizers = Some(Vec::new());
+    }
+    namespaces
+        .replace_subresource("finalize", DOOMED, &PostParams::default(), &terminating)
+        .await
+        .expect("finalize the namespace");
+    common::eventually(
+        "the namespace gone",
+        limit.saturating_sub(deleted_at.elapsed()),
+        || async {
+            namespaces
+                .get_opt(DOOMED)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    let gone_after = deleted_at.elapsed();
+    // The controller's deletes of the rows failed meanwhile; PostgreSQL
+    // stays stalled for the rest of the stall.
+    common::eventually("the row deletes failing", STALL, || async {
+        (mirror_errors(&controller).await > errors_before).then_some(())
+    })
+    .await;
+    tokio::time::sleep(STALL.saturating_sub(deleted_at.elapsed())).await;
+    drop(frozen);
+    eprintln!(
+        "a namespace of {KEYS} handoffs was gone {:.1} s after its deletion, PostgreSQL stalled",
+        gone_after.as_secs_f64()
+    );
+
+    // PostgreSQL back: resync deletes the orphan rows and their history.
+    common::eventually(
+        "the namespace's rows and history deleted",
+        Duration::from_secs(120),
+        || async {
+            let rows = mirrored_rows(&system.db, DOOMED).await.ok()?;
+            let revisions = history(DOOMED).await.ok()?;
+            (rows.is_empty() && revisions == 0).then_some(())
+        },
+    )
+    .await;
+    assert!(
+        controller.running(),
+        "the controller survived the stall:\n{}",
+        controller.log()
+    );
+    assert_eq!(controller.pid(), pid, "the same controller process");
 }

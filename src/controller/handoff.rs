@@ -7,9 +7,9 @@
 //! thin I/O shell around them. Its order is chosen so nothing is counted
 //! twice and nothing is lost:
 //!
-//! 1. a terminating object: delete its mirror row and (unless
-//!    `--keep-history-on-delete`) that object's history in one statement,
-//!    then remove the `handoff.dev/mirror` finalizer;
+//! 1. a terminating object that still carries the `handoff.dev/mirror`
+//!    finalizer of earlier versions: the finalizer is removed, nothing
+//!    else (see "Deletes" below);
 //! 2. count: the new status (revision, updatedAt, sizes) is computed;
 //! 3. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
@@ -18,7 +18,7 @@
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
 //! 5. Events (`Written`, `Superseded`), only after that write succeeded;
-//! 6. metadata (labels, finalizer): a server-side apply with the
+//! 6. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge);
@@ -28,6 +28,26 @@
 //!    `--history-revisions`);
 //!    a failed mirror write fails the reconcile (retried with backoff)
 //!    after the status was written, so status never waits for PostgreSQL.
+//!
+//! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
+//! and, once one found PostgreSQL unavailable, the others fail at once
+//! until a probe gets an answer ([`crate::mirror::pool::Gate`]): a stalled
+//! server delays only the reconciles in flight when it stalled, by at most
+//! that timeout; every later one counts, writes its status (`Mirrored`
+//! False), labels and Events at apiserver speed, and is retried with
+//! backoff; resync catches the mirror up. Every apiserver request of this
+//! loop is bounded by `--apiserver-timeout`.
+//!
+//! Deletes: the mirror holds no finalizer, so deleting a handoff (or its
+//! namespace) never waits for PostgreSQL. The controller deletes the row
+//! (and, unless `--keep-history-on-delete`, that uid's history) as soon as
+//! its watch sees the delete ([`delete_rows`]); a delete it could not
+//! mirror then (PostgreSQL unavailable, the controller stopped, an upsert
+//! racing the delete) is an orphan row that the next resync deletes, with
+//! its history, by the same statement. Earlier versions held the finalizer
+//! `handoff.dev/mirror` until the row was gone: a stopped PostgreSQL then
+//! held every delete, and namespace deletion, indefinitely; it is removed
+//! from objects that still carry it.
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
 //! `metav1.Time` serializes) when it counted the change — normally within a
@@ -76,6 +96,9 @@ pub enum Error {
     /// The object has no namespace (Handoffs are namespaced).
     #[error("handoff {0} has no namespace")]
     NoNamespace(String),
+    /// The apiserver did not answer within `--apiserver-timeout`.
+    #[error("apiserver: no answer within {0:?}")]
+    ApiTimeout(Duration),
 }
 
 impl Categorized for Error {
@@ -84,6 +107,7 @@ impl Categorized for Error {
             Self::Kube(err) => Category::of_kube(err),
             Self::Mirror(err) => err.category(),
             Self::NoNamespace(_) => Category::Invalid,
+            Self::ApiTimeout(_) => Category::Transient,
         }
     }
 }
@@ -209,12 +233,13 @@ pub fn slim(h: &mut Handoff) {
 /// kubectl's client-side apply record.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// The metadata the controller applies to `h` (labels it may set, its
-/// finalizer while the mirror is on), or `None` when `h` already carries
-/// exactly that. A label is the controller's to set when the object lacks
-/// it or the controller already owns it; a label another writer set is
-/// left alone even when it disagrees with the spec.
-pub fn metadata_plan(h: &Handoff, mirror_enabled: bool) -> Option<serde_json::Value> {
+/// The metadata the controller applies to `h` (labels it may set; the
+/// mirror finalizer of earlier versions left out, so the apply removes it),
+/// or `None` when `h` already carries exactly that. A label is the
+/// controller's to set when the object lacks it or the controller already
+/// owns it; a label another writer set is left alone even when it
+/// disagrees with the spec.
+pub fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
     let current = h.metadata.labels.clone().unwrap_or_default();
     let owned = owned_labels(h);
     let desired = labels_for(
@@ -231,13 +256,10 @@ pub fn metadata_plan(h: &Handoff, mirror_enabled: bool) -> Option<serde_json::Va
         .iter()
         .filter_map(|k| current.get(k).map(|v| (k.clone(), v.clone())))
         .collect();
-    if labels == owned_now && has_finalizer == mirror_enabled {
+    if labels == owned_now && !has_finalizer {
         return None;
     }
-    let mut metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
-    if mirror_enabled {
-        metadata["finalizers"] = serde_json::json!([MIRROR_FINALIZER]);
-    }
+    let metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
     Some(serde_json::json!({
         "apiVersion": "handoff.dev/v1alpha1",
         "kind": "Handoff",
@@ -283,7 +305,7 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
     let name = h.name_any();
 
     if h.metadata.deletion_timestamp.is_some() {
-        finalize(h, ctx, &api, &namespace).await?;
+        finalize(h, ctx, &api).await?;
         return Ok(Action::await_change());
     }
 
@@ -315,7 +337,12 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
     };
     let mut current = counted;
     if h.status.as_ref() != Some(&status) {
-        match write_status(&api, &name, h.resource_version(), &status).await {
+        match within(
+            ctx,
+            write_status(&api, &name, h.resource_version(), &status),
+        )
+        .await?
+        {
             Ok(written) => current = written,
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 // A newer version exists: its watch event reconciles it.
@@ -348,9 +375,9 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
         }
     }
 
-    if let Some(plan) = metadata_plan(&current, ctx.mirror.is_some()) {
+    if let Some(plan) = metadata_plan(&current) {
         let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER);
-        match api.patch(&name, &params, &Patch::Apply(&plan)).await {
+        match within(ctx, api.patch(&name, &params, &Patch::Apply(&plan))).await? {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 tracing::info!(handoff = %crate::store::describe(h), message = %s.message, "labels owned by another writer are left alone");
@@ -408,35 +435,12 @@ async fn record_revision(
     Ok(())
 }
 
-/// A terminating Handoff: its row goes (with its history, unless
-/// `--keep-history-on-delete`), then the finalizer. Both are scoped to this
-/// object's uid: a newer incarnation of the key keeps its row and history.
-async fn finalize(
-    h: &Handoff,
-    ctx: &Context,
-    api: &Api<Handoff>,
-    namespace: &str,
-) -> Result<(), Error> {
+/// A terminating Handoff that carries the mirror finalizer of earlier
+/// versions: it is removed (the row goes with [`delete_rows`] or resync).
+async fn finalize(h: &Handoff, ctx: &Context, api: &Api<Handoff>) -> Result<(), Error> {
     let Some(index) = h.finalizers().iter().position(|f| f == MIRROR_FINALIZER) else {
         return Ok(());
     };
-    if let Some(mirror) = &ctx.mirror {
-        let key = (namespace.to_owned(), h.spec.handoff_key.clone());
-        let uid = h.uid().ok_or_else(|| MirrorError::Object {
-            object: crate::store::describe(h),
-            problem: "it has no metadata.uid".into(),
-        })?;
-        ctx.metrics.mirror_pending(&key);
-        let deleted = mirror
-            .delete(namespace, &h.spec.handoff_key, &uid)
-            .await
-            .inspect_err(|_| ctx.metrics.count_mirror_error())?;
-        ctx.metrics.count_history_purged("deleted", deleted.history);
-        if let Ok(mut m) = ctx.mirrored.lock() {
-            m.remove(&key);
-        }
-        ctx.metrics.mirror_caught_up(&key);
-    }
     let remaining: Vec<&String> = h
         .finalizers()
         .iter()
@@ -451,14 +455,68 @@ async fn finalize(
         field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    match api
-        .patch(&h.name_any(), &params, &Patch::Merge(&patch))
-        .await
+    match within(
+        ctx,
+        api.patch(&h.name_any(), &params, &Patch::Merge(&patch)),
+    )
+    .await?
     {
         // Gone already, or changed meanwhile: the next event decides again.
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(err) => Err(err.into()),
+    }
+}
+
+/// `request` bounded by `--apiserver-timeout`: its own outcome, or
+/// [`Error::ApiTimeout`].
+async fn within<T>(
+    ctx: &Context,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, Error> {
+    tokio::time::timeout(ctx.api_timeout, request)
+        .await
+        .map_err(|_| Error::ApiTimeout(ctx.api_timeout))
+}
+
+/// Deletes the mirror row (and, unless `--keep-history-on-delete`, the
+/// history) of each handoff the watch saw deleted, one at a time, until
+/// `stop`. A delete that fails (PostgreSQL unavailable) is left to resync,
+/// which finds the row orphaned; deletes themselves never wait for it.
+pub async fn delete_rows(
+    ctx: Arc<Context>,
+    mut deleted: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let Some(mirror) = ctx.mirror.clone() else {
+        return;
+    };
+    loop {
+        let h = tokio::select! {
+            () = stop.cancelled() => return,
+            h = deleted.recv() => match h {
+                Some(h) => h,
+                None => return,
+            },
+        };
+        let (Some(namespace), Some(uid)) = (h.namespace(), h.uid()) else {
+            continue;
+        };
+        let key = (namespace, h.spec.handoff_key.clone());
+        match mirror.delete(&key.0, &key.1, &uid).await {
+            Ok(gone) => {
+                ctx.metrics.count_history_purged("deleted", gone.history);
+                if let Ok(mut m) = ctx.mirrored.lock() {
+                    m.remove(&key);
+                }
+                ctx.metrics.mirror_caught_up(&key);
+            }
+            Err(err) => {
+                ctx.metrics.count_mirror_error();
+                ctx.metrics.mirror_pending(&key);
+                tracing::info!(handoff = %crate::store::describe(&h), error = %err, "the mirror row of a deleted handoff is left to resync");
+            }
+        }
     }
 }
 
@@ -695,7 +753,7 @@ mod tests {
 
     #[test]
     fn labels_are_added_only_where_missing_or_owned() {
-        let plan = metadata_plan(&object(&[], &[], false), false).expect("labels missing");
+        let plan = metadata_plan(&object(&[], &[], false)).expect("labels missing");
         assert_eq!(
             plan["metadata"]["labels"],
             serde_json::json!({"project": "p", "kind": "issue"})
@@ -703,7 +761,7 @@ mod tests {
         assert!(plan["metadata"].get("finalizers").is_none());
 
         let writer_set = object(&[("project", "other"), ("kind", "issue")], &[], false);
-        let plan = metadata_plan(&writer_set, false);
+        let plan = metadata_plan(&writer_set);
         assert!(plan.is_none(), "a writer's labels are left alone: {plan:?}");
 
         let ours = object(
@@ -711,14 +769,14 @@ mod tests {
             &["project", "kind"],
             false,
         );
-        assert!(metadata_plan(&ours, false).is_none(), "already applied");
+        assert!(metadata_plan(&ours).is_none(), "already applied");
 
         let stale = object(
             &[("project", "old"), ("kind", "issue")],
             &["project", "kind"],
             false,
         );
-        let plan = metadata_plan(&stale, false).expect("our label follows the spec");
+        let plan = metadata_plan(&stale).expect("our label follows the spec");
         assert_eq!(plan["metadata"]["labels"]["project"], "p");
     }
 
@@ -739,7 +797,7 @@ mod tests {
             ),
         ] {
             let mut h = object(&labels, &owned, false);
-            let before = metadata_plan(&h, true);
+            let before = metadata_plan(&h);
             let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
             fields.extend([
                 entry(BRIDGE_FIELD_MANAGER, None),
@@ -754,7 +812,7 @@ mod tests {
                 .into(),
             );
             slim(&mut h);
-            assert_eq!(metadata_plan(&h, true), before, "{labels:?} {owned:?}");
+            assert_eq!(metadata_plan(&h), before, "{labels:?} {owned:?}");
             let kept = h.metadata.managed_fields.clone().unwrap_or_default();
             assert_eq!(kept.len(), usize::from(!owned.is_empty()));
             assert!(
@@ -770,25 +828,25 @@ mod tests {
     }
 
     #[test]
-    fn the_finalizer_follows_the_mirror() {
+    fn the_mirror_finalizer_of_earlier_versions_is_dropped() {
         let ours = object(
             &[("project", "p"), ("kind", "issue")],
             &["project", "kind"],
             false,
         );
-        let plan = metadata_plan(&ours, true).expect("finalizer to add");
-        assert_eq!(
-            plan["metadata"]["finalizers"],
-            serde_json::json!([MIRROR_FINALIZER])
-        );
+        assert!(metadata_plan(&ours).is_none(), "never added");
         let with = object(
             &[("project", "p"), ("kind", "issue")],
             &["project", "kind"],
             true,
         );
-        assert!(metadata_plan(&with, true).is_none());
-        let plan = metadata_plan(&with, false).expect("finalizer to drop");
+        let plan = metadata_plan(&with).expect("finalizer to drop");
         assert!(plan["metadata"].get("finalizers").is_none());
+        assert_eq!(
+            plan["metadata"]["labels"],
+            serde_json::json!({"project": "p", "kind": "issue"}),
+            "the labels stay"
+        );
     }
 
     #[test]

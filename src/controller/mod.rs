@@ -57,6 +57,7 @@ use crate::api::Handoff;
 use crate::cluster::scoped;
 use crate::loops::{Backoff, LoopMetrics};
 use crate::mirror::dsn::PostgresArgs;
+use crate::mirror::pool::PoolSettings;
 use crate::mirror::{DEFAULT_HISTORY_REVISIONS, Mirror, Retention};
 use crate::names::CONTROLLER_FIELD_MANAGER;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
@@ -99,6 +100,10 @@ pub struct ControllerArgs {
     /// Most reconciles running at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u16,
+    /// Most time one apiserver request of the Handoff loop or the mirror's
+    /// resync may take (a status write, a label patch, a list page).
+    #[arg(long, env = "HANDOFF_APISERVER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub apiserver_timeout: Duration,
     /// How long a Lease stays valid without renewal.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
@@ -151,6 +156,10 @@ pub struct ControllerOptions {
     pub concurrency: u16,
     /// The mirror's URL, when enabled.
     pub postgres_url: Option<String>,
+    /// The mirror's pool and call timeout.
+    pub postgres: PoolSettings,
+    /// Most time one apiserver request of the Handoff loop or resync takes.
+    pub api_timeout: Duration,
     /// Resync period of the mirror.
     pub resync_interval: Duration,
     /// Grooming period.
@@ -187,6 +196,8 @@ pub struct Context {
     pub reporter: Reporter,
     /// Reports objects that do not deserialize (built once, not per reconcile).
     pub recorder: Recorder,
+    /// Most time one apiserver request of the Handoff loop or resync takes.
+    pub api_timeout: Duration,
 }
 
 /// Where the controller reads the mirror's URL from, first found first
@@ -201,7 +212,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         .postgres
         .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?;
     if let Some(url) = &postgres_url {
-        Mirror::new(url, true)?;
+        Mirror::new(url, true)?.with_pool(args.postgres.pool())?;
     }
     let config = kube::Config::infer().await?;
     let lease_namespace = args
@@ -222,6 +233,8 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         },
         concurrency: args.concurrency,
         postgres_url,
+        postgres: args.postgres.pool(),
+        api_timeout: args.apiserver_timeout,
         resync_interval: args.mirror_resync_interval,
         groom_interval: args.groom_interval,
         ttl: Arc::new(DefaultTtl(args.default_handoff_ttl)),
@@ -279,7 +292,11 @@ pub async fn run(
     let mirror = options
         .postgres_url
         .as_deref()
-        .map(|url| Mirror::new(url, true).map(|m| m.with_retention(options.history)))
+        .map(|url| {
+            Mirror::new(url, true)
+                .and_then(|m| m.with_pool(options.postgres))
+                .map(|m| m.with_retention(options.history))
+        })
         .transpose()?
         .map(Arc::new);
     if let Some(mirror) = &mirror {
@@ -313,6 +330,7 @@ pub async fn run(
         mirrored: Mutex::new(HashMap::new()),
         backoff: Backoff::default(),
         reporter,
+        api_timeout: options.api_timeout,
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
@@ -385,6 +403,9 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `crate::loops`).
     let (cache, writer) = reflector::store();
+    // Deleted handoffs go to the mirror's deleter (there is no finalizer:
+    // deletes never wait for PostgreSQL; resync removes what it missed).
+    let (deleted, deletions) = tokio::sync::mpsc::unbounded_channel();
     let handoffs = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
         .modify(|guard: &mut DeserializeGuard<Handoff>| {
@@ -393,7 +414,14 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
             }
         })
         .reflect(writer)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(DeserializeGuard(Ok(h)))) = event {
+                // Closed only when the deleter ended with leadership.
+                let _ = deleted.send(h.clone());
+            }
+        })
         .applied_objects();
+    let deleter = handoff::delete_rows(ctx.clone(), deletions, leading.clone());
     let forget = ctx.clone();
     let controller = Controller::for_stream(handoffs, cache)
         .with_config(
@@ -451,7 +479,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         options.concurrency.max(1),
         leading.clone(),
     );
-    tokio::join!(controller, groom, resync, schedules, offers);
+    tokio::join!(controller, groom, resync, schedules, offers, deleter);
 }
 
 /// The controller's metrics (prefix `handoff_controller_`).

@@ -6,7 +6,6 @@
 //! not in the mirror, because it updates the controller's state (what this
 //! leader has mirrored, its metrics).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,81 +15,82 @@ use tokio_util::sync::CancellationToken;
 
 use super::Context;
 use crate::api::Handoff;
-use crate::api::naming::name_for_key;
 use crate::cluster::Pages;
-use crate::mirror::resync::{ResyncError, plan};
+use crate::mirror::resync::{Pass, ResyncError};
 use crate::mirror::{Mirror, Row};
 
-/// One pass; returns `(written, deleted)`.
+/// One pass; returns `(written, deleted)`. It streams (see
+/// [`crate::mirror::resync`]): each page of objects is compared and its
+/// rows written before the next is listed.
 pub async fn resync_once(
     ctx: &Context,
     mirror: &Mirror,
     api: &Api<DeserializeGuard<Handoff>>,
     namespace: Option<&str>,
 ) -> Result<(usize, usize), ResyncError> {
-    let rows = mirror.versions(namespace).await?;
-    let mut current = Vec::new();
-    let mut terminating = HashSet::new();
-    // Objects that do not deserialize: their rows are kept as they are.
-    let mut unreadable = HashSet::new();
+    let mut pass = Pass::new(mirror.versions(namespace).await?);
+    let (mut written, mut deleted) = (0, 0);
     let mut pages = Pages::new(api, &ListParams::default());
-    while let Some(page) = pages.next().await? {
+    loop {
+        let page = tokio::time::timeout(ctx.api_timeout, pages.next())
+            .await
+            .map_err(|_| ResyncError::ApiTimeout(ctx.api_timeout))??;
+        let Some(page) = page else { break };
+        let mut write = Vec::new();
         for guard in page {
             let h = match guard.0 {
                 Ok(h) => h,
                 Err(invalid) => {
-                    unreadable.insert((
+                    pass.unreadable(
                         invalid.metadata.namespace.unwrap_or_default(),
                         invalid.metadata.name.unwrap_or_default(),
-                    ));
+                    );
                     continue;
                 }
             };
-            let h = &h;
-            let key = (
-                h.metadata.namespace.clone().unwrap_or_default(),
-                h.spec.handoff_key.clone(),
-            );
-            if h.metadata.deletion_timestamp.is_some() {
-                terminating.insert(key);
-                continue;
-            }
-            match Row::of(h) {
-                Ok(Some(row)) => current.push(row),
-                // Not counted yet: its reconcile writes the row; keep any row.
-                Ok(None) => {
-                    terminating.insert(key);
+            let namespace = h.metadata.namespace.clone().unwrap_or_default();
+            let key = h.spec.handoff_key.as_str();
+            let counted = h.status.as_ref().and_then(|s| s.revision);
+            match (
+                h.metadata.deletion_timestamp.is_some(),
+                counted,
+                h.metadata.uid.as_deref(),
+            ) {
+                (false, Some(revision), Some(uid)) => {
+                    if pass.live(&namespace, key, uid, revision) {
+                        match Row::of(&h) {
+                            Ok(Some(row)) => write.push(row),
+                            Ok(None) => {}
+                            Err(err) => tracing::warn!(error = %err, "skipped in resync"),
+                        }
+                    }
                 }
-                Err(err) => tracing::warn!(error = %err, "skipped in resync"),
+                // Being deleted, or not counted yet (its reconcile writes
+                // the row): any row stays as it is.
+                _ => pass.keep(&namespace, key),
             }
         }
-    }
-    for row in &rows {
-        if unreadable.contains(&(row.namespace.clone(), name_for_key(&row.handoff_key))) {
-            terminating.insert((row.namespace.clone(), row.handoff_key.clone()));
+        for row in &write {
+            if mirror.upsert(row).await? {
+                written += 1;
+                ctx.metrics.count_repair("written");
+            }
+            let dropped = mirror.record_revision(row).await?;
+            ctx.metrics.count_history_purged("cap", dropped);
+            let key = (row.namespace.clone(), row.handoff_key.clone());
+            if let Ok(mut m) = ctx.mirrored.lock() {
+                m.insert(key.clone(), (row.id.clone(), row.revision));
+            }
+            ctx.metrics.mirror_caught_up(&key);
         }
     }
-    let plan = plan(&rows, current, &terminating);
-    let (mut written, mut deleted) = (0, 0);
-    for row in &plan.write {
-        if mirror.upsert(row).await? {
-            written += 1;
-            ctx.metrics.count_repair("written");
-        }
-        let dropped = mirror.record_revision(row).await?;
-        ctx.metrics.count_history_purged("cap", dropped);
-        if let Ok(mut m) = ctx.mirrored.lock() {
-            m.insert(
-                (row.namespace.clone(), row.handoff_key.clone()),
-                (row.id.clone(), row.revision),
-            );
-        }
-    }
-    for row in &plan.delete {
+    for row in pass.orphans() {
         let gone = mirror
             .delete(&row.namespace, &row.handoff_key, &row.id)
             .await?;
         ctx.metrics.count_history_purged("deleted", gone.history);
+        ctx.metrics
+            .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         if gone.row {
             deleted += 1;
             ctx.metrics.count_repair("deleted");

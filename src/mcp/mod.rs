@@ -162,7 +162,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     let mirror = args
         .postgres
         .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?
-        .map(|url| crate::mirror::Mirror::new(&url, false))
+        .map(|url| crate::mirror::Mirror::new(&url, false)?.with_pool(args.postgres.pool()))
         .transpose()?
         .map(Arc::new);
     if let Some(mirror) = &mirror {

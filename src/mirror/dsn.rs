@@ -22,10 +22,14 @@
 //! certificate is given, then falls back to plaintext when that fails).
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use percent_encoding::percent_decode_str;
 use secrecy::{ExposeSecret, SecretString};
+
+use super::pool::PoolSettings;
 
 /// The environment variable libpq reads `sslmode` from.
 pub const PGSSLMODE: &str = "PGSSLMODE";
@@ -444,7 +448,7 @@ fn redact_keyword_value(dsn: &str) -> String {
 /// mounted Secret file, else the environment ([`PostgresArgs::resolve`]
 /// with the variables each reads); `--postgres-url` (on the command line,
 /// visible to anyone who can list processes) is kept for compatibility.
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct PostgresArgs {
     /// The mirror's PostgreSQL URL, on the command line (kept for
     /// compatibility: prefer --postgres-url-file or the environment, which
@@ -458,6 +462,37 @@ pub struct PostgresArgs {
     /// Secret; surrounding whitespace is ignored). Wins over the environment.
     #[arg(long, value_name = "PATH")]
     pub postgres_url_file: Option<PathBuf>,
+    /// Most time one PostgreSQL call may take: getting a pooled connection
+    /// (connecting if needed) and running the statement. Also the session's
+    /// statement_timeout and idle_in_transaction_session_timeout.
+    #[arg(long, env = "HANDOFF_POSTGRES_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = positive_duration)]
+    pub postgres_timeout: Duration,
+    /// Most PostgreSQL connections open at once.
+    #[arg(long, env = "HANDOFF_POSTGRES_POOL_SIZE", value_name = "N", default_value_t = NonZeroUsize::new(super::pool::DEFAULT_POOL_SIZE).unwrap_or(NonZeroUsize::MIN))]
+    pub postgres_pool_size: NonZeroUsize,
+}
+
+impl Default for PostgresArgs {
+    fn default() -> Self {
+        let pool = PoolSettings::default();
+        Self {
+            postgres_url: None,
+            postgres_url_file: None,
+            postgres_timeout: pool.timeout,
+            postgres_pool_size: NonZeroUsize::new(pool.size).unwrap_or(NonZeroUsize::MIN),
+        }
+    }
+}
+
+/// A duration above zero (a zero timeout would fail every call).
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    crate::time::parse_duration(text).and_then(|d| {
+        if d.is_zero() {
+            Err(format!("{text:?}: must be more than zero"))
+        } else {
+            Ok(d)
+        }
+    })
 }
 
 fn secret(value: &str) -> Result<SecretString, std::convert::Infallible> {
@@ -465,6 +500,14 @@ fn secret(value: &str) -> Result<SecretString, std::convert::Infallible> {
 }
 
 impl PostgresArgs {
+    /// The pool and timeout these flags ask for.
+    pub fn pool(&self) -> PoolSettings {
+        PoolSettings {
+            timeout: self.postgres_timeout,
+            size: self.postgres_pool_size.get(),
+        }
+    }
+
     /// The URL: `--postgres-url`, else the contents of
     /// `--postgres-url-file`, else the first of `env_names` that `env` has
     /// (non-empty); `None` when there is none (the mirror is off).
@@ -731,6 +774,7 @@ mod tests {
         let args = |flag: Option<&str>, path: Option<&Path>| PostgresArgs {
             postgres_url: flag.map(SecretString::from),
             postgres_url_file: path.map(Path::to_owned),
+            ..PostgresArgs::default()
         };
         let both: Env = &[
             ("HANDOFF_POSTGRES_URL", "postgres://handoff-env/db"),
@@ -820,5 +864,41 @@ mod tests {
             dsn.rest.parse().expect("tokio-postgres parses the rest");
         assert_eq!(config.get_dbname(), Some("handoff"));
         assert!(!redact(documented[0]).contains("PASSWORD"));
+    }
+
+    #[test]
+    fn timeout_and_pool_flags() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct Cli {
+            #[command(flatten)]
+            postgres: PostgresArgs,
+        }
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("handoff").chain(line.iter().copied()))
+                .map(|cli| cli.postgres.pool())
+        };
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            PoolSettings {
+                timeout: Duration::from_secs(5),
+                size: 4
+            }
+        );
+        assert_eq!(PostgresArgs::default().pool(), PoolSettings::default());
+        assert_eq!(
+            parse(&["--postgres-timeout", "1500ms", "--postgres-pool-size", "2"]).expect("flags"),
+            PoolSettings {
+                timeout: Duration::from_millis(1500),
+                size: 2
+            }
+        );
+        for wrong in [
+            &["--postgres-timeout", "0s"][..],
+            &["--postgres-timeout", "soon"],
+            &["--postgres-pool-size", "0"],
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong:?}");
+        }
     }
 }

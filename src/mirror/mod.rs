@@ -27,9 +27,14 @@
 //!   removes only that uid's revisions, so a newer incarnation of the key
 //!   never loses its own. Revisions an older incarnation left (kept for
 //!   audit) count against the key's cap and are the first dropped.
-//! - the connection is lazy and re-made after a failure, so PostgreSQL being
-//!   down is an error of the call, never of the process; the controller
-//!   retries with backoff and its resync catches up.
+//! - connections come from a small pool ([`pool`], deadpool-postgres),
+//!   made lazily and dropped after a failure, so PostgreSQL being down is
+//!   an error of the call, never of the process; the controller retries
+//!   with backoff and its resync catches up. Every call is bounded by
+//!   `--postgres-timeout` (client side, and `statement_timeout` on the
+//!   server), and while PostgreSQL is known to be unavailable calls fail at
+//!   once ([`pool::Gate`]): a stalled server costs no caller more than one
+//!   timeout.
 //! - the URL is checked when the mirror is made (a wrong one stops the
 //!   process at start); `sslmode` / `sslrootcert` mean what they mean to
 //!   libpq ([`dsn`]), TLS is rustls ([`tls`]), and the password is never
@@ -41,19 +46,21 @@
 //! is refused with an error naming it rather than compared wrongly.
 
 pub mod dsn;
+pub mod pool;
 pub mod purge;
 pub mod resync;
 pub mod tls;
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use tokio::sync::Mutex;
 
 use self::dsn::{DsnError, TlsSettings};
+use self::pool::{Gate, PoolSettings};
 use crate::api::Handoff;
 
 /// The embedded migrations, in order: `(version, SQL)`.
@@ -65,8 +72,12 @@ const MIGRATIONS: [(i32, &str); 2] = [
 /// The advisory lock key that serializes migrations across processes.
 const MIGRATION_LOCK: i64 = 0x68616e646f6666; // "handoff"
 
-/// How long a connection attempt may take before PostgreSQL counts as down.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Most time applying the schema migrations may take (its transaction's
+/// `statement_timeout` too), however short `--postgres-timeout` is.
+pub const MIGRATION_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Rows read per statement when resync reads the rows' versions.
+pub const VERSIONS_PAGE: i64 = 1000;
 
 /// Why a mirror call failed.
 #[derive(Debug, thiserror::Error)]
@@ -92,9 +103,16 @@ pub enum MirrorError {
     /// A statement failed, or the connection broke.
     #[error("PostgreSQL: {}", with_causes(.0))]
     Postgres(tokio_postgres::Error),
-    /// Connecting took longer than the connect timeout.
-    #[error("PostgreSQL did not accept a connection within {}s", CONNECT_TIMEOUT.as_secs())]
-    ConnectTimeout,
+    /// The pool cannot be set up.
+    #[error("PostgreSQL connection pool: {0}")]
+    Pool(String),
+    /// PostgreSQL did not answer within `--postgres-timeout`.
+    #[error("PostgreSQL did not answer within {0:?}")]
+    Timeout(Duration),
+    /// A recent call found PostgreSQL unavailable: this one was not tried
+    /// (one call at a time probes it until it answers).
+    #[error("PostgreSQL has been unavailable for {}s (failing fast until it answers again)", .0.as_secs())]
+    Unavailable(Duration),
     /// An object cannot be mirrored as it is.
     #[error("handoff {object} cannot be mirrored: {problem}")]
     Object {
@@ -103,6 +121,20 @@ pub enum MirrorError {
         /// What is wrong.
         problem: String,
     },
+}
+
+impl MirrorError {
+    /// Whether this says PostgreSQL is unavailable (no connection, no
+    /// answer in time, the connection broke), as opposed to an answer.
+    pub fn is_unavailability(&self) -> bool {
+        match self {
+            Self::Connect { .. } | Self::Timeout(_) | Self::Unavailable(_) => true,
+            Self::Postgres(error) => error.as_db_error().is_none(),
+            Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Pool(_) | Self::Object { .. } => {
+                false
+            }
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for MirrorError {
@@ -128,10 +160,10 @@ fn with_causes(error: &tokio_postgres::Error) -> String {
 impl crate::loops::Categorized for MirrorError {
     fn category(&self) -> crate::loops::Category {
         match self {
-            Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Object { .. } => {
+            Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Pool(_) | Self::Object { .. } => {
                 crate::loops::Category::Invalid
             }
-            Self::Connect { .. } | Self::Postgres(_) | Self::ConnectTimeout => {
+            Self::Connect { .. } | Self::Postgres(_) | Self::Timeout(_) | Self::Unavailable(_) => {
                 crate::loops::Category::Transient
             }
         }
@@ -298,9 +330,10 @@ pub fn parse_resource_version(rv: &str) -> Option<i64> {
     rv.parse::<i64>().ok().filter(|v| *v >= 0)
 }
 
-/// Whether resync must rewrite `row` for the current object `current`.
-pub fn is_stale(row: &RowVersion, current: &Row) -> bool {
-    row.id != current.id || row.revision < current.revision
+/// Whether resync must rewrite the row `row` (if any) for the object of
+/// uid `id` at content revision `revision`.
+pub fn is_stale(row: Option<&RowVersion>, id: &str, revision: i64) -> bool {
+    row.is_none_or(|row| row.id != id || row.revision < revision)
 }
 
 /// A position in list order: `(updated_at, handoff_key)`.
@@ -390,21 +423,29 @@ ORDER BY updated_at DESC, handoff_key COLLATE "C" ASC
 LIMIT $6
 "#;
 
-/// A connection to the mirror, made on first use and re-made after a failure.
+/// A pooled connection, shared with the statement of one call.
+type Client = Arc<deadpool_postgres::Object>;
+
+/// The mirror: a pool of connections made on first use ([`pool`]).
 pub struct Mirror {
     config: tokio_postgres::Config,
     tls: TlsSettings,
     shown: String,
     migrate: bool,
+    migrated: AtomicBool,
+    migration: tokio::sync::Mutex<()>,
     retention: Retention,
-    client: Mutex<Option<Arc<tokio_postgres::Client>>>,
+    settings: PoolSettings,
+    pool: deadpool_postgres::Pool,
+    gate: Gate,
 }
 
 impl Mirror {
     /// A mirror at `url` (`sslmode` / `sslrootcert` as libpq reads them:
     /// from the URL, else `PGSSLMODE` / `PGSSLROOTCERT`). `migrate`: apply
-    /// the embedded migrations on each new connection (the controller does;
-    /// the bridge only reads). Everything but the connection itself is
+    /// the embedded migrations before the first call, and again after a
+    /// call found a table missing (a database re-created under it); the
+    /// controller does, the bridge only reads. Everything but the connection itself is
     /// checked here, the root certificates included.
     pub fn new(url: &str, migrate: bool) -> Result<Self, MirrorError> {
         let dsn = dsn::split(url, |name| std::env::var(name).ok())?;
@@ -417,19 +458,31 @@ impl Mirror {
                 ))
             })?;
         config.ssl_mode(dsn.tls.negotiation());
-        config.connect_timeout(CONNECT_TIMEOUT);
         if config.get_application_name().is_none() {
             config.application_name("handoff");
         }
-        tls::connector(&dsn.tls)?;
+        let settings = PoolSettings::default();
+        let pool = pool::build(config.clone(), dsn.tls.clone(), settings)?;
         Ok(Self {
             config,
             tls: dsn.tls,
             shown,
             migrate,
+            migrated: AtomicBool::new(false),
+            migration: tokio::sync::Mutex::new(()),
             retention: Retention::default(),
-            client: Mutex::new(None),
+            settings,
+            pool,
+            gate: Gate::default(),
         })
+    }
+
+    /// This mirror with its calls bounded and pooled as `settings` say
+    /// (`--postgres-timeout`, `--postgres-pool-size`).
+    pub fn with_pool(mut self, settings: PoolSettings) -> Result<Self, MirrorError> {
+        self.pool = pool::build(self.config.clone(), self.tls.clone(), settings)?;
+        self.settings = settings;
+        Ok(self)
     }
 
     /// This mirror, keeping history as `retention` says (the default keeps
@@ -444,56 +497,96 @@ impl Mirror {
         format!("{} ({})", self.shown, self.tls)
     }
 
-    /// The live client, connecting (and migrating) when there is none.
-    async fn client(&self) -> Result<Arc<tokio_postgres::Client>, MirrorError> {
-        let mut slot = self.client.lock().await;
-        if let Some(client) = slot.as_ref().filter(|c| !c.is_closed()) {
-            return Ok(client.clone());
-        }
-        *slot = None;
-        let tls = tls::connector(&self.tls)?;
-        let (mut client, connection) =
-            tokio::time::timeout(CONNECT_TIMEOUT, self.config.connect(tls))
-                .await
-                .map_err(|_| MirrorError::ConnectTimeout)?
-                .map_err(|error| MirrorError::Connect {
-                    tls: self.tls.clone(),
-                    error,
-                })?;
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::warn!(error = %err, "the PostgreSQL connection ended");
-            }
-        });
-        if self.migrate {
-            migrate(&mut client).await?;
-        }
-        let client = Arc::new(client);
-        *slot = Some(client.clone());
-        Ok(client)
+    /// A pooled connection (made if needed).
+    async fn client(&self) -> Result<deadpool_postgres::Object, MirrorError> {
+        self.pool.get().await.map_err(|err| match err {
+            deadpool_postgres::PoolError::Timeout(_) => MirrorError::Timeout(self.settings.timeout),
+            deadpool_postgres::PoolError::Backend(error) => MirrorError::Connect {
+                tls: self.tls.clone(),
+                error,
+            },
+            other => MirrorError::Pool(other.to_string()),
+        })
     }
 
-    /// Runs `f` with the client; a failure that closed the connection drops
-    /// it so the next call reconnects.
-    async fn with<T, F, Fut>(&self, f: F) -> Result<T, MirrorError>
-    where
-        F: FnOnce(Arc<tokio_postgres::Client>) -> Fut,
-        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
-    {
-        let client = self.client().await?;
-        match f(client.clone()).await {
-            Ok(v) => Ok(v),
-            Err(err) => {
-                if err.is_closed() || client.is_closed() {
-                    let mut slot = self.client.lock().await;
-                    if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, &client)) {
-                        *slot = None;
-                    }
-                }
-                Err(err.into())
+    /// Applies the migrations once per process (when this mirror migrates),
+    /// bounded by [`MIGRATION_TIMEOUT`] rather than the call timeout: an
+    /// index build on a large table may take longer than one statement
+    /// should. Calls made meanwhile wait for it at most the call timeout.
+    async fn migrated(&self) -> Result<(), MirrorError> {
+        if !self.migrate || self.migrated.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let timeout = self.settings.timeout;
+        let _migrating = tokio::time::timeout(timeout, self.migration.lock())
+            .await
+            .map_err(|_| MirrorError::Timeout(timeout))?;
+        if self.migrated.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let limit = MIGRATION_TIMEOUT.max(timeout);
+        let mut client = tokio::time::timeout(timeout, self.client())
+            .await
+            .map_err(|_| MirrorError::Timeout(timeout))??;
+        let connection: &mut tokio_postgres::Client = &mut client;
+        match tokio::time::timeout(limit, migrate(connection, limit)).await {
+            Ok(result) => result?,
+            Err(_) => {
+                drop(deadpool_postgres::Object::take(client));
+                return Err(MirrorError::Timeout(limit));
             }
         }
+        self.migrated.store(true, Ordering::Release);
+        Ok(())
     }
+
+    /// Runs `f` with a pooled connection, all within `--postgres-timeout`,
+    /// unless PostgreSQL is known to be unavailable ([`Gate`]). A
+    /// connection whose statement ran out of time leaves the pool.
+    async fn with<T, F, Fut>(&self, f: F) -> Result<T, MirrorError>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    {
+        let timeout = self.settings.timeout;
+        self.gate.admit(timeout).map_err(MirrorError::Unavailable)?;
+        if let Err(err) = self.migrated().await {
+            self.gate.record(err.is_unavailability());
+            return Err(err);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let result = match tokio::time::timeout_at(deadline, self.client()).await {
+            Err(_) => Err(MirrorError::Timeout(timeout)),
+            Ok(Err(err)) => Err(err),
+            Ok(Ok(client)) => {
+                let client = Arc::new(client);
+                let outcome = tokio::time::timeout_at(deadline, f(client.clone())).await;
+                match outcome {
+                    Ok(result) => result.map_err(MirrorError::from),
+                    Err(_) => {
+                        // Its statement may still be running: not reused.
+                        if let Ok(client) = Arc::try_unwrap(client) {
+                            drop(deadpool_postgres::Object::take(client));
+                        }
+                        Err(MirrorError::Timeout(timeout))
+                    }
+                }
+            }
+        };
+        self.gate.record(
+            result
+                .as_ref()
+                .err()
+                .is_some_and(MirrorError::is_unavailability),
+        );
+        if let Err(MirrorError::Postgres(error)) = &result
+            && error.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE)
+        {
+            self.migrated.store(false, Ordering::Release);
+        }
+        result
+    }
+
     /// Writes `row` unless the mirror already holds it or something newer;
     /// `true` when the row changed.
     pub async fn upsert(&self, row: &Row) -> Result<bool, MirrorError> {
@@ -600,14 +693,38 @@ impl Mirror {
         }
     }
 
-    /// The version of every row, of one namespace or of all.
+    /// The version of every row (no body), of one namespace or of all,
+    /// read [`VERSIONS_PAGE`] rows per statement in `(namespace, key)` order.
     pub async fn versions(&self, namespace: Option<&str>) -> Result<Vec<RowVersion>, MirrorError> {
+        let mut all = Vec::new();
+        loop {
+            let after = all
+                .last()
+                .map(|v: &RowVersion| (v.namespace.clone(), v.handoff_key.clone()));
+            let page = self.versions_after(namespace, after).await?;
+            let last = page.len() < usize::try_from(VERSIONS_PAGE).unwrap_or(usize::MAX);
+            all.extend(page);
+            if last {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// One page of [`Mirror::versions`], strictly after `after`.
+    async fn versions_after(
+        &self,
+        namespace: Option<&str>,
+        after: Option<(String, String)>,
+    ) -> Result<Vec<RowVersion>, MirrorError> {
+        let (after_ns, after_key) = after.unzip();
         self.with(|c| async move {
             let rows = c
                 .query(
-                    "SELECT namespace, handoff_key, id::text, revision, resource_version FROM handoffs \
-                     WHERE $1::text IS NULL OR namespace = $1",
-                    &[&namespace],
+                    r#"SELECT namespace, handoff_key, id::text, revision, resource_version FROM handoffs
+                       WHERE ($1::text IS NULL OR namespace = $1)
+                         AND ($2::text IS NULL OR (namespace, handoff_key) > ($2, $3::text))
+                       ORDER BY namespace, handoff_key LIMIT $4"#,
+                    &[&namespace, &after_ns, &after_key, &VERSIONS_PAGE],
                 )
                 .await?;
             Ok(rows
@@ -715,8 +832,17 @@ pub struct ListedRow {
 
 /// Applies the embedded migrations not yet recorded, in one transaction
 /// holding an advisory lock, so concurrent starts apply each exactly once.
-async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), tokio_postgres::Error> {
+async fn migrate(
+    client: &mut tokio_postgres::Client,
+    limit: Duration,
+) -> Result<(), tokio_postgres::Error> {
     let tx = client.transaction().await?;
+    // The session's statement_timeout is the call timeout; not here.
+    tx.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}",
+        limit.as_millis().max(1)
+    ))
+    .await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .await?;
     tx.batch_execute(

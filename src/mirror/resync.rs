@@ -11,54 +11,73 @@
 //! object deleted after the read is gone from the list (so its row is
 //! rightly deleted). Orphans are deleted by `(namespace, key, uid)`, with
 //! that uid's history (unless it is kept), so a row or history of a newer
-//! incarnation is never removed.
+//! incarnation is never removed. This is what removes a deleted handoff's
+//! row and history for certain: the controller deletes it as soon as it
+//! sees the delete, but holds no finalizer for it (deletes never wait for
+//! PostgreSQL), so a delete made while PostgreSQL was unavailable or the
+//! controller stopped is mirrored here.
+//!
+//! A pass streams: the rows' versions (uid, revision; no body) are read in
+//! pages of [`super::VERSIONS_PAGE`], then the objects are listed a page at
+//! a time, and each page's stale or missing rows are written before the
+//! next page is read — only the bodies of rows to write are ever built,
+//! one page's worth at most.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
-use super::{MirrorError, Row, RowVersion, is_stale};
+use super::{MirrorError, RowVersion, is_stale};
+use crate::api::naming::name_for_key;
 
-/// What a resync pass does.
-#[derive(Debug, Default, PartialEq)]
-pub struct Plan {
-    /// Rows to write (missing or stale).
-    pub write: Vec<Row>,
-    /// Rows to delete (no object).
-    pub delete: Vec<RowVersion>,
+/// One resync pass's comparison: the rows not yet matched with an object.
+#[derive(Debug, Default)]
+pub struct Pass {
+    rows: HashMap<(String, String), RowVersion>,
+    unreadable: HashSet<(String, String)>,
 }
 
-/// Pure: compares `rows` with the counted objects `current` (objects being
-/// deleted are absent from `current` but listed in `terminating`, whose rows
-/// their finalizer removes).
-pub fn plan(
-    rows: &[RowVersion],
-    current: Vec<Row>,
-    terminating: &HashSet<(String, String)>,
-) -> Plan {
-    let by_key: HashMap<(&str, &str), &RowVersion> = rows
-        .iter()
-        .map(|r| ((r.namespace.as_str(), r.handoff_key.as_str()), r))
-        .collect();
-    let live: HashSet<(String, String)> = current
-        .iter()
-        .map(|r| (r.namespace.clone(), r.handoff_key.clone()))
-        .collect();
-    let delete = rows
-        .iter()
-        .filter(|r| {
-            let key = (r.namespace.clone(), r.handoff_key.clone());
-            !live.contains(&key) && !terminating.contains(&key)
-        })
-        .cloned()
-        .collect();
-    let write = current
-        .into_iter()
-        .filter(|row| {
-            by_key
-                .get(&(row.namespace.as_str(), row.handoff_key.as_str()))
-                .is_none_or(|existing| is_stale(existing, row))
-        })
-        .collect();
-    Plan { write, delete }
+impl Pass {
+    /// A pass over the rows read (before the objects are listed).
+    pub fn new(rows: Vec<RowVersion>) -> Self {
+        Self {
+            rows: rows
+                .into_iter()
+                .map(|r| ((r.namespace.clone(), r.handoff_key.clone()), r))
+                .collect(),
+            unreadable: HashSet::new(),
+        }
+    }
+
+    /// A counted object of uid `id` at `revision`: whether its row must be
+    /// written (missing, older, or of another incarnation of the key).
+    pub fn live(&mut self, namespace: &str, key: &str, id: &str, revision: i64) -> bool {
+        let row = self.rows.remove(&(namespace.to_owned(), key.to_owned()));
+        is_stale(row.as_ref(), id, revision)
+    }
+
+    /// An object whose row stays as it is: being deleted, or not counted
+    /// yet (its reconcile writes the row).
+    pub fn keep(&mut self, namespace: &str, key: &str) {
+        self.rows.remove(&(namespace.to_owned(), key.to_owned()));
+    }
+
+    /// An object that does not deserialize (its key is unknown): the row of
+    /// the key named `name` stays.
+    pub fn unreadable(&mut self, namespace: String, name: String) {
+        self.unreadable.insert((namespace, name));
+    }
+
+    /// The rows no object matched: to delete, in `(namespace, key)` order.
+    pub fn orphans(self) -> Vec<RowVersion> {
+        let unreadable = self.unreadable;
+        let mut orphans: Vec<RowVersion> = self
+            .rows
+            .into_values()
+            .filter(|r| !unreadable.contains(&(r.namespace.clone(), name_for_key(&r.handoff_key))))
+            .collect();
+        orphans.sort_by(|a, b| (&a.namespace, &a.handoff_key).cmp(&(&b.namespace, &b.handoff_key)));
+        orphans
+    }
 }
 
 /// Why a resync pass failed.
@@ -70,34 +89,18 @@ pub enum ResyncError {
     /// The apiserver failed.
     #[error("apiserver: {0}")]
     Kube(#[from] kube::Error),
+    /// The apiserver did not answer a list within `--apiserver-timeout`.
+    #[error("apiserver: no answer within {0:?}")]
+    ApiTimeout(Duration),
 }
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::jiff::Timestamp;
-
     use super::*;
 
-    fn row(key: &str, id: &str, revision: i64) -> Row {
-        Row {
-            id: id.into(),
-            namespace: "ns".into(),
-            handoff_key: key.into(),
-            project: "p".into(),
-            repo: None,
-            kind: None,
-            created_by: String::new(),
-            body: "b".into(),
-            revision,
-            resource_version: 10,
-            created_at: Timestamp::UNIX_EPOCH,
-            updated_at: Timestamp::UNIX_EPOCH,
-        }
-    }
-
-    fn version(key: &str, id: &str, revision: i64) -> RowVersion {
+    fn version(namespace: &str, key: &str, id: &str, revision: i64) -> RowVersion {
         RowVersion {
-            namespace: "ns".into(),
+            namespace: namespace.into(),
             handoff_key: key.into(),
             id: id.into(),
             revision,
@@ -107,33 +110,39 @@ mod tests {
 
     #[test]
     fn missing_stale_and_orphan_rows() {
-        let rows = vec![
-            version("current", "a", 2),
-            version("stale", "b", 1),
-            version("orphan", "c", 1),
-            version("recreated", "old", 3),
-            version("terminating", "e", 1),
-        ];
-        let objects = vec![
-            row("current", "a", 2),
-            row("stale", "b", 2),
-            row("missing", "d", 1),
-            row("recreated", "new", 1),
-        ];
-        let terminating = HashSet::from([("ns".to_owned(), "terminating".to_owned())]);
-        let plan = plan(&rows, objects, &terminating);
-        let written: Vec<&str> = plan.write.iter().map(|r| r.handoff_key.as_str()).collect();
-        assert_eq!(written, ["stale", "missing", "recreated"]);
-        let deleted: Vec<&str> = plan.delete.iter().map(|r| r.handoff_key.as_str()).collect();
+        let mut pass = Pass::new(vec![
+            version("ns", "current", "a", 2),
+            version("ns", "stale", "b", 1),
+            version("ns", "orphan", "c", 1),
+            version("ns", "recreated", "old", 3),
+            version("ns", "terminating", "e", 1),
+            version("ns", "broken", "f", 1),
+        ]);
+        assert!(!pass.live("ns", "current", "a", 2), "current");
+        assert!(pass.live("ns", "stale", "b", 2), "older revision");
+        assert!(pass.live("ns", "missing", "d", 1), "no row");
+        assert!(
+            pass.live("ns", "recreated", "new", 1),
+            "another incarnation"
+        );
+        pass.keep("ns", "terminating");
+        pass.unreadable("ns".into(), name_for_key("broken"));
+        let deleted: Vec<String> = pass.orphans().into_iter().map(|r| r.handoff_key).collect();
         assert_eq!(deleted, ["orphan"]);
     }
 
     #[test]
+    fn a_row_newer_than_the_object_seen_is_kept() {
+        let mut pass = Pass::new(vec![version("ns", "k", "a", 3)]);
+        assert!(!pass.live("ns", "k", "a", 2), "rows never move backwards");
+        assert!(pass.orphans().is_empty());
+    }
+
+    #[test]
     fn rows_of_other_namespaces_are_separate() {
-        let mut other = version("k", "a", 1);
-        other.namespace = "other".into();
-        let plan = plan(&[other], vec![row("k", "a", 1)], &HashSet::new());
-        assert_eq!(plan.write.len(), 1);
-        assert_eq!(plan.delete.len(), 1);
+        let mut pass = Pass::new(vec![version("other", "k", "a", 1)]);
+        assert!(pass.live("ns", "k", "a", 1));
+        let deleted: Vec<String> = pass.orphans().into_iter().map(|r| r.namespace).collect();
+        assert_eq!(deleted, ["other"]);
     }
 }

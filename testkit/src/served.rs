@@ -173,9 +173,34 @@ impl ControllerProcess {
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
+        command.args(["controller", "--namespace", namespace]);
+        Self::spawn(command, kubeconfig, namespace, identity, extra, env)
+    }
+
+    /// [`ControllerProcess::start`] watching every namespace (its Lease in
+    /// `lease_namespace`), e.g. to delete a namespace it serves.
+    pub fn start_cluster_wide(
+        binary: &Path,
+        kubeconfig: &Path,
+        lease_namespace: &str,
+        identity: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command.arg("controller");
+        Self::spawn(command, kubeconfig, lease_namespace, identity, extra, &[])
+    }
+
+    fn spawn(
+        mut command: Command,
+        kubeconfig: &Path,
+        lease_namespace: &str,
+        identity: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         command
-            .args(["controller", "--namespace", namespace])
-            .args(["--lease-namespace", namespace, "--identity", identity])
+            .args(["--lease-namespace", lease_namespace, "--identity", identity])
             .args(["--metrics-listen", "127.0.0.1:0"])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)

@@ -97,6 +97,8 @@ impl Setup {
             },
             concurrency: 8,
             postgres_url: self.postgres_url,
+            postgres: handoff::mirror::pool::PoolSettings::default(),
+            api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
             groom_interval: Duration::from_millis(200),
             ttl,
@@ -276,7 +278,10 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
     assert_eq!(labels.get("kind").map(String::as_str), Some("issue"));
     assert!(!labels.contains_key("repo"), "org/repo is no label value");
-    assert!(first.finalizers().iter().any(|f| f == MIRROR_FINALIZER));
+    assert!(
+        first.finalizers().is_empty(),
+        "no finalizer: deletes never wait for PostgreSQL"
+    );
 
     let row = db
         .query_one(
@@ -394,7 +399,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     let after = api.get(&name).await.expect("get");
     assert_eq!(after.status.and_then(|s| s.revision), Some(2));
 
-    // Delete: the finalizer removes the row and, with it, the history.
+    // Delete: the controller deletes the row and, with it, the history.
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete");
@@ -461,7 +466,7 @@ async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_w
         running.kill().await;
     }
     writes.await.expect("writes");
-    // While it is down: deletes (held by the finalizer where it was added).
+    // While it is down: deletes (their rows are orphans resync deletes).
     for i in (0..1000).step_by(20) {
         store
             .delete(&format!("issue-{i:04}"))
@@ -827,7 +832,10 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_finalizer_and_condition_go_when_the_mirror_is_disabled() {
+async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirror_is_disabled() {
+    use handoff::names::CONTROLLER_FIELD_MANAGER;
+    use kube::api::{Patch, PatchParams};
+
     let env = common::env();
     let ns = env.namespace("ctl-no-mirror").await;
     let client = env.client().await;
@@ -839,13 +847,40 @@ async fn the_finalizer_and_condition_go_when_the_mirror_is_disabled() {
         .write(&request("k", "shop", "body", "w"))
         .await
         .expect("write");
-    eventually("finalizer added", Duration::from_secs(20), || async {
-        let h = api.get(&name_for_key("k")).await.ok()?;
-        h.finalizers()
+    let name = name_for_key("k");
+    let h = eventually("mirrored and labelled", Duration::from_secs(20), || async {
+        let h = api.get(&name).await.ok()?;
+        let mirrored = h
+            .status
+            .as_ref()?
+            .conditions
             .iter()
-            .any(|f| f == MIRROR_FINALIZER)
-            .then_some(())
+            .any(|c| c.type_ == MIRRORED && c.status == "True");
+        (mirrored && h.labels().contains_key("project")).then_some(h)
     })
+    .await;
+    assert!(h.finalizers().is_empty(), "no finalizer is added");
+    // The finalizer as an earlier release applied it, with the labels.
+    let earlier = serde_json::json!({
+        "apiVersion": "handoff.dev/v1alpha1",
+        "kind": "Handoff",
+        "metadata": { "name": name, "labels": h.labels(), "finalizers": [MIRROR_FINALIZER] },
+    });
+    api.patch(
+        &name,
+        &PatchParams::apply(CONTROLLER_FIELD_MANAGER),
+        &Patch::Apply(&earlier),
+    )
+    .await
+    .expect("the earlier release's apply");
+    eventually(
+        "the earlier finalizer removed",
+        Duration::from_secs(20),
+        || async {
+            let h = api.get(&name).await.ok()?;
+            (h.finalizers().is_empty() && h.labels().contains_key("project")).then_some(())
+        },
+    )
     .await;
     with_mirror.stop().await;
 
@@ -1262,12 +1297,12 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         .expect("write");
     let name = name_for_key("k");
     eventually(
-        "status, labels, finalizer, row and Event",
+        "status, row and Event, no finalizer",
         Duration::from_secs(30),
         || async {
             let h = api.get(&name).await.ok()?;
             let done = h.status.as_ref()?.revision == Some(1)
-                && h.finalizers().iter().any(|f| f == MIRROR_FINALIZER)
+                && h.finalizers().is_empty()
                 && rows(&db, &ns).await.len() == 1
                 && !events(&admin, &ns, &name).await.is_empty();
             done.then_some(())
@@ -1276,7 +1311,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     .await;
     clock.set(t0 + Duration::from_secs(7200));
     eventually(
-        "groomed through the finalizer",
+        "groomed, and its row deleted",
         Duration::from_secs(30),
         || async {
             let gone = api.get_opt(&name).await.ok()?.is_none();

@@ -50,6 +50,8 @@ impl MirrorController {
             },
             concurrency: 8,
             postgres_url: Some(url.to_owned()),
+            postgres: handoff::mirror::pool::PoolSettings::default(),
+            api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
             groom_interval: Duration::from_secs(60),
             ttl: Arc::new(DefaultTtl(None)),
