@@ -1050,6 +1050,8 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
         history: Default::default(),
         offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
+        postgres: handoff::mirror::pool::PoolSettings::default(),
+        api_timeout: Duration::from_secs(10),
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(controller::run(
