@@ -244,11 +244,17 @@ async fn start_controller(
     let metrics = ControllerMetrics::new();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("http://{}/metrics", listener.local_addr()?);
-    let (served, ready, stop) = (metrics.clone(), metrics.clone(), shutdown.clone());
+    let (served, ready, live, stop) = (
+        metrics.clone(),
+        metrics.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     tokio::spawn(crate::telemetry::serve_endpoints(
         listener,
         Arc::new(move || served.encode()),
         Arc::new(move || ready.is_ready()),
+        Arc::new(move || live.live()),
         async move { stop.cancelled().await },
     ));
     let task = tokio::spawn(controller::run(

@@ -26,6 +26,7 @@
 //! stderr. The rights the loops use are exactly those of
 //! `config/rbac/controller.yaml` (each rule says which loop needs it).
 
+pub mod events;
 pub mod grooming;
 pub mod handoff;
 pub mod leader;
@@ -55,6 +56,7 @@ use tokio_util::sync::CancellationToken;
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::cluster::scoped;
+use crate::liveness::{Health, Liveness, LoopProgress};
 use crate::loops::{Backoff, LoopMetrics};
 use crate::mirror::dsn::PostgresArgs;
 use crate::mirror::{DEFAULT_HISTORY_REVISIONS, Mirror, Retention};
@@ -122,6 +124,19 @@ pub struct ControllerArgs {
     /// audit. By default it is deleted with the handoff's row.
     #[arg(long, env = "HANDOFF_KEEP_HISTORY_ON_DELETE")]
     pub keep_history_on_delete: bool,
+    /// `/healthz` answers 503 when a loop with pending work made no
+    /// progress for this long (plus its period for the periodic resync
+    /// and grooming), or one reconcile has run this long.
+    #[arg(long, env = "HANDOFF_WEDGED_AFTER", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub wedged_after: Duration,
+}
+
+/// A [`parse_duration`] above zero.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!("{text:?} must be above zero")),
+        d => Ok(d),
+    }
 }
 
 impl ControllerArgs {
@@ -180,6 +195,10 @@ pub struct Context {
     pub reporter: Reporter,
     /// Reports objects that do not deserialize (built once, not per reconcile).
     pub recorder: Recorder,
+    /// The Handoff loop's progress (`/healthz`).
+    pub progress: Arc<LoopProgress>,
+    /// Repeated Events of one object extend one Event's series.
+    pub events: events::Series,
 }
 
 /// Where the controller reads the mirror's URL from, first found first
@@ -222,6 +241,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         history: args.retention(),
     };
     let metrics = ControllerMetrics::new();
+    metrics.liveness.set_wedged_after(args.wedged_after);
     let shutdown = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
@@ -232,11 +252,13 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
     );
     let served = metrics.clone();
     let ready = metrics.clone();
+    let live = metrics.clone();
     let stop = shutdown.clone();
     tokio::spawn(crate::telemetry::serve_endpoints(
         listener,
         Arc::new(move || served.encode()),
         Arc::new(move || ready.is_ready()),
+        Arc::new(move || live.live()),
         async move { stop.cancelled().await },
     ));
     let stop = shutdown.clone();
@@ -305,6 +327,8 @@ pub async fn run(
         mirrored: Mutex::new(HashMap::new()),
         backoff: Backoff::default(),
         reporter,
+        progress: metrics.liveness.track("handoff", Duration::ZERO),
+        events: events::Series::default(),
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
@@ -370,6 +394,13 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     if let Ok(mut m) = ctx.mirrored.lock() {
         m.clear();
     }
+    ctx.metrics.liveness.reset();
+    lead_loops(ctx.clone(), options, leading).await;
+    // What was pending is another leader's now: no loop runs here.
+    ctx.metrics.liveness.reset();
+}
+
+async fn lead_loops(ctx: Arc<Context>, options: &ControllerOptions, leading: CancellationToken) {
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
     // The cache holds slimmed copies (see `handoff::slim`): its memory is
@@ -394,7 +425,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         .graceful_shutdown_on(leading.clone().cancelled_owned())
         .run(handoff::reconcile, handoff::error_policy, ctx.clone())
         .for_each(move |outcome| {
-            forget.backoff.observe(&outcome);
+            forget.backoff.observe(&outcome, &forget.progress);
             async {}
         });
     let groom = grooming::run(
@@ -423,7 +454,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.clock.clone(),
                 &ctx.identity,
             )
-            .with_metrics(ctx.metrics.loops.clone()),
+            .with_metrics(ctx.metrics.loops.clone())
+            .with_progress(ctx.metrics.liveness.track("schedule", Duration::ZERO)),
         ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
@@ -435,7 +467,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
             &options.active_agent_selector,
             ctx.reporter.clone(),
             ctx.metrics.loops.clone(),
-        )),
+        )
+        .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO))),
         options.namespace.as_deref(),
         options.concurrency.max(1),
         leading.clone(),
@@ -459,8 +492,19 @@ pub struct ControllerMetrics {
     pending: Mutex<HashMap<(String, String), Instant>>,
     ready: AtomicBool,
     resyncs: AtomicI64,
+    loop_stalled_seconds: Family<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    loop_pending: Family<LoopLabel, Gauge>,
     /// What every loop reports: errors by category, invalid objects.
     pub loops: Arc<LoopMetrics>,
+    /// Each loop's progress, judged by `--wedged-after` (`/healthz`).
+    pub liveness: Arc<Liveness>,
+}
+
+/// `loop` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LoopLabel {
+    /// `handoff`, `resync`, `grooming`, `schedule` or `offers`.
+    pub r#loop: String,
 }
 
 /// `result` label.
@@ -501,6 +545,19 @@ impl ControllerMetrics {
         let history_purged = Family::<HistoryLabel, Counter>::default();
         let loops = Arc::new(LoopMetrics::default());
         loops.register(&mut registry);
+        let loop_stalled_seconds =
+            Family::<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let loop_pending = Family::<LoopLabel, Gauge>::default();
+        registry.register(
+            "loop_last_progress_seconds",
+            "Seconds the loop's pending work has waited for progress (0 while it has none; /healthz fails past --wedged-after)",
+            loop_stalled_seconds.clone(),
+        );
+        registry.register(
+            "loop_pending",
+            "Objects (or passes) whose work the loop started and has not finished well",
+            loop_pending.clone(),
+        );
         registry.register(
             "reconciles",
             "Handoff reconciles by result",
@@ -562,16 +619,47 @@ impl ControllerMetrics {
             pending: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
+            loop_stalled_seconds,
+            loop_pending,
             loops,
+            liveness: Arc::new(Liveness::default()),
         })
     }
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         self.refresh_lag();
+        self.refresh_progress();
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// What `/healthz` answers: ok, or which loop is wedged and for how long.
+    pub fn live(&self) -> Result<(), String> {
+        match self.liveness.check() {
+            Health::Healthy => Ok(()),
+            wedged => {
+                let reason = wedged.reason();
+                tracing::warn!(reason = %reason, "/healthz: a loop is wedged");
+                Err(reason)
+            }
+        }
+    }
+
+    fn refresh_progress(&self) {
+        let now = Instant::now();
+        for status in self.liveness.statuses() {
+            let label = LoopLabel {
+                r#loop: status.name.into(),
+            };
+            self.loop_stalled_seconds
+                .get_or_create(&label)
+                .set(status.stalled(now).as_secs_f64());
+            self.loop_pending
+                .get_or_create(&label)
+                .set(i64::try_from(status.pending).unwrap_or(i64::MAX));
+        }
     }
 
     /// Whether `/readyz` answers ok.

@@ -23,7 +23,8 @@ use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
 use crate::cluster::scoped;
-use crate::loops::{Backoff, LoopMetrics, describe, valid_or_report};
+use crate::liveness::LoopProgress;
+use crate::loops::{Backoff, LoopMetrics, describe, tracked, valid_or_report};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -36,6 +37,7 @@ pub struct Context {
     recorder: Recorder,
     metrics: Arc<LoopMetrics>,
     backoff: Backoff,
+    progress: Arc<LoopProgress>,
 }
 
 impl Context {
@@ -53,7 +55,14 @@ impl Context {
             active_selector: active_selector.into(),
             metrics,
             backoff: Backoff::default(),
+            progress: LoopProgress::new("offers", std::time::Duration::ZERO),
         }
+    }
+
+    /// Records progress in `progress` (the controller's, for `/healthz`).
+    pub fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
+        self.progress = progress;
+        self
     }
 
     fn store(&self, namespace: &str) -> OfferStore {
@@ -82,7 +91,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_job, retry, ctx.clone())
         .for_each(|outcome| {
-            ctx.backoff.observe(&outcome);
+            ctx.backoff.observe(&outcome, &ctx.progress);
             std::future::ready(())
         });
     let offer_loop = Controller::new(offers, watcher::Config::default())
@@ -90,7 +99,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile_offer, retry, ctx.clone())
         .for_each(|outcome| {
-            ctx.backoff.observe(&outcome);
+            ctx.backoff.observe(&outcome, &ctx.progress);
             std::future::ready(())
         });
     futures::join!(job_loop, offer_loop);
@@ -111,12 +120,15 @@ pub async fn reconcile_job(
     guard: Arc<DeserializeGuard<Job>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
-    let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-        return Ok(Action::await_change());
-    };
-    let action = supersede_for_job(job, &ctx).await?;
-    ctx.backoff.forget(&describe(job));
-    Ok(action)
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = supersede_for_job(job, &ctx).await?;
+        ctx.backoff.forget(&describe(job));
+        Ok(action)
+    })
+    .await
 }
 
 async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferError> {
@@ -167,12 +179,15 @@ pub async fn reconcile_offer(
     guard: Arc<DeserializeGuard<HandoffOffer>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
-    let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-        return Ok(Action::await_change());
-    };
-    let action = converge_slot(offer, &ctx).await?;
-    ctx.backoff.forget(&describe(offer));
-    Ok(action)
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = converge_slot(offer, &ctx).await?;
+        ctx.backoff.forget(&describe(offer));
+        Ok(action)
+    })
+    .await
 }
 
 async fn converge_slot(offer: &HandoffOffer, ctx: &Context) -> Result<Action, OfferError> {
