@@ -803,6 +803,46 @@ mod tests {
     }
 
     #[test]
+    fn wedged_after_is_a_positive_duration_of_five_minutes_by_default() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.wedged_after)
+        };
+        assert_eq!(parse(&[]).expect("default"), Duration::from_secs(300));
+        assert_eq!(
+            parse(&["--wedged-after", "10s"]).expect("10s"),
+            Duration::from_secs(10)
+        );
+        let err = parse(&["--wedged-after", "0s"])
+            .expect_err("zero")
+            .to_string();
+        assert!(err.contains("must be above zero"), "{err}");
+    }
+
+    #[test]
+    fn loop_gauges_follow_the_progress_record() {
+        let m = ControllerMetrics::new();
+        let progress = m.liveness.track("handoff", Duration::ZERO);
+        progress.start("Handoff ns/a".into()).end(false);
+        let text = m.encode();
+        assert!(
+            text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("handoff_controller_loop_last_progress_seconds{loop=\"handoff\"}"),
+            "{text}"
+        );
+        assert_eq!(m.live(), Ok(()), "pending for less than 5 minutes");
+        progress.forget("Handoff ns/a");
+        let text = m.encode();
+        assert!(
+            text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn lag_is_the_oldest_pending_change() {
         let m = ControllerMetrics::new();
         let key = ("ns".to_owned(), "k".to_owned());
