@@ -416,7 +416,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
 
 /// Occurrences an Event stands for: its series' count, else one.
 fn occurrences(e: &Event) -> i32 {
-    e.series.as_ref().map_or(1, |s| s.count)
+    e.series.as_ref().and_then(|s| s.count).unwrap_or(1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -454,8 +454,9 @@ async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_r
             let newest = superseded.iter().max_by_key(|e| {
                 e.series
                     .as_ref()
-                    .map(|s| s.last_observed_time.0)
-                    .or(e.event_time.as_ref().map(|t| t.0))
+                    .and_then(|s| s.last_observed_time.as_ref())
+                    .or(e.event_time.as_ref())
+                    .map(|t| t.0)
             })?;
             let names_it = newest
                 .message
