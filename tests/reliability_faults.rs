@@ -653,6 +653,55 @@ impl Drop for Frozen {
     }
 }
 
+/// A PostgreSQL server stalled with SIGSTOP: the postmaster (no new
+/// connections) and every process it forked (each backend leads a process
+/// group of its own, so the postmaster's group alone would leave open
+/// connections serving). Continued on drop.
+struct StalledPostgres(Vec<i32>);
+
+impl StalledPostgres {
+    fn stop(postmaster: u32) -> Self {
+        let postmaster = i32::try_from(postmaster).expect("pid");
+        let mut stopped = vec![postmaster];
+        // SAFETY: kill(2) of one process.
+        let rc = unsafe { libc::kill(postmaster, libc::SIGSTOP) };
+        assert_eq!(rc, 0, "SIGSTOP {postmaster}: {}", std::io::Error::last_os_error());
+        for entry in std::fs::read_dir("/proc").expect("/proc") {
+            let Some(pid) = entry
+                .ok()
+                .and_then(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`; comm may hold spaces.
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<i32>().ok());
+            if ppid == Some(postmaster) {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGSTOP);
+                }
+                stopped.push(pid);
+            }
+        }
+        assert!(stopped.len() > 1, "the postmaster has no backends to stop");
+        Self(stopped)
+    }
+}
+
+impl Drop for StalledPostgres {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(*pid, libc::SIGCONT);
+            }
+        }
+    }
+}
+
 /// `handoff_controller_leader` of each replica.
 async fn leaders(replicas: &[&ControllerProcess]) -> Vec<bool> {
     let mut out = Vec::new();
@@ -806,11 +855,13 @@ async fn probe_until(
         if line.contains(status) {
             return body;
         }
-        assert!(
-            Instant::now() < deadline,
-            "{path} did not answer {status} within {within:?}: {line} {body}\n{}",
-            controller.log()
-        );
+        if Instant::now() >= deadline {
+            panic!(
+                "{path} did not answer {status} within {within:?}: {line} {body}\n{}\n{}",
+                metrics_text(controller).await,
+                controller.log()
+            );
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 }
@@ -880,7 +931,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
     );
 
     // PostgreSQL stalls (every backend too) while a write waits for the mirror.
-    let frozen = Frozen::group_of(system.postgres.pid());
+    let frozen = StalledPostgres::stop(system.postgres.pid());
     store
         .write(&request("during-the-stall", "waits for the mirror".into()))
         .await
