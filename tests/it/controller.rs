@@ -1347,6 +1347,32 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         },
     )
     .await;
+    // Two more revisions: a Superseded Event, then its series extended in
+    // place (the core/v1 patch of the note).
+    for (revision, body) in [(2, "body 2"), (3, "body 3")] {
+        HandoffStore::new(admin.clone(), &ns)
+            .write(&request("k", "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(&api, "k", revision).await;
+    }
+    eventually(
+        "a Superseded series of 2",
+        Duration::from_secs(30),
+        || async {
+            let e = events(&admin, &ns, &name).await;
+            e.iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Superseded")
+                        && occurrences(e) == 2
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("superseded by revision 3 "))
+                })
+                .then_some(())
+        },
+    )
+    .await;
     clock.set(t0 + Duration::from_secs(7200));
     eventually(
         "groomed through the finalizer",
