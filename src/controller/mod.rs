@@ -12,16 +12,19 @@
 //! This is the only module that assembles loops: it starts, with one
 //! context, the loops of this module and those of [`crate::schedule`] and
 //! [`crate::offers`]; every loop shares [`crate::loops`] (guarded objects,
-//! error categories, one backoff policy) and reports Events through kube's
-//! events.k8s.io recorder as `handoff-controller`.
+//! error categories, one backoff policy, progress for `/healthz`) and
+//! reports events.k8s.io Events as `handoff-controller`.
 //!
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
+//! - [`events`]: the Handoff loop's Events, one series per object and reason.
 //! - [`grooming`]: TTL grooming.
 //! - [`leader`]: Lease-based leader election.
 //! - [`resync`]: the mirror's periodic repair (the plan is [`crate::mirror::resync`]).
 //!
-//! Operator notes: `/healthz` (process alive), `/readyz` (started, not
-//! shutting down) and `/metrics` (OpenMetrics, prefix
+//! Operator notes: `/healthz` (every loop makes progress: 503 naming the
+//! loop once one with pending work made none for `--wedged-after`, see
+//! [`crate::liveness`]), `/readyz` (started, not shutting down) and
+//! `/metrics` (OpenMetrics, prefix
 //! `handoff_controller_`) are served on `--metrics-listen`. Logs are JSON on
 //! stderr. The rights the loops use are exactly those of
 //! `config/rbac/controller.yaml` (each rule says which loop needs it).
