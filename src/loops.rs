@@ -439,8 +439,16 @@ mod tests {
     fn work_is_done_on_success_or_an_invalid_failure_only() {
         let cases = [
             (Ok(()), true, "success"),
-            (Err(Failed(Category::Invalid)), true, "the object is wrong: handled"),
-            (Err(Failed(Category::Transient)), false, "a retry is no progress"),
+            (
+                Err(Failed(Category::Invalid)),
+                true,
+                "the object is wrong: handled",
+            ),
+            (
+                Err(Failed(Category::Transient)),
+                false,
+                "a retry is no progress",
+            ),
         ];
         for (result, expected, why) in cases {
             assert_eq!(done(&result), expected, "{why}");

@@ -290,7 +290,8 @@ mod tests {
             get(addr, "/healthz").await,
             ("HTTP/1.1 200 OK".to_owned(), "ok".to_owned())
         );
-        let reason = "wedged: loop handoff has pending work and made no progress for 12s (limit 10s)";
+        let reason =
+            "wedged: loop handoff has pending work and made no progress for 12s (limit 10s)";
         if let Ok(mut a) = live.lock() {
             *a = Err(reason.to_owned());
         }

@@ -665,7 +665,12 @@ impl StalledPostgres {
         let mut stopped = vec![postmaster];
         // SAFETY: kill(2) of one process.
         let rc = unsafe { libc::kill(postmaster, libc::SIGSTOP) };
-        assert_eq!(rc, 0, "SIGSTOP {postmaster}: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "SIGSTOP {postmaster}: {}",
+            std::io::Error::last_os_error()
+        );
         for entry in std::fs::read_dir("/proc").expect("/proc") {
             let Some(pid) = entry
                 .ok()
@@ -938,13 +943,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
         .expect("write");
     // Whether the mirror call hangs or fails on a timeout, the Handoff loop
     // makes no progress with its pending work.
-    let reason = probe_until(
-        &controller,
-        "/healthz",
-        " 503 ",
-        Duration::from_secs(120),
-    )
-    .await;
+    let reason = probe_until(&controller, "/healthz", " 503 ", Duration::from_secs(120)).await;
     assert!(
         reason.starts_with("wedged: loop handoff ") && reason.ends_with("(limit 10s)"),
         "{reason}"
@@ -972,13 +971,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
 
     // Continued: the pending write is mirrored and the loop is live again.
     drop(frozen);
-    let body = probe_until(
-        &controller,
-        "/healthz",
-        " 200 ",
-        Duration::from_secs(180),
-    )
-    .await;
+    let body = probe_until(&controller, "/healthz", " 200 ", Duration::from_secs(180)).await;
     assert_eq!(body, "ok");
     assert_eq!(system.converged("the stall").await, 2);
 }

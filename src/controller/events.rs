@@ -313,7 +313,11 @@ mod tests {
             ),
         ];
         for (entry, namespace, now, expected, why) in cases {
-            assert_eq!(decide(entry.as_ref(), namespace, now, GAP), expected, "{why}");
+            assert_eq!(
+                decide(entry.as_ref(), namespace, now, GAP),
+                expected,
+                "{why}"
+            );
         }
     }
 

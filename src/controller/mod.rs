@@ -352,6 +352,8 @@ pub async fn run(
         let hold = elector.hold(&leading, &shutdown);
         tokio::join!(work, hold);
         metrics.leader.set(0);
+        // What was pending is the next leader's: no loop runs here now.
+        metrics.liveness.reset();
         if shutdown.is_cancelled() {
             metrics.ready.store(false, Ordering::Relaxed);
             elector.release().await;
@@ -398,12 +400,6 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         m.clear();
     }
     ctx.metrics.liveness.reset();
-    lead_loops(ctx.clone(), options, leading).await;
-    // What was pending is another leader's now: no loop runs here.
-    ctx.metrics.liveness.reset();
-}
-
-async fn lead_loops(ctx: Arc<Context>, options: &ControllerOptions, leading: CancellationToken) {
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
     // The cache holds slimmed copies (see `handoff::slim`): its memory is
@@ -465,13 +461,15 @@ async fn lead_loops(ctx: Arc<Context>, options: &ControllerOptions, leading: Can
         leading.clone(),
     );
     let offers = crate::offers::activation::run(
-        Arc::new(crate::offers::activation::Context::new(
-            ctx.client.clone(),
-            &options.active_agent_selector,
-            ctx.reporter.clone(),
-            ctx.metrics.loops.clone(),
-        )
-        .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO))),
+        Arc::new(
+            crate::offers::activation::Context::new(
+                ctx.client.clone(),
+                &options.active_agent_selector,
+                ctx.reporter.clone(),
+                ctx.metrics.loops.clone(),
+            )
+            .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO)),
+        ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
         leading.clone(),
