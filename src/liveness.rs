@@ -171,11 +171,6 @@ impl LoopProgress {
         })
     }
 
-    /// The loop's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
     /// A reconcile of `key` starts: it is pending (if it was not already)
     /// and running until the attempt ends.
     pub fn start(&self, key: String) -> Attempt<'_> {
