@@ -342,11 +342,17 @@ async fn start_controller(
     let listener = bind_loopback(preferred).await?;
     let port = listener.local_addr()?.port();
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let (served, ready, stop) = (metrics.clone(), metrics.clone(), shutdown.clone());
+    let (served, ready, live, stop) = (
+        metrics.clone(),
+        metrics.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     tokio::spawn(crate::telemetry::serve_endpoints(
         listener,
         Arc::new(move || served.encode()),
         Arc::new(move || ready.is_ready()),
+        Arc::new(move || live.live()),
         async move { stop.cancelled().await },
     ));
     let task = tokio::spawn(controller::run(

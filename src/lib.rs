@@ -23,8 +23,9 @@
 //!                   categories, one backoff)
 //!  1  api, cluster, transcript   CRD types, key → name, validation; one
 //!                   namespace scope and one paged list; transcript linearizer
-//!  0  time, names, goals, telemetry   leaves: clock and durations, every
-//!                   label/field-manager name, goal texts, logging and metrics
+//!  0  time, names, goals, telemetry, liveness   leaves: clock and durations,
+//!                   every label/field-manager name, goal texts, logging and
+//!                   metrics, each loop's progress and the wedged decision
 //! ```
 //!
 //! The test kit (a shared control plane per test binary, served processes,
@@ -36,6 +37,7 @@ pub mod cluster;
 pub mod controller;
 pub mod dev;
 pub mod goals;
+pub mod liveness;
 pub mod local;
 pub mod loops;
 pub mod mcp;
@@ -55,7 +57,7 @@ mod layering {
 
     /// The layers of the module docs, lowest first.
     const LAYERS: &[&[&str]] = &[
-        &["time", "names", "goals", "telemetry"],
+        &["time", "names", "goals", "telemetry", "liveness"],
         &["api", "cluster", "transcript"],
         &["store", "local", "loops"],
         &["mirror"],

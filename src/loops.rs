@@ -17,6 +17,10 @@
 //!   longest at once. An object's failure count is dropped when it
 //!   reconciles cleanly and when it is deleted, so the map holds only
 //!   objects that are failing now.
+//! - **Progress** ([`tracked`]): every reconcile is an attempt of its
+//!   loop's [`LoopProgress`]; a transient failure leaves the object's work
+//!   pending, so `/healthz` reports a loop whose retries all fail (see
+//!   [`crate::liveness`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -34,6 +38,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+
+use crate::liveness::LoopProgress;
 
 /// Longest pause between retries of a failing object.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
@@ -131,20 +137,20 @@ impl Backoff {
     }
 
     /// Follows a loop's outcomes: an object that was deleted while a retry
-    /// was pending comes back as `ObjectNotFound`, and its count goes;
-    /// other errors are logged at debug level (the error policy already
-    /// logged the reconcile's own failure).
-    pub fn observe<K, E>(&self, outcome: &Outcome<K, E>)
+    /// was pending comes back as `ObjectNotFound`, and its count goes (and
+    /// its pending work in `progress`); other errors are logged at debug
+    /// level (the error policy already logged the reconcile's own failure).
+    pub fn observe<K, E>(&self, outcome: &Outcome<K, E>, progress: &LoopProgress)
     where
         K: Resource<DynamicType = ()>,
         E: std::error::Error + 'static,
     {
         match outcome {
-            Err(ControllerError::ObjectNotFound(gone)) => self.forget(&object_key(
-                &K::kind(&()),
-                gone.namespace.as_deref(),
-                &gone.name,
-            )),
+            Err(ControllerError::ObjectNotFound(gone)) => {
+                let key = object_key(&K::kind(&()), gone.namespace.as_deref(), &gone.name);
+                self.forget(&key);
+                progress.forget(&key);
+            }
             Err(err) => tracing::debug!(error = %err, "controller event"),
             Ok(_) => {}
         }
@@ -153,6 +159,34 @@ impl Backoff {
     /// How many objects are failing now.
     pub fn failing(&self) -> usize {
         self.failures.lock().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// Runs one reconcile of `object` as an attempt of `progress` (see
+/// [`crate::liveness`]): its work is done when it succeeds or fails as
+/// [`Category::Invalid`] (no retry or restart fixes that); a transient
+/// failure leaves the work pending, so a loop whose every retry fails
+/// shows as wedged.
+pub async fn tracked<K, T, E>(
+    progress: &LoopProgress,
+    object: &K,
+    work: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, E>
+where
+    K: Resource<DynamicType = ()>,
+    E: Categorized,
+{
+    let attempt = progress.start(describe(object));
+    let result = work.await;
+    attempt.end(done(&result));
+    result
+}
+
+/// Whether a reconcile's `result` finished its work (see [`tracked`]).
+pub fn done<T, E: Categorized>(result: &Result<T, E>) -> bool {
+    match result {
+        Ok(_) => true,
+        Err(err) => err.category() == Category::Invalid,
     }
 }
 
@@ -389,6 +423,35 @@ mod tests {
         ];
         for (err, category) in cases {
             assert_eq!(Category::of_kube(&err), category, "{err}");
+        }
+    }
+
+    #[derive(Debug)]
+    struct Failed(Category);
+
+    impl Categorized for Failed {
+        fn category(&self) -> Category {
+            self.0
+        }
+    }
+
+    #[test]
+    fn work_is_done_on_success_or_an_invalid_failure_only() {
+        let cases = [
+            (Ok(()), true, "success"),
+            (
+                Err(Failed(Category::Invalid)),
+                true,
+                "the object is wrong: handled",
+            ),
+            (
+                Err(Failed(Category::Transient)),
+                false,
+                "a retry is no progress",
+            ),
+        ];
+        for (result, expected, why) in cases {
+            assert_eq!(done(&result), expected, "{why}");
         }
     }
 

@@ -165,6 +165,7 @@ pub async fn serve_metrics(
         listener,
         Arc::new(move || metrics.encode()),
         Arc::new(|| true),
+        Arc::new(|| Ok(())),
         shutdown,
     )
     .await
@@ -174,13 +175,17 @@ pub async fn serve_metrics(
 pub type Encoder = Arc<dyn Fn() -> String + Send + Sync>;
 /// Answers whether `/readyz` is ok.
 pub type Readiness = Arc<dyn Fn() -> bool + Send + Sync>;
+/// Answers `/healthz`: ok, or the one-line reason the process is not live.
+pub type Liveness = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
-/// Serves `/metrics` (from `encode`), `/healthz` (always ok while serving)
-/// and `/readyz` (503 unless `ready`) on `listener` until `shutdown` resolves.
+/// Serves `/metrics` (from `encode`), `/healthz` (200 `ok` unless `live`
+/// gives a reason: 503 with it) and `/readyz` (503 unless `ready`) on
+/// `listener` until `shutdown` resolves.
 pub async fn serve_endpoints(
     listener: tokio::net::TcpListener,
     encode: Encoder,
     ready: Readiness,
+    live: Liveness,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::http::StatusCode;
@@ -201,7 +206,18 @@ pub async fn serve_endpoints(
                 }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || {
+                let live = live.clone();
+                async move {
+                    match live() {
+                        Ok(()) => (StatusCode::OK, "ok".to_owned()),
+                        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, reason),
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || {
@@ -233,5 +249,61 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The status line and body of `GET path` on `addr`.
+    async fn get(addr: std::net::SocketAddr, path: &str) -> (String, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.expect("request");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.expect("answer");
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head.lines().next().unwrap_or_default().to_owned();
+        (status, body.to_owned())
+    }
+
+    #[tokio::test]
+    async fn healthz_answers_503_with_the_reason_and_readyz_stays_separate() {
+        let live = Arc::new(std::sync::Mutex::new(Ok::<(), String>(())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let answer = live.clone();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
+        let server = tokio::spawn(serve_endpoints(
+            listener,
+            Arc::new(String::new),
+            Arc::new(|| true),
+            Arc::new(move || answer.lock().map_or(Ok(()), |a| a.clone())),
+            async move { stopped.cancelled().await },
+        ));
+        assert_eq!(
+            get(addr, "/healthz").await,
+            ("HTTP/1.1 200 OK".to_owned(), "ok".to_owned())
+        );
+        let reason =
+            "wedged: loop handoff has pending work and made no progress for 12s (limit 10s)";
+        if let Ok(mut a) = live.lock() {
+            *a = Err(reason.to_owned());
+        }
+        assert_eq!(
+            get(addr, "/healthz").await,
+            (
+                "HTTP/1.1 503 Service Unavailable".to_owned(),
+                reason.to_owned()
+            )
+        );
+        assert_eq!(get(addr, "/readyz").await.0, "HTTP/1.1 200 OK");
+        stop.cancel();
+        server.await.expect("join").expect("served");
     }
 }

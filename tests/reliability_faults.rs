@@ -1,6 +1,8 @@
 //! Faults under the running system: kube-apiserver restarted (etcd kept),
 //! etcd restarted, PostgreSQL restarted while agents write through the
-//! bridge, and the controller killed with SIGKILL in the middle of a batch.
+//! bridge, the controller killed with SIGKILL in the middle of a batch, and
+//! PostgreSQL stalled under pending mirror writes (the controller's
+//! `/healthz` names the wedged loop until it makes progress again).
 //!
 //! Calls during an outage get a retriable error (never a hang past the
 //! bridge's bounded timeout); afterwards the same bridge and controller
@@ -1060,4 +1062,157 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         controller.log()
     );
     assert_eq!(controller.pid(), pid, "the same controller process");
+}
+
+/// The status line and body of `GET path` on the controller's metrics address.
+async fn probe(controller: &ControllerProcess, path: &str) -> (String, String) {
+    let addr = controller.metrics_addr().to_owned();
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&addr).expect("probe");
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("request");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("response");
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (
+            head.lines().next().unwrap_or_default().to_owned(),
+            body.to_owned(),
+        )
+    })
+    .await
+    .expect("join")
+}
+
+/// Polls `path` until its status line contains `status`; returns the body.
+async fn probe_until(
+    controller: &ControllerProcess,
+    path: &str,
+    status: &str,
+    within: Duration,
+) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let (line, body) = probe(controller, path).await;
+        if line.contains(status) {
+            return body;
+        }
+        if Instant::now() >= deadline {
+            panic!(
+                "{path} did not answer {status} within {within:?}: {line} {body}\n{}\n{}",
+                metrics_text(controller).await,
+                controller.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until the metrics hold `series` with the value `value`.
+async fn metric_is(controller: &ControllerProcess, series: &str, value: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = metrics_text(controller).await;
+        if metric(&text, series) == Some(value) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{series} is not {value} within 60 s:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_again() {
+    let mut system = System::start().await;
+    let url = system.postgres.url();
+    // One resync at the start of leadership only: the Handoff loop is the
+    // one the stall catches.
+    let mut extra = vec![
+        "--postgres-url",
+        &url,
+        "--mirror-resync-interval",
+        "1h",
+        "--wedged-after",
+        "10s",
+    ];
+    extra.extend(LEASE_FLAGS);
+    let controller = ControllerProcess::start(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        system.plane.kubeconfig_path(),
+        NAMESPACE,
+        "wedged",
+        &extra,
+    )
+    .unwrap_or_else(|e| panic!("controller: {e:#}"));
+    let client = system.plane.client().await.expect("client");
+    let store = HandoffStore::new(client, NAMESPACE);
+    store
+        .write(&request("before-the-stall", "mirrored".into()))
+        .await
+        .expect("write");
+    assert_eq!(system.converged("the first write").await, 1);
+    // Nothing pending in either loop that reaches PostgreSQL.
+    metric_is(
+        &controller,
+        "handoff_controller_loop_pending{loop=\"resync\"}",
+        0.0,
+    )
+    .await;
+    metric_is(
+        &controller,
+        "handoff_controller_loop_pending{loop=\"handoff\"}",
+        0.0,
+    )
+    .await;
+    assert_eq!(
+        probe(&controller, "/healthz").await,
+        ("HTTP/1.1 200 OK".to_owned(), "ok".to_owned())
+    );
+
+    // PostgreSQL stalls (every backend too) while a write waits for the mirror.
+    let frozen = Frozen::postgres(system.postgres.pid());
+    store
+        .write(&request("during-the-stall", "waits for the mirror".into()))
+        .await
+        .expect("write");
+    // Whether the mirror call hangs or fails on a timeout, the Handoff loop
+    // makes no progress with its pending work.
+    let reason = probe_until(&controller, "/healthz", " 503 ", Duration::from_secs(120)).await;
+    assert!(
+        reason.starts_with("wedged: loop handoff ") && reason.ends_with("(limit 10s)"),
+        "{reason}"
+    );
+    assert_eq!(reason.lines().count(), 1, "{reason}");
+    let text = metrics_text(&controller).await;
+    assert_eq!(
+        metric(&text, "handoff_controller_loop_pending{loop=\"handoff\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            "handoff_controller_loop_last_progress_seconds{loop=\"handoff\"}"
+        )
+        .is_some_and(|s| s > 10.0),
+        "{text}"
+    );
+    assert_eq!(
+        probe(&controller, "/readyz").await.0,
+        "HTTP/1.1 200 OK",
+        "readiness is another question"
+    );
+
+    // Continued: the pending write is mirrored and the loop is live again.
+    drop(frozen);
+    let body = probe_until(&controller, "/healthz", " 200 ", Duration::from_secs(180)).await;
+    assert_eq!(body, "ok");
+    assert_eq!(system.converged("the stall").await, 2);
 }

@@ -46,8 +46,12 @@ pub async fn run(
     interval: Duration,
     stop: CancellationToken,
 ) {
+    let progress = ctx.metrics.liveness.track("grooming", interval);
     loop {
-        if let Err(err) = groom_once(&ctx, &api).await {
+        let attempt = progress.start(super::resync::PASS.into());
+        let result = groom_once(&ctx, &api).await;
+        attempt.end(result.is_ok());
+        if let Err(err) = result {
             tracing::warn!(error = %err, "grooming pass failed; retrying next interval");
         }
         tokio::select! {

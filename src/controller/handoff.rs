@@ -17,7 +17,8 @@
 //! 4. status: one merge patch of the status subresource *carrying the
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 5. Events (`Written`, `Superseded`), only after that write succeeded;
+//! 5. Events (`Written`, `Superseded`), only after that write succeeded
+//!    (a series per object and reason: see [`super::events`]);
 //! 6. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
@@ -65,13 +66,12 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Resource, ResourceExt};
 
 use super::Context;
 use crate::api::naming::labels_for;
 use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
-use crate::loops::{Categorized, Category, bounded_note, describe, quoted, valid_or_report};
+use crate::loops::{Categorized, Category, describe, quoted, tracked, valid_or_report};
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
 
@@ -273,17 +273,20 @@ pub async fn reconcile(
     guard: Arc<DeserializeGuard<Handoff>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let Some(h) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics.loops).await else {
-        return Ok(Action::await_change());
-    };
-    let started = std::time::Instant::now();
-    let result = reconcile_inner(h, &ctx).await;
-    ctx.metrics
-        .observe_reconcile(result.is_ok(), started.elapsed());
-    if result.is_ok() {
-        ctx.backoff.forget(&describe(h));
-    }
-    result
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(h) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics.loops).await else {
+            return Ok(Action::await_change());
+        };
+        let started = std::time::Instant::now();
+        let result = reconcile_inner(h, &ctx).await;
+        ctx.metrics
+            .observe_reconcile(result.is_ok(), started.elapsed());
+        if result.is_ok() {
+            ctx.backoff.forget(&describe(h));
+        }
+        result
+    })
+    .await
 }
 
 /// What the controller does after a failed reconcile: the one backoff
@@ -559,27 +562,6 @@ pub fn reference(h: &Handoff) -> ObjectReference {
         uid: h.metadata.uid.clone(),
         resource_version: h.metadata.resource_version.clone(),
         field_path: None,
-    }
-}
-
-impl Context {
-    /// Records an Event about `h` (events.k8s.io). Each names its own
-    /// revision, so none is folded into another's series: a Recorder
-    /// without a cache publishes it (one Event object per occurrence, as
-    /// `kubectl describe` shows them). A failure is logged, never fatal (the
-    /// state it reports is already written).
-    pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
-        let event = Event {
-            type_: EventType::Normal,
-            reason: reason.into(),
-            note: Some(bounded_note(note)),
-            action: reason.into(),
-            secondary: None,
-        };
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
-        if let Err(err) = recorder.publish(&event, &reference(h)).await {
-            tracing::warn!(handoff = %crate::store::describe(h), reason, error = %err, "could not record an Event");
-        }
     }
 }
 

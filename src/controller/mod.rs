@@ -12,20 +12,24 @@
 //! This is the only module that assembles loops: it starts, with one
 //! context, the loops of this module and those of [`crate::schedule`] and
 //! [`crate::offers`]; every loop shares [`crate::loops`] (guarded objects,
-//! error categories, one backoff policy) and reports Events through kube's
-//! events.k8s.io recorder as `handoff-controller`.
+//! error categories, one backoff policy, progress for `/healthz`) and
+//! reports events.k8s.io Events as `handoff-controller`.
 //!
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
+//! - [`events`]: the Handoff loop's Events, one series per object and reason.
 //! - [`grooming`]: TTL grooming.
 //! - [`leader`]: Lease-based leader election.
 //! - [`resync`]: the mirror's periodic repair (the plan is [`crate::mirror::resync`]).
 //!
-//! Operator notes: `/healthz` (process alive), `/readyz` (started, not
-//! shutting down) and `/metrics` (OpenMetrics, prefix
+//! Operator notes: `/healthz` (every loop makes progress: 503 naming the
+//! loop once one with pending work made none for `--wedged-after`, see
+//! [`crate::liveness`]), `/readyz` (started, not shutting down) and
+//! `/metrics` (OpenMetrics, prefix
 //! `handoff_controller_`) are served on `--metrics-listen`. Logs are JSON on
 //! stderr. The rights the loops use are exactly those of
 //! `config/rbac/controller.yaml` (each rule says which loop needs it).
 
+pub mod events;
 pub mod grooming;
 pub mod handoff;
 pub mod leader;
@@ -55,6 +59,7 @@ use tokio_util::sync::CancellationToken;
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
 use crate::cluster::scoped;
+use crate::liveness::{Health, Liveness, LoopProgress};
 use crate::loops::{Backoff, LoopMetrics};
 use crate::mirror::dsn::PostgresArgs;
 use crate::mirror::pool::PoolSettings;
@@ -132,6 +137,19 @@ pub struct ControllerArgs {
     /// audit. By default it is deleted with the handoff's row.
     #[arg(long, env = "HANDOFF_KEEP_HISTORY_ON_DELETE")]
     pub keep_history_on_delete: bool,
+    /// `/healthz` answers 503 when a loop with pending work made no
+    /// progress for this long (plus its period for the periodic resync
+    /// and grooming), or one reconcile has run this long.
+    #[arg(long, env = "HANDOFF_WEDGED_AFTER", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
+    pub wedged_after: Duration,
+}
+
+/// A [`parse_duration`] above zero.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!("{text:?} must be above zero")),
+        d => Ok(d),
+    }
 }
 
 impl ControllerArgs {
@@ -198,6 +216,10 @@ pub struct Context {
     pub recorder: Recorder,
     /// Most time one apiserver request of the Handoff loop or resync takes.
     pub api_timeout: Duration,
+    /// The Handoff loop's progress (`/healthz`).
+    pub progress: Arc<LoopProgress>,
+    /// Repeated Events of one object extend one Event's series.
+    pub events: events::Series,
 }
 
 /// Where the controller reads the mirror's URL from, first found first
@@ -243,6 +265,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         history: args.retention(),
     };
     let metrics = ControllerMetrics::new();
+    metrics.liveness.set_wedged_after(args.wedged_after);
     let shutdown = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(args.metrics_listen)
         .await
@@ -253,11 +276,13 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
     );
     let served = metrics.clone();
     let ready = metrics.clone();
+    let live = metrics.clone();
     let stop = shutdown.clone();
     tokio::spawn(crate::telemetry::serve_endpoints(
         listener,
         Arc::new(move || served.encode()),
         Arc::new(move || ready.is_ready()),
+        Arc::new(move || live.live()),
         async move { stop.cancelled().await },
     ));
     let stop = shutdown.clone();
@@ -331,6 +356,8 @@ pub async fn run(
         backoff: Backoff::default(),
         reporter,
         api_timeout: options.api_timeout,
+        progress: metrics.liveness.track("handoff", Duration::ZERO),
+        events: events::Series::default(),
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
@@ -351,6 +378,8 @@ pub async fn run(
         let hold = elector.hold(&leading, &shutdown);
         tokio::join!(work, hold);
         metrics.leader.set(0);
+        // What was pending is the next leader's: no loop runs here now.
+        metrics.liveness.reset();
         if shutdown.is_cancelled() {
             metrics.ready.store(false, Ordering::Relaxed);
             elector.release().await;
@@ -396,6 +425,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     if let Ok(mut m) = ctx.mirrored.lock() {
         m.clear();
     }
+    ctx.metrics.liveness.reset();
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
     // The cache holds slimmed copies (see `handoff::slim`): its memory is
@@ -430,7 +460,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         .graceful_shutdown_on(leading.clone().cancelled_owned())
         .run(handoff::reconcile, handoff::error_policy, ctx.clone())
         .for_each(move |outcome| {
-            forget.backoff.observe(&outcome);
+            forget.backoff.observe(&outcome, &forget.progress);
             async {}
         });
     let groom = grooming::run(
@@ -459,7 +489,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.clock.clone(),
                 &ctx.identity,
             )
-            .with_metrics(ctx.metrics.loops.clone()),
+            .with_metrics(ctx.metrics.loops.clone())
+            .with_progress(ctx.metrics.liveness.track("schedule", Duration::ZERO)),
         ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
@@ -473,7 +504,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.reporter.clone(),
                 ctx.metrics.loops.clone(),
             )
-            .with_retention(options.offer_retention, ctx.clock.clone()),
+            .with_retention(options.offer_retention, ctx.clock.clone())
+            .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO)),
         ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
@@ -498,8 +530,19 @@ pub struct ControllerMetrics {
     pending: Mutex<HashMap<(String, String), Instant>>,
     ready: AtomicBool,
     resyncs: AtomicI64,
+    loop_stalled_seconds: Family<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    loop_pending: Family<LoopLabel, Gauge>,
     /// What every loop reports: errors by category, invalid objects.
     pub loops: Arc<LoopMetrics>,
+    /// Each loop's progress, judged by `--wedged-after` (`/healthz`).
+    pub liveness: Arc<Liveness>,
+}
+
+/// `loop` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct LoopLabel {
+    /// `handoff`, `resync`, `grooming`, `schedule` or `offers`.
+    pub r#loop: String,
 }
 
 /// `result` label.
@@ -540,6 +583,19 @@ impl ControllerMetrics {
         let history_purged = Family::<HistoryLabel, Counter>::default();
         let loops = Arc::new(LoopMetrics::default());
         loops.register(&mut registry);
+        let loop_stalled_seconds =
+            Family::<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let loop_pending = Family::<LoopLabel, Gauge>::default();
+        registry.register(
+            "loop_last_progress_seconds",
+            "Seconds the loop's pending work has waited for progress (0 while it has none; /healthz fails past --wedged-after)",
+            loop_stalled_seconds.clone(),
+        );
+        registry.register(
+            "loop_pending",
+            "Objects (or passes) whose work the loop started and has not finished well",
+            loop_pending.clone(),
+        );
         registry.register(
             "reconciles",
             "Handoff reconciles by result",
@@ -601,16 +657,47 @@ impl ControllerMetrics {
             pending: Mutex::new(HashMap::new()),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
+            loop_stalled_seconds,
+            loop_pending,
             loops,
+            liveness: Arc::new(Liveness::default()),
         })
     }
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         self.refresh_lag();
+        self.refresh_progress();
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+
+    /// What `/healthz` answers: ok, or which loop is wedged and for how long.
+    pub fn live(&self) -> Result<(), String> {
+        match self.liveness.check() {
+            Health::Healthy => Ok(()),
+            wedged => {
+                let reason = wedged.reason();
+                tracing::warn!(reason = %reason, "/healthz: a loop is wedged");
+                Err(reason)
+            }
+        }
+    }
+
+    fn refresh_progress(&self) {
+        let now = Instant::now();
+        for status in self.liveness.statuses() {
+            let label = LoopLabel {
+                r#loop: status.name.into(),
+            };
+            self.loop_stalled_seconds
+                .get_or_create(&label)
+                .set(status.stalled(now).as_secs_f64());
+            self.loop_pending
+                .get_or_create(&label)
+                .set(i64::try_from(status.pending).unwrap_or(i64::MAX));
+        }
     }
 
     /// Whether `/readyz` answers ok.
@@ -771,6 +858,46 @@ mod tests {
             .expect_err("the duration grammar")
             .to_string();
         assert!(err.contains("invalid duration \"a week\""), "{err}");
+    }
+
+    #[test]
+    fn wedged_after_is_a_positive_duration_of_five_minutes_by_default() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.wedged_after)
+        };
+        assert_eq!(parse(&[]).expect("default"), Duration::from_secs(300));
+        assert_eq!(
+            parse(&["--wedged-after", "10s"]).expect("10s"),
+            Duration::from_secs(10)
+        );
+        let err = parse(&["--wedged-after", "0s"])
+            .expect_err("zero")
+            .to_string();
+        assert!(err.contains("must be above zero"), "{err}");
+    }
+
+    #[test]
+    fn loop_gauges_follow_the_progress_record() {
+        let m = ControllerMetrics::new();
+        let progress = m.liveness.track("handoff", Duration::ZERO);
+        progress.start("Handoff ns/a".into()).end(false);
+        let text = m.encode();
+        assert!(
+            text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("handoff_controller_loop_last_progress_seconds{loop=\"handoff\"}"),
+            "{text}"
+        );
+        assert_eq!(m.live(), Ok(()), "pending for less than 5 minutes");
+        progress.forget("Handoff ns/a");
+        let text = m.encode();
+        assert!(
+            text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 0"),
+            "{text}"
+        );
     }
 
     #[test]

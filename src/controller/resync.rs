@@ -19,6 +19,10 @@ use crate::cluster::Pages;
 use crate::mirror::resync::{Pass, ResyncError};
 use crate::mirror::{Mirror, Row};
 
+/// The key of a pass in the loop's progress (`/healthz`): a failed pass
+/// stays pending until one succeeds.
+pub const PASS: &str = "pass";
+
 /// One pass; returns `(written, deleted)`. It streams (see
 /// [`crate::mirror::resync`]): each page of objects is compared and its
 /// rows written before the next is listed.
@@ -112,9 +116,13 @@ pub async fn run(
     interval: Duration,
     stop: CancellationToken,
 ) {
+    let progress = ctx.metrics.liveness.track("resync", interval);
     let mut retry = Duration::from_secs(1);
     loop {
-        let pause = match resync_once(&ctx, &mirror, &api, namespace.as_deref()).await {
+        let attempt = progress.start(PASS.into());
+        let result = resync_once(&ctx, &mirror, &api, namespace.as_deref()).await;
+        attempt.end(result.is_ok());
+        let pause = match result {
             Ok((written, deleted)) => {
                 retry = Duration::from_secs(1);
                 if written + deleted > 0 {

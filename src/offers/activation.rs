@@ -28,7 +28,8 @@ use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
 use crate::cluster::scoped;
-use crate::loops::{Backoff, LoopMetrics, describe, valid_or_report};
+use crate::liveness::LoopProgress;
+use crate::loops::{Backoff, LoopMetrics, describe, tracked, valid_or_report};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -47,6 +48,7 @@ pub struct Context {
     backoff: Backoff,
     clock: Arc<dyn Clock>,
     retention: Duration,
+    progress: Arc<LoopProgress>,
 }
 
 impl Context {
@@ -66,6 +68,7 @@ impl Context {
             backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
             retention: DEFAULT_OFFER_RETENTION,
+            progress: LoopProgress::new("offers", std::time::Duration::ZERO),
         }
     }
 
@@ -73,6 +76,12 @@ impl Context {
     pub fn with_retention(mut self, retention: Duration, clock: Arc<dyn Clock>) -> Self {
         self.retention = retention;
         self.clock = clock;
+        self
+    }
+
+    /// Records progress in `progress` (the controller's, for `/healthz`).
+    pub fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
+        self.progress = progress;
         self
     }
 
@@ -103,7 +112,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
         .run(reconcile_job, retry, ctx.clone())
         .for_each(|outcome| {
-            ctx.backoff.observe(&outcome);
+            ctx.backoff.observe(&outcome, &ctx.progress);
             std::future::ready(())
         });
     let offer_loop = Controller::new(offers, watcher::Config::default())
@@ -111,7 +120,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile_offer, retry, ctx.clone())
         .for_each(|outcome| {
-            ctx.backoff.observe(&outcome);
+            ctx.backoff.observe(&outcome, &ctx.progress);
             std::future::ready(())
         });
     futures::join!(job_loop, offer_loop);
@@ -132,12 +141,15 @@ pub async fn reconcile_job(
     guard: Arc<DeserializeGuard<Job>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
-    let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-        return Ok(Action::await_change());
-    };
-    let action = supersede_for_job(job, &ctx).await?;
-    ctx.backoff.forget(&describe(job));
-    Ok(action)
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = supersede_for_job(job, &ctx).await?;
+        ctx.backoff.forget(&describe(job));
+        Ok(action)
+    })
+    .await
 }
 
 async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferError> {
@@ -189,16 +201,19 @@ pub async fn reconcile_offer(
     guard: Arc<DeserializeGuard<HandoffOffer>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
-    let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-        return Ok(Action::await_change());
-    };
-    let action = if offer.phase().is_terminal() {
-        retain(offer, &ctx).await?
-    } else {
-        converge_slot(offer, &ctx).await?
-    };
-    ctx.backoff.forget(&describe(offer));
-    Ok(action)
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = if offer.phase().is_terminal() {
+            retain(offer, &ctx).await?
+        } else {
+            converge_slot(offer, &ctx).await?
+        };
+        ctx.backoff.forget(&describe(offer));
+        Ok(action)
+    })
+    .await
 }
 
 /// When a terminal offer is due for deletion: `retention` after it became

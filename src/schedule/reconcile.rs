@@ -41,7 +41,10 @@ use crate::api::{
 };
 use crate::cluster::scoped;
 use crate::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
-use crate::loops::{Backoff, Categorized, Category, LoopMetrics, describe, valid_or_report};
+use crate::liveness::LoopProgress;
+use crate::loops::{
+    Backoff, Categorized, Category, LoopMetrics, describe, tracked, valid_or_report,
+};
 use crate::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use crate::store::{HandoffStore, ListQuery};
 use crate::time::Clock;
@@ -57,6 +60,7 @@ pub struct Context {
     running_requeue: Duration,
     metrics: Arc<LoopMetrics>,
     backoff: Backoff,
+    progress: Arc<LoopProgress>,
 }
 
 impl Context {
@@ -73,7 +77,14 @@ impl Context {
             running_requeue: RUNNING_REQUEUE,
             metrics: Arc::default(),
             backoff: Backoff::default(),
+            progress: LoopProgress::new("schedule", Duration::ZERO),
         }
+    }
+
+    /// Records progress in `progress` (the controller's, for `/healthz`).
+    pub fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
+        self.progress = progress;
+        self
     }
 
     /// Counts failures and skipped objects in `metrics` (the controller's).
@@ -137,7 +148,7 @@ pub async fn run(
         .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, ctx)
         .for_each(move |outcome| {
-            forget.backoff.observe(&outcome);
+            forget.backoff.observe(&outcome, &forget.progress);
             std::future::ready(())
         })
         .await;
@@ -159,12 +170,15 @@ pub async fn reconcile(
     guard: Arc<DeserializeGuard<BrainstormSchedule>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
-    let Some(schedule) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-        return Ok(Action::await_change());
-    };
-    let action = reconcile_schedule(schedule, &ctx).await?;
-    ctx.backoff.forget(&describe(schedule));
-    Ok(action)
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(schedule) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = reconcile_schedule(schedule, &ctx).await?;
+        ctx.backoff.forget(&describe(schedule));
+        Ok(action)
+    })
+    .await
 }
 
 /// Reconciles one schedule: gather → plan → apply (see the module docs).

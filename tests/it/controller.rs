@@ -384,8 +384,8 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
             && superseded.contains(key),
         "{superseded}"
     );
-    // One Event object per occurrence (never folded into a series), from
-    // the events.k8s.io recorder of this replica.
+    // One Event object per reason, each observed once (no series yet),
+    // reported by this replica.
     assert!(seen.iter().all(|e| e.series.is_none()
         && e.reporting_component.as_deref() == Some("handoff-controller")
         && e.reporting_instance.as_deref() == Some("only")
@@ -417,6 +417,80 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
         .expect("count")
         .get(0);
     assert_eq!(kept, 0, "history is forgotten with the handoff");
+    controller.stop().await;
+}
+
+/// Occurrences an Event stands for: its series' count, else one.
+fn occurrences(e: &Event) -> i32 {
+    e.series.as_ref().and_then(|s| s.count).unwrap_or(1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_revision() {
+    let env = common::env();
+    let ns = env.namespace("ctl-event-volume").await;
+    let client = env.client().await;
+    let controller = Setup::new("only").start(client.clone(), &ns);
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let key = "busy/key#1";
+    let name = name_for_key(key);
+    let last = request(key, "shop", "body 999", "writer");
+    for i in 0..1000 {
+        store
+            .write(&request(key, "shop", &format!("body {i}"), "writer"))
+            .await
+            .expect("write");
+    }
+    // Every revision 2..=N is announced once, by a Superseded Event: the
+    // series' counts add up to N - 1, and the newest names revision N.
+    let (revision, seen) = eventually(
+        "the last write counted and announced",
+        Duration::from_secs(120),
+        || async {
+            let status = api.get(&name).await.ok()?.status?;
+            (status.content_hash? == last.content_hash()).then_some(())?;
+            let revision = status.revision?;
+            let seen = events(&client, &ns, &name).await;
+            let superseded: Vec<&Event> = seen
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("Superseded"))
+                .collect();
+            let counted: i32 = superseded.iter().map(|e| occurrences(e)).sum();
+            let newest = superseded.iter().max_by_key(|e| {
+                e.series
+                    .as_ref()
+                    .and_then(|s| s.last_observed_time.as_ref())
+                    .or(e.event_time.as_ref())
+                    .map(|t| t.0)
+            })?;
+            let names_it = newest
+                .message
+                .as_deref()?
+                .contains(&format!("superseded by revision {revision} "));
+            (i64::from(counted) == revision - 1 && names_it).then_some((revision, seen))
+        },
+    )
+    .await;
+    eprintln!(
+        "1000 writes: revision {revision}, {} Event objects",
+        seen.len()
+    );
+    assert!(revision > 1 && revision <= 1000, "revision {revision}");
+    assert!(seen.len() <= 10, "{} Event objects: {seen:#?}", seen.len());
+    let written: Vec<&Event> = seen
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Written"))
+        .collect();
+    assert_eq!(written.len(), 1);
+    assert_eq!(occurrences(written[0]), 1);
+    // A series says its count twice: series.count and (core/v1) count.
+    assert!(
+        seen.iter()
+            .filter(|e| e.series.is_some())
+            .all(|e| e.count == Some(occurrences(e)) && occurrences(e) >= 2),
+        "{seen:#?}"
+    );
     controller.stop().await;
 }
 
@@ -1306,6 +1380,32 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
                 && rows(&db, &ns).await.len() == 1
                 && !events(&admin, &ns, &name).await.is_empty();
             done.then_some(())
+        },
+    )
+    .await;
+    // Two more revisions: a Superseded Event, then its series extended in
+    // place (the core/v1 patch of the note).
+    for (revision, body) in [(2, "body 2"), (3, "body 3")] {
+        HandoffStore::new(admin.clone(), &ns)
+            .write(&request("k", "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(&api, "k", revision).await;
+    }
+    eventually(
+        "a Superseded series of 2",
+        Duration::from_secs(30),
+        || async {
+            let e = events(&admin, &ns, &name).await;
+            e.iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Superseded")
+                        && occurrences(e) == 2
+                        && e.message
+                            .as_deref()
+                            .is_some_and(|m| m.contains("superseded by revision 3 "))
+                })
+                .then_some(())
         },
     )
     .await;

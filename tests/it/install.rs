@@ -742,6 +742,9 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&controller, "watch", "jobs.batch", true).ns(None));
     matrix.push(can(&controller, "delete", "jobs.batch", false));
     matrix.push(can(&controller, "create", "events.events.k8s.io", true).ns(Some("default")));
+    // A series' note is updated through the core/v1 Events API.
+    matrix.push(can(&controller, "patch", "events", true).ns(Some("default")));
+    matrix.push(can(&controller, "create", "events", false).ns(Some("default")));
     matrix.push(can(
         &controller,
         "create",
