@@ -683,7 +683,14 @@ mod tests {
     fn call_namespaces() {
         let sa = "system:serviceaccount:team-a:implement";
         let person = "alice@example.com";
-        let cases: [(Option<&str>, Option<&str>, &str, Result<&str, &str>); 9] = [
+        // (served, route, user, the namespace or a part of the refusal)
+        type Case<'a> = (
+            Option<&'a str>,
+            Option<&'a str>,
+            &'a str,
+            Result<&'a str, &'a str>,
+        );
+        let cases: [Case; 9] = [
             (None, None, sa, Ok("team-a")),
             (None, Some("team-b"), sa, Ok("team-b")),
             (None, Some("team-b"), person, Ok("team-b")),
