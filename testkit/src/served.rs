@@ -110,9 +110,32 @@ impl BridgeProcess {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
+        Self::spawn(binary, kubeconfig, Some(namespace), extra, env)
+    }
+
+    /// A bridge without `--namespace`: each call in the namespace of the
+    /// caller's ServiceAccount, or the one `/mcp/ns/<namespace>` names.
+    pub fn start_for_every_namespace(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::spawn(binary, kubeconfig, None, extra, &[])
+    }
+
+    fn spawn(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let mut command = Command::new(binary);
+        command.args(["mcp", "--listen", "127.0.0.1:0"]);
+        if let Some(namespace) = namespace {
+            command.args(["--namespace", namespace]);
+        }
         command
-            .args(["mcp", "--listen", "127.0.0.1:0", "--namespace", namespace])
             .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env_remove("HANDOFF_POSTGRES_URL")

@@ -29,11 +29,11 @@ use serde_json::{Value, json};
 /// The namespace `config/default` installs into.
 const NS: &str = "handoff-system";
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
+pub(crate) fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
     env.kubectl()
         .current_dir(root())
         .args(args)
@@ -61,7 +61,7 @@ fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
     child.wait_with_output().expect("kubectl output")
 }
 
-fn must(out: Output, what: &str) -> String {
+pub(crate) fn must(out: Output, what: &str) -> String {
     assert!(
         out.status.success(),
         "{what} failed: {}\n{}",
@@ -248,16 +248,17 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     ] {
         find(&default, "ClusterRole", role);
     }
-    // The bridge's rights are a Role in its namespace, nothing cluster-wide.
-    assert_eq!(
-        find(&default, "Role", "handoff-bridge")["metadata"]["namespace"],
-        json!(NS)
-    );
+    // The bridge's rights: a ClusterRole bound per served namespace (here
+    // handoff-system; config/tenant binds it in a team's), never cluster-wide.
+    find(&default, "ClusterRole", "handoff-bridge");
+    let binding = find(&default, "RoleBinding", "handoff-bridge");
+    assert_eq!(binding["metadata"]["namespace"], json!(NS));
+    assert_eq!(binding["roleRef"]["kind"], json!("ClusterRole"));
     assert!(
         !default
             .iter()
-            .any(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "handoff-bridge"),
-        "no ClusterRole for the bridge"
+            .any(|o| o["kind"] == "ClusterRoleBinding" && o["roleRef"]["name"] == "handoff-bridge"),
+        "no ClusterRoleBinding for the bridge"
     );
 
     // The controller: 2 replicas, probes, resources, restricted security context.
@@ -685,7 +686,7 @@ fn rbac_matrix_of_every_identity() {
         matrix.push(can(&bridge, verb, HANDOFFS, false));
         matrix.push(can(&bridge, verb, OFFERS, false));
     }
-    // Its rights are a Role in the namespace it serves, nothing cluster-wide.
+    // Its rights are bound in the namespaces it serves, nothing cluster-wide.
     matrix.push(can(&bridge, "get", "serviceaccounts", false).ns(Some("default")));
     matrix.push(can(&bridge, "get", "serviceaccounts", false).ns(None));
     matrix.push(can(&bridge, "get", "serviceaccounts", true));
@@ -1505,6 +1506,14 @@ async fn the_controller_loops_run_with_the_controller_identity() {
 /// A bridge process whose own identity is ServiceAccount handoff-bridge of
 /// the installation (only config/rbac's rights), serving `NS`.
 async fn bridge_as_installed(env: &TestEnv) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
+    bridge_as_installed_for(env, Some(NS)).await
+}
+
+/// [`bridge_as_installed`] serving `namespace`, or (`None`) each caller's.
+pub(crate) async fn bridge_as_installed_for(
+    env: &TestEnv,
+    namespace: Option<&str>,
+) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
     let mut kubeconfig = env.kubeconfig().clone();
     let bridge_token = install_token(env, "handoff-bridge").await;
     for auth in &mut kubeconfig.auth_infos {
@@ -1520,12 +1529,11 @@ async fn bridge_as_installed(env: &TestEnv) -> (handoff_testkit::BridgeProcess, 
         serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
     )
     .expect("write kubeconfig");
-    let bridge = handoff_testkit::BridgeProcess::start(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        &path,
-        NS,
-        &[],
-    )
+    let binary = Path::new(env!("CARGO_BIN_EXE_handoff"));
+    let bridge = match namespace {
+        Some(namespace) => handoff_testkit::BridgeProcess::start(binary, &path, namespace, &[]),
+        None => handoff_testkit::BridgeProcess::start_for_every_namespace(binary, &path, &[]),
+    }
     .expect("the bridge starts with its own identity");
     (bridge, dir)
 }

@@ -23,6 +23,7 @@ mod offers;
 mod policy;
 mod postgres;
 mod schedule;
+mod tenancy;
 mod transcript;
 mod transcript_cli;
 mod transcript_props;

@@ -1,0 +1,211 @@
+//! Tenancy: one bridge (without `--namespace`) for two teams onboarded with
+//! `config/tenant`, each in its own namespace, with real ServiceAccount
+//! tokens from `kubectl create token` and the real MCP client.
+
+use crate::common;
+use crate::install::{bridge_as_installed_for, installed, kubectl, must, root};
+
+use handoff::api::Handoff;
+use handoff::api::naming::name_for_key;
+use handoff_testkit::TestEnv;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+/// Onboards a team into `namespace` the documented way: an overlay naming
+/// the namespace over `config/tenant`, applied with `kubectl apply -k`.
+fn onboard(env: &TestEnv, namespace: &str) {
+    let overlays = root().join("target").join("tenancy-overlays");
+    let dir = overlays.join(namespace);
+    std::fs::create_dir_all(&dir).expect("overlay dir");
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+             namespace: {namespace}\nresources:\n  - ../../../config/tenant\n"
+        ),
+    )
+    .expect("overlay");
+    let shown = dir.display().to_string();
+    must(
+        kubectl(env, &["apply", "--server-side", "-k", &shown]),
+        &format!("onboarding {namespace}"),
+    );
+}
+
+/// `kubectl create token <account> -n <namespace>`.
+fn token(env: &TestEnv, namespace: &str, account: &str) -> String {
+    must(
+        kubectl(env, &["create", "token", account, "-n", namespace]),
+        &format!("a token for {namespace}/{account}"),
+    )
+    .trim()
+    .to_owned()
+}
+
+fn write(key: &str, body: &str) -> Value {
+    common::call(
+        "write_handoff",
+        json!({"handoff_key": key, "project": "shop", "body": body}),
+    )
+}
+
+/// Runs `plan` over HTTP against `url` with `token` (no profile header: the
+/// ServiceAccount's label decides).
+fn drive(url: &str, token: &str, plan: Value) -> Vec<Value> {
+    drive_as(url, token, "", plan)
+}
+
+/// [`drive`] naming `profile` in the header (for accounts without the label).
+fn drive_as(url: &str, token: &str, profile: &str, plan: Value) -> Vec<Value> {
+    tokio::task::block_in_place(|| common::drive(&["http", url, token, profile], plan, &[]))
+}
+
+/// An agent Job of `to` in project `shop`, running (no status yet).
+async fn agent_job(env: &TestEnv, namespace: &str, to: &str) {
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": format!("{to}-run"), "labels": {"handoff.dev/agent": to, "project": "shop"}},
+        "spec": {"template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "agent", "image": "agent:1"}]}}}
+    }))
+    .expect("job");
+    Api::<Job>::namespaced(env.client().await, namespace)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("create the agent Job");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_teams_share_one_bridge_and_never_see_each_other() {
+    let env = installed();
+    let a = env.namespace("team-a").await;
+    let b = env.namespace("team-b").await;
+    let people = env.namespace("people").await;
+    onboard(env, &a);
+    onboard(env, &b);
+    let (bridge, _dir) = bridge_as_installed_for(env, None).await;
+    let url = bridge.url().to_owned();
+    let in_ns = |namespace: &str| format!("{url}/ns/{namespace}");
+    let a_implement = token(env, &a, "agent-implement");
+    let b_implement = token(env, &b, "agent-implement");
+    let b_refine = token(env, &b, "agent-refine");
+
+    // One key, two teams: two objects, each team reads its own.
+    let wrote_a = drive(&url, &a_implement, json!([write("k", "team a's body")]));
+    let wrote_b = drive(&url, &b_implement, json!([write("k", "team b's body")]));
+    assert_eq!(common::ok(&wrote_a[0])["outcome"], "created", "{wrote_a:?}");
+    assert_eq!(common::ok(&wrote_b[0])["outcome"], "created", "{wrote_b:?}");
+    for (namespace, body) in [(&a, "team a's body"), (&b, "team b's body")] {
+        let stored = Api::<Handoff>::namespaced(env.client().await, namespace)
+            .get(&name_for_key("k"))
+            .await
+            .expect("one object per namespace");
+        assert_eq!(stored.spec.body, body);
+    }
+    let get = json!([common::call("get_handoff", json!({"handoff_key": "k"}))]);
+    let read_a = drive(&url, &a_implement, get.clone());
+    let read_b = drive(&url, &b_implement, get);
+    assert_eq!(common::ok(&read_a[0])["handoff"]["body"], "team a's body");
+    assert_eq!(common::ok(&read_b[0])["handoff"]["body"], "team b's body");
+
+    // A's list shows A's handoff only.
+    let listed = drive(
+        &url,
+        &a_implement,
+        json!([common::call("list_handoffs", json!({"project": "shop"}))]),
+    );
+    let seen: Vec<(&str, &str)> = common::ok(&listed[0])["handoffs"]
+        .as_array()
+        .expect("handoffs")
+        .iter()
+        .filter_map(|h| Some((h["created_by"].as_str()?, h["preview"].as_str()?)))
+        .collect();
+    let a_writer = format!("system:serviceaccount:{a}:agent-implement");
+    assert_eq!(seen, [(a_writer.as_str(), "team a's body")], "{listed:?}");
+
+    // Naming the other team's namespace is refused by the apiserver's RBAC.
+    let trespass = drive(&in_ns(&b), &a_implement, json!([write("k", "overwritten")]));
+    let refusal = common::err_text(&trespass[0]);
+    assert!(
+        refusal.contains(&format!(
+            "is forbidden: User \"system:serviceaccount:{a}:agent-implement\" cannot get resource \"handoffs\""
+        )) && refusal.contains(&format!("in the namespace \"{b}\"")),
+        "{refusal}"
+    );
+    let deleting = drive(
+        &in_ns(&a),
+        &b_refine,
+        json!([common::call("delete_handoff", json!({"handoff_key": "k"}))]),
+    );
+    let refusal = common::err_text(&deleting[0]);
+    assert!(
+        refusal.contains(&format!("in the namespace \"{a}\"")) && refusal.contains("forbidden"),
+        "{refusal}"
+    );
+    let still = Api::<Handoff>::namespaced(env.client().await, &a)
+        .get(&name_for_key("k"))
+        .await
+        .expect("A's handoff survives B's refine agent");
+    assert_eq!(still.spec.body, "team a's body");
+
+    // Offers see the Jobs of their own namespace only.
+    let offer = common::call(
+        "offer_handoff",
+        json!({"project": "shop", "to": "dev-lead", "handoff_key": "k", "body": "over to you"}),
+    );
+    agent_job(env, &b, "dev-lead").await;
+    let offered = drive(&url, &a_implement, json!([offer.clone()]));
+    assert_eq!(
+        common::ok(&offered[0])["outcome"],
+        "created",
+        "B's running dev-lead is not A's: {offered:?}"
+    );
+    agent_job(env, &a, "dev-lead").await;
+    let busy = drive(&url, &a_implement, json!([offer]));
+    assert_eq!(
+        common::err_text(&busy[0]),
+        "agent_already_active: dev-lead is already working in project shop; nothing was offered."
+    );
+
+    // A caller outside the team (its own namespace has no handoff rights)
+    // names the team's namespace in the path, and RBAC decides there.
+    common::agent_token(env, &people, "alice", None, None).await;
+    must(
+        kubectl(
+            env,
+            &[
+                "create",
+                "rolebinding",
+                "alice-writer",
+                "-n",
+                &a,
+                "--clusterrole=handoff-writer",
+                &format!("--serviceaccount={people}:alice"),
+            ],
+        ),
+        "bind alice in team a",
+    );
+    let alice = token(env, &people, "alice");
+    let own = drive_as(&url, &alice, "implement", json!([write("p", "from alice")]));
+    assert!(
+        common::err_text(&own[0]).contains(&format!("in the namespace \"{people}\"")),
+        "{own:?}"
+    );
+    let named = drive_as(
+        &in_ns(&a),
+        &alice,
+        "implement",
+        json!([write("p", "from alice")]),
+    );
+    assert_eq!(common::ok(&named[0])["outcome"], "created", "{named:?}");
+    let elsewhere = drive_as(
+        &in_ns(&b),
+        &alice,
+        "implement",
+        json!([write("p", "from alice")]),
+    );
+    assert!(
+        common::err_text(&elsewhere[0]).contains(&format!("in the namespace \"{b}\"")),
+        "{elsewhere:?}"
+    );
+}
