@@ -319,6 +319,7 @@ async fn start_controller(
     use crate::time::SystemClock;
     let options = ControllerOptions {
         namespace: None,
+        namespace_selector: crate::names::UNCLAIMED_NAMESPACES.into(),
         lease: controller::leader::LeaseConfig {
             name: CONTROLLER_FIELD_MANAGER.into(),
             namespace: "default".into(),

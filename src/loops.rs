@@ -288,6 +288,23 @@ where
     }
 }
 
+/// How soon an object of a namespace this controller does not manage is
+/// looked at again (the namespace may have been labelled meanwhile).
+pub const UNMANAGED_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Whether the object in `guard` lives in a namespace of `scope` (an
+/// object that does not deserialize still names its namespace).
+pub fn managed<K>(guard: &DeserializeGuard<K>, scope: &crate::cluster::NamespaceScope) -> bool
+where
+    K: Resource<DynamicType = ()>,
+{
+    let namespace = match &guard.0 {
+        Ok(object) => object.meta().namespace.as_deref(),
+        Err(invalid) => invalid.metadata.namespace.as_deref(),
+    };
+    scope.includes(namespace.unwrap_or_default())
+}
+
 /// Most bytes of an Event's note (the Events API refuses longer ones).
 pub const MAX_NOTE_BYTES: usize = 1024;
 

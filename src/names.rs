@@ -37,6 +37,14 @@ pub const SLOT_LABEL: &str = "handoff.dev/slot";
 /// Also the label of an agent's ServiceAccount: which agent it is, so the
 /// destination of an offer (`spec.to`) may reject it (`reject_offer`).
 pub const AGENT_LABEL: &str = "handoff.dev/agent";
+
+/// Namespace label claiming a namespace for a controller of that name
+/// (a tenant's own, or a test suite's): a controller run with
+/// [`UNCLAIMED_NAMESPACES`] leaves such namespaces alone.
+pub const CONTROLLER_LABEL: &str = "handoff.dev/controller";
+/// The namespace selector of the shared controller (config/manager and
+/// `handoff dev`): every namespace no other controller claims.
+pub const UNCLAIMED_NAMESPACES: &str = "!handoff.dev/controller";
 /// Annotation of an agent's Job: the offer it takes up.
 pub const OFFER_ANNOTATION: &str = "handoff.dev/offer";
 

@@ -72,10 +72,10 @@ pub async fn groom_once(
     let mut pages = Pages::new(api, &ListParams::default());
     while let Some(page) = pages.next().await? {
         for h in page.iter().filter_map(|guard| guard.0.as_ref().ok()) {
-            if h.metadata.deletion_timestamp.is_some() {
+            let namespace = h.namespace().unwrap_or_default();
+            if h.metadata.deletion_timestamp.is_some() || !ctx.scope.includes(&namespace) {
                 continue;
             }
-            let namespace = h.namespace().unwrap_or_default();
             let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
             let updated = crate::store::updated_at(h).map(|t| t.0);
             if !expired(updated, ttl, now) {

@@ -71,7 +71,9 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use crate::api::naming::labels_for;
 use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
-use crate::loops::{Categorized, Category, describe, quoted, tracked, valid_or_report};
+use crate::loops::{
+    Categorized, Category, UNMANAGED_RECHECK, describe, managed, quoted, tracked, valid_or_report,
+};
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
 
@@ -273,6 +275,9 @@ pub async fn reconcile(
     guard: Arc<DeserializeGuard<Handoff>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    if !managed(&guard, &ctx.scope) {
+        return Ok(Action::requeue(UNMANAGED_RECHECK));
+    }
     tracked(&ctx.progress, guard.as_ref(), async {
         let Some(h) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics.loops).await else {
             return Ok(Action::await_change());
@@ -505,6 +510,9 @@ pub async fn delete_rows(
         let (Some(namespace), Some(uid)) = (h.namespace(), h.uid()) else {
             continue;
         };
+        if !ctx.scope.includes(&namespace) {
+            continue;
+        }
         let key = (namespace, h.spec.handoff_key.clone());
         match mirror.delete(&key.0, &key.1, &uid).await {
             Ok(gone) => {

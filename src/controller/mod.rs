@@ -58,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::api::Handoff;
-use crate::cluster::scoped;
+use crate::cluster::{NamespaceScope, scoped};
 use crate::liveness::{Health, Liveness, LoopProgress};
 use crate::loops::{Backoff, LoopMetrics};
 use crate::mirror::dsn::PostgresArgs;
@@ -102,6 +102,16 @@ pub struct ControllerArgs {
     /// Watch only this namespace (default: all namespaces).
     #[arg(long, env = "HANDOFF_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Manage only the namespaces whose labels match this selector (e.g.
+    /// `!handoff.dev/controller`: skip namespaces another controller claims
+    /// with that label). Empty: every namespace. Ignored with --namespace.
+    #[arg(
+        long,
+        env = "HANDOFF_NAMESPACE_SELECTOR",
+        default_value = "",
+        value_name = "SELECTOR"
+    )]
+    pub namespace_selector: String,
     /// Most reconciles running at once.
     #[arg(long, default_value_t = 8)]
     pub concurrency: u16,
@@ -168,6 +178,9 @@ impl ControllerArgs {
 pub struct ControllerOptions {
     /// Only this namespace, or all.
     pub namespace: Option<String>,
+    /// A label selector of the namespaces managed (empty: all); ignored
+    /// when `namespace` is set.
+    pub namespace_selector: String,
     /// Leader election.
     pub lease: LeaseConfig,
     /// Most reconciles at once.
@@ -214,6 +227,8 @@ pub struct Context {
     pub reporter: Reporter,
     /// Reports objects that do not deserialize (built once, not per reconcile).
     pub recorder: Recorder,
+    /// The namespaces this controller manages.
+    pub scope: NamespaceScope,
     /// Most time one apiserver request of the Handoff loop or resync takes.
     pub api_timeout: Duration,
     /// The Handoff loop's progress (`/healthz`).
@@ -245,6 +260,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
     let identity = args.identity.clone().unwrap_or_else(default_identity);
     let options = ControllerOptions {
         namespace: args.namespace.clone(),
+        namespace_selector: args.namespace_selector.clone(),
         lease: LeaseConfig {
             name: args.lease_name.clone(),
             namespace: lease_namespace,
@@ -344,7 +360,18 @@ pub async fn run(
         controller: CONTROLLER_FIELD_MANAGER.into(),
         instance: Some(options.lease.identity.clone()),
     };
+    let selector = match options.namespace {
+        Some(_) => "",
+        None => options.namespace_selector.as_str(),
+    };
+    let scope = NamespaceScope::watch(client.clone(), selector, shutdown.clone())
+        .await
+        .map_err(|e| anyhow::anyhow!("--namespace-selector {selector:?}: {e}"))?;
+    if !selector.is_empty() {
+        tracing::info!(%selector, "managing the namespaces whose labels match");
+    }
     let ctx = Arc::new(Context {
+        scope: scope.clone(),
         recorder: Recorder::new(client.clone(), reporter.clone()),
         client: client.clone(),
         identity: options.lease.identity.clone(),
@@ -490,7 +517,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 &ctx.identity,
             )
             .with_metrics(ctx.metrics.loops.clone())
-            .with_progress(ctx.metrics.liveness.track("schedule", Duration::ZERO)),
+            .with_progress(ctx.metrics.liveness.track("schedule", Duration::ZERO))
+            .with_scope(ctx.scope.clone()),
         ),
         options.namespace.as_deref(),
         options.concurrency.max(1),
@@ -505,7 +533,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.metrics.loops.clone(),
             )
             .with_retention(options.offer_retention, ctx.clock.clone())
-            .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO)),
+            .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO))
+            .with_scope(ctx.scope.clone()),
         ),
         options.namespace.as_deref(),
         options.concurrency.max(1),

@@ -32,7 +32,10 @@ pub async fn resync_once(
     api: &Api<DeserializeGuard<Handoff>>,
     namespace: Option<&str>,
 ) -> Result<(usize, usize), ResyncError> {
-    let mut pass = Pass::new(mirror.versions(namespace).await?);
+    let mut rows = mirror.versions(namespace).await?;
+    // Rows of namespaces another controller manages are its business.
+    rows.retain(|row| ctx.scope.includes(&row.namespace));
+    let mut pass = Pass::new(rows);
     let (mut written, mut deleted) = (0, 0);
     let mut pages = Pages::new(api, &ListParams::default());
     loop {
@@ -53,6 +56,9 @@ pub async fn resync_once(
                 }
             };
             let namespace = h.metadata.namespace.clone().unwrap_or_default();
+            if !ctx.scope.includes(&namespace) {
+                continue;
+            }
             let key = h.spec.handoff_key.as_str();
             let counted = h.status.as_ref().and_then(|s| s.revision);
             match (

@@ -27,9 +27,12 @@ use kube::{Client, Resource, ResourceExt};
 use super::decision::{seq_of, slot};
 use super::store::{OfferError, OfferStore};
 use crate::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
+use crate::cluster::NamespaceScope;
 use crate::cluster::scoped;
 use crate::liveness::LoopProgress;
-use crate::loops::{Backoff, LoopMetrics, describe, tracked, valid_or_report};
+use crate::loops::{
+    Backoff, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked, valid_or_report,
+};
 use crate::names::{
     AGENT_LABEL, CONTROLLER_FIELD_MANAGER, OFFER_ANNOTATION, PROJECT_LABEL, SLOT_LABEL,
 };
@@ -49,6 +52,7 @@ pub struct Context {
     clock: Arc<dyn Clock>,
     retention: Duration,
     progress: Arc<LoopProgress>,
+    scope: NamespaceScope,
 }
 
 impl Context {
@@ -69,6 +73,7 @@ impl Context {
             clock: Arc::new(SystemClock),
             retention: DEFAULT_OFFER_RETENTION,
             progress: LoopProgress::new("offers", std::time::Duration::ZERO),
+            scope: NamespaceScope::All,
         }
     }
 
@@ -82,6 +87,12 @@ impl Context {
     /// Records progress in `progress` (the controller's, for `/healthz`).
     pub fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
         self.progress = progress;
+        self
+    }
+
+    /// Manages only the offers and Jobs of `scope`'s namespaces.
+    pub fn with_scope(mut self, scope: NamespaceScope) -> Self {
+        self.scope = scope;
         self
     }
 
@@ -141,6 +152,9 @@ pub async fn reconcile_job(
     guard: Arc<DeserializeGuard<Job>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
+    if !managed(&guard, &ctx.scope) {
+        return Ok(Action::requeue(UNMANAGED_RECHECK));
+    }
     tracked(&ctx.progress, guard.as_ref(), async {
         let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
             return Ok(Action::await_change());
@@ -201,6 +215,9 @@ pub async fn reconcile_offer(
     guard: Arc<DeserializeGuard<HandoffOffer>>,
     ctx: Arc<Context>,
 ) -> Result<Action, OfferError> {
+    if !managed(&guard, &ctx.scope) {
+        return Ok(Action::requeue(UNMANAGED_RECHECK));
+    }
     tracked(&ctx.progress, guard.as_ref(), async {
         let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
             return Ok(Action::await_change());

@@ -39,11 +39,13 @@ use crate::api::preview_line;
 use crate::api::{
     BrainstormSchedule, BrainstormScheduleStatus, DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS,
 };
+use crate::cluster::NamespaceScope;
 use crate::cluster::scoped;
 use crate::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
 use crate::liveness::LoopProgress;
 use crate::loops::{
-    Backoff, Categorized, Category, LoopMetrics, describe, tracked, valid_or_report,
+    Backoff, Categorized, Category, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked,
+    valid_or_report,
 };
 use crate::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use crate::store::{HandoffStore, ListQuery};
@@ -61,6 +63,7 @@ pub struct Context {
     metrics: Arc<LoopMetrics>,
     backoff: Backoff,
     progress: Arc<LoopProgress>,
+    scope: NamespaceScope,
 }
 
 impl Context {
@@ -78,12 +81,18 @@ impl Context {
             metrics: Arc::default(),
             backoff: Backoff::default(),
             progress: LoopProgress::new("schedule", Duration::ZERO),
+            scope: NamespaceScope::All,
         }
     }
 
     /// Records progress in `progress` (the controller's, for `/healthz`).
     pub fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
         self.progress = progress;
+        self
+    }
+    /// Manages only the schedules of `scope`'s namespaces.
+    pub fn with_scope(mut self, scope: NamespaceScope) -> Self {
+        self.scope = scope;
         self
     }
 
@@ -170,6 +179,9 @@ pub async fn reconcile(
     guard: Arc<DeserializeGuard<BrainstormSchedule>>,
     ctx: Arc<Context>,
 ) -> Result<Action, Error> {
+    if !managed(&guard, &ctx.scope) {
+        return Ok(Action::requeue(UNMANAGED_RECHECK));
+    }
     tracked(&ctx.progress, guard.as_ref(), async {
         let Some(schedule) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
             return Ok(Action::await_change());

@@ -156,6 +156,16 @@ impl TestEnv {
         let api: Api<Namespace> = Api::all(self.client().await);
         let mut ns = Namespace::default();
         ns.metadata.generate_name = Some(format!("{prefix}-"));
+        // Claimed for the tests' own controllers: a controller already
+        // running in the cluster (`handoff dev`, an installation) leaves it
+        // alone (see `handoff::cluster::NamespaceScope`).
+        ns.metadata.labels = Some(
+            [(
+                handoff::names::CONTROLLER_LABEL.to_owned(),
+                TEST_CONTROLLER.to_owned(),
+            )]
+            .into(),
+        );
         let created = api
             .create(&PostParams::default(), &ns)
             .await
@@ -190,6 +200,9 @@ impl TestEnv {
         &self.pids
     }
 }
+
+/// The `handoff.dev/controller` label of every test namespace.
+pub const TEST_CONTROLLER: &str = "handoff-tests";
 
 /// `USE_EXISTING_CLUSTER=true` (as in controller-runtime's envtest).
 pub fn use_existing_cluster() -> bool {

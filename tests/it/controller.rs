@@ -65,6 +65,8 @@ struct Setup {
     ttl: Option<Duration>,
     clock: Arc<dyn Clock>,
     history: Retention,
+    /// Cluster-wide with this namespace selector, instead of one namespace.
+    selector: Option<String>,
 }
 
 impl Setup {
@@ -75,6 +77,7 @@ impl Setup {
             ttl: None,
             clock: Arc::new(SystemClock),
             history: Retention::default(),
+            selector: None,
         }
     }
 
@@ -86,7 +89,8 @@ impl Setup {
     fn start(self, client: Client, namespace: &str) -> Running {
         let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
         let options = ControllerOptions {
-            namespace: Some(namespace.to_owned()),
+            namespace: self.selector.is_none().then(|| namespace.to_owned()),
+            namespace_selector: self.selector.unwrap_or_default(),
             lease: LeaseConfig {
                 name: LEASE.into(),
                 namespace: namespace.to_owned(),
@@ -1547,4 +1551,87 @@ fn repairs(metrics: &str, action: &str) -> u64 {
         .lines()
         .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A controller run with `--namespace-selector '!handoff.dev/controller'`
+/// (the shared controller's default) manages unclaimed namespaces only: a
+/// namespace claimed for another controller — as the test kit claims every
+/// test namespace, so suites can run against a cluster where handoff
+/// already runs — keeps its handoffs untouched until the claim goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_selector_leaves_claimed_namespaces_alone() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let env = common::env();
+    let claimed = env.namespace("ctl-claimed").await;
+    let client = env.client().await;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mut free = Namespace::default();
+    free.metadata.generate_name = Some("ctl-unclaimed-".into());
+    let free = namespaces
+        .create(&Default::default(), &free)
+        .await
+        .expect("an unclaimed namespace")
+        .name_any();
+    let mut setup = Setup::new("scoped");
+    setup.selector = Some(handoff::names::UNCLAIMED_NAMESPACES.into());
+    let controller = setup.start(client.clone(), &claimed);
+    let claimed_api: Api<Handoff> = Api::namespaced(client.clone(), &claimed);
+    let free_api: Api<Handoff> = Api::namespaced(client.clone(), &free);
+    let claimed_store = HandoffStore::new(client.clone(), &claimed);
+    let free_store = HandoffStore::new(client.clone(), &free);
+    claimed_store
+        .write(&request("k", "shop", "one", "w"))
+        .await
+        .expect("write");
+    free_store
+        .write(&request("k", "shop", "one", "w"))
+        .await
+        .expect("write");
+    counted(&free_api, "k", 1).await;
+    // A later write, counted after the claimed namespace's event was seen.
+    free_store
+        .write(&request("k", "shop", "two", "w"))
+        .await
+        .expect("write");
+    counted(&free_api, "k", 2).await;
+    let untouched = claimed_api.get(&name_for_key("k")).await.expect("k");
+    assert_eq!(untouched.status, None, "a claimed namespace is not managed");
+
+    // The claim goes: the next change there is managed.
+    let unclaim =
+        serde_json::json!({"metadata": {"labels": {handoff::names::CONTROLLER_LABEL: null}}});
+    namespaces
+        .patch(
+            &claimed,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&unclaim),
+        )
+        .await
+        .expect("unclaim");
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    eventually(
+        "the claim gone from the watch",
+        Duration::from_secs(30),
+        || {
+            // New content each time: an unchanged write makes no event.
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let store = claimed_store.clone();
+            let api = claimed_api.clone();
+            async move {
+                store
+                    .write(&request("k", "shop", &format!("three-{n}"), "w"))
+                    .await
+                    .ok()?;
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                api.get(&name_for_key("k"))
+                    .await
+                    .ok()?
+                    .status?
+                    .revision
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    controller.stop().await;
 }

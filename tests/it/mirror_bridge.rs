@@ -40,6 +40,7 @@ impl MirrorController {
         let shutdown = CancellationToken::new();
         let options = ControllerOptions {
             namespace: Some(namespace.to_owned()),
+            namespace_selector: String::new(),
             lease: LeaseConfig {
                 name: "handoff-controller".into(),
                 namespace: namespace.to_owned(),

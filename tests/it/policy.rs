@@ -1033,6 +1033,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         .expect("postgres");
     let options = ControllerOptions {
         namespace: Some(ns.clone()),
+        namespace_selector: String::new(),
         // The Lease config/rbac allows: handoff-controller in handoff-system.
         lease: LeaseConfig {
             name: "handoff-controller".into(),
