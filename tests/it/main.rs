@@ -22,6 +22,7 @@ mod mirror_tls;
 mod offers;
 mod policy;
 mod postgres;
+mod revisions;
 mod schedule;
 mod transcript;
 mod transcript_cli;
