@@ -155,11 +155,7 @@ impl HandoffStore {
         after: Option<&SortKey>,
         keep: usize,
     ) -> Result<FirstOf, kube::Error> {
-        let mut fields = format!("spec.project={}", escape_field_value(&query.project));
-        if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
-            fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
-        }
-        let params = ListParams::default().fields(&fields);
+        let params = ListParams::default().fields(&project_fields(query));
         let mut first = FirstOf::default();
         let mut pages = Pages::new(&self.api, &params);
         while let Some(page) = pages.next().await? {
@@ -167,6 +163,31 @@ impl HandoffStore {
             first.items = keep_first(first.items, page, sort_key, after, keep);
         }
         Ok(first)
+    }
+
+    /// Reads the handoffs of a project (and repo) page by page, handing
+    /// each page to `visit`, until all are read or `cap` were; returns how
+    /// many were read and whether the cap stopped the scan before the end.
+    pub async fn scan(
+        &self,
+        query: &ListQuery,
+        cap: usize,
+        mut visit: impl FnMut(Vec<Handoff>),
+    ) -> Result<(usize, bool), kube::Error> {
+        let params = ListParams::default().fields(&project_fields(query));
+        let mut pages = Pages::new(&self.api, &params);
+        let mut scanned = 0;
+        while let Some(mut page) = pages.next().await? {
+            if scanned + page.len() > cap {
+                page.truncate(cap - scanned);
+                scanned += page.len();
+                visit(page);
+                return Ok((scanned, true));
+            }
+            scanned += page.len();
+            visit(page);
+        }
+        Ok((scanned, false))
     }
 }
 
@@ -354,6 +375,15 @@ pub fn newest_first(a: &SortKey, b: &SortKey) -> std::cmp::Ordering {
         .map(|t| t.0)
         .cmp(&a.0.as_ref().map(|t| t.0))
         .then_with(|| a.1.cmp(&b.1))
+}
+
+/// The field selector of a project (and repo).
+fn project_fields(query: &ListQuery) -> String {
+    let mut fields = format!("spec.project={}", escape_field_value(&query.project));
+    if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
+        fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
+    }
+    fields
 }
 
 /// Field-selector values escape `\`, `,` and `=` with a backslash.

@@ -24,6 +24,7 @@ mod policy;
 mod postgres;
 mod revisions;
 mod schedule;
+mod search;
 mod transcript;
 mod transcript_cli;
 mod transcript_props;

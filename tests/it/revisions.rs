@@ -290,3 +290,151 @@ async fn one_of_sixteen_mcp_writers_expecting_a_revision_wins() {
     assert_eq!(ok(&refused[1])["outcome"], json!("updated"));
     counter.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_revisions_listed_paged_and_diffed_from_the_mirror() {
+    let env = env();
+    let ns = env.namespace("history-tools").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
+        .await
+        .expect("postgres");
+    apply_agent_roles(env);
+    let reader = agent_token(
+        env,
+        &ns,
+        "reader",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let stranger = agent_token(env, &ns, "stranger", Some("implement"), None).await;
+    let counter = Counter::start(&client, &ns, Some(&url));
+    let store = HandoffStore::new(client.clone(), &ns);
+    let body =
+        |n: usize| -> String { (1..=n).map(|i| format!("- step {i}\n")).collect::<String>() };
+    for n in 1..=5 {
+        store
+            .write(&spec("five", &format!("## Done\n{}", body(n))))
+            .await
+            .expect("write");
+        counted(&api, "five", i64::try_from(n).expect("small")).await;
+    }
+    let via_pg = Bridge::start_with(env, &ns, &["--postgres-url", &url]);
+    let list = |cursor: Option<&str>| {
+        let mut args = json!({"handoff_key": "five", "limit": 2});
+        if let Some(c) = cursor {
+            args["cursor"] = json!(c);
+        }
+        call("list_revisions", args)
+    };
+    // The history is written after the count: wait for all five.
+    let all = eventually(
+        "five revisions in the history",
+        Duration::from_secs(60),
+        || async {
+            let got = via_pg.drive(
+                &reader,
+                "",
+                json!([call("list_revisions", json!({"handoff_key": "five"}))]),
+            );
+            let revisions = ok(&got[0])["revisions"].as_array().cloned()?;
+            (revisions.len() == 5).then_some(revisions)
+        },
+    )
+    .await;
+    let numbers: Vec<i64> = all.iter().filter_map(|r| r["revision"].as_i64()).collect();
+    assert_eq!(numbers, [5, 4, 3, 2, 1]);
+    for r in &all {
+        let n = usize::try_from(r["revision"].as_i64().expect("n")).expect("n");
+        assert_eq!(
+            r["body_bytes"],
+            json!(format!("## Done\n{}", body(n)).len())
+        );
+        assert_eq!(r["created_by"], json!("writer"));
+        assert!(
+            r["updated_at"].as_str().is_some_and(|t| t.ends_with('Z')),
+            "{r}"
+        );
+    }
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let got = via_pg.drive(&reader, "", json!([list(cursor.as_deref())]));
+        let page = ok(&got[0]).clone();
+        pages.push(
+            page["revisions"]
+                .as_array()
+                .expect("revisions")
+                .iter()
+                .filter_map(|r| r["revision"].as_i64())
+                .collect::<Vec<_>>(),
+        );
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(pages, [vec![5, 4], vec![3, 2], vec![1]]);
+
+    let diffs = via_pg.drive(
+        &reader,
+        "",
+        json!([
+            call(
+                "diff_handoff",
+                json!({"handoff_key": "five", "from": 1, "to": 5})
+            ),
+            call(
+                "diff_handoff",
+                json!({"handoff_key": "five", "from": 4, "to": 9})
+            ),
+            call(
+                "diff_handoff",
+                json!({"handoff_key": "five", "from": 0, "to": 2})
+            ),
+        ]),
+    );
+    let diff = ok(&diffs[0]);
+    assert_eq!(
+        diff["diff"],
+        json!(
+            "--- revision 1\n+++ revision 5\n@@ -1,2 +1,6 @@\n ## Done\n - step 1\n\
+             +- step 2\n+- step 3\n+- step 4\n+- step 5\n"
+        )
+    );
+    assert_eq!(diff["truncated"], json!(false));
+    assert_eq!(
+        err_text(&diffs[1]),
+        "invalid `to`: a revision the history holds (see list_revisions); `five` has no revision 9 in the history"
+    );
+    assert!(
+        err_text(&diffs[2]).starts_with("invalid `from`"),
+        "{diffs:?}"
+    );
+
+    // Gated like get_handoff{revision}; without the mirror, how to turn it on.
+    for tool in [
+        call("list_revisions", json!({"handoff_key": "five"})),
+        call(
+            "diff_handoff",
+            json!({"handoff_key": "five", "from": 1, "to": 2}),
+        ),
+    ] {
+        let refused = err_text(&via_pg.drive(&stranger, "", json!([tool.clone()]))[0]);
+        assert!(
+            refused.contains("cannot get resource \"handoffs\""),
+            "{refused}"
+        );
+        let via_api = Bridge::start(env, &ns);
+        let no_mirror = err_text(&via_api.drive(&reader, "", json!([tool]))[0]);
+        assert!(
+            no_mirror.contains(
+                "without it: start the bridge with --postgres-url (or HANDOFF_POSTGRES_URL"
+            ),
+            "{no_mirror}"
+        );
+    }
+    counter.stop().await;
+}
