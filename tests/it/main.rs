@@ -25,6 +25,7 @@ mod postgres;
 mod revisions;
 mod schedule;
 mod search;
+mod sre_cli;
 mod transcript;
 mod transcript_cli;
 mod transcript_props;
