@@ -185,3 +185,33 @@ async fn search_ranks_finds_identifiers_and_foreign_words_and_keeps_to_the_calle
     here.stop().await;
     there.stop().await;
 }
+
+#[tokio::test]
+async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
+    let env = env();
+    let ns = env.namespace("search-cap").await;
+    let store = HandoffStore::new(env.client().await, &ns);
+    for i in 0..5 {
+        store
+            .write(&spec(&format!("k{i}"), "shop", "refund"))
+            .await
+            .expect("write");
+    }
+    store
+        .write(&spec("elsewhere", "bank", "refund"))
+        .await
+        .expect("write");
+    let query = handoff::store::ListQuery {
+        project: "shop".into(),
+        repo: None,
+    };
+    for (cap, expected) in [(3, (3, true)), (5, (5, false)), (10, (5, false))] {
+        let mut visited = 0;
+        let got = store
+            .scan(&query, cap, |page| visited += page.len())
+            .await
+            .expect("scan");
+        assert_eq!(got, expected, "cap {cap}");
+        assert_eq!(visited, expected.0, "cap {cap}: handed over");
+    }
+}

@@ -26,7 +26,7 @@ use crate::api::{Handoff, preview_line};
 use crate::mcp::call::{Answer, Call, CallError, answer};
 use crate::mcp::profiles::Audience;
 use crate::mirror::search::SearchRow;
-use crate::store::{ListQuery, newest_first, sort_key, updated_at};
+use crate::store::{ListQuery, SortKey, newest_first, sort_key, updated_at};
 
 const NAME: &str = "search_handoffs";
 
@@ -224,30 +224,28 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 project: args.project.clone(),
                 repo,
             };
-            let mut found: Vec<(usize, Handoff)> = Vec::new();
+            // Only the matches' entries are kept (previews, not bodies).
+            let mut found: Vec<(usize, SortKey, SearchMatch)> = Vec::new();
             let (scanned, capped) = call
                 .caller
                 .store()
                 .scan(&query, SCAN_CAP, |page| {
-                    found.extend(page.into_iter().filter_map(|h| {
+                    found.extend(page.iter().filter_map(|h| {
                         occurrences(&wanted, &excluded, &h.spec.handoff_key, &h.spec.body)
                             .filter(|n| *n > 0)
-                            .map(|n| (n, h))
+                            .map(|n| (n, sort_key(h), of_handoff(h, n, &wanted)))
                     }));
                 })
                 .await
                 .map_err(|e| call.kube_error(e))?;
-            found.sort_by(|(a, ha), (b, hb)| {
-                b.cmp(a)
-                    .then_with(|| newest_first(&sort_key(ha), &sort_key(hb)))
-            });
+            found.sort_by(|(a, ka, _), (b, kb, _)| b.cmp(a).then_with(|| newest_first(ka, kb)));
             let more = found.len() > offset + limit;
             SearchResult {
                 matches: found
-                    .iter()
+                    .into_iter()
                     .skip(offset)
                     .take(limit)
-                    .map(|(n, h)| of_handoff(h, *n, &wanted))
+                    .map(|(_, _, m)| m)
                     .collect(),
                 next_cursor: more.then(|| encode_cursor(offset + limit)),
                 source: "apiserver".into(),
