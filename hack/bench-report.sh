@@ -29,7 +29,7 @@ progress() {
   grep --line-buffered -v -E '^ *(Compiling|Finished|Running|Blocking|Downloaded|Downloading|Updating|Locking|Adding|Fresh) ' >&2 || true
 }
 
-for bench in bridge tokens scaling; do
+for bench in bridge tokens scaling search; do
   echo "bench: running $bench …" >&2
   echo >> "$tmp"
   cargo bench --locked --bench "$bench" 2> >(progress) | sed -n '/^## /,$p' >> "$tmp"

@@ -11,7 +11,8 @@
 //! `dev` assembles everything for a laptop.
 //!
 //! ```text
-//!  8  dev            handoff dev: control plane + controller + bridge
+//!  8  dev, cli       handoff dev: control plane + controller + bridge;
+//!                   the SRE's get / history / diff / search (kubectl plugin)
 //!  7  controller     run, lead, args, context; the Handoff, grooming and resync loops
 //!  6  mcp            the MCP bridge: one module per tool, profiles, auth, transports
 //!  5  offers         handoffs offered to a destination agent (decide, store, activation)
@@ -33,6 +34,7 @@
 //! dev-dependency: it is never in the shipped binary.
 
 pub mod api;
+pub mod cli;
 pub mod cluster;
 pub mod controller;
 pub mod dev;
@@ -65,7 +67,7 @@ mod layering {
         &["offers"],
         &["mcp"],
         &["controller"],
-        &["dev"],
+        &["dev", "cli"],
     ];
 
     fn layer_of(module: &str) -> Option<usize> {

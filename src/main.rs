@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -42,6 +42,14 @@ enum Command {
     /// HANDOFF_POSTGRES_URL, else DATABASE_URL).
     #[command(subcommand)]
     Mirror(handoff::mirror::purge::MirrorCommand),
+    /// Print the current handoff of a key as markdown (kubeconfig as kubectl).
+    Get(handoff::cli::GetArgs),
+    /// List the revisions of a key the PostgreSQL mirror keeps.
+    History(handoff::cli::HistoryArgs),
+    /// Show a unified diff between two revisions of a key (from the mirror).
+    Diff(handoff::cli::DiffArgs),
+    /// Search a project's handoffs by what they say (from the mirror).
+    Search(handoff::cli::SearchArgs),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
     Dev(handoff::dev::DevArgs),
@@ -49,7 +57,10 @@ enum Command {
 
 fn main() -> ExitCode {
     handoff::telemetry::init_logging();
-    let cli = Cli::parse();
+    let cli = match parse() {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     let result = match cli.command {
         Command::Crd { dir: Some(dir) } => handoff::api::write_crds(&dir),
         Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
@@ -61,6 +72,10 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
         }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
+        Command::Get(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::get(args))),
+        Command::History(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::history(args))),
+        Command::Diff(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::diff(args))),
+        Command::Search(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::search(args))),
         Command::Mirror(command) => {
             runtime().and_then(|rt| rt.block_on(handoff::mirror::purge::run(command)))
         }
@@ -72,6 +87,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line; run as `kubectl-handoff` (a kubectl plugin: a
+/// symlink or copy of this binary on the PATH), help and errors name it
+/// `kubectl handoff`, and the subcommands are the same.
+fn parse() -> Result<Cli, clap::Error> {
+    let plugin = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .is_some_and(|name| name == "kubectl-handoff");
+    let mut command = Cli::command();
+    if plugin {
+        command = command.bin_name("kubectl handoff");
+    }
+    Cli::from_arg_matches(&command.try_get_matches()?)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

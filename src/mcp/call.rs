@@ -68,6 +68,10 @@ pub enum CallError {
     /// The call was understood and declined (e.g. an agent already at work).
     #[error("{0}")]
     Refused(String),
+    /// A conditional write found the handoff at another revision; nothing
+    /// was written.
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl CallError {
@@ -78,6 +82,7 @@ impl CallError {
             CallError::Kube { outcome, .. } => outcome,
             CallError::Mirror(_) => "unavailable",
             CallError::Refused(_) => "refused",
+            CallError::Conflict(_) => "conflict",
         }
     }
 }

@@ -49,6 +49,8 @@ pub mod dsn;
 pub mod pool;
 pub mod purge;
 pub mod resync;
+pub mod revisions;
+pub mod search;
 pub mod tls;
 
 use std::num::NonZeroU32;
@@ -64,9 +66,10 @@ use self::pool::{Gate, PoolSettings};
 use crate::api::Handoff;
 
 /// The embedded migrations, in order: `(version, SQL)`.
-const MIGRATIONS: [(i32, &str); 2] = [
+const MIGRATIONS: [(i32, &str); 3] = [
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_history_retention.sql")),
+    (3, include_str!("migrations/0003_search.sql")),
 ];
 
 /// The advisory lock key that serializes migrations across processes.

@@ -41,13 +41,13 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
     );
     assert_eq!(
         tools(&refine[0]).len(),
-        7,
-        "the contract's four plus the three offer tools"
+        10,
+        "the contract's four, the three offer tools, search and the two history tools"
     );
     assert_eq!(ok(&refine[1])["deleted"], json!(false));
 
     let implement = drive_stdio(env, &ns, "implement", plan("implement"));
-    assert_eq!(tools(&implement[0]).len(), 6, "all but delete_handoff");
+    assert_eq!(tools(&implement[0]).len(), 9, "all but delete_handoff");
     assert!(!tools(&implement[0]).contains(&"delete_handoff"));
     let refusal = err_text(&implement[1]);
     assert!(
@@ -338,7 +338,7 @@ async fn bad_inputs_get_clear_errors_and_write_nothing() {
         unknown["exception"]
             .as_str()
             .is_some_and(|e| e.contains("unknown tool `drop_everything`")
-                && e.contains("tools for profile `refine`: get_handoff, write_handoff, list_handoffs, delete_handoff, offer_handoff, list_offers, reject_offer")),
+                && e.contains("tools for profile `refine`: get_handoff, write_handoff, list_handoffs, delete_handoff, offer_handoff, list_offers, reject_offer, search_handoffs, list_revisions, diff_handoff")),
         "{unknown}"
     );
     assert!(

@@ -4,18 +4,22 @@
 //!
 //! The contract has four tools ([`get`], [`write`], [`list`], [`delete`]);
 //! the offer tools ([`offer`], [`list_offers`], [`reject_offer`]) are
-//! extensions, gated like write/get/list. Adding a tool: a module with its
+//! extensions, gated like write/get/list, and so are [`search`],
+//! [`list_revisions`] and [`diff`]. Adding a tool: a module with its
 //! `TOOL` entry, and a row in [`TOOLS`].
 //!
 //! Here too: the results several tools share ([`HandoffView`],
 //! [`OfferView`]) and the shape of a definition ([`definition`]).
 
 pub mod delete;
+pub mod diff;
 pub mod get;
 pub mod list;
 pub mod list_offers;
+pub mod list_revisions;
 pub mod offer;
 pub mod reject_offer;
+pub mod search;
 pub mod write;
 
 use std::sync::Arc;
@@ -61,6 +65,9 @@ pub static TOOLS: &[&Tool] = &[
     &offer::TOOL,
     &list_offers::TOOL,
     &reject_offer::TOOL,
+    &search::TOOL,
+    &list_revisions::TOOL,
+    &diff::TOOL,
 ];
 
 /// The tool with this wire name.
@@ -273,6 +280,9 @@ mod tests {
         "offer_handoff",
         "list_offers",
         "reject_offer",
+        "search_handoffs",
+        "list_revisions",
+        "diff_handoff",
     ];
     const GROOMER: &[&str] = &[
         "get_handoff",
@@ -282,6 +292,9 @@ mod tests {
         "offer_handoff",
         "list_offers",
         "reject_offer",
+        "search_handoffs",
+        "list_revisions",
+        "diff_handoff",
     ];
 
     #[test]
@@ -398,6 +411,9 @@ mod tests {
             ("get_handoff", true, None, None),
             ("list_handoffs", true, None, None),
             ("list_offers", true, None, None),
+            ("search_handoffs", true, None, None),
+            ("list_revisions", true, None, None),
+            ("diff_handoff", true, None, None),
             ("write_handoff", false, Some(false), Some(true)),
             ("delete_handoff", false, Some(true), Some(true)),
             ("offer_handoff", false, Some(false), Some(false)),

@@ -1,6 +1,10 @@
 //! `write_handoff` (contract): creates or replaces the handoff of a key, as
 //! the caller, recording the caller's name in `createdBy`. Identical content
-//! writes nothing (`unchanged`; see [`crate::store`]).
+//! writes nothing (`unchanged`; see [`crate::store`]). With the optional
+//! `expected_revision`, the write is conditional: it replaces the handoff only
+//! while it is still at that counted content revision, and otherwise fails
+//! with a conflict naming the current revision, its writer and time
+//! ([`crate::store::HandoffStore::write_if_at`]). Without it: latest wins.
 
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
@@ -11,7 +15,7 @@ use crate::api::HandoffSpec;
 use crate::api::validation::{self, FieldError};
 use crate::mcp::call::{Answer, Call, CallError, answer};
 use crate::mcp::profiles::Audience;
-use crate::store::WriteOutcome;
+use crate::store::{WriteError, WriteOutcome};
 
 const NAME: &str = "write_handoff";
 
@@ -25,7 +29,11 @@ pub const TOOL: Tool = Tool {
             NAME,
             "Write (create or replace) the handoff for a continuation key: a COMPACT markdown summary of \
              current state, what is done, what is next, open questions and key files/PRs. Call it before \
-             you finish. Writing identical content changes nothing.",
+             you finish. Writing identical content changes nothing. Latest write wins; to never overwrite \
+             another agent's newer write (long sessions, keys shared by several agents), pass \
+             `expected_revision` = the `revision` get_handoff returned: the write then fails with a \
+             conflict (naming the current revision, writer and time; nothing written) if the handoff \
+             changed since, or if its newest write is not counted yet.",
             ToolAnnotations::new()
                 .read_only(false)
                 .destructive(false)
@@ -53,6 +61,12 @@ pub struct WriteArgs {
     /// A COMPACT markdown summary: current state, done, next, open questions, key files/PRs.
     /// A summary, not a log: at most 32768 characters.
     pub body: String,
+    /// Optional: write only if the handoff is still at this content revision (the `revision`
+    /// get_handoff returned, 1 or more); otherwise the call fails with a conflict and writes
+    /// nothing. Omit it for latest-wins.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub expected_revision: Option<i64>,
 }
 
 /// Result of `write_handoff`.
@@ -65,19 +79,26 @@ pub struct WriteResult {
 }
 
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
-    let mut spec = validate(call.args(args)?)?;
+    let args: WriteArgs = call.args(args)?;
+    let expected = args.expected_revision;
+    let mut spec = validate(args)?;
     let writer = call
         .caller
         .username()
         .await
         .map_err(|e| call.kube_error(e))?;
     spec.created_by = Some(writer.to_owned()).filter(|w| !w.is_empty());
-    let (outcome, stored) = call
-        .caller
-        .store()
-        .write(&spec)
-        .await
-        .map_err(|e| call.kube_error(e))?;
+    let store = call.caller.store();
+    let (outcome, stored) = match expected {
+        None => store.write(&spec).await.map_err(|e| call.kube_error(e))?,
+        Some(expected) => store
+            .write_if_at(&spec, expected)
+            .await
+            .map_err(|e| match e {
+                WriteError::Kube(e) => call.kube_error(e),
+                WriteError::Conflict(conflict) => CallError::Conflict(conflict.to_string()),
+            })?,
+    };
     let result = WriteResult {
         outcome,
         handoff: HandoffView::of(&stored),
@@ -100,6 +121,14 @@ pub fn validate(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
         validation::kind(kind)?;
     }
     validation::body(&args.body)?;
+    if let Some(expected) = args.expected_revision.filter(|r| *r < 1) {
+        return Err(FieldError {
+            field: "expected_revision",
+            rule: "a content revision number, 1 or more (the `revision` get_handoff returned)"
+                .into(),
+            problem: format!("got {expected}"),
+        });
+    }
     Ok(HandoffSpec {
         handoff_key: args.handoff_key,
         project: args.project,
@@ -156,6 +185,7 @@ mod tests {
                 repo: Some(repo.into()),
                 kind: None,
                 body: body.into(),
+                expected_revision: None,
             };
             match (validate(args), refused) {
                 (Err(err), Some(field)) => assert_eq!(err.field, field, "{key:?} {project:?}"),

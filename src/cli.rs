@@ -1,0 +1,247 @@
+//! The SRE's subcommands, with the kubeconfig `kubectl` uses (`KUBECONFIG`,
+//! else `~/.kube/config`, else in-cluster; the namespace from `-n`, else
+//! the context's):
+//!
+//! - `handoff get KEY` — the current handoff, from the apiserver, as
+//!   markdown under a header (key, project, repo, kind, revision, writer,
+//!   time);
+//! - `handoff history KEY`, `handoff diff KEY A B`, `handoff search PROJECT
+//!   QUERY` — from the PostgreSQL mirror (`--postgres-url`,
+//!   `--postgres-url-file` or `HANDOFF_POSTGRES_URL`; without one, an error
+//!   saying so). The mirror's URL is the credential for these: they read
+//!   the namespace given, as the database role allows.
+//!
+//! Installed as `kubectl-handoff` (a symlink or copy of the binary) they
+//! are `kubectl handoff get KEY`, …: kubectl passes the same arguments.
+
+use clap::Args;
+
+use crate::api::Handoff;
+use crate::mcp::POSTGRES_URL_VARS;
+use crate::mcp::tools::diff::unified;
+use crate::mcp::tools::search::{matched_words, preview_around, terms};
+use crate::mirror::Mirror;
+use crate::mirror::dsn::PostgresArgs;
+use crate::store::{HandoffStore, updated_at};
+
+/// The namespace option every SRE subcommand takes.
+#[derive(Debug, Clone, Args)]
+pub struct Namespace {
+    /// The namespace (default: the kubeconfig context's, else `default`).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+}
+
+/// `handoff get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The handoff key.
+    pub key: String,
+    #[command(flatten)]
+    namespace: Namespace,
+}
+
+/// `handoff history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The handoff key.
+    pub key: String,
+    /// At most this many revisions, newest first.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    #[command(flatten)]
+    namespace: Namespace,
+    #[command(flatten)]
+    postgres: PostgresArgs,
+}
+
+/// `handoff diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The handoff key.
+    pub key: String,
+    /// The older revision.
+    pub from: i64,
+    /// The newer revision.
+    pub to: i64,
+    #[command(flatten)]
+    namespace: Namespace,
+    #[command(flatten)]
+    postgres: PostgresArgs,
+}
+
+/// `handoff search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The project to search.
+    pub project: String,
+    /// Words, "quoted phrases", `or`, -excluded words.
+    pub query: String,
+    /// Only this repository.
+    #[arg(long)]
+    pub repo: Option<String>,
+    /// At most this many matches, best first.
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    #[command(flatten)]
+    namespace: Namespace,
+    #[command(flatten)]
+    postgres: PostgresArgs,
+}
+
+/// The kubeconfig's client and the namespace to read.
+async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
+    let config = kube::Config::infer().await?;
+    let ns = namespace
+        .namespace
+        .clone()
+        .unwrap_or_else(|| config.default_namespace.clone());
+    Ok((kube::Client::try_from(config)?, ns))
+}
+
+/// The namespace without a client (for mirror-only commands).
+async fn namespace_only(namespace: &Namespace) -> anyhow::Result<String> {
+    match &namespace.namespace {
+        Some(ns) => Ok(ns.clone()),
+        None => Ok(kube::Config::infer().await?.default_namespace),
+    }
+}
+
+/// The mirror, or an error saying how to name it.
+fn mirror(command: &str, postgres: &PostgresArgs) -> anyhow::Result<Mirror> {
+    let url = postgres
+        .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "`handoff {command}` reads the PostgreSQL mirror, and no URL was given: pass \
+                 --postgres-url URL (or --postgres-url-file PATH), or set HANDOFF_POSTGRES_URL"
+            )
+        })?;
+    Ok(Mirror::new(&url, false)?)
+}
+
+/// `handoff get KEY`: prints the handoff as markdown under a header.
+pub async fn get(args: GetArgs) -> anyhow::Result<()> {
+    let (client, ns) = kube(&args.namespace).await?;
+    let found = HandoffStore::new(client, &ns).get(&args.key).await?;
+    let h = found.ok_or_else(|| {
+        anyhow::anyhow!("no handoff exists for key `{}` in namespace {ns}", args.key)
+    })?;
+    print!("{}", markdown(&h));
+    Ok(())
+}
+
+/// A handoff as markdown: a header, then the body.
+pub fn markdown(h: &Handoff) -> String {
+    let status = h.status.clone().unwrap_or_default();
+    let mut header = vec![
+        format!("# Handoff `{}`", h.spec.handoff_key),
+        String::new(),
+        format!("- project: {}", h.spec.project),
+    ];
+    header.extend(h.spec.repo.as_ref().map(|r| format!("- repo: {r}")));
+    header.extend(h.spec.kind.as_ref().map(|k| format!("- kind: {k}")));
+    header.push(format!(
+        "- revision: {}",
+        status
+            .revision
+            .map_or_else(|| "not counted yet".to_owned(), |r| r.to_string())
+    ));
+    header.push(format!(
+        "- writer: {}",
+        h.spec.created_by.as_deref().unwrap_or("unknown")
+    ));
+    header.push(format!(
+        "- updated: {}",
+        updated_at(h).map_or_else(|| "unknown".to_owned(), |t| t.0.to_string())
+    ));
+    format!(
+        "{}\n\n---\n\n{}\n",
+        header.join("\n"),
+        h.spec.body.trim_end()
+    )
+}
+
+/// `handoff history KEY`: the revisions the mirror keeps, newest first.
+pub async fn history(args: HistoryArgs) -> anyhow::Result<()> {
+    let mirror = mirror("history", &args.postgres)?;
+    let ns = namespace_only(&args.namespace).await?;
+    let rows = mirror
+        .revisions(&ns, &args.key, None, i64::from(args.limit))
+        .await?;
+    if rows.is_empty() {
+        anyhow::bail!(
+            "the history holds no revisions of `{}` in namespace {ns} (never written, deleted, or not mirrored yet)",
+            args.key
+        );
+    }
+    println!("REVISION\tUPDATED\tWRITER\tBYTES");
+    for r in rows {
+        println!(
+            "{}\t{}\t{}\t{}",
+            r.revision,
+            r.written_at,
+            Some(r.created_by.as_str())
+                .filter(|w| !w.is_empty())
+                .unwrap_or("unknown"),
+            r.bytes
+        );
+    }
+    Ok(())
+}
+
+/// `handoff diff KEY A B`: the unified diff of two revisions' bodies.
+pub async fn diff(args: DiffArgs) -> anyhow::Result<()> {
+    let mirror = mirror("diff", &args.postgres)?;
+    let ns = namespace_only(&args.namespace).await?;
+    let mut bodies = Vec::new();
+    for revision in [args.from, args.to] {
+        let row = mirror.revision(&ns, &args.key, revision).await?;
+        let row = row.ok_or_else(|| {
+            anyhow::anyhow!(
+                "`{}` has no revision {revision} in the history of namespace {ns} (see `handoff history {}`)",
+                args.key,
+                args.key
+            )
+        })?;
+        bodies.push(row.body);
+    }
+    let (diff, _) = unified(&bodies[0], &bodies[1], args.from, args.to, usize::MAX);
+    print!("{diff}");
+    Ok(())
+}
+
+/// `handoff search PROJECT QUERY`: the best matches, one per line.
+pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
+    let mirror = mirror("search", &args.postgres)?;
+    let ns = namespace_only(&args.namespace).await?;
+    let (wanted, _) = terms(&args.query);
+    if wanted.is_empty() {
+        anyhow::bail!(
+            "invalid QUERY: at least one word to look for (not only `or` or -excluded words); got {:?}",
+            args.query
+        );
+    }
+    let rows = mirror
+        .search(
+            &ns,
+            &args.project,
+            args.repo.as_deref(),
+            &args.query,
+            0,
+            i64::from(args.limit),
+        )
+        .await?;
+    println!("KEY\tRANK\tMATCHED\tPREVIEW");
+    for r in rows {
+        let matched = matched_words(&wanted, &r.handoff_key, &r.body);
+        println!(
+            "{}\t{:.4}\t{}\t{}",
+            r.handoff_key,
+            r.rank,
+            matched.join(","),
+            preview_around(&r.body, &matched)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! `search_handoffs`, driven by the real MCP Python SDK: through the
+//! PostgreSQL mirror (full-text search) and through the apiserver (a
+//! bounded scan) — ranking, identifiers, non-English words, paging, and
+//! RBAC (a caller without `list` is refused; another namespace's rows never
+//! come back).
+
+use crate::common;
+use crate::revisions::Counter;
+
+use std::time::Duration;
+
+use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
+use handoff::api::{Handoff, HandoffSpec};
+use handoff::store::HandoffStore;
+use handoff_testkit as testing;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+fn spec(key: &str, project: &str, body: &str) -> HandoffSpec {
+    HandoffSpec {
+        handoff_key: key.into(),
+        project: project.into(),
+        repo: Some("org/a".into()),
+        kind: Some("issue".into()),
+        body: body.into(),
+        created_by: Some("writer".into()),
+    }
+}
+
+/// Waits until the mirror holds exactly the `expected` handoffs of `namespace`.
+async fn mirrored(client: &kube::Client, url: &str, namespace: &str, expected: usize) {
+    let db = testing::connect_postgres(url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let api: Api<Handoff> = Api::namespaced(client.clone(), namespace);
+    eventually(
+        &format!("the mirror of {namespace}"),
+        Duration::from_secs(60),
+        || async {
+            (testing::mirror::converged(&api, &db, namespace).await == Some(expected)).then_some(())
+        },
+    )
+    .await;
+}
+
+/// The keys of a search answer, in order.
+fn keys(result: &Value) -> Vec<String> {
+    ok(result)["matches"]
+        .as_array()
+        .expect("matches")
+        .iter()
+        .map(|m| m["handoff_key"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+fn search(query: &str) -> Value {
+    call(
+        "search_handoffs",
+        json!({"project": "shop", "query": query}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_ranks_finds_identifiers_and_foreign_words_and_keeps_to_the_caller() {
+    let env = env();
+    let ns = env.namespace("search").await;
+    let elsewhere = env.namespace("search-other").await;
+    let client = env.client().await;
+    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres");
+    apply_agent_roles(env);
+    let reader = agent_token(
+        env,
+        &ns,
+        "reader",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let stranger = agent_token(env, &ns, "stranger", Some("implement"), None).await;
+    let here = Counter::start(&client, &ns, Some(&url));
+    let there = Counter::start(&client, &elsewhere, Some(&url));
+
+    let store = HandoffStore::new(client.clone(), &ns);
+    for (key, project, body) in [
+        (
+            "twice",
+            "shop",
+            "## State\nThe refund job failed; the refund retries are off.",
+        ),
+        ("once", "shop", "## State\nOne refund is pending review."),
+        (
+            "ids",
+            "shop",
+            "## State\nFlaky: payments_test.go times out under load.",
+        ),
+        (
+            "de",
+            "shop",
+            "## Stand\nDer Zahlungsdienst lehnt jede Überweisung ab.",
+        ),
+        ("quiet", "shop", "## State\nNothing about money here."),
+        ("other-project", "bank", "refund refund refund"),
+    ] {
+        store.write(&spec(key, project, body)).await.expect("write");
+    }
+    HandoffStore::new(client.clone(), &elsewhere)
+        .write(&spec("foreign", "shop", "refund refund refund refund"))
+        .await
+        .expect("write elsewhere");
+    mirrored(&client, &url, &ns, 6).await;
+    mirrored(&client, &url, &elsewhere, 1).await;
+
+    let via_pg = Bridge::start_with(env, &ns, &["--postgres-url", &url]);
+    let via_api = Bridge::start(env, &ns);
+    for (bridge, source) in [(&via_pg, "mirror"), (&via_api, "apiserver")] {
+        let got = bridge.drive(
+            &reader,
+            "",
+            json!([
+                search("refund"),
+                search("payments_test.go"),
+                search("Zahlungsdienst"),
+                search("überweisung"),
+                search("money -nothing"),
+            ]),
+        );
+        assert_eq!(keys(&got[0]), ["twice", "once"], "{source}: {got:?}");
+        let first = &ok(&got[0])["matches"][0];
+        assert_eq!(first["matched_words"], json!(["refund"]), "{source}");
+        assert!(
+            first["rank"].as_f64() > ok(&got[0])["matches"][1]["rank"].as_f64(),
+            "{source}: two mentions rank above one"
+        );
+        assert_eq!(ok(&got[0])["source"], json!(source));
+        assert_eq!(keys(&got[1]), ["ids"], "{source}");
+        assert_eq!(keys(&got[2]), ["de"], "{source}");
+        assert_eq!(keys(&got[3]), ["de"], "{source}");
+        assert_eq!(keys(&got[4]), Vec::<String>::new(), "{source}: excluded");
+
+        // Pages: one match each, then no cursor.
+        let page = |cursor: Option<&str>| {
+            let mut args = json!({"project": "shop", "query": "refund", "limit": 1});
+            if let Some(c) = cursor {
+                args["cursor"] = json!(c);
+            }
+            bridge.drive(&reader, "", json!([call("search_handoffs", args)]))
+        };
+        let one = page(None);
+        assert_eq!(keys(&one[0]), ["twice"], "{source}");
+        let cursor = ok(&one[0])["next_cursor"]
+            .as_str()
+            .expect("cursor")
+            .to_owned();
+        let two = page(Some(&cursor));
+        assert_eq!(keys(&two[0]), ["once"], "{source}");
+        assert_eq!(ok(&two[0]).get("next_cursor"), None, "{source}");
+
+        // RBAC: no `list` right, refused by the apiserver's words.
+        let refused = err_text(&bridge.drive(&stranger, "", json!([search("refund")]))[0]);
+        assert!(
+            refused.contains("cannot list resource \"handoffs\""),
+            "{source}: {refused}"
+        );
+    }
+    let scanned = via_api.drive(&reader, "", json!([search("refund")]));
+    assert_eq!(ok(&scanned[0])["scanned"], json!(5), "the project's five");
+    let bad = via_pg.drive(
+        &reader,
+        "",
+        json!([
+            call(
+                "search_handoffs",
+                json!({"project": "shop", "query": "-only or"})
+            ),
+            call(
+                "search_handoffs",
+                json!({"project": "shop", "query": "x", "cursor": "nope"})
+            ),
+        ]),
+    );
+    assert!(err_text(&bad[0]).starts_with("invalid `query`"), "{bad:?}");
+    assert!(err_text(&bad[1]).starts_with("invalid `cursor`"), "{bad:?}");
+    here.stop().await;
+    there.stop().await;
+}
+
+#[tokio::test]
+async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
+    let env = env();
+    let ns = env.namespace("search-cap").await;
+    let store = HandoffStore::new(env.client().await, &ns);
+    for i in 0..5 {
+        store
+            .write(&spec(&format!("k{i}"), "shop", "refund"))
+            .await
+            .expect("write");
+    }
+    store
+        .write(&spec("elsewhere", "bank", "refund"))
+        .await
+        .expect("write");
+    let query = handoff::store::ListQuery {
+        project: "shop".into(),
+        repo: None,
+    };
+    for (cap, expected) in [(3, (3, true)), (5, (5, false)), (10, (5, false))] {
+        let mut visited = 0;
+        let got = store
+            .scan(&query, cap, |page| visited += page.len())
+            .await
+            .expect("scan");
+        assert_eq!(got, expected, "cap {cap}");
+        assert_eq!(visited, expected.0, "cap {cap}: handed over");
+    }
+}

@@ -1,0 +1,185 @@
+//! The SRE's subcommands (`handoff get | history | diff | search`) as a
+//! user runs them: the built binary with the test control plane's
+//! kubeconfig and the shared PostgreSQL mirror, and as the kubectl plugin
+//! `kubectl handoff` (a symlink named `kubectl-handoff` on the PATH).
+
+use crate::common;
+use crate::revisions::{Counter, counted};
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use common::{env, eventually};
+use handoff::api::{Handoff, HandoffSpec};
+use handoff::store::HandoffStore;
+use kube::api::Api;
+
+fn handoff(kubeconfig: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env_remove("HANDOFF_POSTGRES_URL")
+        .output()
+        .expect("run handoff")
+}
+
+fn stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    assert!(!out.status.success(), "expected a failure");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
+    let env = env();
+    let ns = env.namespace("sre-cli").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
+        .await
+        .expect("postgres");
+    let counter = Counter::start(&client, &ns, Some(&url));
+    let store = HandoffStore::new(client.clone(), &ns);
+    let bodies = [
+        "## State\nrefund job down\n",
+        "## State\nrefund job down\n## Next\nrestart\n",
+        "## State\nrefund job up\n## Next\nwatch payments_test.go\n",
+    ];
+    for (i, body) in bodies.iter().enumerate() {
+        store
+            .write(&HandoffSpec {
+                handoff_key: "ops/42".into(),
+                project: "shop".into(),
+                repo: Some("org/a".into()),
+                kind: Some("incident".into()),
+                body: (*body).into(),
+                created_by: Some("sre@example.com".into()),
+            })
+            .await
+            .expect("write");
+        counted(&api, "ops/42", i64::try_from(i + 1).expect("small")).await;
+    }
+    let current = api
+        .get(&handoff::api::naming::name_for_key("ops/42"))
+        .await
+        .expect("get");
+    let at = current
+        .status
+        .as_ref()
+        .and_then(|s| s.updated_at.as_ref())
+        .expect("updatedAt")
+        .0
+        .to_string();
+    let kubeconfig = env.kubeconfig_path();
+
+    let expected_get = format!(
+        "# Handoff `ops/42`\n\n- project: shop\n- repo: org/a\n- kind: incident\n- revision: 3\n\
+         - writer: sre@example.com\n- updated: {at}\n\n---\n\n## State\nrefund job up\n## Next\n\
+         watch payments_test.go\n"
+    );
+    assert_eq!(
+        stdout(&handoff(kubeconfig, &["get", "ops/42", "-n", &ns])),
+        expected_get
+    );
+    let missing = stderr(&handoff(kubeconfig, &["get", "nope", "-n", &ns]));
+    assert!(
+        missing.contains(&format!(
+            "no handoff exists for key `nope` in namespace {ns}"
+        )),
+        "{missing}"
+    );
+
+    // The mirror commands say how to name the mirror when it is not given.
+    for command in [
+        vec!["history", "ops/42"],
+        vec!["diff", "ops/42", "1", "2"],
+        vec!["search", "shop", "refund"],
+    ] {
+        let mut args = command.clone();
+        args.extend(["-n", &ns]);
+        let refused = stderr(&handoff(kubeconfig, &args));
+        assert!(
+            refused.contains(&format!(
+                "`handoff {}` reads the PostgreSQL mirror",
+                command[0]
+            )) && refused.contains("--postgres-url URL")
+                && refused.contains("HANDOFF_POSTGRES_URL"),
+            "{refused}"
+        );
+    }
+
+    let with_mirror = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", &ns, "--postgres-url", &url]);
+        handoff(kubeconfig, &all)
+    };
+    let history = eventually(
+        "three revisions in the history",
+        Duration::from_secs(60),
+        || {
+            let out = with_mirror(&["history", "ops/42"]);
+            async move {
+                out.status
+                    .success()
+                    .then(|| stdout(&out))
+                    .filter(|s| s.lines().count() == 4)
+            }
+        },
+    )
+    .await;
+    let lines: Vec<Vec<&str>> = history.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines[0], ["REVISION", "UPDATED", "WRITER", "BYTES"]);
+    for (line, revision) in lines[1..].iter().zip([3usize, 2, 1]) {
+        assert_eq!(line[0], revision.to_string());
+        assert_eq!(line[2], "sre@example.com");
+        assert_eq!(line[3], bodies[revision - 1].len().to_string());
+    }
+    assert_eq!(lines[1][1], at);
+
+    assert_eq!(
+        stdout(&with_mirror(&["diff", "ops/42", "2", "3"])),
+        "--- revision 2\n+++ revision 3\n@@ -1,4 +1,4 @@\n ## State\n-refund job down\n\
+         +refund job up\n ## Next\n-restart\n+watch payments_test.go\n"
+    );
+    let unknown = stderr(&with_mirror(&["diff", "ops/42", "1", "7"]));
+    assert!(
+        unknown.contains("`ops/42` has no revision 7 in the history"),
+        "{unknown}"
+    );
+
+    let found = stdout(&with_mirror(&["search", "shop", "payments_test.go"]));
+    let rows: Vec<Vec<&str>> = found.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 2, "{found}");
+    assert_eq!(rows[0], ["KEY", "RANK", "MATCHED", "PREVIEW"]);
+    assert_eq!((rows[1][0], rows[1][2]), ("ops/42", "payments_test.go"));
+
+    // As a kubectl plugin: `kubectl handoff get` runs the same command.
+    let bin = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::symlink(
+        env!("CARGO_BIN_EXE_handoff"),
+        bin.path().join("kubectl-handoff"),
+    )
+    .expect("symlink");
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let via_kubectl = Command::new(env.kubectl().get_program())
+        .args(["handoff", "get", "ops/42", "-n", &ns])
+        .env("KUBECONFIG", kubeconfig)
+        .env("PATH", path)
+        .output()
+        .expect("kubectl");
+    assert_eq!(stdout(&via_kubectl), expected_get);
+    counter.stop().await;
+}
