@@ -245,3 +245,97 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `handoff move`.
+#[derive(Debug, Args)]
+pub struct MoveArgs {
+    /// The project whose handoffs move (label `project`).
+    #[arg(long)]
+    pub project: String,
+    /// The namespace they are in now.
+    #[arg(long, default_value = "handoff-system")]
+    pub from: String,
+    /// The team's namespace they move to (it must exist: config/tenant).
+    #[arg(long)]
+    pub to: String,
+    /// Print what would move; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Pure: the object `h` becomes in `namespace`: the same name, labels and
+/// spec, minus `spec.createdBy` (the copy is written by whoever moves it,
+/// and the authorship policy lets nobody claim another's name).
+pub fn moved(h: &Handoff, namespace: &str) -> Handoff {
+    let mut spec = h.spec.clone();
+    spec.created_by = None;
+    let mut copy = Handoff::new(&kube::ResourceExt::name_any(h), spec);
+    copy.metadata.namespace = Some(namespace.to_owned());
+    copy.metadata.labels = h.metadata.labels.clone();
+    copy
+}
+
+/// `handoff move --project P --from NS --to TEAM`: moves a project's
+/// handoffs into a team's namespace, one at a time (applied there, then
+/// deleted here only if unchanged since it was read), saying what it does.
+pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
+    use kube::ResourceExt;
+    use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+    anyhow::ensure!(
+        args.from != args.to,
+        "--from and --to are both {:?}: nothing would move",
+        args.from
+    );
+    let client = kube::Client::try_from(kube::Config::infer().await?)?;
+    let source: Api<Handoff> = Api::namespaced(client.clone(), &args.from);
+    let target: Api<Handoff> = Api::namespaced(client, &args.to);
+    let selector = format!("{}={}", crate::names::PROJECT_LABEL, args.project);
+    let params = ListParams::default().labels(&selector);
+    let mut pages = crate::cluster::Pages::new(&source, &params);
+    let mut count = 0usize;
+    while let Some(page) = pages.next().await? {
+        for h in page {
+            let name = h.name_any();
+            let what = format!("{}/{name} → {}", args.from, args.to);
+            if args.dry_run {
+                println!("would move {what}");
+                continue;
+            }
+            let copy = moved(&h, &args.to);
+            target
+                .patch(
+                    &name,
+                    &PatchParams::apply(crate::names::LOCAL_FIELD_MANAGER),
+                    &Patch::Apply(&copy),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{what}: cannot write the copy: {e}"))?;
+            let unchanged = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: h.uid(),
+                    resource_version: h.resource_version(),
+                }),
+                ..DeleteParams::default()
+            };
+            source.delete(&name, &unchanged).await.map_err(|e| {
+                anyhow::anyhow!(
+                    "{what}: copied, but the original changed or could not be deleted ({e}); \
+                     compare both and delete {}/{name} by hand",
+                    args.from
+                )
+            })?;
+            count += 1;
+            println!("moved {what}");
+        }
+    }
+    eprintln!(
+        "handoff move: {count} handoff(s) of project {} {}",
+        args.project,
+        if args.dry_run {
+            "listed (dry run)"
+        } else {
+            "moved"
+        }
+    );
+    Ok(())
+}

@@ -50,6 +50,9 @@ enum Command {
     Diff(handoff::cli::DiffArgs),
     /// Search a project's handoffs by what they say (from the mirror).
     Search(handoff::cli::SearchArgs),
+    /// Move a project's handoffs into a team's namespace (without
+    /// spec.createdBy: the copy is written by whoever moves it).
+    Move(handoff::cli::MoveArgs),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
     Dev(handoff::dev::DevArgs),
@@ -72,6 +75,9 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
         }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
+        Command::Move(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
+        }
         Command::Get(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::get(args))),
         Command::History(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::history(args))),
         Command::Diff(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::diff(args))),

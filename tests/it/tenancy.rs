@@ -209,3 +209,91 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
         "{elsewhere:?}"
     );
 }
+
+/// Moving a project out of a shared namespace: `handoff move` copies each
+/// handoff of the project into the team's namespace without `createdBy`
+/// (the authorship policy would refuse a copy claiming the old writer) and
+/// deletes the original; other projects stay; `--dry-run` changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn handoff_move_takes_a_project_into_a_teams_namespace() {
+    use handoff::api::HandoffSpec;
+    use handoff::store::HandoffStore;
+    let env = common::env();
+    let shared = env.namespace("move-shared").await;
+    let team = env.namespace("move-team").await;
+    let store = HandoffStore::new(env.client().await, &shared);
+    for (key, project) in [("shop#1", "shop"), ("shop#2", "shop"), ("blog#1", "blog")] {
+        let spec = HandoffSpec {
+            handoff_key: key.into(),
+            project: project.into(),
+            body: format!("body of {key}"),
+            created_by: Some("system:serviceaccount:x:writer".into()),
+            repo: None,
+            kind: None,
+        };
+        store.write(&spec).await.expect("write");
+    }
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args([
+                "move",
+                "--project",
+                "shop",
+                "--from",
+                &shared,
+                "--to",
+                &team,
+            ])
+            .args(extra)
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .output()
+            .expect("handoff move runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shared_api: Api<Handoff> = Api::namespaced(env.client().await, &shared);
+    let team_api: Api<Handoff> = Api::namespaced(env.client().await, &team);
+    let keys = |api: Api<Handoff>| async move {
+        let mut keys: Vec<String> = api
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|h| h.spec.handoff_key)
+            .collect();
+        keys.sort();
+        keys
+    };
+
+    let planned = tokio::task::block_in_place(|| run(&["--dry-run"]));
+    assert_eq!(planned.lines().count(), 2, "{planned}");
+    assert_eq!(
+        keys(shared_api.clone()).await,
+        ["blog#1", "shop#1", "shop#2"]
+    );
+    assert_eq!(keys(team_api.clone()).await, Vec::<String>::new());
+
+    let done = tokio::task::block_in_place(|| run(&[]));
+    assert_eq!(done.matches("moved ").count(), 2, "{done}");
+    assert_eq!(keys(shared_api).await, ["blog#1"]);
+    assert_eq!(keys(team_api.clone()).await, ["shop#1", "shop#2"]);
+    let copy = team_api
+        .get(&name_for_key("shop#1"))
+        .await
+        .expect("the copy");
+    assert_eq!(copy.spec.body, "body of shop#1");
+    assert_eq!(copy.spec.created_by, None, "the copy claims no writer");
+    assert_eq!(
+        copy.metadata
+            .labels
+            .unwrap_or_default()
+            .get("project")
+            .map(String::as_str),
+        Some("shop")
+    );
+}
