@@ -371,3 +371,35 @@ fn handoff_dev_killed_outright_takes_its_processes_along_and_starts_again() {
     assert_eq!(get_body(&url, &token, "kill#1"), "survives");
     interrupt(child, &pids);
 }
+
+/// The suites that used to race a controller already running in the
+/// cluster, as `USE_EXISTING_CLUSTER=true make test` runs them against
+/// `handoff dev`: this test binary runs them again as a child against a
+/// `handoff dev` it started. The running controller manages only unclaimed
+/// namespaces and the test kit claims its own, so each test's outcome is its
+/// own controller's.
+#[test]
+fn suites_share_a_cluster_where_handoff_dev_runs() {
+    const RACED: [&str; 3] = [
+        "schedule::a_due_tick_runs_refine_then_brainstorm_then_idles",
+        "controller::create_update_delete_are_reflected_in_status_events_labels_and_postgres",
+        "controller::one_leader_writes_and_the_other_takes_over_within_the_lease_duration",
+    ];
+    let dir = data_dir();
+    let (dev, pids, _) = start_dev(dir.path(), &[]);
+    let out = Command::new(std::env::current_exe().expect("this test binary"))
+        .args(RACED)
+        .args(["--exact", "--test-threads=1"])
+        .env("USE_EXISTING_CLUSTER", "true")
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env_remove(CHILD_ENV)
+        .output()
+        .expect("the suites run");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    interrupt(dev, &pids);
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 3 passed"),
+        "against handoff dev:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
