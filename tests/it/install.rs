@@ -41,7 +41,7 @@ pub(crate) fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
         .expect("kubectl runs")
 }
 
-fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
+pub(crate) fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
     use std::io::Write;
     let mut child = env
         .kubectl()

@@ -16,9 +16,8 @@
 //! refused and its message.
 
 use crate::common;
-use crate::install::installed;
+use crate::install::{installed, kubectl, kubectl_stdin, must};
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,48 +42,6 @@ const HONEST: &str = "handoff.dev-honest-handoffs";
 const FINALIZERS: &str = "handoff.dev-handoff-finalizers";
 const RESERVED: &str = "handoff.dev-reserved-schedule-keys";
 const ESCALATION: &str = "handoff.dev-schedules-cannot-escalate";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
-    env.kubectl()
-        .current_dir(root())
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
-fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = env
-        .kubectl()
-        .current_dir(root())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("kubectl output")
-}
-
-fn must(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// Asserts `out` is a refusal by `policy` (reason Forbidden) whose message
 /// holds every fragment; returns the message.
