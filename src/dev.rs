@@ -317,27 +317,18 @@ async fn start_controller(
 ) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String, u16)> {
     use crate::controller::{self, ControllerMetrics, ControllerOptions};
     use crate::time::SystemClock;
+    let lease = controller::leader::LeaseConfig {
+        name: CONTROLLER_FIELD_MANAGER.into(),
+        namespace: "default".into(),
+        identity: "handoff-dev".into(),
+        lease_duration: Duration::from_secs(15),
+        renew_deadline: Duration::from_secs(10),
+        retry_period: Duration::from_secs(2),
+    };
     let options = ControllerOptions {
-        namespace: None,
         namespace_selector: crate::names::UNCLAIMED_NAMESPACES.into(),
-        lease: controller::leader::LeaseConfig {
-            name: CONTROLLER_FIELD_MANAGER.into(),
-            namespace: "default".into(),
-            identity: "handoff-dev".into(),
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-        },
-        concurrency: 8,
         postgres_url: database_url,
-        postgres: crate::mirror::pool::PoolSettings::default(),
-        api_timeout: Duration::from_secs(10),
-        resync_interval: Duration::from_secs(300),
-        groom_interval: Duration::from_secs(60),
-        ttl: Arc::new(crate::schedule::ttl::DefaultTtl(None)),
-        active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
-        offer_retention: crate::offers::activation::DEFAULT_OFFER_RETENTION,
-        history: crate::mirror::Retention::default(),
+        ..ControllerOptions::defaults(lease)
     };
     let metrics = ControllerMetrics::new();
     let listener = bind_loopback(preferred).await?;

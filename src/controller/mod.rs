@@ -205,6 +205,29 @@ pub struct ControllerOptions {
     pub history: Retention,
 }
 
+impl ControllerOptions {
+    /// The flags' defaults around `lease`: every namespace, no mirror, no
+    /// default TTL. Callers (`handoff dev`, tests) change what they need
+    /// with struct update syntax, so a new option changes one place.
+    pub fn defaults(lease: LeaseConfig) -> Self {
+        Self {
+            namespace: None,
+            namespace_selector: String::new(),
+            lease,
+            concurrency: 8,
+            postgres_url: None,
+            postgres: PoolSettings::default(),
+            api_timeout: Duration::from_secs(10),
+            resync_interval: Duration::from_secs(300),
+            groom_interval: Duration::from_secs(60),
+            ttl: Arc::new(DefaultTtl(None)),
+            active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+            offer_retention: crate::offers::activation::DEFAULT_OFFER_RETENTION,
+            history: Retention::default(),
+        }
+    }
+}
+
 /// Shared state of the loops.
 pub struct Context {
     /// The controller's own client.

@@ -88,27 +88,23 @@ impl Setup {
 
     fn start(self, client: Client, namespace: &str) -> Running {
         let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
+        let lease = LeaseConfig {
+            name: LEASE.into(),
+            namespace: namespace.to_owned(),
+            identity: self.identity.into(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(250),
+        };
         let options = ControllerOptions {
             namespace: self.selector.is_none().then(|| namespace.to_owned()),
             namespace_selector: self.selector.unwrap_or_default(),
-            lease: LeaseConfig {
-                name: LEASE.into(),
-                namespace: namespace.to_owned(),
-                identity: self.identity.into(),
-                lease_duration: Duration::from_secs(3),
-                renew_deadline: Duration::from_secs(2),
-                retry_period: Duration::from_millis(250),
-            },
-            concurrency: 8,
             postgres_url: self.postgres_url,
-            postgres: handoff::mirror::pool::PoolSettings::default(),
-            api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
             groom_interval: Duration::from_millis(200),
             ttl,
-            active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
-            offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
             history: self.history,
+            ..ControllerOptions::defaults(lease)
         };
         let metrics = ControllerMetrics::new();
         let shutdown = CancellationToken::new();

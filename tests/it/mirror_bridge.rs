@@ -17,7 +17,6 @@ use handoff::api::HandoffSpec;
 use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::mcp::auth::ACCESS_TTL;
-use handoff::schedule::ttl::DefaultTtl;
 use handoff::store::HandoffStore;
 use handoff::time::SystemClock;
 use handoff_testkit as testing;
@@ -38,27 +37,19 @@ impl MirrorController {
     /// mirror at `url`.
     fn start(client: &kube::Client, namespace: &str, url: &str) -> Self {
         let shutdown = CancellationToken::new();
+        let lease = LeaseConfig {
+            name: "handoff-controller".into(),
+            namespace: namespace.to_owned(),
+            identity: "a".into(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(250),
+        };
         let options = ControllerOptions {
             namespace: Some(namespace.to_owned()),
-            namespace_selector: String::new(),
-            lease: LeaseConfig {
-                name: "handoff-controller".into(),
-                namespace: namespace.to_owned(),
-                identity: "a".into(),
-                lease_duration: Duration::from_secs(3),
-                renew_deadline: Duration::from_secs(2),
-                retry_period: Duration::from_millis(250),
-            },
-            concurrency: 8,
             postgres_url: Some(url.to_owned()),
-            postgres: handoff::mirror::pool::PoolSettings::default(),
-            api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(2),
-            groom_interval: Duration::from_secs(60),
-            ttl: Arc::new(DefaultTtl(None)),
-            active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
-            offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
-            history: handoff::mirror::Retention::default(),
+            ..ControllerOptions::defaults(lease)
         };
         let task = tokio::spawn(controller::run(
             client.clone(),

@@ -973,7 +973,6 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
 async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies() {
     use handoff::controller::leader::LeaseConfig;
     use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-    use handoff::schedule::ttl::DefaultTtl;
     use handoff::time::SystemClock;
 
     let env = installed();
@@ -988,28 +987,21 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
     let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
         .await
         .expect("postgres");
+    // The Lease config/rbac allows: handoff-controller in handoff-system.
+    let lease = LeaseConfig {
+        name: "handoff-controller".into(),
+        namespace: NS.into(),
+        identity: "policy-test".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(250),
+    };
     let options = ControllerOptions {
         namespace: Some(ns.clone()),
-        namespace_selector: String::new(),
-        // The Lease config/rbac allows: handoff-controller in handoff-system.
-        lease: LeaseConfig {
-            name: "handoff-controller".into(),
-            namespace: NS.into(),
-            identity: "policy-test".into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        },
         concurrency: 4,
         postgres_url: Some(url),
         resync_interval: Duration::from_secs(60),
-        groom_interval: Duration::from_secs(60),
-        ttl: Arc::new(DefaultTtl(None)),
-        active_agent_selector: handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
-        history: Default::default(),
-        offer_retention: handoff::offers::activation::DEFAULT_OFFER_RETENTION,
-        postgres: handoff::mirror::pool::PoolSettings::default(),
-        api_timeout: Duration::from_secs(10),
+        ..ControllerOptions::defaults(lease)
     };
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = tokio::spawn(controller::run(
