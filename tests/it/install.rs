@@ -1506,13 +1506,15 @@ async fn the_controller_loops_run_with_the_controller_identity() {
 /// A bridge process whose own identity is ServiceAccount handoff-bridge of
 /// the installation (only config/rbac's rights), serving `NS`.
 async fn bridge_as_installed(env: &TestEnv) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
-    bridge_as_installed_for(env, Some(NS)).await
+    bridge_as_installed_for(env, Some(NS), &[]).await
 }
 
-/// [`bridge_as_installed`] serving `namespace`, or (`None`) each caller's.
+/// [`bridge_as_installed`] serving `namespace`, or (`None`) each caller's,
+/// with `extra` flags.
 pub(crate) async fn bridge_as_installed_for(
     env: &TestEnv,
     namespace: Option<&str>,
+    extra: &[&str],
 ) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
     let mut kubeconfig = env.kubeconfig().clone();
     let bridge_token = install_token(env, "handoff-bridge").await;
@@ -1531,8 +1533,8 @@ pub(crate) async fn bridge_as_installed_for(
     .expect("write kubeconfig");
     let binary = Path::new(env!("CARGO_BIN_EXE_handoff"));
     let bridge = match namespace {
-        Some(namespace) => handoff_testkit::BridgeProcess::start(binary, &path, namespace, &[]),
-        None => handoff_testkit::BridgeProcess::start_for_every_namespace(binary, &path, &[]),
+        Some(namespace) => handoff_testkit::BridgeProcess::start(binary, &path, namespace, extra),
+        None => handoff_testkit::BridgeProcess::start_for_every_namespace(binary, &path, extra),
     }
     .expect("the bridge starts with its own identity");
     (bridge, dir)

@@ -83,7 +83,50 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     let people = env.namespace("people").await;
     onboard(env, &a);
     onboard(env, &b);
-    let (bridge, _dir) = bridge_as_installed_for(env, None).await;
+    // The teams' own controller (mirroring into PostgreSQL): the two team
+    // namespaces are claimed for it, as a tenant running its own would.
+    let claim = format!("tenancy-{a}");
+    for namespace in [&a, &b] {
+        must(
+            kubectl(
+                env,
+                &[
+                    "label",
+                    "namespace",
+                    namespace,
+                    "--overwrite",
+                    &format!("{}={claim}", handoff::names::CONTROLLER_LABEL),
+                ],
+            ),
+            "claim the team namespace",
+        );
+    }
+    let url_pg = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
+        .await
+        .expect("postgres");
+    let lease = handoff::controller::leader::LeaseConfig {
+        name: "handoff-controller".into(),
+        namespace: a.clone(),
+        identity: "tenancy".into(),
+        lease_duration: std::time::Duration::from_secs(3),
+        renew_deadline: std::time::Duration::from_secs(2),
+        retry_period: std::time::Duration::from_millis(250),
+    };
+    let options = handoff::controller::ControllerOptions {
+        namespace_selector: format!("{}={claim}", handoff::names::CONTROLLER_LABEL),
+        postgres_url: Some(url_pg.clone()),
+        ..handoff::controller::ControllerOptions::defaults(lease)
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let controller = tokio::spawn(handoff::controller::run(
+        env.client().await,
+        options,
+        std::sync::Arc::new(handoff::time::SystemClock),
+        handoff::controller::ControllerMetrics::new(),
+        stop.clone(),
+    ));
+    let (bridge, _dir) = bridge_as_installed_for(env, None, &[]).await;
+    let (via_pg, _pg_dir) = bridge_as_installed_for(env, None, &["--postgres-url", &url_pg]).await;
     let url = bridge.url().to_owned();
     let in_ns = |namespace: &str| format!("{url}/ns/{namespace}");
     let a_implement = token(env, &a, "agent-implement");
@@ -122,6 +165,44 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
         .collect();
     let a_writer = format!("system:serviceaccount:{a}:agent-implement");
     assert_eq!(seen, [(a_writer.as_str(), "team a's body")], "{listed:?}");
+    // The same through PostgreSQL, once the controller mirrored both rows.
+    let db = handoff_testkit::connect_postgres(&url_pg)
+        .await
+        .expect("postgres client");
+    common::eventually(
+        "both teams' rows",
+        std::time::Duration::from_secs(60),
+        || {
+            let db = &db;
+            let (a, b) = (a.clone(), b.clone());
+            async move {
+                let n: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM handoffs WHERE namespace IN ($1, $2)",
+                        &[&a, &b],
+                    )
+                    .await
+                    .ok()?
+                    .get(0);
+                (n == 2).then_some(())
+            }
+        },
+    )
+    .await;
+    let listed_pg = drive(
+        via_pg.url(),
+        &a_implement,
+        json!([common::call("list_handoffs", json!({"project": "shop"}))]),
+    );
+    let seen_pg: Vec<&str> = common::ok(&listed_pg[0])["handoffs"]
+        .as_array()
+        .expect("handoffs")
+        .iter()
+        .filter_map(|h| h["preview"].as_str())
+        .collect();
+    assert_eq!(seen_pg, ["team a's body"], "{listed_pg:?}");
+    stop.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), controller).await;
 
     // Naming the other team's namespace is refused by the apiserver's RBAC.
     let trespass = drive(&in_ns(&b), &a_implement, json!([write("k", "overwritten")]));
