@@ -148,17 +148,37 @@ impl Series {
     }
 }
 
+/// `call`, or an error once `timeout` has passed without an answer: an
+/// Event is never worth a stalled reconcile (`--apiserver-timeout`).
+async fn bounded<T>(
+    timeout: std::time::Duration,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, kube::Error> {
+    tokio::time::timeout(timeout, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(kube::Error::Service(
+                format!("the apiserver gave no answer within {timeout:?}").into(),
+            ))
+        })
+}
+
 impl Context {
     /// Records an occurrence of `reason` about `h` (see the module docs). A
-    /// failure is logged, never fatal (the state it reports is already
-    /// written).
+    /// failure or a call past `--apiserver-timeout` is logged, never fatal
+    /// (the state it reports is already written).
     pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
         let note = bounded_note(note);
         let namespace = h.namespace().unwrap_or_default();
         let key = (h.uid().unwrap_or_else(|| h.name_any()), reason.to_owned());
         let now = Instant::now();
         if let Publish::Extend { name, count } = self.events.plan(&key, &namespace, now) {
-            match self.extend(&namespace, &name, count, &note).await {
+            match bounded(
+                self.api_timeout,
+                self.extend(&namespace, &name, count, &note),
+            )
+            .await
+            {
                 Ok(()) => {
                     let entry = Entry {
                         namespace,
@@ -177,7 +197,7 @@ impl Context {
                 }
             }
         }
-        match self.create(h, &namespace, reason, note).await {
+        match bounded(self.api_timeout, self.create(h, &namespace, reason, note)).await {
             Ok(name) => {
                 let entry = Entry {
                     namespace,
@@ -253,6 +273,20 @@ impl Context {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn an_event_call_past_the_timeout_is_an_error_not_a_hang() {
+        let hung = bounded(
+            std::time::Duration::from_millis(10),
+            std::future::pending::<Result<(), kube::Error>>(),
+        )
+        .await;
+        let message = hung.expect_err("timed out").to_string();
+        assert!(message.contains("no answer within 10ms"), "{message}");
+        let answered = bounded(std::time::Duration::from_secs(5), async { Ok(7) }).await;
+        assert_eq!(answered.expect("answered"), 7);
+    }
+
     use super::*;
 
     const GAP: Duration = Duration::from_secs(600);
