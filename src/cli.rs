@@ -233,12 +233,13 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
         )
         .await?;
     println!("KEY\tRANK\tMATCHED\tPREVIEW");
-    for r in rows {
+    for found in rows {
+        let r = &found.row;
         let matched = matched_words(&wanted, &r.handoff_key, &r.body);
         println!(
             "{}\t{:.4}\t{}\t{}",
             r.handoff_key,
-            r.rank,
+            found.rank,
             matched.join(","),
             preview_around(&r.body, &matched)
         );

@@ -763,19 +763,7 @@ impl Mirror {
                     &[&namespace, &project, &repo, &after_at, &after_key, &limit],
                 )
                 .await?;
-            Ok(rows
-                .iter()
-                .map(|r| ListedRow {
-                    handoff_key: r.get(0),
-                    project: r.get(1),
-                    repo: r.get(2),
-                    kind: r.get(3),
-                    created_by: r.get(4),
-                    body: r.get(5),
-                    updated_at: r.get(6),
-                    revision: r.get(7),
-                })
-                .collect())
+            Ok(rows.iter().map(ListedRow::of).collect())
         })
         .await
     }
@@ -831,6 +819,23 @@ pub struct ListedRow {
     pub updated_at: Timestamp,
     /// Content revision.
     pub revision: i64,
+}
+
+impl ListedRow {
+    /// A row whose first eight columns are key, project, repo, kind,
+    /// writer, body, updated_at and revision (the list and search queries).
+    pub fn of(r: &tokio_postgres::Row) -> Self {
+        Self {
+            handoff_key: r.get(0),
+            project: r.get(1),
+            repo: r.get(2),
+            kind: r.get(3),
+            created_by: r.get(4),
+            body: r.get(5),
+            updated_at: r.get(6),
+            revision: r.get(7),
+        }
+    }
 }
 
 /// Applies the embedded migrations not yet recorded, in one transaction

@@ -5,9 +5,7 @@
 //! root collation; the query is lower-cased the same way), ranked by `ts_rank`, then newest
 //! first, then by key, so pages are stable.
 
-use k8s_openapi::jiff::Timestamp;
-
-use super::{Mirror, MirrorError};
+use super::{ListedRow, Mirror, MirrorError};
 
 const SEARCH: &str = r#"
 SELECT handoff_key, project, repo, kind, created_by, body, updated_at, revision,
@@ -22,22 +20,8 @@ LIMIT $6
 /// A handoff that matched, with its rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchRow {
-    /// The key.
-    pub handoff_key: String,
-    /// Project.
-    pub project: String,
-    /// Repo.
-    pub repo: Option<String>,
-    /// Kind.
-    pub kind: Option<String>,
-    /// Writer (empty when unknown).
-    pub created_by: String,
-    /// Body.
-    pub body: String,
-    /// `status.updatedAt`.
-    pub updated_at: Timestamp,
-    /// Content revision.
-    pub revision: i64,
+    /// The row, as `list_handoffs` reads it.
+    pub row: ListedRow,
     /// `ts_rank` of the row for the query.
     pub rank: f32,
 }
@@ -65,14 +49,7 @@ impl Mirror {
             Ok(rows
                 .iter()
                 .map(|r| SearchRow {
-                    handoff_key: r.get(0),
-                    project: r.get(1),
-                    repo: r.get(2),
-                    kind: r.get(3),
-                    created_by: r.get(4),
-                    body: r.get(5),
-                    updated_at: r.get(6),
-                    revision: r.get(7),
+                    row: ListedRow::of(r),
                     rank: r.get(8),
                 })
                 .collect())

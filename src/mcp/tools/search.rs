@@ -258,7 +258,8 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     Ok(answer(&result, text))
 }
 
-fn of_row(row: &SearchRow, wanted: &[String]) -> SearchMatch {
+fn of_row(found: &SearchRow, wanted: &[String]) -> SearchMatch {
+    let row = &found.row;
     let matched = matched_words(wanted, &row.handoff_key, &row.body);
     SearchMatch {
         handoff_key: row.handoff_key.clone(),
@@ -267,7 +268,7 @@ fn of_row(row: &SearchRow, wanted: &[String]) -> SearchMatch {
         kind: row.kind.clone(),
         updated_at: Some(row.updated_at.to_string()),
         created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-        rank: f64::from(row.rank),
+        rank: f64::from(found.rank),
         preview: preview_around(&row.body, &matched),
         matched_words: matched,
     }
