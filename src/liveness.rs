@@ -482,7 +482,9 @@ mod tests {
         let attempt = progress.start("Handoff ns/a".into());
         let running = progress.status(LIMIT);
         assert_eq!(running.pending, 1);
-        assert!(running.oldest_running.is_some());
+        // First started now: running and pending since the same instant.
+        assert!(running.oldest_pending.is_some());
+        assert_eq!(running.oldest_running, running.oldest_pending);
         attempt.end(false);
         let failed = progress.status(LIMIT);
         assert_eq!(failed.pending, 1, "a failed attempt stays pending");

@@ -286,6 +286,25 @@ fn request(key: &str, body: String) -> HandoffSpec {
     }
 }
 
+/// Writes `<prefix>-000` … `<prefix>-<keys - 1>` with the body
+/// `<key> <round>`, 8 at a time.
+async fn write_round(store: &HandoffStore, prefix: &str, keys: usize, round: &str) {
+    futures::stream::iter(0..keys)
+        .map(|i| {
+            let store = store.clone();
+            async move {
+                let key = format!("{prefix}-{i:03}");
+                store
+                    .write(&request(&key, format!("{key} {round}")))
+                    .await
+                    .unwrap_or_else(|e| panic!("write {key} {round}: {e}"));
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_converges() {
     const TOTAL: usize = 600;
@@ -861,20 +880,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     let stalled_at = Instant::now();
     // 200 writes: each key created, then updated.
     for round in ["v1", "v2"] {
-        futures::stream::iter(0..KEYS)
-            .map(|i| {
-                let store = store.clone();
-                async move {
-                    let key = format!("stall-{i:03}");
-                    store
-                        .write(&request(&key, format!("{key} {round}")))
-                        .await
-                        .unwrap_or_else(|e| panic!("write {key} {round}: {e}"));
-                }
-            })
-            .buffer_unordered(8)
-            .collect::<Vec<()>>()
-            .await;
+        write_round(&store, "stall", KEYS, round).await;
     }
     // Every write is counted while PostgreSQL is still stalled.
     let remaining = STALL.saturating_sub(stalled_at.elapsed());
@@ -946,24 +952,9 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     .unwrap_or_else(|e| panic!("controller: {e:#}"));
     let pid = controller.pid();
     let store = HandoffStore::new(client.clone(), DOOMED);
-    futures::stream::iter(0..KEYS)
-        .map(|i| {
-            let store = store.clone();
-            async move {
-                let key = format!("doomed-{i:03}");
-                store
-                    .write(&request(&key, format!("{key} v1")))
-                    .await
-                    .unwrap_or_else(|e| panic!("write {key}: {e}"));
-                store
-                    .write(&request(&key, format!("{key} v2")))
-                    .await
-                    .unwrap_or_else(|e| panic!("update {key}: {e}"));
-            }
-        })
-        .buffer_unordered(8)
-        .collect::<Vec<()>>()
-        .await;
+    for round in ["v1", "v2"] {
+        write_round(&store, "doomed", KEYS, round).await;
+    }
     let handoffs: Api<Handoff> = Api::namespaced(client.clone(), DOOMED);
     let db = &system.db;
     let history = |namespace: &'static str| async move {
