@@ -36,6 +36,11 @@ pub struct PlaneOptions {
     /// Ports to use when they are free (a kept plane's previous ports), as
     /// `(etcd, apiserver)`.
     pub preferred_ports: Option<(u16, u16)>,
+    /// etcd's `--quota-backend-bytes` (its database's size limit, beyond
+    /// which it refuses writes); `None` keeps etcd's default of 2 GiB, which
+    /// tests and `handoff dev` never approach. The scaling benchmark sizes
+    /// it for its largest stage (`handoff_testkit::bench`).
+    pub etcd_quota_bytes: Option<u64>,
 }
 
 /// One line of the apiserver's static token file.
@@ -80,6 +85,7 @@ struct Ports {
     etcd: u16,
     api: u16,
     token_file: Option<PathBuf>,
+    etcd_quota_bytes: Option<u64>,
 }
 
 impl ControlPlane {
@@ -120,7 +126,7 @@ impl ControlPlane {
 
         let (etcd_preferred, api_preferred) = options.preferred_ports.unwrap_or_default();
         let etcd_port = port_or_free(etcd_preferred)?;
-        let etcd = start_etcd(&assets, root, etcd_port)?;
+        let etcd = start_etcd(&assets, root, etcd_port, options.etcd_quota_bytes)?;
         let api_port = port_or_free(api_preferred)?;
         let token_file = (!options.static_tokens.is_empty())
             .then(|| -> anyhow::Result<PathBuf> {
@@ -153,6 +159,7 @@ impl ControlPlane {
             etcd: etcd_port,
             api: api_port,
             token_file,
+            etcd_quota_bytes: options.etcd_quota_bytes,
         };
         let mut plane = Self {
             apiserver,
@@ -249,7 +256,12 @@ impl ControlPlane {
     /// Starts etcd again on the same port and data, and waits until the
     /// apiserver is ready again.
     pub async fn start_etcd(&mut self) -> anyhow::Result<()> {
-        self.etcd = start_etcd(&self.assets, self.dir.path(), self.ports.etcd)?;
+        self.etcd = start_etcd(
+            &self.assets,
+            self.dir.path(),
+            self.ports.etcd,
+            self.ports.etcd_quota_bytes,
+        )?;
         self.wait_ready().await
     }
 
@@ -264,7 +276,12 @@ impl ControlPlane {
     }
 }
 
-fn start_etcd(assets: &Assets, root: &Path, port: u16) -> anyhow::Result<Supervised> {
+fn start_etcd(
+    assets: &Assets,
+    root: &Path,
+    port: u16,
+    quota_bytes: Option<u64>,
+) -> anyhow::Result<Supervised> {
     let url = format!("http://127.0.0.1:{port}");
     let mut cmd = Command::new(assets.bin("etcd"));
     cmd.arg(format!("--data-dir={}", root.join("etcd").display()))
@@ -272,9 +289,10 @@ fn start_etcd(assets: &Assets, root: &Path, port: u16) -> anyhow::Result<Supervi
         .arg(format!("--advertise-client-urls={url}"))
         .arg("--listen-peer-urls=http://127.0.0.1:0")
         .arg("--unsafe-no-fsync=true")
-        // Room for the 50,000-handoff benchmark stage (the default is 2 GiB).
-        .arg("--quota-backend-bytes=8589934592")
         .arg("--log-level=warn");
+    if let Some(bytes) = quota_bytes {
+        cmd.arg(format!("--quota-backend-bytes={bytes}"));
+    }
     Supervised::spawn("etcd", cmd, &root.join("etcd.log"))
 }
 

@@ -1,17 +1,129 @@
 //! What the benchmarks (`make bench`) share: a control plane that accepts a
-//! static bearer token, percentile summaries and memory readings of child
-//! processes. Nothing here asserts speed; benchmarks print ratios.
+//! static bearer token (its etcd sized for the scaling benchmark),
+//! percentile summaries, memory readings of child processes and the
+//! apiserver's count of writes. Nothing here asserts speed; benchmarks print
+//! ratios.
 
 use std::time::Duration;
 
-use crate::ControlPlane;
+use crate::{ControlPlane, PlaneOptions};
 
 /// The bearer token of the benchmark's agent (in `system:masters`).
 pub const TOKEN: &str = "bench-token-0123456789abcdef";
 
-/// A local control plane that accepts [`TOKEN`], with the CRDs installed.
+/// etcd's `--quota-backend-bytes` on the benchmark's plane.
+pub const ETCD_QUOTA_BYTES: u64 = 8 << 30;
+/// A local control plane that accepts [`TOKEN`], with the CRDs installed and
+/// etcd's quota at [`ETCD_QUOTA_BYTES`].
 pub async fn plane() -> anyhow::Result<ControlPlane> {
-    crate::plane_with_admin_token(TOKEN, "bench").await
+    let options = PlaneOptions {
+        etcd_quota_bytes: Some(ETCD_QUOTA_BYTES),
+        ..PlaneOptions::default()
+    };
+    crate::plane_with_admin_token_and(TOKEN, "bench", options).await
+}
+
+/// The apiserver's count of writes (`apiserver_request_total` of the verbs
+/// APPLY, PATCH, POST, PUT and DELETE) since it started, by what they wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Writes {
+    /// To `handoffs` (the spec, labels, finalizers: the object itself).
+    pub spec: f64,
+    /// To `handoffs/status`.
+    pub status: f64,
+    /// To `events` (core or `events.k8s.io`).
+    pub events: f64,
+    /// To anything else (Leases of leader election, namespaces, …).
+    pub other: f64,
+}
+
+const WRITE_VERBS: [&str; 5] = ["APPLY", "PATCH", "POST", "PUT", "DELETE"];
+
+impl Writes {
+    /// The writes counted in a kube-apiserver `/metrics` text.
+    pub fn parse(metrics: &str) -> Self {
+        let mut writes = Self::default();
+        for line in metrics.lines() {
+            let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.rsplit_once('}') else {
+                continue;
+            };
+            let Ok(value) = value.trim().parse::<f64>() else {
+                continue;
+            };
+            let labels = labels_of(labels);
+            let label = |name: &str| {
+                labels
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map_or("", |(_, v)| v.as_str())
+            };
+            if !WRITE_VERBS.contains(&label("verb")) {
+                continue;
+            }
+            let slot = match (label("resource"), label("subresource")) {
+                ("handoffs", "") => &mut writes.spec,
+                ("handoffs", "status") => &mut writes.status,
+                ("events", _) => &mut writes.events,
+                _ => &mut writes.other,
+            };
+            *slot += value;
+        }
+        writes
+    }
+
+    /// The writes of `self` that `before` had not counted yet.
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            spec: self.spec - before.spec,
+            status: self.status - before.status,
+            events: self.events - before.events,
+            other: self.other - before.other,
+        }
+    }
+
+    /// Writes to Handoffs, their status and Events (what handoffs cause).
+    pub fn of_handoffs(&self) -> f64 {
+        self.spec + self.status + self.events
+    }
+}
+
+/// The `name="value"` pairs of a metrics line's label set (`\"`, `\\`
+/// and `\n` unescaped).
+fn labels_of(text: &str) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    let mut rest = text;
+    while let Some((name, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                _ => value.push(c),
+            }
+        }
+        pairs.push((name.trim_start_matches(',').trim().to_owned(), value));
+        rest = &after[end..];
+    }
+    pairs
+}
+
+/// The apiserver's [`Writes`] so far, read from its `/metrics` with `client`
+/// (an admin's).
+pub async fn apiserver_writes(client: &kube::Client) -> anyhow::Result<Writes> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(Writes::parse(&client.request_text(request).await?))
 }
 
 /// Median and p99 of `samples`, in microseconds (sorts them); zeros when
@@ -55,7 +167,7 @@ pub fn cores() -> usize {
 mod tests {
     use std::time::Duration;
 
-    use super::{median_p99, status_field_kib};
+    use super::{Writes, labels_of, median_p99, status_field_kib};
 
     #[test]
     fn percentiles_of_a_sample() {
@@ -72,5 +184,63 @@ mod tests {
         assert_eq!(status_field_kib(status, "VmRSS"), Some(120_000));
         assert_eq!(status_field_kib(status, "VmSwap"), None);
         assert_eq!(status_field_kib("VmRSSx: 1 kB", "VmRSS"), None);
+    }
+
+    #[test]
+    fn writes_are_counted_by_what_they_wrote() {
+        let metrics = r#"# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="",verb="APPLY",version="v1alpha1"} 1000
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="",verb="APPLY",version="v1alpha1"} 5
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="",verb="PATCH",version="v1alpha1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="status",verb="PATCH",version="v1alpha1"} 2000
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="",verb="GET",version="v1alpha1"} 9999
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="namespace",subresource="",verb="WATCH",version="v1alpha1"} 3
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="events",scope="resource",subresource="",verb="POST",version="v1"} 30
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="events.k8s.io",resource="events",scope="resource",subresource="",verb="PATCH",version="v1"} 4
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 12
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="handoff.dev",resource="handoffs",scope="resource",subresource="",verb="DELETE",version="v1alpha1"} 1
+apiserver_request_duration_seconds_count{resource="handoffs",subresource="",verb="APPLY"} 1005
+"#;
+        let writes = Writes::parse(metrics);
+        assert_eq!(
+            writes,
+            Writes {
+                spec: 1013.0,
+                status: 2000.0,
+                events: 34.0,
+                other: 12.0,
+            }
+        );
+        assert_eq!(writes.of_handoffs(), 3047.0);
+        let before = Writes {
+            spec: 13.0,
+            status: 0.0,
+            events: 4.0,
+            other: 2.0,
+        };
+        assert_eq!(
+            writes.since(&before),
+            Writes {
+                spec: 1000.0,
+                status: 2000.0,
+                events: 30.0,
+                other: 10.0,
+            }
+        );
+        assert_eq!(Writes::parse(""), Writes::default());
+    }
+
+    #[test]
+    fn label_values_are_unescaped() {
+        assert_eq!(
+            labels_of(r#"a="1",b="x\"y}z",c="back\\slash\nline""#),
+            [
+                ("a".to_owned(), "1".to_owned()),
+                ("b".to_owned(), "x\"y}z".to_owned()),
+                ("c".to_owned(), "back\\slash\nline".to_owned()),
+            ]
+        );
+        assert!(labels_of("").is_empty());
     }
 }

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod http;
 pub mod mirror;
 pub mod plot;
+pub mod previous;
 pub mod rpc;
 mod served;
 
@@ -234,13 +235,23 @@ fn register_exit_cleanup() {
 /// token of `user` in `system:masters`, with the CRDs installed: for
 /// benchmarks and fault suites that call the bridge as a fixed agent.
 pub async fn plane_with_admin_token(token: &str, user: &str) -> anyhow::Result<ControlPlane> {
+    plane_with_admin_token_and(token, user, PlaneOptions::default()).await
+}
+
+/// [`plane_with_admin_token`] with further `options` (e.g. the benchmark's
+/// etcd quota); their static tokens are replaced by `token`'s.
+pub async fn plane_with_admin_token_and(
+    token: &str,
+    user: &str,
+    options: PlaneOptions,
+) -> anyhow::Result<ControlPlane> {
     let options = PlaneOptions {
         static_tokens: vec![StaticToken {
             token: token.into(),
             user: user.into(),
             groups: vec!["system:masters".into()],
         }],
-        ..Default::default()
+        ..options
     };
     let plane = ControlPlane::start_with(Assets::locate()?, options).await?;
     install_crds(&plane.client().await?).await?;
