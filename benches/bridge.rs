@@ -7,6 +7,10 @@
 //! shared machine hits both alike. Reported: median and p99 per operation
 //! and the ratios; nothing is asserted.
 //!
+//! The ratios are printed beside the previous run's (read from the
+//! committed BENCHMARKS.md, or the copy `make bench` keeps of it:
+//! `handoff_testkit::previous`).
+//!
 //! Then the same agent's `get_handoff` quiet and during a flood of requests
 //! with distinct invalid tokens (64 in flight, bounded in count), as a
 //! ratio: what a valid agent feels while someone hammers the bridge.
@@ -18,6 +22,7 @@ use handoff::api::{Handoff, HandoffSpec};
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
 use handoff_testkit::http::{addr_of, flood, metric, scrape};
+use handoff_testkit::previous::Previous;
 use handoff_testkit::rpc::McpHttp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::config::AuthInfo;
@@ -27,6 +32,8 @@ const WARMUP: usize = 30;
 /// Requests with distinct invalid tokens in the flood, and how many at once.
 const FLOOD: usize = 20_000;
 const FLOOD_IN_FLIGHT: usize = 64;
+/// The section of BENCHMARKS.md with the ratios (and the previous run's).
+const SECTION: &str = "Bridge vs direct";
 
 struct Row {
     name: &'static str,
@@ -38,6 +45,8 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let _runtime = rt.enter();
+    let previous =
+        Previous::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md"));
     let plane = rt.block_on(bench::plane())?;
     let mut config = rt.block_on(kube::Config::from_custom_kubeconfig(
         plane.kubeconfig().clone(),
@@ -141,7 +150,10 @@ fn main() -> anyhow::Result<()> {
         println!("| {} | {median:.0} | {p99:.0} |", row.name);
     }
     let ratio = |a: usize, b: usize| (stats[a].0 / stats[b].0, stats[a].1 / stats[b].1);
-    println!("\n| ratio | median | p99 | goal |\n|---|---:|---:|---|");
+    println!(
+        "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
+        previous.as_ref().map_or("none", Previous::date)
+    );
     for (label, (a, b), goal) in [
         ("get: bridge / direct", (1, 0), "≤ 1.5"),
         ("write: bridge / direct", (3, 2), "≤ 1.5"),
@@ -153,7 +165,17 @@ fn main() -> anyhow::Result<()> {
         ),
     ] {
         let (m, p) = ratio(a, b);
-        println!("| {label} | {m:.2} | {p:.2} | {goal} |");
+        let before = |column: &str| {
+            previous
+                .as_ref()
+                .and_then(|was| was.cell(SECTION, label, column))
+                .unwrap_or_else(|| "—".into())
+        };
+        println!(
+            "| {label} | {m:.2} | {p:.2} | {} / {} | {goal} |",
+            before("median"),
+            before("p99")
+        );
     }
     flooded.print();
     drop(plane);

@@ -4,13 +4,39 @@
 # core count and the versions. Progress (the benchmarks' `bench:` lines) and
 # errors go to stderr; cargo's build lines are hidden. TRANSCRIPTS=DIR adds real
 # transcripts to the token economy (`make bench TRANSCRIPTS=~/.claude/projects/x`).
+#
+# The committed BENCHMARKS.md is copied aside first and the benchmarks read it
+# (HANDOFF_BENCH_PREVIOUS) to print the previous run's figures beside theirs.
+#
+# For a cheap check of this script: BENCH_ONLY="scaling" runs only the listed
+# benchmarks (of: bridge tokens scaling search transcript; the report then
+# holds only their sections), BENCH_DEBUG=1 runs them as debug builds
+# (`cargo test --bench`) instead of release ones, and HANDOFF_BENCH_STAGES
+# picks the scaling stages, e.g.
+#   BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
+# (then `git checkout BENCHMARKS.md docs/bench-scaling.svg`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/envtest/versions.env
 
 out=BENCHMARKS.md
 tmp="$(mktemp)"
-trap 'rm -f "$tmp"' EXIT
+previous="$(mktemp)"
+trap 'rm -f "$tmp" "$previous"' EXIT
+if [[ -f "$out" ]]; then
+  cp "$out" "$previous"
+  export HANDOFF_BENCH_PREVIOUS="$previous"
+else
+  export HANDOFF_BENCH_PREVIOUS=""
+fi
+
+only="${BENCH_ONLY:-bridge tokens scaling search transcript}"
+selected() { [[ " $only " == *" $1 "* ]]; }
+if [[ "${BENCH_DEBUG:-}" == 1 ]]; then
+  run_bench() { cargo test --locked --bench "$1"; }
+else
+  run_bench() { cargo bench --locked --bench "$1"; }
+fi
 
 {
   echo "# Benchmarks"
@@ -30,21 +56,25 @@ progress() {
 }
 
 for bench in bridge tokens scaling search; do
+  selected "$bench" || continue
   echo "bench: running $bench …" >&2
   echo >> "$tmp"
-  cargo bench --locked --bench "$bench" 2> >(progress) | sed -n '/^## /,$p' >> "$tmp"
+  run_bench "$bench" 2> >(progress) | sed -n '/^## /,$p' >> "$tmp"
 done
 
-echo "bench: running transcript (generates a large synthetic transcript) …" >&2
-{
-  echo
-  echo "## Transcript linearizer"
-  echo
-  echo '```text'
-  cargo bench --locked --bench transcript 2> >(progress) | grep -v '^generating:'
-  echo '```'
-} >> "$tmp"
+if selected transcript; then
+  echo "bench: running transcript (generates a large synthetic transcript) …" >&2
+  {
+    echo
+    echo "## Transcript linearizer"
+    echo
+    echo '```text'
+    run_bench transcript 2> >(progress) | grep -v '^generating:'
+    echo '```'
+  } >> "$tmp"
+fi
 
 mv "$tmp" "$out"
+rm -f "$previous"
 trap - EXIT
 echo "bench: wrote $out" >&2

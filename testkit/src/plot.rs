@@ -1,7 +1,8 @@
 //! A small SVG line chart for the benchmark report (`make bench` writes
 //! `docs/bench-scaling.svg`): side-by-side panels sharing a logarithmic x
-//! axis (the number of handoffs), one line per series. Hand-written to
-//! avoid a plotting dependency for one picture.
+//! axis (the number of handoffs), one line per series; a dashed series
+//! (e.g. the previous run's) is drawn thinner with hollow points. Hand-written
+//! to avoid a plotting dependency for one picture.
 
 use std::fmt::Write;
 
@@ -11,6 +12,8 @@ pub struct Series {
     pub name: String,
     /// The points, in any order (drawn sorted by x).
     pub points: Vec<(f64, f64)>,
+    /// Drawn dashed with hollow points (the previous run's figures).
+    pub dashed: bool,
 }
 
 /// One chart of the figure.
@@ -28,7 +31,9 @@ const PANEL_H: f64 = 320.0;
 const LEFT: f64 = 64.0;
 const RIGHT: f64 = 32.0;
 const TOP: f64 = 56.0;
-const BOTTOM: f64 = 70.0;
+const BOTTOM: f64 = 90.0;
+/// Legend entries per row under a panel.
+const LEGEND_COLUMNS: usize = 2;
 const COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 
 /// The smallest of 1, 2, 5 × 10ⁿ at or above `v` (1 for v ≤ 0).
@@ -146,8 +151,9 @@ fn x_values(panel: &Panel) -> Vec<f64> {
 fn draw_panel(out: &mut String, panel: &Panel, x_label: &str, offset: f64) {
     let f = Frame::of(panel, offset);
     draw_axes(out, &f, panel, x_label, offset);
+    let colors = series_colors(panel);
     for (i, series) in panel.series.iter().enumerate() {
-        draw_series(out, &f, series, i, panel.series.len());
+        draw_series(out, &f, series, i, &colors);
     }
 }
 
@@ -199,9 +205,10 @@ fn draw_axes(out: &mut String, f: &Frame, panel: &Panel, x_label: &str, offset: 
     );
 }
 
-/// The `index`-th of `count` lines: polyline, points, legend entry.
-fn draw_series(out: &mut String, f: &Frame, series: &Series, index: usize, count: usize) {
-    let color = COLORS[index % COLORS.len()];
+/// The `index`-th line of a panel: polyline, points, legend entry (two per
+/// row). A dashed series takes the color of the solid one before it.
+fn draw_series(out: &mut String, f: &Frame, series: &Series, index: usize, colors: &[&str]) {
+    let color = colors[index % colors.len()];
     let mut points: Vec<(f64, f64)> = series
         .points
         .iter()
@@ -213,29 +220,53 @@ fn draw_series(out: &mut String, f: &Frame, series: &Series, index: usize, count
         .iter()
         .map(|(x, y)| format!("{:.1},{:.1}", f.px(*x), f.py(*y)))
         .collect();
+    let (width, dash, fill) = if series.dashed {
+        (1.5, " stroke-dasharray=\"6 4\"", "white")
+    } else {
+        (2.0, "", color)
+    };
     let _ = writeln!(
         out,
-        "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+        "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"{width}\"{dash} points=\"{}\"/>",
         path.join(" ")
     );
     for (x, y) in &points {
         let _ = writeln!(
             out,
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{color}\"/>",
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"{fill}\" stroke=\"{color}\"/>",
             f.px(*x),
             f.py(*y)
         );
     }
-    let legend_y = f.y0 + 54.0;
-    let legend_x = f.x0 + index as f64 * (f.x1 - f.x0) / count.max(1) as f64;
+    let legend_y = f.y0 + 54.0 + (index / LEGEND_COLUMNS) as f64 * 16.0;
+    let legend_x = f.x0 + (index % LEGEND_COLUMNS) as f64 * (f.x1 - f.x0) / LEGEND_COLUMNS as f64;
     let _ = writeln!(
         out,
-        "<rect x=\"{legend_x:.1}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{color}\"/>\
-         <text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
-        legend_y - 6.0,
-        legend_x + 16.0,
+        "<line x1=\"{legend_x:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{color}\" \
+         stroke-width=\"3\"{dash}/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{}</text>",
+        legend_y - 4.0,
+        legend_x + 14.0,
+        legend_y - 4.0,
+        legend_x + 18.0,
         escape(&series.name)
     );
+}
+
+/// The color of each of a panel's series: the next color for a solid one,
+/// the preceding solid one's for a dashed one (its previous run).
+fn series_colors(panel: &Panel) -> Vec<&'static str> {
+    let mut next = 0;
+    let mut colors: Vec<&'static str> = Vec::with_capacity(panel.series.len());
+    for series in &panel.series {
+        match (series.dashed, colors.last()) {
+            (true, Some(last)) => colors.push(last),
+            _ => {
+                colors.push(COLORS[next % COLORS.len()]);
+                next += 1;
+            }
+        }
+    }
+    colors
 }
 
 /// A y tick: integers plainly, small values with up to two decimals.
@@ -295,10 +326,17 @@ mod tests {
                     Series {
                         name: "apiserver".into(),
                         points: vec![(10_000.0, 20.0), (1_000.0, 5.0), (50_000.0, 90.0)],
+                        dashed: false,
+                    },
+                    Series {
+                        name: "apiserver, previous run".into(),
+                        points: vec![(1_000.0, 6.0), (10_000.0, 25.0)],
+                        dashed: true,
                     },
                     Series {
                         name: "PostgreSQL & co".into(),
                         points: vec![(1_000.0, 2.0), (10_000.0, 2.1), (50_000.0, 2.2)],
+                        dashed: false,
                     },
                 ],
             },
@@ -308,13 +346,21 @@ mod tests {
                 series: vec![Series {
                     name: "controller".into(),
                     points: vec![(1_000.0, 40.0)],
+                    dashed: false,
                 }],
             },
         ];
         let figure = svg("scaling", "handoffs", &panels);
         assert!(figure.starts_with("<svg ") && figure.ends_with("</svg>\n"));
-        assert_eq!(figure.matches("<polyline").count(), 3);
-        assert_eq!(figure.matches("<circle").count(), 7);
+        assert_eq!(figure.matches("<polyline").count(), 4);
+        assert_eq!(figure.matches("<circle").count(), 9);
+        // The previous run's line: dashed, in its solid line's color, hollow points.
+        assert_eq!(figure.matches("stroke-dasharray").count(), 2);
+        assert_eq!(
+            figure.matches("fill=\"white\" stroke=\"#1f77b4\"").count(),
+            2
+        );
+        assert_eq!(figure.matches("fill=\"#d62728\"").count(), 3);
         assert!(figure.contains("latency &lt;ms&gt;") && figure.contains("PostgreSQL &amp; co"));
         assert!(figure.contains(">50,000<"));
         assert!(!figure.contains("NaN") && !figure.contains("inf"));
