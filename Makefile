@@ -67,7 +67,11 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 
-## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests).
+## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests),
+## each beside the previous run's. Takes about 30 minutes on 2 cores plus the release
+## build (the scaling stages up to 100,000 handoffs are most of it; README); a cheap
+## check of the report:
+## BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
 bench: envtest-assets postgres
 	hack/bench-report.sh
 

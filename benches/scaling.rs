@@ -173,15 +173,15 @@ async fn write_range(
 }
 
 /// Waits until the mirror holds `expected` rows of the listed projects,
-/// printing progress (from `from` rows).
+/// printing progress.
 async fn wait_for_mirror(
     db: &tokio_postgres::Client,
-    from: usize,
     expected: usize,
     stage: &str,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut reported = Instant::now();
+    let mut initial = None;
     loop {
         let rows: i64 = db
             .query_one(
@@ -198,11 +198,12 @@ async fn wait_for_mirror(
             started.elapsed() < CONVERGENCE_LIMIT,
             "the mirror holds {rows} of {expected} rows after {CONVERGENCE_LIMIT:?}"
         );
+        // The rate counts only what the mirror caught up while waiting.
+        let initial = *initial.get_or_insert(rows);
         if reported.elapsed() >= PROGRESS_EVERY {
-            let caught = rows.saturating_sub(from);
             eprintln!(
-                "bench: {stage}:   mirror {rows} rows, {}",
-                progress(caught, expected - from, started)
+                "bench: {stage}:   mirror {rows} / {expected} rows; while waiting: {}",
+                progress(rows - initial, expected - initial, started)
             );
             reported = Instant::now();
         }
@@ -406,7 +407,7 @@ fn measure(rt: &tokio::runtime::Runtime, system: &System) -> anyhow::Result<Vec<
             written.as_secs_f64()
         );
         let t = Instant::now();
-        rt.block_on(wait_for_mirror(&db, done, target, &stage))?;
+        rt.block_on(wait_for_mirror(&db, target, &stage))?;
         let caught_up = t.elapsed();
         eprintln!(
             "bench: {stage}: mirror caught up in {:.1} s; waiting until the controller is idle …",
@@ -654,7 +655,7 @@ fn figure(stages: &[Stage], previous: Option<&Previous>) -> String {
             y_label: "KiB".into(),
             series: with_previous(vec![
                 (
-                    line("slope since the previous stage", |s| s.controller_slope),
+                    line("slope since last stage", |s| s.controller_slope),
                     before("slope", "controller KiB per handoff"),
                 ),
                 (
