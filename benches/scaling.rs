@@ -203,7 +203,7 @@ async fn wait_for_mirror(
         if reported.elapsed() >= PROGRESS_EVERY {
             eprintln!(
                 "bench: {stage}:   mirror {rows} / {expected} rows; while waiting: {}",
-                progress(rows - initial, expected - initial, started)
+                progress(rows.saturating_sub(initial), expected - initial, started)
             );
             reported = Instant::now();
         }
