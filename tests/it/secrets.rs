@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffOffer};
+use handoff::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
 use handoff::controller::handoff::LINTED;
 use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
@@ -360,9 +360,27 @@ async fn the_secret_corpus_through_kubectl_apply() {
             .expect("list")
             .items
             .len(),
-        misses.len()
+        misses.len(),
+        "exactly the near misses are stored"
     );
 
+    // The largest body the schema admits is evaluated within CEL's runtime
+    // cost budget (every rule runs over all of it: none matches, so no
+    // conditional short-cuts). A policy over budget refuses every write.
+    let filler = "- checked the parser again; sha 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n";
+    let mut largest = body(&filler.repeat(MAX_BODY_CHARS / filler.len()));
+    largest.truncate(MAX_BODY_CHARS);
+    let m = manifest(
+        &ns,
+        "largest",
+        json!({"handoffKey": "largest", "project": "shop", "body": largest}),
+    );
+    let out = apply(env, &m);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // An UPDATE that adds a credential is refused and changes nothing.
     let before = handoffs.get(&name_for_key("nm-0")).await.expect("get");
     let m = manifest(
