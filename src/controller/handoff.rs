@@ -10,7 +10,8 @@
 //! 1. a terminating object that still carries the `handoff.dev/mirror`
 //!    finalizer of earlier versions: the finalizer is removed, nothing
 //!    else (see "Deletes" below);
-//! 2. count: the new status (revision, updatedAt, sizes) is computed;
+//! 2. count: the new status (revision, updatedAt, sizes, the `Linted`
+//!    condition of [`crate::lint`]) is computed;
 //! 3. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
 //!    condition set from the outcome;
