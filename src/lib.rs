@@ -24,9 +24,10 @@
 //!                   categories, one backoff)
 //!  1  api, cluster, transcript   CRD types, key → name, validation; one
 //!                   namespace scope and one paged list; transcript linearizer
-//!  0  time, names, goals, telemetry, liveness   leaves: clock and durations,
-//!                   every label/field-manager name, goal texts, logging and
-//!                   metrics, each loop's progress and the wedged decision
+//!  0  time, names, goals, telemetry, liveness, secrets, lint   leaves: clock and
+//!                   durations, every label/field-manager name, goal texts,
+//!                   logging and metrics, each loop's progress and the wedged
+//!                   decision, the credential rule table and the handoff lint
 //! ```
 //!
 //! The test kit (a shared control plane per test binary, served processes,
@@ -39,6 +40,7 @@ pub mod cluster;
 pub mod controller;
 pub mod dev;
 pub mod goals;
+pub mod lint;
 pub mod liveness;
 pub mod local;
 pub mod loops;
@@ -47,6 +49,7 @@ pub mod mirror;
 pub mod names;
 pub mod offers;
 pub mod schedule;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;
 pub mod time;
@@ -59,7 +62,15 @@ mod layering {
 
     /// The layers of the module docs, lowest first.
     const LAYERS: &[&[&str]] = &[
-        &["time", "names", "goals", "telemetry", "liveness"],
+        &[
+            "time",
+            "names",
+            "goals",
+            "telemetry",
+            "liveness",
+            "secrets",
+            "lint",
+        ],
         &["api", "cluster", "transcript"],
         &["store", "local", "loops"],
         &["mirror"],

@@ -33,6 +33,13 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Print the admission policy that refuses credentials (generated from
+    /// the detector's rule table; what config/policy/credentials-policy.yaml holds).
+    Policy {
+        /// Write the policy file into this directory instead of printing.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
     Preamble(handoff::goals::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
@@ -67,6 +74,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd { dir: Some(dir) } => handoff::api::write_crds(&dir),
         Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
+        Command::Policy { dir: Some(dir) } => {
+            handoff::secrets::write_policy(&dir).map_err(anyhow::Error::from)
+        }
+        Command::Policy { dir: None } => {
+            print!("{}", handoff::secrets::admission_policy());
+            Ok(())
+        }
         Command::McpHeaders(args) => handoff::mcp::headers::run(args),
         Command::Preamble(args) => handoff::goals::run_preamble(args),
         Command::Transcript(command) => handoff::transcript::cli::run(command),

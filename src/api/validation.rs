@@ -105,6 +105,23 @@ pub fn body(value: &str) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// No credential in a field the writer supplies: the first finding of
+/// [`crate::secrets::find`] is named by its kind and line, never echoed.
+pub fn no_credentials(field: &'static str, value: &str) -> Result<(), FieldError> {
+    match crate::secrets::find(value).first() {
+        None => Ok(()),
+        Some(finding) => Err(FieldError::new(
+            field,
+            "no credentials: a handoff is kept in etcd, its backups and the mirror's history; \
+             remove it or name where it lives (e.g. the token in Secret ci/github)",
+            format!(
+                "line {} holds a credential: {} (not shown)",
+                finding.line, finding.kind
+            ),
+        )),
+    }
+}
+
 fn required(field: &'static str, value: &str, rule: &str) -> Result<(), FieldError> {
     if value.trim().is_empty() {
         return Err(FieldError::new(field, rule, "it is empty"));
@@ -186,6 +203,15 @@ mod tests {
             (body, "", Some(("body", "it is empty"))),
             (body, "a\0b", Some(("body", "NUL"))),
             (body, &big_body, Some(("body", "5 too many"))),
+            (
+                |v: &str| no_credentials("body", v),
+                "## State\nfine\nkey AKIAFAKEFAKEFAKEFAKE",
+                Some((
+                    "body",
+                    "line 3 holds a credential: AWS access key id (not shown)",
+                )),
+            ),
+            (|v: &str| no_credentials("repo", v), "org/repo", None),
         ];
         for (check, value, expected) in cases {
             match (check(value), expected) {

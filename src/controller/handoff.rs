@@ -10,7 +10,8 @@
 //! 1. a terminating object that still carries the `handoff.dev/mirror`
 //!    finalizer of earlier versions: the finalizer is removed, nothing
 //!    else (see "Deletes" below);
-//! 2. count: the new status (revision, updatedAt, sizes) is computed;
+//! 2. count: the new status (revision, updatedAt, sizes, the `Linted`
+//!    condition of [`crate::lint`]) is computed;
 //! 3. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
 //!    condition set from the outcome;
@@ -83,8 +84,10 @@ pub const NOTE_KEY_CHARS: usize = 200;
 
 /// The condition that reports the mirror row.
 pub const MIRRORED: &str = "Mirrored";
-/// Bytes per token of [`approx_tokens`].
-pub const BYTES_PER_TOKEN: usize = 4;
+pub use crate::lint::{BYTES_PER_TOKEN, approx_tokens};
+
+/// The condition that reports the quality lint of the body.
+pub const LINTED: &str = "Linted";
 
 /// Why a reconcile failed (retried by the backoff of [`crate::loops`]).
 #[derive(Debug, thiserror::Error)]
@@ -114,13 +117,6 @@ impl Categorized for Error {
     }
 }
 
-/// A cheap token estimate: one token per [`BYTES_PER_TOKEN`] bytes of UTF-8,
-/// rounded up. Tokenizers average 3.5–4.5 bytes per token on English prose
-/// and markdown; this is an order of magnitude for budgets, not a count.
-pub fn approx_tokens(body: &str) -> i64 {
-    i64::try_from(body.len().div_ceil(BYTES_PER_TOKEN)).unwrap_or(i64::MAX)
-}
-
 /// A time truncated to whole seconds (what `metav1.Time` keeps).
 pub fn whole_seconds(t: Timestamp) -> Timestamp {
     Timestamp::from_second(t.as_second()).unwrap_or(t)
@@ -143,8 +139,9 @@ pub enum Change {
 }
 
 /// The status for `spec` at `generation`, given the current status: the
-/// revision goes up by one only when the content hash differs. Conditions
-/// are carried over unchanged.
+/// revision goes up by one only when the content hash differs. The
+/// `Linted` condition is set from [`linted_condition`]; other conditions are
+/// carried over unchanged.
 pub fn count(
     spec: &HandoffSpec,
     current: Option<&HandoffStatus>,
@@ -175,7 +172,37 @@ pub fn count(
         observed_generation: generation,
         conditions: current.conditions,
     };
+    let mut status = status;
+    set_condition(
+        &mut status.conditions,
+        linted_condition(&spec.body, generation, now),
+    );
     (status, change)
+}
+
+/// The `Linted` condition: `True` (reason `NoWarnings`) when the body
+/// passes [`crate::lint::lint`] under the default budget, else `False`
+/// (reason `Warnings`) with every warning in the message — the same
+/// warnings `write_handoff` returns, for writers that do not use the bridge.
+pub fn linted_condition(body: &str, generation: Option<i64>, now: Timestamp) -> Condition {
+    let warnings = crate::lint::lint(body, crate::lint::DEFAULT_TOKEN_BUDGET);
+    let (status, reason, message) = if warnings.is_empty() {
+        (
+            "True",
+            "NoWarnings",
+            "the body passes the handoff lint".to_owned(),
+        )
+    } else {
+        ("False", "Warnings", crate::lint::summary(&warnings))
+    };
+    Condition {
+        type_: LINTED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(whole_seconds(now)),
+    }
 }
 
 /// The `Mirrored` condition.
@@ -632,13 +659,6 @@ mod tests {
             ..base
         };
         assert_ne!(a.content_hash(), b.content_hash(), "fields are delimited");
-    }
-
-    #[test]
-    fn approx_tokens_rounds_up_per_four_bytes() {
-        for (body, tokens) in [("", 0), ("a", 1), ("abcd", 1), ("abcde", 2), ("日本", 2)] {
-            assert_eq!(approx_tokens(body), tokens, "{body:?}");
-        }
     }
 
     #[test]

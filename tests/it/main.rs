@@ -25,6 +25,7 @@ mod postgres;
 mod revisions;
 mod schedule;
 mod search;
+mod secrets;
 mod sre_cli;
 mod tenancy;
 mod transcript;

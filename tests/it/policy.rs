@@ -42,6 +42,7 @@ const HONEST: &str = "handoff.dev-honest-handoffs";
 const FINALIZERS: &str = "handoff.dev-handoff-finalizers";
 const RESERVED: &str = "handoff.dev-reserved-schedule-keys";
 const ESCALATION: &str = "handoff.dev-schedules-cannot-escalate";
+const CREDENTIALS: &str = handoff::secrets::POLICY_NAME;
 
 /// Asserts `out` is a refusal by `policy` (reason Forbidden) whose message
 /// holds every fragment; returns the message.
@@ -196,7 +197,7 @@ fn schedule(
 #[test]
 fn config_policy_installs_each_policy_with_its_binding() {
     let env = installed();
-    for policy in [HONEST, FINALIZERS, RESERVED, ESCALATION] {
+    for policy in [HONEST, FINALIZERS, RESERVED, ESCALATION, CREDENTIALS] {
         let got = must(
             kubectl(
                 env,

@@ -92,19 +92,25 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 /// Validates offer arguments into a spec and the if-absent flag.
 pub fn validate(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), FieldError> {
     validation::project(&args.project)?;
+    validation::no_credentials("project", &args.project)?;
     validation::label_value("to", &args.to)?;
+    validation::no_credentials("to", &args.to)?;
     validation::handoff_key(&args.handoff_key)?;
+    validation::no_credentials("handoff_key", &args.handoff_key)?;
     let body = args.body.filter(|b| !b.is_empty());
     if let Some(body) = &body {
         validation::max_chars("body", body, MAX_BODY_CHARS)?;
+        validation::no_credentials("body", body)?;
     }
     let artifact = args.artifact.filter(|a| !a.is_empty());
     if let Some(artifact) = &artifact {
         validation::max_chars("artifact", artifact, 1024)?;
+        validation::no_credentials("artifact", artifact)?;
     }
     let session = args.session.filter(|s| !s.is_empty());
     if let Some(session) = &session {
         validation::max_chars("session", session, 253)?;
+        validation::no_credentials("session", session)?;
     }
     let spec = HandoffOfferSpec {
         project: args.project,

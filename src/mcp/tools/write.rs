@@ -5,6 +5,13 @@
 //! while it is still at that counted content revision, and otherwise fails
 //! with a conflict naming the current revision, its writer and time
 //! ([`crate::store::HandoffStore::write_if_at`]). Without it: latest wins.
+//!
+//! Every text field is checked for credentials before anything is sent
+//! ([`crate::secrets`]; refused with the field, the kind and the line, never
+//! the secret). The result carries the body's quality warnings
+//! ([`crate::lint`]) in an optional `warnings` field and in the text: an
+//! addition to the contract's result, which clients that do not know it
+//! ignore.
 
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
@@ -13,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::{HandoffView, Tool, definition};
 use crate::api::HandoffSpec;
 use crate::api::validation::{self, FieldError};
+use crate::lint::{self, Warning};
 use crate::mcp::call::{Answer, Call, CallError, answer};
 use crate::mcp::profiles::Audience;
 use crate::store::{WriteError, WriteOutcome};
@@ -76,6 +84,10 @@ pub struct WriteResult {
     pub outcome: WriteOutcome,
     /// The handoff as stored.
     pub handoff: HandoffView,
+    /// Quality warnings about the body (never errors; the handoff was
+    /// written): fix them and write again. Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
 }
 
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
@@ -101,6 +113,7 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     };
     let result = WriteResult {
         outcome,
+        warnings: lint::lint(&stored.spec.body, lint::DEFAULT_TOKEN_BUDGET),
         handoff: HandoffView::of(&stored),
     };
     let text = text(&result);
@@ -111,16 +124,21 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 /// writer is filled in later).
 pub fn validate(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
     validation::handoff_key(&args.handoff_key)?;
+    validation::no_credentials("handoff_key", &args.handoff_key)?;
     validation::project(&args.project)?;
+    validation::no_credentials("project", &args.project)?;
     let repo = args.repo.filter(|r| !r.is_empty());
     let kind = args.kind.filter(|k| !k.is_empty());
     if let Some(repo) = &repo {
         validation::repo(repo)?;
+        validation::no_credentials("repo", repo)?;
     }
     if let Some(kind) = &kind {
         validation::kind(kind)?;
+        validation::no_credentials("kind", kind)?;
     }
     validation::body(&args.body)?;
+    validation::no_credentials("body", &args.body)?;
     if let Some(expected) = args.expected_revision.filter(|r| *r < 1) {
         return Err(FieldError {
             field: "expected_revision",
@@ -139,8 +157,19 @@ pub fn validate(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
     })
 }
 
-/// The text of a `write_handoff` answer.
+/// The text of a `write_handoff` answer, with one line per lint warning.
 pub fn text(result: &WriteResult) -> String {
+    let mut text = outcome_text(result);
+    if !result.warnings.is_empty() {
+        text.push_str("\nWarnings (fix them and write again; the handoff was written):");
+        for w in &result.warnings {
+            text.push_str(&format!("\n- {}: {}", w.code, w.message));
+        }
+    }
+    text
+}
+
+fn outcome_text(result: &WriteResult) -> String {
     let h = &result.handoff;
     match result.outcome {
         WriteOutcome::Unchanged => {
@@ -178,6 +207,18 @@ mod tests {
             ("k", "p", "", "", Some("body")),
             ("k", "p", "", "b", None),
         ];
+        let leaky = format!("## State\nuse ghp_{}", "FakeToken0AB".repeat(3));
+        let cases = cases.into_iter().chain([
+            ("k", "p", "", leaky.as_str(), Some("body")),
+            (
+                "k",
+                "p",
+                "https://u:hunter2fake@git.example.com/r",
+                "b",
+                Some("repo"),
+            ),
+            ("k AKIAFAKEFAKEFAKEFAKE", "p", "", "b", Some("handoff_key")),
+        ]);
         for (key, project, repo, body, refused) in cases {
             let args = WriteArgs {
                 handoff_key: key.into(),

@@ -1,0 +1,477 @@
+//! Every write is checked: the credential corpus
+//! (`tests/fixtures/secret_corpus.rs`) through the real MCP client (the
+//! Python SDK driving `handoff mcp --stdio`) and through the real `kubectl
+//! apply` against the generated admission policy of `config/policy`; the
+//! lint's warnings in `write_handoff`'s structured content and its `Linted`
+//! condition on a handoff written with kubectl.
+//!
+//! Every true positive is refused with the field and the kind named (the
+//! bridge also names the line) and without the secret echoed; nothing is
+//! stored. Every near miss is accepted.
+
+use crate::common::{self, call, drive_stdio, err_text, eventually, ok};
+use crate::install::{installed, kubectl_stdin};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use handoff::api::naming::name_for_key;
+use handoff::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
+use handoff::controller::handoff::LINTED;
+use handoff::controller::leader::LeaseConfig;
+use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::secrets::{self, POLICY_NAME};
+use handoff::time::SystemClock;
+use handoff_testkit::TestEnv;
+use kube::ResourceExt;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+include!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/secret_corpus.rs"
+));
+
+/// A body holding `text` on line 2.
+fn body(text: &str) -> String {
+    format!("## State\n{text}")
+}
+
+/// Asserts a refusal names every fragment and echoes none of the
+/// credentials in `text`.
+fn names_without_echo(refusal: &str, fragments: &[&str], text: &str) {
+    for fragment in fragments {
+        assert!(
+            refusal.contains(fragment),
+            "{fragment:?} not in the refusal: {refusal}"
+        );
+    }
+    for finding in secrets::find(text) {
+        let secret = &text[finding.range];
+        assert!(
+            !refusal.contains(secret),
+            "the refusal echoes the secret {secret:?}: {refusal}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_secret_corpus_through_the_real_mcp_client() {
+    let env = common::env();
+    let ns = env.namespace("secrets-mcp").await;
+    let handoffs: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let offers: Api<HandoffOffer> = Api::namespaced(env.client().await, &ns);
+    let positives = true_positives();
+    let misses = near_misses();
+    let aws = format!("AKIA{}", fill("FAKE2345", 16));
+    let url = "https://bot:hunter2fake@git.example.com/org/repo";
+
+    let mut plan: Vec<Value> = Vec::new();
+    for (i, (_, text)) in positives.iter().enumerate() {
+        plan.push(call(
+            "write_handoff",
+            json!({"handoff_key": format!("tp-{i}"), "project": "shop", "body": body(text)}),
+        ));
+    }
+    // (field, arguments): the other fields a writer supplies.
+    let fields = [
+        (
+            "handoff_key",
+            json!({"handoff_key": format!("k {aws}"), "project": "shop", "body": "## State\nok"}),
+        ),
+        (
+            "project",
+            json!({"handoff_key": "f-project", "project": aws, "body": "## State\nok"}),
+        ),
+        (
+            "repo",
+            json!({"handoff_key": "f-repo", "project": "shop", "repo": url, "body": "## State\nok"}),
+        ),
+        (
+            "kind",
+            json!({"handoff_key": "f-kind", "project": "shop", "kind": aws, "body": "## State\nok"}),
+        ),
+    ];
+    for (_, args) in &fields {
+        plan.push(call("write_handoff", args.clone()));
+    }
+    let offer_body = body(&positives[0].1);
+    plan.push(call(
+        "offer_handoff",
+        json!({"project": "shop", "to": "dev-lead", "handoff_key": "from", "body": offer_body}),
+    ));
+    for (i, text) in misses.iter().enumerate() {
+        plan.push(call(
+            "write_handoff",
+            json!({"handoff_key": format!("nm-{i}"), "project": "shop", "body": body(text)}),
+        ));
+    }
+    let results = drive_stdio(env, &ns, "refine", Value::Array(plan));
+    let (refused, rest) = results.split_at(positives.len());
+    let (refused_fields, rest) = rest.split_at(fields.len());
+    let (offer, accepted) = rest.split_at(1);
+
+    for ((kind, text), result) in positives.iter().zip(refused) {
+        let line = secrets::find(&body(text))[0].line;
+        let named = format!("line {line} holds a credential: {kind} (not shown)");
+        names_without_echo(&err_text(result), &["invalid `body`", &named], text);
+    }
+    for ((field, args), result) in fields.iter().zip(refused_fields) {
+        let named = format!("invalid `{field}`");
+        let refusal = err_text(result);
+        names_without_echo(&refusal, &[&named, "holds a credential"], &args.to_string());
+    }
+    names_without_echo(
+        &err_text(&offer[0]),
+        &[
+            "invalid `body`",
+            &format!("holds a credential: {}", positives[0].0),
+        ],
+        &offer_body,
+    );
+    for (text, result) in misses.iter().zip(accepted) {
+        assert_eq!(
+            ok(result)["outcome"],
+            json!("created"),
+            "the near miss {text:?} was refused: {result}"
+        );
+    }
+
+    let mut stored: Vec<String> = handoffs
+        .list(&Default::default())
+        .await
+        .expect("list handoffs")
+        .items
+        .iter()
+        .map(|h| h.spec.handoff_key.clone())
+        .collect();
+    stored.sort();
+    let mut want: Vec<String> = (0..misses.len()).map(|i| format!("nm-{i}")).collect();
+    want.sort();
+    assert_eq!(stored, want, "exactly the near misses are stored");
+    assert!(
+        offers
+            .list(&Default::default())
+            .await
+            .expect("list offers")
+            .items
+            .is_empty(),
+        "no offer is stored"
+    );
+}
+
+#[tokio::test]
+async fn lint_warnings_are_in_the_structured_content_and_the_text() {
+    let env = common::env();
+    let ns = env.namespace("secrets-lint").await;
+    let good = "## State\nparser done\n## Done\n- parser\n## Next\n- CLI\n## Open questions\n- none\n## Refs\n- #42";
+    let poor = format!("## State\nparser done\n```\n{}```", "line\n".repeat(30));
+    let results = drive_stdio(
+        env,
+        &ns,
+        "implement",
+        json!([
+            call(
+                "write_handoff",
+                json!({"handoff_key": "good", "project": "shop", "body": good})
+            ),
+            call(
+                "write_handoff",
+                json!({"handoff_key": "poor", "project": "shop", "body": poor})
+            ),
+        ]),
+    );
+    let clean = ok(&results[0]);
+    assert_eq!(clean["outcome"], json!("created"));
+    assert_eq!(clean.get("warnings"), None, "no warnings: no field");
+    let warned = ok(&results[1]);
+    assert_eq!(warned["outcome"], json!("created"), "warnings never refuse");
+    let codes: Vec<&str> = warned["warnings"]
+        .as_array()
+        .expect("warnings")
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert_eq!(codes, ["missing-section", "big-code-block"]);
+    let message = warned["warnings"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("Done, Next, Open questions, Refs"),
+        "{message}"
+    );
+    let text = results[1]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("Warnings (fix them and write again")
+            && text.contains("- big-code-block: a code block of 30 lines"),
+        "{text}"
+    );
+}
+
+/// A Handoff (or, with `offer`, a HandoffOffer) manifest as JSON.
+fn manifest(namespace: &str, key: &str, spec: Value) -> String {
+    json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+           "metadata": {"name": name_for_key(key), "namespace": namespace},
+           "spec": spec})
+    .to_string()
+}
+
+fn apply(env: &TestEnv, manifest: &str) -> std::process::Output {
+    tokio::task::block_in_place(|| kubectl_stdin(env, &["apply", "-f", "-"], manifest))
+}
+
+/// Asserts `out` is a refusal by the credentials policy naming `field`
+/// and `kind`, without echoing the credentials of `text`.
+fn refused_by_policy(out: std::process::Output, field: &str, kind: &str, text: &str) {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "admitted: {text:?}");
+    names_without_echo(
+        &err,
+        &[
+            &format!(
+                "ValidatingAdmissionPolicy '{POLICY_NAME}' with binding '{POLICY_NAME}' denied request"
+            ),
+            &format!("spec.{field} holds a credential ({kind})"),
+        ],
+        text,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_secret_corpus_through_kubectl_apply() {
+    let env = tokio::task::block_in_place(installed);
+    let ns = env.namespace("secrets-kubectl").await;
+    let handoffs: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let positives = true_positives();
+    let misses = near_misses();
+
+    // The policy loads asynchronously: wait until it refuses the first one.
+    let (kind, text) = &positives[0];
+    let first = manifest(
+        &ns,
+        "tp-0",
+        json!({"handoffKey": "tp-0", "project": "shop", "body": body(text)}),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let out = loop {
+        let out = apply(env, &first);
+        if String::from_utf8_lossy(&out.stderr).contains(POLICY_NAME) {
+            break out;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{POLICY_NAME} does not refuse within 60 s: {out:?}"
+        );
+        if out.status.success() {
+            handoffs
+                .delete(&name_for_key("tp-0"), &Default::default())
+                .await
+                .expect("undo");
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    };
+    refused_by_policy(out, "body", kind, text);
+
+    for (i, (kind, text)) in positives.iter().enumerate() {
+        let key = format!("tp-{i}");
+        let m = manifest(
+            &ns,
+            &key,
+            json!({"handoffKey": key, "project": "shop", "body": body(text)}),
+        );
+        refused_by_policy(apply(env, &m), "body", kind, text);
+        assert!(
+            handoffs
+                .get_opt(&name_for_key(&key))
+                .await
+                .expect("get")
+                .is_none(),
+            "{key} was stored"
+        );
+    }
+    let aws = format!("AKIA{}", fill("FAKE2345", 16));
+    let url = "https://bot:hunter2fake@git.example.com/org/repo";
+    let fields = [
+        (
+            "handoffKey",
+            json!({"handoffKey": format!("k {aws}"), "project": "shop", "body": "ok"}),
+        ),
+        (
+            "project",
+            json!({"handoffKey": "f-project", "project": aws, "body": "ok"}),
+        ),
+        (
+            "repo",
+            json!({"handoffKey": "f-repo", "project": "shop", "repo": url, "body": "ok"}),
+        ),
+        (
+            "kind",
+            json!({"handoffKey": "f-kind", "project": "shop", "kind": aws, "body": "ok"}),
+        ),
+    ];
+    for (field, spec) in fields {
+        let key = spec["handoffKey"].as_str().unwrap_or_default().to_owned();
+        let kind = if field == "repo" {
+            "password in a URL"
+        } else {
+            "AWS access key id"
+        };
+        refused_by_policy(
+            apply(env, &manifest(&ns, &key, spec.clone())),
+            field,
+            kind,
+            &spec.to_string(),
+        );
+        assert!(
+            handoffs
+                .get_opt(&name_for_key(&key))
+                .await
+                .expect("get")
+                .is_none()
+        );
+    }
+    // An offer carries a copy of handoff text: the same rules hold.
+    let offer = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+        "metadata": {"name": "dev-lead-1", "namespace": ns},
+        "spec": {"project": "shop", "to": "dev-lead", "fromKey": "from", "body": body(text)}})
+    .to_string();
+    refused_by_policy(apply(env, &offer), "body", kind, text);
+    let offers: Api<HandoffOffer> = Api::namespaced(env.client().await, &ns);
+    assert!(offers.get_opt("dev-lead-1").await.expect("get").is_none());
+
+    for (i, text) in misses.iter().enumerate() {
+        let key = format!("nm-{i}");
+        let m = manifest(
+            &ns,
+            &key,
+            json!({"handoffKey": key, "project": "shop", "body": body(text)}),
+        );
+        let out = apply(env, &m);
+        assert!(
+            out.status.success(),
+            "the near miss {text:?} was refused: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(
+        handoffs
+            .list(&Default::default())
+            .await
+            .expect("list")
+            .items
+            .len(),
+        misses.len(),
+        "exactly the near misses are stored"
+    );
+
+    // The largest body the schema admits is evaluated within CEL's runtime
+    // cost budget (every rule runs over all of it: none matches, so no
+    // conditional short-cuts). A policy over budget refuses every write.
+    let filler = "- checked the parser again; sha 4b825dc642cb6eb9a060e54bf8d69288fbee4904\n";
+    let mut largest = body(&filler.repeat(MAX_BODY_CHARS / filler.len()));
+    largest.truncate(MAX_BODY_CHARS);
+    let m = manifest(
+        &ns,
+        "largest",
+        json!({"handoffKey": "largest", "project": "shop", "body": largest}),
+    );
+    let out = apply(env, &m);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // An UPDATE that adds a credential is refused and changes nothing.
+    let before = handoffs.get(&name_for_key("nm-0")).await.expect("get");
+    let m = manifest(
+        &ns,
+        "nm-0",
+        json!({"handoffKey": "nm-0", "project": "shop", "body": body(text)}),
+    );
+    refused_by_policy(apply(env, &m), "body", kind, text);
+    let after = handoffs.get(&name_for_key("nm-0")).await.expect("get");
+    assert_eq!(after.resource_version(), before.resource_version());
+    assert_eq!(after.spec, before.spec);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubectl_written_handoff_gets_the_linted_condition() {
+    let env = common::env();
+    let ns = env.namespace("secrets-linted").await;
+    let client = env.client().await;
+    let lease = LeaseConfig {
+        name: "handoff-controller".into(),
+        namespace: ns.clone(),
+        identity: "only".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(250),
+    };
+    let options = ControllerOptions {
+        namespace: Some(ns.clone()),
+        ..ControllerOptions::defaults(lease)
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(controller::run(
+        client.clone(),
+        options,
+        Arc::new(SystemClock),
+        ControllerMetrics::new(),
+        shutdown.clone(),
+    ));
+    let api: Api<Handoff> = Api::namespaced(client, &ns);
+    let name = name_for_key("lint");
+    let condition = |want: &'static str| {
+        let api = api.clone();
+        let name = name.clone();
+        async move {
+            eventually(
+                &format!("Linted {want}"),
+                Duration::from_secs(30),
+                || async {
+                    let h = api.get(&name).await.ok()?;
+                    let status = h.status?;
+                    let c = status.conditions.into_iter().find(|c| c.type_ == LINTED)?;
+                    (c.status == want && c.observed_generation == h.metadata.generation)
+                        .then_some(c)
+                },
+            )
+            .await
+        }
+    };
+
+    let poor = manifest(
+        &ns,
+        "lint",
+        json!({"handoffKey": "lint", "project": "shop", "body": "just notes"}),
+    );
+    let out = tokio::task::block_in_place(|| kubectl_stdin(env, &["apply", "-f", "-"], &poor));
+    assert!(out.status.success(), "{out:?}");
+    let warned = condition("False").await;
+    assert_eq!(warned.reason, "Warnings");
+    assert!(
+        warned.message.starts_with(
+            "missing-section: the body lacks the section(s) State, Done, Next, Open questions, Refs"
+        ),
+        "{}",
+        warned.message
+    );
+
+    let good = "## State\nok\n## Done\n- a\n## Next\n- b\n## Open questions\n- none\n## Refs\n- #1";
+    let fixed = manifest(
+        &ns,
+        "lint",
+        json!({"handoffKey": "lint", "project": "shop", "body": good}),
+    );
+    let out = tokio::task::block_in_place(|| kubectl_stdin(env, &["apply", "-f", "-"], &fixed));
+    assert!(out.status.success(), "{out:?}");
+    let clean = condition("True").await;
+    assert_eq!(clean.reason, "NoWarnings");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the controller stops")
+        .expect("controller task")
+        .expect("controller result");
+}
