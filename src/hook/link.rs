@@ -1,10 +1,12 @@
 //! How a hook (and `handoff rescue`) reaches handoff, calling the same tools
 //! an agent calls:
 //!
-//! - **the bridge over HTTP** when `HANDOFF_MCP_URL` is set, with the bearer
-//!   token of `HANDOFF_TOKEN`, else of the file `HANDOFF_TOKEN_FILE`, read
-//!   again at every call (a projected ServiceAccount token rotates), and the
-//!   profile header from `HANDOFF_PROFILE`. The bridge answers a stateless
+//! - **the bridge over HTTP(S)** when `HANDOFF_MCP_URL` is set, with the
+//!   bearer token of `HANDOFF_TOKEN`, else of the file `HANDOFF_TOKEN_FILE`,
+//!   read again at every call (a projected ServiceAccount token rotates),
+//!   and the profile header from `HANDOFF_PROFILE`; an `https://` bridge is
+//!   verified against the CA certificates of `HANDOFF_CA_FILE` (PEM), else
+//!   the system's. The bridge answers a stateless
 //!   JSON-RPC `tools/call` POST, so one request per call is the whole
 //!   protocol: a minimal client over hyper (already in the build for
 //!   kube's client) rather than rmcp's streamable-HTTP client, whose
@@ -17,15 +19,20 @@
 //! timeouts of the stdio bridge, and the caller's overall deadline), so a
 //! hook never hangs its agent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
+use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
 
 use crate::mcp::auth::{self, Caller, PROFILE_HEADER};
@@ -43,6 +50,8 @@ pub const URL_VAR: &str = "HANDOFF_MCP_URL";
 pub const TOKEN_VAR: &str = "HANDOFF_TOKEN";
 /// A file holding the bearer token (read at every call).
 pub const TOKEN_FILE_VAR: &str = "HANDOFF_TOKEN_FILE";
+/// The CA certificates (PEM) an `https://` bridge is verified against.
+pub const CA_FILE_VAR: &str = "HANDOFF_CA_FILE";
 
 /// Where the bearer token comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,11 +86,8 @@ pub fn bridge_from(
     let Some(url) = set(URL_VAR) else {
         return Ok(None);
     };
-    if !url.starts_with("http://") {
-        bail!(
-            "{URL_VAR}: a hook calls the bridge over plain http:// (in the cluster, or through a \
-             port-forward); got {url:?}. Unset it to act with the kubeconfig or in-cluster identity"
-        );
+    if !url.starts_with("http://") && !url.starts_with("https://") {
+        bail!("{URL_VAR}: an http:// or https:// URL of the bridge's /mcp; got {url:?}");
     }
     let token = match (set(TOKEN_VAR), set(TOKEN_FILE_VAR)) {
         (Some(token), _) => Token::Value(token),
@@ -94,7 +100,7 @@ pub fn bridge_from(
 /// A way to call the handoff tools.
 pub enum Link {
     Http {
-        client: Client<HttpConnector, Full<Bytes>>,
+        client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
         url: String,
         token: Token,
         profile: String,
@@ -109,8 +115,21 @@ impl Link {
     /// identity in `namespace` (default: the kubeconfig's).
     pub async fn from_env(namespace: Option<&str>, profile: &str) -> anyhow::Result<Self> {
         if let Some((url, token)) = bridge_from(|name| std::env::var(name).ok())? {
-            let mut connector = HttpConnector::new();
-            connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+            let mut http = HttpConnector::new();
+            http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+            http.enforce_http(false);
+            let ca_file = std::env::var_os(CA_FILE_VAR).filter(|v| !v.is_empty());
+            let builder = match ca_file {
+                Some(path) => {
+                    HttpsConnectorBuilder::new().with_tls_config(tls_config(Path::new(&path))?)
+                }
+                None => HttpsConnectorBuilder::new()
+                    .with_provider_and_native_roots(Arc::new(
+                        rustls::crypto::ring::default_provider(),
+                    ))
+                    .context("the system's CA certificates")?,
+            };
+            let connector = builder.https_or_http().enable_http1().wrap_connector(http);
             let client = Client::builder(TokioExecutor::new()).build(connector);
             return Ok(Link::Http {
                 client,
@@ -152,10 +171,9 @@ impl Link {
                     request = request.header(PROFILE_HEADER, profile.as_str());
                 }
                 let request = request.body(Full::new(Bytes::from(body.to_string())))?;
-                let response = client
-                    .request(request)
-                    .await
-                    .map_err(|e| anyhow!("the bridge at {url} is unreachable: {e}"))?;
+                let response = client.request(request).await.map_err(|e| {
+                    anyhow::Error::new(e).context(format!("the bridge at {url} is unreachable"))
+                })?;
                 let status = response.status();
                 let sse = response
                     .headers()
@@ -200,6 +218,27 @@ impl Link {
             }
         }
     }
+}
+
+/// A TLS client configuration trusting the CA certificates of the PEM file
+/// at `path`.
+fn tls_config(path: &Path) -> anyhow::Result<ClientConfig> {
+    let what = || format!("{CA_FILE_VAR} {}", path.display());
+    let mut roots = RootCertStore::empty();
+    for certificate in CertificateDer::pem_file_iter(path).with_context(what)? {
+        roots
+            .add(certificate.with_context(what)?)
+            .with_context(what)?;
+    }
+    if roots.is_empty() {
+        bail!("{}: holds no PEM certificate", what());
+    }
+    Ok(
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
 }
 
 /// Pure: the JSON-RPC answer in a response body, plain JSON or an SSE
@@ -276,8 +315,8 @@ mod tests {
                 "neither HANDOFF_TOKEN nor HANDOFF_TOKEN_FILE",
             ),
             (
-                vars(&[(URL_VAR, "https://b/mcp"), (TOKEN_VAR, "t")]),
-                "plain http://",
+                vars(&[(URL_VAR, "bridge:8080/mcp"), (TOKEN_VAR, "t")]),
+                "an http:// or https:// URL",
             ),
         ];
         for (env, want) in errors {

@@ -19,8 +19,12 @@ use serde_json::{Value, json};
 
 /// How a hook process reaches handoff.
 enum Via<'a> {
-    /// The bridge, with the token in a file.
-    Bridge { url: &'a str, token_file: &'a Path },
+    /// The bridge, with the token in a file (and for https, a CA file).
+    Bridge {
+        url: &'a str,
+        token_file: &'a Path,
+        ca: Option<&'a Path>,
+    },
     /// The admin kubeconfig, in a namespace.
     Kubeconfig { namespace: &'a str },
 }
@@ -41,10 +45,18 @@ fn handoff_command(via: &Via<'_>) -> Command {
         cmd.env_remove(var);
     }
     match via {
-        Via::Bridge { url, token_file } => {
+        Via::Bridge {
+            url,
+            token_file,
+            ca,
+        } => {
             cmd.env("HANDOFF_MCP_URL", url)
                 .env("HANDOFF_TOKEN_FILE", token_file)
-                .env("KUBECONFIG", "/nonexistent/kubeconfig");
+                .env("KUBECONFIG", "/nonexistent/kubeconfig")
+                .env_remove("HANDOFF_CA_FILE");
+            if let Some(ca) = ca {
+                cmd.env("HANDOFF_CA_FILE", ca);
+            }
         }
         Via::Kubeconfig { namespace } => {
             cmd.env("KUBECONFIG", env().kubeconfig_path())
@@ -220,6 +232,7 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
     let via = Via::Bridge {
         url: &bridge.url,
         token_file: &token_file,
+        ca: None,
     };
     let transcript = claude_transcript(dir.path(), 5);
     let writer = format!("system:serviceaccount:{ns}:implement");
@@ -509,6 +522,7 @@ fn an_unreachable_bridge_lets_the_session_go_on() {
     let via = Via::Bridge {
         url: "http://127.0.0.1:9/mcp",
         token_file: &token_file,
+        ca: None,
     };
     let transcript = claude_transcript(dir.path(), 5);
     for (event, name, extra) in [
@@ -577,6 +591,7 @@ async fn the_token_file_is_read_again_at_every_call() {
     let via = Via::Bridge {
         url: &bridge.url,
         token_file: &token_file,
+        ca: None,
     };
     let transcript = claude_transcript(dir.path(), 5);
     let start = claude("SessionStart", &transcript, json!({"source": "startup"}));
@@ -600,6 +615,76 @@ async fn the_token_file_is_read_again_at_every_call() {
     assert!(injected(
         &hook(&via, "claude", "session-start", "k", &start).1
     ));
+}
+
+/// An https bridge: the hook verifies it against HANDOFF_CA_FILE, and
+/// refuses it (saying so, exit 0) when the certificate is not trusted.
+#[tokio::test]
+async fn an_https_bridge_is_verified_against_the_ca_file() {
+    let env = env();
+    let ns = env.namespace("hooks-https").await;
+    apply_agent_roles(env);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .expect("a self-signed certificate");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let bridge = Bridge::start_with(env, &ns, &["--tls-cert", &cert_arg, "--tls-key", &key_arg]);
+    assert!(bridge.url.starts_with("https://"), "{}", bridge.url);
+    let token = agent_token(
+        env,
+        &ns,
+        "implement",
+        Some("implement"),
+        Some("handoff-writer"),
+    )
+    .await;
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &token).expect("token");
+    let transcript = claude_transcript(dir.path(), 5);
+    let start = claude("SessionStart", &transcript, json!({"source": "startup"}));
+    let seed = handoff::api::HandoffSpec {
+        handoff_key: "tls".into(),
+        project: "shop".into(),
+        repo: None,
+        kind: None,
+        body: "## State\nover https".into(),
+        created_by: None,
+    };
+    handoff::store::HandoffStore::new(env.client().await, &ns)
+        .write(&seed)
+        .await
+        .expect("seed");
+
+    let trusted = Via::Bridge {
+        url: &bridge.url,
+        token_file: &token_file,
+        ca: Some(&cert),
+    };
+    let (success, out, _) = hook(&trusted, "claude", "session-start", "tls", &start);
+    assert!(success);
+    let context = out["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(context.contains("## State\nover https"), "{context}");
+
+    let untrusted = Via::Bridge {
+        url: &bridge.url,
+        token_file: &token_file,
+        ca: None,
+    };
+    let (success, out, _) = hook(&untrusted, "claude", "session-start", "tls", &start);
+    assert!(success);
+    let message = out["systemMessage"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        message.contains("is unreachable") && message.contains("certificate"),
+        "{message}"
+    );
 }
 
 fn shared_dir() -> PathBuf {
