@@ -100,7 +100,7 @@ pub fn bridge_from(
 /// A way to call the handoff tools.
 pub enum Link {
     Http {
-        client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+        client: Box<Client<HttpsConnector<HttpConnector>, Full<Bytes>>>,
         url: String,
         token: Token,
         profile: String,
@@ -130,7 +130,7 @@ impl Link {
                     .context("the system's CA certificates")?,
             };
             let connector = builder.https_or_http().enable_http1().wrap_connector(http);
-            let client = Client::builder(TokioExecutor::new()).build(connector);
+            let client = Box::new(Client::builder(TokioExecutor::new()).build(connector));
             return Ok(Link::Http {
                 client,
                 url,
