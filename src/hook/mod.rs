@@ -170,16 +170,15 @@ fn max_tokens(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
-/// What a hook reads on stdin: the fields both agents document (others are
-/// ignored; all are optional, so a field an agent drops is not an error).
+/// What a hook reads on stdin: the documented fields it uses (the others,
+/// `cwd`, `model`, `source`, `turn_id`, …, are ignored; all are optional,
+/// so a field an agent drops is not an error). Every SessionStart source
+/// (startup, resume, clear, compact) gets the handoff.
 #[derive(Debug, Default, Deserialize)]
 pub struct Payload {
     pub session_id: Option<String>,
     pub transcript_path: Option<PathBuf>,
-    pub cwd: Option<PathBuf>,
     pub hook_event_name: Option<String>,
-    /// SessionStart: startup, resume, clear, compact.
-    pub source: Option<String>,
     /// Stop: the agent already continues because of a stop hook.
     #[serde(default)]
     pub stop_hook_active: bool,
@@ -358,9 +357,14 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     let Some(transcript) = transcript else {
         bail!("no handoff for `{key}` and no transcript_path to rescue one from");
     };
-    let outcome = read_file(args.agent, transcript, None, Budget::UNLIMITED)
-        .map_err(|e| anyhow!("{e}"))?
-        .ok_or_else(|| anyhow!("{}: no such transcript", transcript.display()))?;
+    let outcome = read_file(
+        args.agent,
+        transcript,
+        payload.session_id.as_deref(),
+        Budget::UNLIMITED,
+    )
+    .map_err(|e| anyhow!("{e}"))?
+    .ok_or_else(|| anyhow!("{}: no such transcript", transcript.display()))?;
     let source = Source {
         agent: args.agent,
         session: payload.session_id.as_deref(),
@@ -368,9 +372,26 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     };
     let written = write_rescue(&link, &key, &outcome, source, &args.target, existing).await?;
     Ok(Some(Said::Notice(format!(
-        "handoff: no handoff was written for `{key}` in this session; a rescued one was extracted \
-         from the transcript ({written})"
+        "handoff: no handoff was written for `{key}` in this session; {}, a rescued one was \
+         extracted from the transcript ({written})",
+        occasion(args.event, &payload)
     ))))
+}
+
+/// Pure: when a rescue is written, in the agent's words.
+fn occasion(event: Event, payload: &Payload) -> String {
+    let or_unknown = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".to_owned());
+    match event {
+        Event::PreCompact => format!(
+            "before compaction (trigger {})",
+            or_unknown(&payload.trigger)
+        ),
+        Event::SessionEnd => format!(
+            "at the session's end (reason {})",
+            or_unknown(&payload.reason)
+        ),
+        Event::Stop | Event::SessionStart => "at the second stop".to_owned(),
+    }
 }
 
 /// The handoff of `key`, if any.
@@ -594,6 +615,36 @@ mod tests {
             "## Refs",
         ] {
             assert!(r.contains(part), "{part}");
+        }
+    }
+
+    #[test]
+    fn occasions_name_the_trigger_and_the_reason() {
+        let payload = |trigger: Option<&str>, reason: Option<&str>| Payload {
+            trigger: trigger.map(str::to_owned),
+            reason: reason.map(str::to_owned),
+            ..Payload::default()
+        };
+        let cases = [
+            (
+                Event::PreCompact,
+                payload(Some("auto"), None),
+                "before compaction (trigger auto)",
+            ),
+            (
+                Event::PreCompact,
+                payload(None, None),
+                "before compaction (trigger unknown)",
+            ),
+            (
+                Event::SessionEnd,
+                payload(None, Some("logout")),
+                "at the session's end (reason logout)",
+            ),
+            (Event::Stop, payload(None, None), "at the second stop"),
+        ];
+        for (event, p, want) in cases {
+            assert_eq!(occasion(event, &p), want);
         }
     }
 

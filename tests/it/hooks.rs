@@ -333,7 +333,7 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
         out["systemMessage"]
             .as_str()
             .expect("message")
-            .contains("a rescued one was extracted from the transcript (created)"),
+            .contains("at the session's end (reason prompt_input_exit), a rescued one was extracted from the transcript (created)"),
         "{out}"
     );
     let rescued = stored(&ns, "acme/api#43").await.expect("a rescued handoff");
