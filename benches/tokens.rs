@@ -5,14 +5,25 @@
 //! generated; `--transcripts DIR` (or `TOKENS_TRANSCRIPTS=DIR`) adds real
 //! ones (`*.jsonl`, counted by their bytes: an upper bound).
 //!
+//! Then the rescue (`handoff rescue`, `handoff hook pre-compact|session-end`):
+//! the rescued handoff's size against the transcript it was extracted
+//! from, on the shared third-party transcripts
+//! (`../shared/fixtures/transcripts`, read in place) and on a synthetic
+//! Claude Code session of more than 100k tokens; and what the
+//! `session-start` hook adds to the agent's context.
+//!
 //! Tokens are estimated as characters / 4, the usual rule of thumb for
 //! English and code; the ratio, not the absolute count, is the point.
 
-use std::path::PathBuf;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
 
 use handoff::goals::preamble;
+use handoff::hook::{Stored, session_context};
 use handoff::mcp::tools::HandoffView;
 use handoff::mcp::tools::get::{self, GetResult};
+use handoff::transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
+use handoff::transcript::{AgentKind, Budget, Outcome, linearize, read_file};
 
 /// A typical compact handoff: state, done, next, questions, refs.
 const TYPICAL_SUMMARY: &str = "## State\nThe CSV importer parses all fixture files; streaming mode is wired but \
@@ -95,6 +106,149 @@ fn main() {
             "| {} (file bytes, upper bound) | {restore} | {with_handoff} | {:.0}× |",
             path.file_name().and_then(|n| n.to_str()).unwrap_or("?"),
             restore as f64 / with_handoff as f64
+        );
+    }
+    rescue_table();
+    session_start_table();
+}
+
+/// A synthetic Claude Code session of `turns` turns: a request, an
+/// answer with two tool calls, and their (large) results per turn.
+fn synthetic_claude_session(turns: usize) -> String {
+    let mut lines = Vec::new();
+    for i in 0..turns {
+        let t = format!("2026-11-29T10:{:02}:{:02}.000Z", (i / 60) % 60, i % 60);
+        let request = format!(
+            "Step {i}: make the importer handle case {i}; {}",
+            "context ".repeat(25)
+        );
+        lines.push(
+            serde_json::json!({"type": "user", "timestamp": t, "uuid": format!("u{i}"),
+            "message": {"role": "user", "content": request}}),
+        );
+        let answer = format!(
+            "Handled case {i} in the reader. {}",
+            "explanation ".repeat(55)
+        );
+        lines.push(serde_json::json!({"type": "assistant", "timestamp": t, "uuid": format!("a{i}"),
+            "message": {"id": format!("m{i}"), "role": "assistant", "content": [
+                {"type": "text", "text": answer},
+                {"type": "tool_use", "id": format!("t{i}a"), "name": "Edit", "input": {"file_path": format!("src/import/case{}.rs", i % 37)}},
+                {"type": "tool_use", "id": format!("t{i}b"), "name": "Bash", "input": {"command": format!("cargo test import::case{i}")}}]}}));
+        let output = "test output line\n".repeat(150);
+        lines.push(
+            serde_json::json!({"type": "user", "timestamp": t, "uuid": format!("r{i}"),
+            "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": format!("t{i}a"), "content": output},
+                {"type": "tool_result", "tool_use_id": format!("t{i}b"), "content": output}]}}),
+        );
+    }
+    lines.iter().map(|l| l.to_string() + "\n").collect()
+}
+
+fn rescued_tokens(outcome: &Outcome, agent: AgentKind) -> usize {
+    let source = Source {
+        agent,
+        session: Some("bench"),
+        started: None,
+    };
+    rescue::approx_tokens(&rescue::body(outcome, source, DEFAULT_MAX_TOKENS))
+}
+
+fn rescue_row(name: &str, transcript_bytes: usize, outcome: &Outcome, agent: AgentKind) {
+    let transcript = approx_tokens(transcript_bytes);
+    let rescued = rescued_tokens(outcome, agent);
+    println!(
+        "| {name} | {} | {transcript} | {rescued} | {:.1}× |",
+        outcome.turns.len(),
+        transcript as f64 / rescued.max(1) as f64
+    );
+}
+
+fn rescue_table() {
+    println!(
+        "\n## Rescue: the rescued handoff against its transcript (≈ characters / 4, budget {DEFAULT_MAX_TOKENS})\n"
+    );
+    println!("| transcript | turns | transcript tokens (file) | rescued handoff tokens | ratio |");
+    println!("|---|---:|---:|---:|---:|");
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
+    for (dir, agent) in [("claude", AgentKind::Claude), ("codex", AgentKind::Codex)] {
+        let Ok(entries) = std::fs::read_dir(shared.join(dir)) else {
+            println!(
+                "| ({} missing: no shared rows) | | | | |",
+                shared.join(dir).display()
+            );
+            continue;
+        };
+        let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+        files.sort();
+        for file in files {
+            let bytes = std::fs::metadata(&file)
+                .map(|m| m.len() as usize)
+                .unwrap_or(0);
+            let Ok(Some(outcome)) = read_file(agent, &file, None, Budget::UNLIMITED) else {
+                continue;
+            };
+            let name = format!(
+                "shared {dir}/{}",
+                file.file_name().and_then(|n| n.to_str()).unwrap_or("?")
+            );
+            rescue_row(&name, bytes, &outcome, agent);
+        }
+    }
+    for turns in [100, 300] {
+        let session = synthetic_claude_session(turns);
+        let outcome = linearize(
+            AgentKind::Claude,
+            Cursor::new(session.as_bytes()),
+            Budget::UNLIMITED,
+        );
+        rescue_row(
+            &format!("synthetic Claude Code, {turns} turns"),
+            session.len(),
+            &outcome,
+            AgentKind::Claude,
+        );
+    }
+}
+
+fn session_start_table() {
+    println!("\n## Session start: what the hook adds to the context (≈ characters / 4)\n");
+    println!("| handoff | additionalContext tokens | body tokens |");
+    println!("|---|---:|---:|");
+    let session = synthetic_claude_session(300);
+    let outcome = linearize(
+        AgentKind::Claude,
+        Cursor::new(session.as_bytes()),
+        Budget::UNLIMITED,
+    );
+    let rescued = rescue::body(
+        &outcome,
+        Source {
+            agent: AgentKind::Claude,
+            session: Some("bench"),
+            started: None,
+        },
+        DEFAULT_MAX_TOKENS,
+    );
+    for (name, body) in [
+        ("typical compact summary", TYPICAL_SUMMARY.to_owned()),
+        ("rescued, synthetic 300 turns", rescued),
+    ] {
+        let h = Stored {
+            handoff_key: "acme/shop#219".into(),
+            project: "shop".into(),
+            repo: Some("acme/shop".into()),
+            kind: Some("issue".into()),
+            body: body.clone(),
+            created_by: Some("system:serviceaccount:agents:implement".into()),
+            updated_at: Some("2026-11-29T10:00:00Z".into()),
+            revision: Some(7),
+        };
+        println!(
+            "| {name} | {} | {} |",
+            approx_tokens(session_context(&h).len()),
+            approx_tokens(body.len())
         );
     }
 }

@@ -11,8 +11,9 @@
 //! `dev` assembles everything for a laptop.
 //!
 //! ```text
-//!  8  dev, cli       handoff dev: control plane + controller + bridge;
-//!                   the SRE's get / history / diff / search (kubectl plugin)
+//!  8  dev, cli, hook handoff dev: control plane + controller + bridge;
+//!                   the SRE's get / history / diff / search (kubectl plugin);
+//!                   the agents' hooks and `handoff rescue`
 //!  7  controller     run, lead, args, context; the Handoff, grooming and resync loops
 //!  6  mcp            the MCP bridge: one module per tool, profiles, auth, transports
 //!  5  offers         handoffs offered to a destination agent (decide, store, activation)
@@ -40,6 +41,7 @@ pub mod cluster;
 pub mod controller;
 pub mod dev;
 pub mod goals;
+pub mod hook;
 pub mod lint;
 pub mod liveness;
 pub mod local;
@@ -78,7 +80,7 @@ mod layering {
         &["offers"],
         &["mcp"],
         &["controller"],
-        &["dev", "cli"],
+        &["dev", "cli", "hook"],
     ];
 
     fn layer_of(module: &str) -> Option<usize> {

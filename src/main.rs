@@ -60,6 +60,12 @@ enum Command {
     /// Move a project's handoffs into a team's namespace (without
     /// spec.createdBy: the copy is written by whoever moves it).
     Move(handoff::cli::MoveArgs),
+    /// Run as an agent's lifecycle hook (Claude Code, Codex): the event's
+    /// JSON on stdin, the agent's answer on stdout; never fails the session.
+    Hook(handoff::hook::HookArgs),
+    /// Write a rescued handoff extracted from a transcript, unless the key
+    /// has an agent-written one newer than the session's start.
+    Rescue(handoff::hook::RescueArgs),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
     Dev(handoff::dev::DevArgs),
@@ -91,6 +97,10 @@ fn main() -> ExitCode {
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
         Command::Move(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
+        }
+        Command::Hook(args) => runtime().and_then(|rt| rt.block_on(handoff::hook::run_hook(args))),
+        Command::Rescue(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::hook::run_rescue(args)))
         }
         Command::Get(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::get(args))),
         Command::History(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::history(args))),

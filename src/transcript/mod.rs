@@ -100,6 +100,7 @@ pub mod files;
 mod grok;
 mod json;
 mod linear;
+pub mod rescue;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -329,6 +330,24 @@ pub fn read_with(
         AgentKind::Claude => read_jsonl(kind, &claude::locate(root, session_id, cwd)?, budget),
         AgentKind::Codex => read_jsonl(kind, &codex::locate(root, session_id)?, budget),
         AgentKind::Grok => grok::read(root, session_id, budget),
+    }
+}
+
+/// The JSON-lines file of `session_id` where `kind` keeps it (`cwd`
+/// locates Claude Code sessions); `None` when there is none, and for Grok,
+/// whose sessions live in a database.
+pub fn locate(
+    locations: &Locations,
+    kind: AgentKind,
+    session_id: &str,
+    cwd: &Path,
+) -> Option<PathBuf> {
+    check_session_id(session_id).ok()?;
+    let root = locations.root(kind)?;
+    match kind {
+        AgentKind::Claude => claude::locate(root, session_id, cwd),
+        AgentKind::Codex => codex::locate(root, session_id),
+        AgentKind::Grok => None,
     }
 }
 

@@ -75,3 +75,189 @@ fn the_skill_is_for_exactly_the_handoff_profiles() {
         assert!(skill.contains(section), "{section} missing from the skill");
     }
 }
+
+/// The events each agent's hook reference defines (docs/agents.md cites
+/// them), and the keys of a matcher group and of a command handler.
+const CLAUDE_CODE_EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "SubagentStart",
+    "SubagentStop",
+    "Stop",
+    "PreCompact",
+    "SessionEnd",
+];
+const CODEX_EVENTS: &[&str] = &[
+    "SessionStart",
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "PreCompact",
+    "PostCompact",
+    "SubagentStart",
+    "SubagentStop",
+];
+const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
+const HANDLER_KEYS: &[&str] = &["type", "command", "timeout", "statusMessage"];
+
+fn read_json(path: &str) -> serde_json::Value {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
+}
+
+/// `args` (a command line of ours, without `handoff`) parses: the binary
+/// accepts it with `--help` appended.
+fn parses(what: &str, args: &[&str]) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("handoff runs");
+    assert!(
+        out.status.success(),
+        "{what}: `handoff {}` is not our CLI: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Checks a hooks object: documented events and keys only, each command a
+/// `handoff hook <event>` for that very event; returns the events wired.
+fn check_hooks(what: &str, hooks: &serde_json::Value, events: &[&str], agent: &str) -> Vec<String> {
+    use clap::ValueEnum;
+    use handoff::hook::Event;
+    let hooks = hooks
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: `hooks` is not an object"));
+    for (event, groups) in hooks {
+        assert!(
+            events.contains(&event.as_str()),
+            "{what}: {event} is not a documented event"
+        );
+        for group in groups
+            .as_array()
+            .unwrap_or_else(|| panic!("{what}: {event} is not a list"))
+        {
+            let group = group.as_object().expect("a matcher group");
+            for key in group.keys() {
+                assert!(
+                    GROUP_KEYS.contains(&key.as_str()),
+                    "{what}: {event}: unknown key {key}"
+                );
+            }
+            for handler in group["hooks"].as_array().expect("hooks") {
+                let handler = handler.as_object().expect("a handler");
+                for key in handler.keys() {
+                    assert!(
+                        HANDLER_KEYS.contains(&key.as_str()),
+                        "{what}: {event}: unknown key {key}"
+                    );
+                }
+                assert_eq!(handler["type"], "command", "{what}: {event}");
+                let command = handler["command"].as_str().expect("command");
+                let words: Vec<&str> = command.split_whitespace().collect();
+                assert_eq!(&words[..2], ["handoff", "hook"], "{what}: {command}");
+                let ours =
+                    Event::from_str(words[2], false).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert_eq!(
+                    ours.hook_event_name(),
+                    event,
+                    "{what}: {command} under {event}"
+                );
+                assert_eq!(&words[3..5], ["--agent", agent], "{what}: {command}");
+                parses(what, &words[1..]);
+            }
+        }
+    }
+    hooks.keys().cloned().collect()
+}
+
+#[test]
+fn the_hook_wiring_names_documented_events_and_our_commands() {
+    let claude = read_json("examples/claude-code/settings.json");
+    let wired = check_hooks(
+        "examples/claude-code/settings.json",
+        &claude["hooks"],
+        CLAUDE_CODE_EVENTS,
+        "claude",
+    );
+    assert_eq!(wired, ["PreCompact", "SessionEnd", "SessionStart", "Stop"]);
+    let codex = read_json("examples/codex/hooks.json");
+    let wired = check_hooks(
+        "examples/codex/hooks.json",
+        &codex["hooks"],
+        CODEX_EVENTS,
+        "codex",
+    );
+    assert_eq!(
+        wired,
+        ["PreCompact", "SessionStart", "Stop"],
+        "Codex has no session-end event"
+    );
+
+    let config: toml::Table = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/codex/config.toml"),
+    )
+    .expect("config.toml")
+    .parse()
+    .expect("config.toml is TOML");
+    assert_eq!(config["features"]["codex_hooks"].as_bool(), Some(true));
+    let args: Vec<&str> = config["mcp_servers"]["handoff"]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    parses("examples/codex/config.toml", &args);
+
+    // The plugin: one install wires the hooks, the skill and the tools.
+    let plugin = read_json("plugins/handoff/.claude-plugin/plugin.json");
+    assert_eq!(plugin["name"], "handoff");
+    let plugin_hooks = read_json("plugins/handoff/hooks/hooks.json");
+    assert_eq!(
+        plugin_hooks["hooks"], claude["hooks"],
+        "the plugin wires what the example does"
+    );
+    let mcp = read_json("plugins/handoff/.mcp.json");
+    let server = &mcp["mcpServers"]["handoff"];
+    assert_eq!(server["command"], "handoff");
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    parses("plugins/handoff/.mcp.json", &args);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(
+        std::fs::read_to_string(root.join("plugins/handoff/skills/handoff/SKILL.md"))
+            .expect("plugin skill"),
+        std::fs::read_to_string(root.join("skills/handoff/SKILL.md")).expect("skill"),
+        "the plugin's skill is a copy of skills/handoff/SKILL.md: copy it again"
+    );
+
+    // The agent Job carries the same settings.json.
+    let job = std::fs::read_to_string(root.join("examples/agent/agent-job.yaml")).expect("job");
+    let block: Vec<&str> = job
+        .lines()
+        .skip_while(|l| *l != "  settings.json: |")
+        .skip(1)
+        .take_while(|l| l.is_empty() || l.starts_with("    "))
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect();
+    let in_job: serde_json::Value =
+        serde_json::from_str(&block.join("\n")).expect("the Job's settings.json");
+    assert_eq!(
+        in_job, claude,
+        "examples/agent/agent-job.yaml carries examples/claude-code/settings.json"
+    );
+    assert!(job.contains(r#"cp /etc/handoff/settings.json "$HOME/.claude/settings.json""#));
+}

@@ -14,6 +14,7 @@ mod controller;
 mod crd;
 mod examples;
 mod harness;
+mod hooks;
 mod install;
 mod mcp;
 mod mirror;
