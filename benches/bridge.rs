@@ -79,7 +79,7 @@ fn main() -> anyhow::Result<()> {
         "write: direct (server-side apply)",
         "write: bridge (write_handoff, new content)",
         "write: bridge (write_handoff, unchanged)",
-        "write: direct GET + apply (write_handoff's semantics)",
+        "write: direct GET + apply (write_handoff's former two round trips)",
     ];
     let mut rows: Vec<Row> = NAMES
         .iter()
