@@ -149,7 +149,7 @@ fn main() -> anyhow::Result<()> {
         (
             "write: bridge / direct GET + apply",
             (3, 5),
-            "(bridge overhead)",
+            "(< 1: the read write_handoff no longer makes)",
         ),
     ] {
         let (m, p) = ratio(a, b);

@@ -530,7 +530,11 @@ mod tests {
         let pending = series.pending(t0 + Duration::from_secs(4));
         assert_eq!(pending.len(), 1, "one write for three occurrences");
         let (_, e) = &pending[0];
-        assert_eq!((due(e), e.note.as_str()), (Some(4), "r5"), "the latest note");
+        assert_eq!(
+            (due(e), e.note.as_str()),
+            (Some(4), "r5"),
+            "the latest note"
+        );
         series.shown(&key, 4, None);
         assert!(series.pending(t0 + Duration::from_secs(5)).is_empty());
         // An occurrence while the write was in flight stays due.

@@ -573,7 +573,9 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         leading.clone(),
     );
     let refresh = events::refresh(ctx.clone(), options.event_refresh, leading.clone());
-    tokio::join!(controller, groom, resync, schedules, offers, deleter, refresh);
+    tokio::join!(
+        controller, groom, resync, schedules, offers, deleter, refresh
+    );
     // Still leading (a lost lease abandons this future before): write the
     // occurrences counted since the last refresh.
     ctx.flush_events().await;
