@@ -135,8 +135,7 @@ impl HandoffStore {
             .headers()
             .get(http::header::DATE)
             .and_then(|d| d.to_str().ok())
-            .and_then(|d| jiff::fmt::rfc2822::parse(d).ok())
-            .map(|d| d.timestamp().as_second());
+            .and_then(http_date);
         let body = response.into_body().collect_bytes().await?;
         if code.is_client_error() || code.is_server_error() {
             return Err(api_error(code, &body));
@@ -319,6 +318,14 @@ pub fn outcome(answer: &Answer) -> WriteOutcome {
         }
     }
     WriteOutcome::Updated
+}
+
+/// Seconds since the epoch of an HTTP `Date` header (RFC 9110's
+/// IMF-fixdate, a form of RFC 2822).
+fn http_date(text: &str) -> Option<i64> {
+    jiff::fmt::rfc2822::parse(text)
+        .ok()
+        .map(|d| d.timestamp().as_second())
 }
 
 /// When the bridge's field manager last changed `h` (managedFields).
@@ -923,6 +930,17 @@ mod tests {
         // Bounded: the oldest version is forgotten.
         assert!(!seen.check_and_record(v("8"), seen.mark()));
         assert!(!seen.check_and_record(v("5"), seen.mark()), "5 was evicted");
+    }
+
+    #[test]
+    fn the_date_header_is_read_to_the_second() {
+        for (text, expected) in [
+            ("Tue, 01 Dec 2026 05:09:29 GMT", Some(1_796_101_769)),
+            ("Thu, 01 Jan 1970 00:00:01 GMT", Some(1)),
+            ("yesterday", None),
+        ] {
+            assert_eq!(http_date(text), expected, "{text}");
+        }
     }
 
     #[test]
