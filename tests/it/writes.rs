@@ -386,6 +386,19 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     let stored = api.get(&name).await.expect("get");
     assert_eq!(rv(&stored), rv(&first));
     assert_eq!(stored.status, None, "not counted: no controller ran");
+    // Another process, same content, still not counted: nothing tells it
+    // the content was there but the age of the bridge's last change. Once
+    // that is older than a round trip can explain, the answer alone says
+    // unchanged; no attempt wrote anything.
+    eventually(
+        "another process's identical write reported unchanged",
+        Duration::from_secs(60),
+        || async {
+            (bridge_writes(&ns, vec![write(key, "v2")]).await == ["unchanged"]).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(rv(&api.get(&name).await.expect("get")), rv(&first));
 
     // Counted by the controller: an identical write is unchanged from the
     // answer alone (a fresh store, and a version this process never saw:
