@@ -311,9 +311,8 @@ pub fn outcome(answer: &Answer) -> WriteOutcome {
         return WriteOutcome::Unchanged;
     }
     if let (Some(applied), Some(date)) = (answer.applied_at, answer.date) {
-        #[allow(clippy::cast_precision_loss)]
-        let apart = (date - applied) as f64;
-        if apart >= answer.round_trip.as_secs_f64() + 1.0 {
+        let apart = Duration::from_secs(u64::try_from(date - applied).unwrap_or(0));
+        if apart >= answer.round_trip + Duration::from_secs(1) {
             return WriteOutcome::Unchanged;
         }
     }
