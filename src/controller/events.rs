@@ -265,7 +265,15 @@ impl Context {
     /// a new series' Event is created now; an occurrence of a known series
     /// is only counted. A failure or a call past `--apiserver-timeout` is
     /// logged, never fatal (the state it reports is already written).
+    ///
+    /// Boxed: the create and the writes of evicted series make a large
+    /// future, which would otherwise be inlined into every loop that
+    /// records an Event (and overflowed a worker's stack in debug builds).
     pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
+        Box::pin(self.record_event(h, reason, note)).await;
+    }
+
+    async fn record_event(&self, h: &Handoff, reason: &str, note: String) {
         let note = bounded_note(note);
         let namespace = h.namespace().unwrap_or_default();
         let key = (h.uid().unwrap_or_else(|| h.name_any()), reason.to_owned());
@@ -313,7 +321,7 @@ impl Context {
     /// update per series, whatever the number of occurrences.
     pub async fn flush_events(&self) {
         for (key, entry) in self.events.pending(Instant::now()) {
-            self.write_series(&key, &entry).await;
+            Box::pin(self.write_series(&key, &entry)).await;
         }
     }
 
