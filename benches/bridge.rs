@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         "write: direct (server-side apply)",
         "write: bridge (write_handoff, new content)",
         "write: bridge (write_handoff, unchanged)",
-        "write: direct GET + apply (write_handoff's semantics)",
+        "write: direct GET + apply (write_handoff's former two round trips)",
     ];
     let mut rows: Vec<Row> = NAMES
         .iter()
@@ -161,7 +161,7 @@ fn main() -> anyhow::Result<()> {
         (
             "write: bridge / direct GET + apply",
             (3, 5),
-            "(bridge overhead)",
+            "(< 1: the read write_handoff no longer makes)",
         ),
     ] {
         let (m, p) = ratio(a, b);

@@ -1,6 +1,7 @@
 //! The Handoff loop: counts content revisions into `status`, adds the
-//! `project` / `repo` / `kind` labels an object arrived without, records an
-//! Event per occurrence and keeps the PostgreSQL mirror's row current.
+//! `project` / `repo` / `kind` labels an object arrived without, announces
+//! superseded revisions as Events and keeps the PostgreSQL mirror's row
+//! current.
 //!
 //! Decisions are pure functions ([`count`],
 //! [`approx_tokens`], [`metadata_plan`]); [`reconcile`] is the
@@ -18,12 +19,23 @@
 //! 4. status: one merge patch of the status subresource *carrying the
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 5. Events (`Written`, `Superseded`), only after that write succeeded
-//!    (a series per object and reason: see [`super::events`]);
+//! 5. the `Superseded` Event, only after that write succeeded (a series
+//!    per object and reason, counted in memory and written once per
+//!    `--event-refresh`: see [`super::events`]); a creation has no Event
+//!    (status revision 1, `updatedAt`, the mirror's history and the audit
+//!    log record it);
 //! 6. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
-//!    writer's labels (kubectl, GitOps, the bridge);
+//!    writer's labels (kubectl, GitOps, the bridge). The bridge's apply
+//!    carries the labels ([`crate::store`]), so a bridge-written handoff
+//!    needs none ([`metadata_plan`] is `None`).
+//!
+//! Writes per agent write of new content: the agent's apply and this
+//! loop's status write — two; plus, for an update, the `Superseded`
+//! series' share (one create per series, then at most one update per
+//! refresh interval). A writer that leaves the labels out (kubectl by
+//! hand) costs a third, the metadata apply, once per handoff.
 //! 7. the revision is appended to the mirror's history only now that the
 //!    apiserver holds it, so a number is never recorded for other content
 //!    (the same statement drops the key's revisions beyond
@@ -385,25 +397,15 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
             }
             Err(err) => return Err(err.into()),
         }
-        match &change {
-            Change::Created => {
-                let note = format!(
-                    "Handoff {} written by {} (revision 1, {} bytes)",
-                    quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
-                    writer(&h.spec),
-                    h.spec.body.len()
-                );
-                ctx.event(&current, "Written", note).await;
-            }
-            Change::Superseded { from, to } => {
-                let note = format!(
-                    "Handoff {}: revision {from} superseded by revision {to} (written by {})",
-                    quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
-                    writer(&h.spec)
-                );
-                ctx.event(&current, "Superseded", note).await;
-            }
-            Change::Unchanged => {}
+        // A creation has no Event: status revision 1, `updatedAt`, the
+        // mirror's history and the audit log record it.
+        if let Change::Superseded { from, to } = &change {
+            let note = format!(
+                "Handoff {}: revision {from} superseded by revision {to} (written by {})",
+                quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
+                writer(&h.spec)
+            );
+            ctx.event(&current, "Superseded", note).await;
         }
         if change != Change::Unchanged {
             ctx.metrics.count_revision();
@@ -788,6 +790,44 @@ mod tests {
         );
         let plan = metadata_plan(&stale).expect("our label follows the spec");
         assert_eq!(plan["metadata"]["labels"]["project"], "p");
+    }
+
+    #[test]
+    fn a_writer_that_applies_the_labels_gets_no_metadata_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        // What the bridge (`store::desired`) and the scaling bench apply:
+        // the spec and its labels, under the writer's own field manager.
+        for (manager, spec) in [
+            (BRIDGE_FIELD_MANAGER, spec("b")),
+            (
+                "bench-writer",
+                HandoffSpec {
+                    repo: None,
+                    kind: None,
+                    ..spec("b")
+                },
+            ),
+        ] {
+            let labels = labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref());
+            let fields: serde_json::Map<String, serde_json::Value> = labels
+                .keys()
+                .map(|k| (format!("f:{k}"), serde_json::json!({})))
+                .collect();
+            let mut h = Handoff::new("n", spec);
+            h.metadata.labels = Some(labels);
+            h.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(
+                    serde_json::json!({"f:metadata": {"f:labels": fields}, "f:spec": {}}),
+                )),
+                ..Default::default()
+            }]);
+            assert_eq!(metadata_plan(&h), None, "{manager}");
+            // The same object without its labels (kubectl by hand) gets them.
+            h.metadata.labels = None;
+            assert!(metadata_plan(&h).is_some(), "{manager} without labels");
+        }
     }
 
     #[test]

@@ -152,6 +152,11 @@ pub struct ControllerArgs {
     /// and grooming), or one reconcile has run this long.
     #[arg(long, env = "HANDOFF_WEDGED_AFTER", value_name = "DURATION", default_value = "5m", value_parser = positive_duration)]
     pub wedged_after: Duration,
+    /// How often the Events of repeated occurrences (a busy key's
+    /// `Superseded`) are written: each series with new occurrences costs
+    /// one Event update per interval, however many it counted.
+    #[arg(long, env = "HANDOFF_EVENT_REFRESH", value_name = "DURATION", default_value = "1m", value_parser = positive_duration)]
+    pub event_refresh: Duration,
 }
 
 /// A [`parse_duration`] above zero.
@@ -203,6 +208,8 @@ pub struct ControllerOptions {
     pub offer_retention: Duration,
     /// How much history the mirror keeps.
     pub history: Retention,
+    /// How often counted Event occurrences are written.
+    pub event_refresh: Duration,
 }
 
 impl ControllerOptions {
@@ -224,6 +231,7 @@ impl ControllerOptions {
             active_agent_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
             offer_retention: crate::offers::activation::DEFAULT_OFFER_RETENTION,
             history: Retention::default(),
+            event_refresh: events::DEFAULT_EVENT_REFRESH,
         }
     }
 }
@@ -256,7 +264,7 @@ pub struct Context {
     pub api_timeout: Duration,
     /// The Handoff loop's progress (`/healthz`).
     pub progress: Arc<LoopProgress>,
-    /// Repeated Events of one object extend one Event's series.
+    /// Repeated Events of one object count into one Event's series.
     pub events: events::Series,
 }
 
@@ -302,6 +310,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         active_agent_selector: args.active_agent_selector.clone(),
         offer_retention: args.offer_retention,
         history: args.retention(),
+        event_refresh: args.event_refresh,
     };
     let metrics = ControllerMetrics::new();
     metrics.liveness.set_wedged_after(args.wedged_after);
@@ -563,7 +572,13 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         options.concurrency.max(1),
         leading.clone(),
     );
-    tokio::join!(controller, groom, resync, schedules, offers, deleter);
+    let refresh = events::refresh(ctx.clone(), options.event_refresh, leading.clone());
+    tokio::join!(
+        controller, groom, resync, schedules, offers, deleter, refresh
+    );
+    // Still leading (a lost lease abandons this future before): write the
+    // occurrences counted since the last refresh.
+    ctx.flush_events().await;
 }
 
 /// The controller's metrics (prefix `handoff_controller_`).

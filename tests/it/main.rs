@@ -33,3 +33,4 @@ mod transcript;
 mod transcript_cli;
 mod transcript_props;
 mod transcript_shared;
+mod writes;

@@ -69,7 +69,12 @@ async fn stdio_tools_per_profile_and_hidden_tools_refused() {
 async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     let env = env();
     let ns = env.namespace("mcp-stdio-happy").await;
-    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    // A controller counts the writes: a later bridge process then knows an
+    // identical write from the answer alone (see `crate::writes` for
+    // writes before the count).
+    let counter = crate::revisions::Counter::start(&client, &ns, None);
     let key = "acme/api#42";
     let body = "## State\nparser done\n## Next\n- wire the CLI";
     let first = drive_stdio(
@@ -100,7 +105,7 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
         "createdBy is the authenticated caller"
     );
 
-    let stored = api.get(&name_for_key(key)).await.expect("stored");
+    let stored = crate::revisions::counted(&api, key, 1).await;
     let rv = stored.metadata.resource_version.clone();
     let labels = stored.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
@@ -134,18 +139,19 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
         "delete is idempotent"
     );
     assert_eq!(ok(&second[3])["found"], json!(false));
+    counter.stop().await;
 }
 
 #[tokio::test]
 async fn unchanged_write_creates_no_new_resource_version() {
     let env = env();
     let ns = env.namespace("mcp-unchanged").await;
-    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let counter = crate::revisions::Counter::start(&client, &ns, None);
     drive_stdio(env, &ns, "implement", json!([write("k", "p", "same")]));
-    let before = api
-        .get(&name_for_key("k"))
+    let before = crate::revisions::counted(&api, "k", 1)
         .await
-        .expect("get")
         .metadata
         .resource_version;
     let again = drive_stdio(
@@ -167,6 +173,7 @@ async fn unchanged_write_creates_no_new_resource_version() {
         .metadata
         .resource_version;
     assert_eq!(before, after);
+    counter.stop().await;
 }
 
 #[tokio::test]

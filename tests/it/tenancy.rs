@@ -204,12 +204,13 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     stop.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(30), controller).await;
 
-    // Naming the other team's namespace is refused by the apiserver's RBAC.
+    // Naming the other team's namespace is refused by the apiserver's RBAC
+    // (the write is one apply: `patch` is the verb refused).
     let trespass = drive(&in_ns(&b), &a_implement, json!([write("k", "overwritten")]));
     let refusal = common::err_text(&trespass[0]);
     assert!(
         refusal.contains(&format!(
-            "is forbidden: User \"system:serviceaccount:{a}:agent-implement\" cannot get resource \"handoffs\""
+            "is forbidden: User \"system:serviceaccount:{a}:agent-implement\" cannot patch resource \"handoffs\""
         )) && refusal.contains(&format!("in the namespace \"{b}\"")),
         "{refusal}"
     );

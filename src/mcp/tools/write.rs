@@ -1,6 +1,7 @@
 //! `write_handoff` (contract): creates or replaces the handoff of a key, as
-//! the caller, recording the caller's name in `createdBy`. Identical content
-//! writes nothing (`unchanged`; see [`crate::store`]). With the optional
+//! the caller, recording the caller's name in `createdBy`, in one
+//! server-side apply. Identical content from the same writer writes nothing
+//! (`unchanged`; see [`crate::store`] for how the apply's answer tells). With the optional
 //! `expected_revision`, the write is conditional: it replaces the handoff only
 //! while it is still at that counted content revision, and otherwise fails
 //! with a conflict naming the current revision, its writer and time

@@ -1,0 +1,436 @@
+//! What a `write_handoff` costs the apiserver, counted on the real
+//! kube-apiserver with the real controller (issue 19): a new key or new
+//! content is the bridge's apply plus the controller's status write — two
+//! object writes, no Event for a creation — and updates share one
+//! `Superseded` Event series (one create, then one update per refresh
+//! interval, or at a graceful stop). And what the one-round-trip write
+//! reports: created / updated / unchanged, with an identical write leaving
+//! the resourceVersion where it was, before and after the controller
+//! counted the content.
+//!
+//! Counting is by watching: the namespace's Handoffs and Events are watched
+//! from before the first write; once the controller is stopped (nothing
+//! can write any more) a marker object is written, and its watch event
+//! proves every earlier one was delivered (a watch delivers in
+//! resourceVersion order). No count depends on timing.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{call, drive_stdio, env, eventually, ok};
+use futures::{StreamExt, TryStreamExt};
+use handoff::api::naming::name_for_key;
+use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff::controller::leader::LeaseConfig;
+use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::store::{HandoffStore, WriteOutcome};
+use handoff::time::SystemClock;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// An in-process controller for one namespace whose Event refresh never
+/// comes during a test: counted occurrences are written only at its
+/// graceful stop.
+struct Controller {
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Controller {
+    fn start(client: &Client, namespace: &str, event_refresh: Duration) -> Self {
+        let shutdown = CancellationToken::new();
+        let lease = LeaseConfig {
+            name: "handoff-controller".into(),
+            namespace: namespace.to_owned(),
+            identity: "writes".into(),
+            lease_duration: Duration::from_secs(3),
+            renew_deadline: Duration::from_secs(2),
+            retry_period: Duration::from_millis(250),
+        };
+        let options = ControllerOptions {
+            namespace: Some(namespace.to_owned()),
+            event_refresh,
+            ..ControllerOptions::defaults(lease)
+        };
+        let task = tokio::spawn(controller::run(
+            client.clone(),
+            options,
+            Arc::new(SystemClock),
+            ControllerMetrics::new(),
+            shutdown.clone(),
+        ));
+        Self { shutdown, task }
+    }
+
+    /// Graceful stop: in-flight reconciles finish, counted Events are
+    /// written, the lease is released.
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("task").expect("controller");
+    }
+}
+
+/// One watch event: `(type, name, resourceVersion)`, and the object.
+type Observed<K> = (String, String, String, K);
+
+/// Watches `api` from now on: every event, in order, on the receiver.
+async fn watch_from_now<K>(api: Api<K>) -> tokio::sync::mpsc::UnboundedReceiver<Observed<K>>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let from = api
+        .list_metadata(&ListParams::default().limit(1))
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("a list has a resourceVersion");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let stream = api
+        .watch(&WatchParams::default().timeout(290), &from)
+        .await
+        .expect("watch");
+    tokio::spawn(async move {
+        let mut stream = stream.boxed();
+        while let Ok(Some(event)) = stream.try_next().await {
+            let (kind, object) = match event {
+                WatchEvent::Added(o) => ("ADDED", o),
+                WatchEvent::Modified(o) => ("MODIFIED", o),
+                WatchEvent::Deleted(o) => ("DELETED", o),
+                WatchEvent::Bookmark(_) => continue,
+                WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+            };
+            let seen = (
+                kind.to_owned(),
+                object.name_any(),
+                object.resource_version().unwrap_or_default(),
+                object,
+            );
+            if tx.send(seen).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Every event received until the one about `marker`, in order (events
+/// about earlier markers left out: the controller counts them too).
+async fn until_marker<K: std::fmt::Debug>(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Observed<K>>,
+    marker: &str,
+) -> Vec<Observed<K>> {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no watch event for {marker} within 60s: {seen:?}"))
+            .unwrap_or_else(|| panic!("the watch ended before {marker}"));
+        if event.1 == marker {
+            return seen;
+        }
+        if !event.1.starts_with("marker-") {
+            seen.push(event);
+        }
+    }
+}
+
+fn write(key: &str, body: &str) -> Value {
+    call(
+        "write_handoff",
+        json!({"handoff_key": key, "project": "shop", "repo": "org/repo", "kind": "issue", "body": body}),
+    )
+}
+
+/// `write_handoff` calls through the real bridge (one stdio process for
+/// the whole plan); their outcomes.
+async fn bridge_writes(ns: &str, plan: Vec<Value>) -> Vec<String> {
+    let ns = ns.to_owned();
+    let answers = tokio::task::spawn_blocking(move || {
+        drive_stdio(env(), &ns, "implement", Value::Array(plan))
+    })
+    .await
+    .expect("bridge");
+    answers
+        .iter()
+        .map(|a| ok(a)["outcome"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// Waits until the controller counted the latest write of `key` as
+/// `revision`.
+async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
+    eventually(
+        &format!("revision {revision} of {key} counted"),
+        Duration::from_secs(60),
+        || async {
+            let h = api.get_opt(&name_for_key(key)).await.expect("get")?;
+            let status = h.status.clone()?;
+            (status.revision == Some(revision)
+                && status.observed_generation == h.metadata.generation
+                && status.phase == Some(HandoffPhase::Current))
+            .then_some(h)
+        },
+    )
+    .await
+}
+
+/// A Handoff written after everything else, to find the end of a watch.
+async fn marker(api: &Api<Handoff>, name: &str) {
+    let h = Handoff::new(
+        name,
+        HandoffSpec {
+            handoff_key: name.into(),
+            project: "marker".into(),
+            repo: None,
+            kind: None,
+            body: "end of the count".into(),
+            created_by: None,
+        },
+    );
+    api.create(&PostParams::default(), &h)
+        .await
+        .expect("marker");
+}
+
+/// An Event written after everything else, to find the end of a watch.
+async fn marker_event(api: &Api<Event>, namespace: &str, name: &str) {
+    let e = Event {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        regarding: Some(k8s_openapi::api::core::v1::ObjectReference {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        }),
+        action: Some("Marker".into()),
+        reason: Some("Marker".into()),
+        note: Some("end of the count".into()),
+        type_: Some("Normal".into()),
+        event_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            k8s_openapi::jiff::Timestamp::now(),
+        )),
+        reporting_controller: Some("handoff.dev/test".into()),
+        reporting_instance: Some("test".into()),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &e)
+        .await
+        .expect("marker Event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bridge_write_is_two_object_writes_and_updates_share_one_event_series() {
+    let env = env();
+    let ns = env.namespace("writes-count").await;
+    let client = env.client().await;
+    let handoffs: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let key = "acme/api#19";
+    let name = name_for_key(key);
+    let mut object_watch = watch_from_now(handoffs.clone()).await;
+    let mut event_watch = watch_from_now(events.clone()).await;
+    // Far beyond the test: counted occurrences are written at the stop.
+    let refresh = Duration::from_secs(3600);
+
+    // A new key: the bridge's apply (with its labels) and one status write.
+    let controller = Controller::start(&client, &ns, refresh);
+    assert_eq!(
+        bridge_writes(&ns, vec![write(key, "v1")]).await,
+        ["created"]
+    );
+    counted(&handoffs, key, 1).await;
+    controller.stop().await;
+    marker(&handoffs, "marker-1").await;
+    marker_event(&events, &ns, "marker-1").await;
+    let writes = until_marker(&mut object_watch, "marker-1").await;
+    let kinds: Vec<&str> = writes.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED"], "{writes:#?}");
+    assert!(writes.iter().all(|w| w.1 == name));
+    let created = &writes[1].3;
+    let status = created.status.clone().expect("status");
+    assert_eq!(
+        (status.revision, status.observed_generation),
+        (Some(1), Some(1))
+    );
+    assert_eq!(
+        created.labels().get("project").map(String::as_str),
+        Some("shop"),
+        "the bridge's apply carried the labels"
+    );
+    let announced = until_marker(&mut event_watch, "marker-1").await;
+    assert!(
+        announced.is_empty(),
+        "no Event for a creation: {announced:#?}"
+    );
+
+    // Three updates, each counted before the next: two object writes each;
+    // one Superseded Event created at the first, its series (3) written
+    // once, at the stop.
+    let controller = Controller::start(&client, &ns, refresh);
+    for (revision, body) in [(2, "v2"), (3, "v3"), (4, "v4")] {
+        assert_eq!(
+            bridge_writes(&ns, vec![write(key, body)]).await,
+            ["updated"]
+        );
+        counted(&handoffs, key, revision).await;
+    }
+    controller.stop().await;
+    marker(&handoffs, "marker-2").await;
+    marker_event(&events, &ns, "marker-2").await;
+    let writes = until_marker(&mut object_watch, "marker-2").await;
+    let kinds: Vec<&str> = writes.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(kinds, ["MODIFIED"; 6], "{writes:#?}");
+    let announced = until_marker(&mut event_watch, "marker-2").await;
+    let kinds: Vec<&str> = announced.iter().map(|w| w.0.as_str()).collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED"], "{announced:#?}");
+    assert!(announced.iter().all(|e| e.1 == announced[0].1), "one Event");
+    let first = &announced[0].3;
+    assert_eq!(first.reason.as_deref(), Some("Superseded"));
+    assert_eq!(
+        first.regarding.as_ref().and_then(|r| r.name.as_deref()),
+        Some(name.as_str())
+    );
+    assert!(first.series.is_none(), "created at the first occurrence");
+    let last = &announced[1].3;
+    assert_eq!(last.series.as_ref().map(|s| s.count), Some(3));
+    let note = last.note.clone().unwrap_or_default();
+    assert!(
+        note.contains("revision 3 superseded by revision 4"),
+        "the latest occurrence's note: {note}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_writes_a_series_without_a_stop() {
+    let env = env();
+    let ns = env.namespace("writes-refresh").await;
+    let client = env.client().await;
+    let handoffs: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let spec = |body: &str| HandoffSpec {
+        handoff_key: "k".into(),
+        project: "shop".into(),
+        repo: None,
+        kind: None,
+        body: body.into(),
+        created_by: None,
+    };
+    let controller = Controller::start(&client, &ns, Duration::from_millis(200));
+    for (revision, body) in [(1, "v1"), (2, "v2"), (3, "v3"), (4, "v4")] {
+        store.write(&spec(body)).await.expect("write");
+        counted(&handoffs, "k", revision).await;
+    }
+    let series = eventually(
+        "the series of 3 written by a refresh",
+        Duration::from_secs(60),
+        || async {
+            let list = Api::<Event>::namespaced(client.clone(), &ns)
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            let e = list
+                .items
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some("Superseded"))?;
+            (e.series.as_ref()?.count == 3).then_some(e)
+        },
+    )
+    .await;
+    assert!(
+        series
+            .note
+            .unwrap_or_default()
+            .contains("superseded by revision 4"),
+        "the latest note"
+    );
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
+    let env = env();
+    let ns = env.namespace("writes-outcome").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let key = "acme/api#7";
+    let name = name_for_key(key);
+    let rv = |h: &Handoff| h.resource_version().expect("resourceVersion");
+
+    // No controller yet: nothing is counted. A second identical write right
+    // after the first writes nothing and says so.
+    let outcomes = bridge_writes(&ns, vec![write(key, "v1"), write(key, "v1")]).await;
+    assert_eq!(outcomes, ["created", "unchanged"]);
+    let store = HandoffStore::new(client.clone(), &ns);
+    let spec = |body: &str, writer: &str| HandoffSpec {
+        handoff_key: key.into(),
+        project: "shop".into(),
+        repo: Some("org/repo".into()),
+        kind: Some("issue".into()),
+        body: body.into(),
+        created_by: Some(writer.into()),
+    };
+    let (outcome, first) = store.write(&spec("v2", "admin")).await.expect("write");
+    assert_eq!(outcome, WriteOutcome::Updated);
+    let (outcome, again) = store.write(&spec("v2", "admin")).await.expect("write");
+    assert_eq!(outcome, WriteOutcome::Unchanged, "identical, just after");
+    assert_eq!(rv(&again), rv(&first), "an identical write writes nothing");
+    let stored = api.get(&name).await.expect("get");
+    assert_eq!(rv(&stored), rv(&first));
+    assert_eq!(stored.status, None, "not counted: no controller ran");
+    // Another process, same content, still not counted: nothing tells it
+    // the content was there but the age of the bridge's last change. Once
+    // that is older than a round trip can explain, the answer alone says
+    // unchanged; no attempt wrote anything.
+    eventually(
+        "another process's identical write reported unchanged",
+        Duration::from_secs(60),
+        || async {
+            (bridge_writes(&ns, vec![write(key, "v2")]).await == ["unchanged"]).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(rv(&api.get(&name).await.expect("get")), rv(&first));
+
+    // Counted by the controller: an identical write is unchanged from the
+    // answer alone (a fresh store, and a version this process never saw:
+    // the status write made it).
+    let controller = Controller::start(&client, &ns, Duration::from_secs(3600));
+    let counted_now = counted(&api, key, 1).await;
+    let (outcome, after) = HandoffStore::new(client.clone(), &ns)
+        .write(&spec("v2", "admin"))
+        .await
+        .expect("write");
+    assert_eq!(outcome, WriteOutcome::Unchanged);
+    assert_eq!(rv(&after), rv(&counted_now), "nothing written");
+    // Another writer, same content: its name is recorded (a write), no new
+    // revision is counted.
+    let (outcome, other) = store.write(&spec("v2", "bob")).await.expect("write");
+    assert_eq!(outcome, WriteOutcome::Updated);
+    assert_ne!(rv(&other), rv(&counted_now));
+    let recounted = eventually("bob's write observed", Duration::from_secs(60), || {
+        let api = api.clone();
+        async move {
+            let h = api.get(&name_for_key(key)).await.ok()?;
+            (h.status.as_ref()?.observed_generation == h.metadata.generation).then_some(h)
+        }
+    })
+    .await;
+    assert_eq!(recounted.status.and_then(|s| s.revision), Some(1));
+    assert_eq!(recounted.spec.created_by.as_deref(), Some("bob"));
+    // New content through the bridge: updated, and counted as revision 2.
+    assert_eq!(
+        bridge_writes(&ns, vec![write(key, "v3")]).await,
+        ["updated"]
+    );
+    counted(&api, key, 2).await;
+    controller.stop().await;
+}
