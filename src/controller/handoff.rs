@@ -10,25 +10,42 @@
 //! 1. a terminating object that still carries the `handoff.dev/mirror`
 //!    finalizer of earlier versions: the finalizer is removed, nothing
 //!    else (see "Deletes" below);
-//! 2. count: the new status (revision, updatedAt, sizes) is computed;
-//! 3. the mirror row of that status is upserted (rows never move
+//! 2. the object: the cached copy holds no body ([`slim`], see "Memory"
+//!    below); when the reconcile must count or mirror ([`needs_body`]) it
+//!    GETs the object (bounded by `--apiserver-timeout`), otherwise only
+//!    the metadata step (6) runs;
+//! 3. count: the new status (revision, updatedAt, sizes) is computed;
+//! 4. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
 //!    condition set from the outcome;
-//! 4. status: one merge patch of the status subresource *carrying the
+//! 5. status: one merge patch of the status subresource *carrying the
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 5. Events (`Written`, `Superseded`), only after that write succeeded
+//! 6. Events (`Written`, `Superseded`), only after that write succeeded
 //!    (a series per object and reason: see [`super::events`]);
-//! 6. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
+//! 7. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge);
-//! 7. the revision is appended to the mirror's history only now that the
+//! 8. the revision is appended to the mirror's history only now that the
 //!    apiserver holds it, so a number is never recorded for other content
 //!    (the same statement drops the key's revisions beyond
 //!    `--history-revisions`);
 //!    a failed mirror write fails the reconcile (retried with backoff)
 //!    after the status was written, so status never waits for PostgreSQL.
+//!
+//! Memory: the watch cache is most of the controller's memory, and a body
+//! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
+//! keeps no body ([`slim`]). The alternative, kube's metadata-only watch,
+//! would keep even less, but without `status`: every reconcile — and, after
+//! a restart, every object — would need a GET just to learn whether it is
+//! counted and mirrored. With the full watch slimmed before the reflector
+//! stores it, a restart over counted, mirrored objects reads their status
+//! and `Mirrored` condition from the cache and fetches nothing; only a
+//! changed object (one GET per change) or one whose mirror row is not known
+//! current is fetched, and the fetched body lives only while its
+//! reconcile runs. The mirror writes go through the batcher
+//! ([`crate::mirror::batch`]): concurrent reconciles share transactions.
 //!
 //! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
 //! and, once one found PostgreSQL unavailable, the others fail at once

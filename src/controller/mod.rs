@@ -503,8 +503,9 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     ctx.metrics.liveness.reset();
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
-    // The cache holds slimmed copies (see `handoff::slim`): its memory is
-    // most of the controller's, and grows with the number of handoffs.
+    // The cache holds slimmed copies, without bodies (see `handoff::slim`):
+    // its memory is most of the controller's, and grows with the number of
+    // handoffs. A reconcile fetches the body when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `crate::loops`).
     let (cache, writer) = reflector::store();

@@ -27,6 +27,10 @@
 //!   removes only that uid's revisions, so a newer incarnation of the key
 //!   never loses its own. Revisions an older incarnation left (kept for
 //!   audit) count against the key's cap and are the first dropped.
+//! - the controller's Handoff loop writes through [`batch`]: concurrent
+//!   reconciles' upserts share one multi-row statement (the same
+//!   `ON CONFLICT` rule; [`Mirror::upsert`] is the batch of one) and their
+//!   history appends one transaction, pipelined.
 //! - connections come from a small pool ([`pool`], deadpool-postgres),
 //!   made lazily and dropped after a failure, so PostgreSQL being down is
 //!   an error of the call, never of the process; the controller retries
