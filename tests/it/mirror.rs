@@ -392,6 +392,15 @@ async fn rows_of(
     .collect()
 }
 
+/// Uid `i` of a test's `namespace` (uids are unique across the database).
+fn uid_in(namespace: &str, i: usize) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    namespace.hash(&mut hasher);
+    let h = hasher.finish();
+    format!("{:08x}-{:04x}-4000-8000-{i:012}", h >> 32, h & 0xffff)
+}
+
 /// A batcher whose batches close only when `rows` jobs are in (the linger
 /// is far longer than any test), so which calls share a batch is exact.
 fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
@@ -413,7 +422,7 @@ async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcom
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let namespace = unique("batch");
-    let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let uid = |i: usize| uid_in(&namespace, i);
     let first: Vec<Row> = (0..ROWS)
         .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
         .collect();
@@ -474,7 +483,7 @@ async fn a_failed_batch_fails_every_caller_and_writes_nothing() {
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     let namespace = unique("batch-fails");
-    let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let uid = |i: usize| uid_in(&namespace, i);
     let mut rows: Vec<Row> = (0..ROWS)
         .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
         .collect();
