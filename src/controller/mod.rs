@@ -280,7 +280,7 @@ pub struct Context {
 }
 
 /// The default of `--concurrency`.
-pub const DEFAULT_CONCURRENCY: u16 = 16;
+pub const DEFAULT_CONCURRENCY: u16 = 8;
 
 /// Where the controller reads the mirror's URL from, first found first
 /// (after `--postgres-url` and `--postgres-url-file`).
