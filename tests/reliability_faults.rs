@@ -905,16 +905,28 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     );
 
     assert_eq!(system.converged("the stall").await, KEYS + 1);
-    let v2: i64 = system
-        .db
-        .query_one(
-            "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body LIKE '% v2'",
-            &[&NAMESPACE],
-        )
-        .await
-        .expect("count")
-        .get(0);
-    assert_eq!(v2, KEYS as i64, "every row holds the last write");
+    // Converged compares revisions: a key whose v1 row landed as the stall
+    // began and whose v2 was then counted as revision 1 (its v1 status
+    // write lost to v2) matches at revision 1 until the controller's retry
+    // (with backoff, up to a minute) writes the v2 row at the newer
+    // resourceVersion.
+    let db = &system.db;
+    common::eventually(
+        "every row holds the last write",
+        Duration::from_secs(180),
+        || async {
+            let v2: i64 = db
+                .query_one(
+                    "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body LIKE '% v2'",
+                    &[&NAMESPACE],
+                )
+                .await
+                .ok()?
+                .get(0);
+            (v2 == KEYS as i64).then_some(())
+        },
+    )
+    .await;
     assert!(
         controller.running(),
         "the controller survived the stall:\n{}",
