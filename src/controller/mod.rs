@@ -933,6 +933,36 @@ mod tests {
     }
 
     #[test]
+    fn batch_flags() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.batch())
+        };
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            BatchSettings {
+                rows: NonZeroUsize::new(256).expect("256"),
+                linger: Duration::from_millis(2),
+            }
+        );
+        assert_eq!(
+            parse(&["--mirror-batch-rows", "32", "--mirror-batch-linger", "10ms"]).expect("both"),
+            BatchSettings {
+                rows: NonZeroUsize::new(32).expect("32"),
+                linger: Duration::from_millis(10),
+            }
+        );
+        assert!(
+            parse(&["--mirror-batch-rows", "0"]).is_err(),
+            "at least one write per batch"
+        );
+        let err = parse(&["--mirror-batch-linger", "soon"])
+            .expect_err("the duration grammar")
+            .to_string();
+        assert!(err.contains("invalid duration \"soon\""), "{err}");
+    }
+
+    #[test]
     fn offer_retention_flag() {
         let parse = |line: &[&str]| {
             Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
