@@ -44,7 +44,10 @@
 //! and `Mirrored` condition from the cache and fetches nothing; only a
 //! changed object (one GET per change) or one whose mirror row is not known
 //! current is fetched, and the fetched body lives only while its
-//! reconcile runs. The mirror writes go through the batcher
+//! reconcile runs. (The `Mirrored` condition is trusted across restarts
+//! and leaderships; a row lost meanwhile — a restored or re-created
+//! database — is resync's to repair, and resync runs as each leadership
+//! starts.) The mirror writes go through the batcher
 //! ([`crate::mirror::batch`]): concurrent reconciles share transactions.
 //!
 //! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
