@@ -905,16 +905,28 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     );
 
     assert_eq!(system.converged("the stall").await, KEYS + 1);
-    let v2: i64 = system
-        .db
-        .query_one(
-            "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body LIKE '% v2'",
-            &[&NAMESPACE],
-        )
-        .await
-        .expect("count")
-        .get(0);
-    assert_eq!(v2, KEYS as i64, "every row holds the last write");
+    // Converged compares revisions: a key whose v1 row landed as the stall
+    // began and whose v2 was then counted as revision 1 (its v1 status
+    // write lost to v2) matches at revision 1 until the controller's retry
+    // (with backoff, up to a minute) writes the v2 row at the newer
+    // resourceVersion.
+    let db = &system.db;
+    common::eventually(
+        "every row holds the last write",
+        Duration::from_secs(180),
+        || async {
+            let v2: i64 = db
+                .query_one(
+                    "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body LIKE '% v2'",
+                    &[&NAMESPACE],
+                )
+                .await
+                .ok()?
+                .get(0);
+            (v2 == KEYS as i64).then_some(())
+        },
+    )
+    .await;
     assert!(
         controller.running(),
         "the controller survived the stall:\n{}",
@@ -1206,4 +1218,109 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
     let body = probe_until(&controller, "/healthz", " 200 ", Duration::from_secs(180)).await;
     assert_eq!(body, "ok");
     assert_eq!(system.converged("the stall").await, 2);
+}
+
+/// A row of the batcher test: `key` of object `uid` at `revision`.
+fn batch_row(key: &str, uid: &str, revision: i64) -> handoff::mirror::Row {
+    handoff::mirror::Row {
+        id: uid.into(),
+        namespace: "batch-stall".into(),
+        handoff_key: key.into(),
+        project: "p".into(),
+        repo: None,
+        kind: None,
+        created_by: "writer".into(),
+        body: format!("{key} revision {revision}"),
+        revision,
+        resource_version: revision * 10,
+        created_at: jiff::Timestamp::UNIX_EPOCH,
+        updated_at: jiff::Timestamp::UNIX_EPOCH,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_postgres_fails_a_batchs_callers_with_its_timeout_and_later_batches_write() {
+    use handoff::mirror::batch::{BatchSettings, Batcher};
+    use handoff::mirror::pool::PoolSettings;
+    use handoff::mirror::{Mirror, MirrorError};
+    const ROWS: usize = 4;
+    let postgres = tokio::task::spawn_blocking(Postgres::start)
+        .await
+        .expect("join")
+        .unwrap_or_else(|e| panic!("postgres: {e:#}"));
+    let timeout = Duration::from_secs(2);
+    let mirror = Mirror::new(&postgres.url(), true)
+        .and_then(|m| m.with_pool(PoolSettings { timeout, size: 2 }))
+        .expect("mirror");
+    let batcher = Batcher::start(
+        std::sync::Arc::new(mirror),
+        BatchSettings {
+            rows: std::num::NonZeroUsize::new(ROWS).expect("rows"),
+            linger: Duration::from_secs(3600),
+        },
+        |_| {},
+    );
+    let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
+    let rows = |revision: i64| -> Vec<handoff::mirror::Row> {
+        (0..ROWS)
+            .map(|i| batch_row(&format!("k{i}"), &uid(i), revision))
+            .collect()
+    };
+    let write = |rows: Vec<handoff::mirror::Row>| {
+        let batcher = &batcher;
+        async move { futures::future::join_all(rows.iter().map(|row| batcher.upsert(row))).await }
+    };
+    for written in write(rows(1)).await {
+        assert!(written.expect("before the stall"));
+    }
+
+    let frozen = Frozen::postgres(postgres.pid());
+    for outcome in write(rows(2)).await {
+        let err = outcome.expect_err("PostgreSQL is stalled");
+        assert!(
+            matches!(&err, MirrorError::Batch(inner) if matches!(inner.as_ref(), MirrorError::Timeout(t) if *t == timeout)),
+            "the batch's own timeout fails each caller: {err:?}"
+        );
+    }
+    // Still down: failed fast by the gate, or by a probe's own timeout.
+    for outcome in write(rows(2)).await {
+        let err = outcome.expect_err("still stalled");
+        assert!(
+            matches!(&err, MirrorError::Batch(inner) if inner.is_unavailability()),
+            "{err:?}"
+        );
+    }
+    drop(frozen);
+
+    // Once it answers again, the next batches write (a probe first).
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let outcomes = write(rows(3)).await;
+        if outcomes.iter().all(Result::is_ok) {
+            break;
+        }
+        assert!(
+            attempts < 60,
+            "no batch written after the stall: {outcomes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let db = connect(&postgres.url()).await;
+    let stored: Vec<(String, i64, String)> = db
+        .query(
+            "SELECT handoff_key, revision, body FROM handoffs WHERE namespace = 'batch-stall' ORDER BY handoff_key",
+            &[],
+        )
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        stored,
+        (0..ROWS)
+            .map(|i| (format!("k{i}"), 3, format!("k{i} revision 3")))
+            .collect::<Vec<_>>()
+    );
 }

@@ -11,37 +11,57 @@
 //! 1. a terminating object that still carries the `handoff.dev/mirror`
 //!    finalizer of earlier versions: the finalizer is removed, nothing
 //!    else (see "Deletes" below);
-//! 2. count: the new status (revision, updatedAt, sizes, the `Linted`
+//! 2. the object: the cached copy holds no body ([`slim`], see "Memory"
+//!    below); when the reconcile must count or mirror ([`needs_body`]) it
+//!    GETs the object (bounded by `--apiserver-timeout`), otherwise only
+//!    the metadata step (7) runs;
+//! 3. count: the new status (revision, updatedAt, sizes, the `Linted`
 //!    condition of [`crate::lint`]) is computed;
-//! 3. the mirror row of that status is upserted (rows never move
+//! 4. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
 //!    condition set from the outcome;
-//! 4. status: one merge patch of the status subresource *carrying the
+//! 5. status: one merge patch of the status subresource *carrying the
 //!    resourceVersion that was read*, so a reconcile working on a stale
 //!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 5. the `Superseded` Event, only after that write succeeded (a series
+//! 6. the `Superseded` Event, only after that write succeeded (a series
 //!    per object and reason, counted in memory and written once per
 //!    `--event-refresh`: see [`super::events`]); a creation has no Event
 //!    (status revision 1, `updatedAt`, the mirror's history and the audit
 //!    log record it);
-//! 6. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
+//! 7. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge). The bridge's apply
 //!    carries the labels ([`crate::store`]), so a bridge-written handoff
-//!    needs none ([`metadata_plan`] is `None`).
+//!    needs none ([`metadata_plan`] is `None`);
+//! 8. the revision is appended to the mirror's history only now that the
+//!    apiserver holds it, so a number is never recorded for other content
+//!    (the same statement drops the key's revisions beyond
+//!    `--history-revisions`);
+//!    a failed mirror write fails the reconcile (retried with backoff)
+//!    after the status was written, so status never waits for PostgreSQL.
 //!
 //! Writes per agent write of new content: the agent's apply and this
 //! loop's status write — two; plus, for an update, the `Superseded`
 //! series' share (one create per series, then at most one update per
 //! refresh interval). A writer that leaves the labels out (kubectl by
 //! hand) costs a third, the metadata apply, once per handoff.
-//! 7. the revision is appended to the mirror's history only now that the
-//!    apiserver holds it, so a number is never recorded for other content
-//!    (the same statement drops the key's revisions beyond
-//!    `--history-revisions`);
-//!    a failed mirror write fails the reconcile (retried with backoff)
-//!    after the status was written, so status never waits for PostgreSQL.
+//!
+//! Memory: the watch cache is most of the controller's memory, and a body
+//! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
+//! keeps no body ([`slim`]). The alternative, kube's metadata-only watch,
+//! would keep even less, but without `status`: every reconcile — and, after
+//! a restart, every object — would need a GET just to learn whether it is
+//! counted and mirrored. With the full watch slimmed before the reflector
+//! stores it, a restart over counted, mirrored objects reads their status
+//! and `Mirrored` condition from the cache and fetches nothing; only a
+//! changed object (one GET per change) or one whose mirror row is not known
+//! current is fetched, and the fetched body lives only while its
+//! reconcile runs. (The `Mirrored` condition is trusted across restarts
+//! and leaderships; a row lost meanwhile — a restored or re-created
+//! database — is resync's to repair, and resync runs as each leadership
+//! starts.) The mirror writes go through the batcher
+//! ([`crate::mirror::batch`]): concurrent reconciles share transactions.
 //!
 //! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
 //! and, once one found PostgreSQL unavailable, the others fail at once
@@ -74,7 +94,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, FieldsV1, ManagedFieldsEntry, Time,
+};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::DeserializeGuard;
@@ -87,6 +109,7 @@ use crate::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_conditio
 use crate::loops::{
     Categorized, Category, UNMANAGED_RECHECK, describe, managed, quoted, tracked, valid_or_report,
 };
+use crate::mirror::batch::Batcher;
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
 
@@ -256,23 +279,64 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
         .collect()
 }
 
-/// Drops from a cached copy what no reconcile reads, so the controller's
-/// watch cache holds less per handoff: managedFields entries of other
-/// managers (only the controller's own, for [`owned_labels`], are kept) and
-/// kubectl's last-applied annotation (a second copy of the body).
+/// Drops from a cached copy what no decision reads, so the controller's
+/// watch cache holds a few hundred bytes per handoff, whatever its body:
+/// the body (a reconcile that needs it fetches the object, see
+/// [`needs_body`]), every annotation (kubectl's last-applied one is a second
+/// copy of the body) and the managedFields of other managers; of the
+/// controller's own entry only the label keys [`owned_labels`] reads stay.
 pub fn slim(h: &mut Handoff) {
+    h.spec.body = String::new();
+    h.metadata.annotations = None;
     if let Some(fields) = h.metadata.managed_fields.as_mut() {
         fields.retain(|m| {
             m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
         });
-    }
-    if let Some(annotations) = h.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
+        for entry in fields.iter_mut() {
+            let labels = entry
+                .fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:metadata")?.get("f:labels").cloned());
+            *entry = ManagedFieldsEntry {
+                manager: entry.manager.take(),
+                fields_v1: labels.map(|labels| {
+                    FieldsV1(serde_json::json!({ "f:metadata": { "f:labels": labels } }))
+                }),
+                ..ManagedFieldsEntry::default()
+            };
+        }
     }
 }
 
-/// kubectl's client-side apply record.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// Whether the reconcile of `h` (a slimmed cached copy, see [`slim`]) needs
+/// the object's body, so must fetch the object: when it must count (never
+/// counted, or not at this generation: the spec changed), or when the
+/// mirror row is not known to be current — `mirror` on and the `Mirrored`
+/// condition not True for this generation, or `owed` (this process has
+/// mirror work for the key that failed: say, the history append after the
+/// status write). With the mirror off, a `Mirrored` condition left by an
+/// earlier run is to be removed, which rewrites the status. A counted,
+/// mirrored object (every one, after a restart) needs nothing but the
+/// metadata step: no GET, no write.
+pub fn needs_body(h: &Handoff, mirror: bool, owed: bool) -> bool {
+    let generation = h.metadata.generation;
+    let Some(status) = h.status.as_ref() else {
+        return true;
+    };
+    let counted = status.observed_generation == generation
+        && generation.is_some()
+        && status.revision.is_some()
+        && status.updated_at.is_some()
+        && status.content_hash.is_some()
+        && status.phase == Some(HandoffPhase::Current);
+    let condition = status.conditions.iter().find(|c| c.type_ == MIRRORED);
+    let mirrored = match (mirror, condition) {
+        (true, Some(c)) => c.status == "True" && c.observed_generation == generation && !owed,
+        (true, None) => false,
+        (false, c) => c.is_none(),
+    };
+    !(counted && mirrored)
+}
 
 /// The metadata the controller applies to `h` (labels it may set; the
 /// mirror finalizer of earlier versions left out, so the apply removes it),
@@ -344,27 +408,51 @@ pub fn error_policy(
         .failed_reconcile(guard.as_ref(), error, &ctx.metrics.loops)
 }
 
-async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
-    let namespace = h
+async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Error> {
+    let namespace = cached
         .namespace()
-        .ok_or_else(|| Error::NoNamespace(h.name_any()))?;
+        .ok_or_else(|| Error::NoNamespace(cached.name_any()))?;
     let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
-    let name = h.name_any();
+    let name = cached.name_any();
 
-    if h.metadata.deletion_timestamp.is_some() {
-        finalize(h, ctx, &api).await?;
+    if cached.metadata.deletion_timestamp.is_some() {
+        finalize(cached, ctx, &api).await?;
         return Ok(Action::await_change());
     }
 
+    let owed = ctx
+        .metrics
+        .is_mirror_pending(&(namespace.clone(), cached.spec.handoff_key.clone()));
+    let settled = !needs_body(cached, ctx.writes.is_some(), owed);
+    let fetched;
+    let h = if settled {
+        cached
+    } else {
+        match within(ctx, api.get_opt(&name)).await?? {
+            Some(full) if full.uid() == cached.uid() => {
+                fetched = full;
+                &fetched
+            }
+            // Deleted (or re-created) since: its watch event decides.
+            _ => return Ok(Action::await_change()),
+        }
+    };
+
     let now = ctx.clock.now();
-    let (mut status, change) = count(&h.spec, h.status.as_ref(), h.metadata.generation, now);
+    let (mut status, change) = match settled {
+        // Counted at this generation: counting again would find the same.
+        true => (h.status.clone().unwrap_or_default(), Change::Unchanged),
+        false => count(&h.spec, h.status.as_ref(), h.metadata.generation, now),
+    };
     let mut counted = h.clone();
     counted.status = Some(status.clone());
-    let mirrored = match &ctx.mirror {
+    let mirrored = match &ctx.writes {
         None => {
             status.conditions.retain(|c| c.type_ != MIRRORED);
             Ok(None)
         }
+        // The row is current (the `Mirrored` condition, nothing owed).
+        Some(_) if settled => Ok(None),
         Some(mirror) => {
             // The row may go first: rows never move backwards, so if the
             // status write below loses a race the next reconcile corrects it.
@@ -422,29 +510,24 @@ async fn reconcile_inner(h: &Handoff, ctx: &Context) -> Result<Action, Error> {
             Err(err) => return Err(err.into()),
         }
     }
-    if let (Some(mirror), Some(row)) = (&ctx.mirror, mirrored?) {
+    if let (Some(mirror), Some(row)) = (&ctx.writes, mirrored?) {
         record_revision(ctx, mirror, &row).await?;
     }
     Ok(Action::await_change())
 }
 
-/// Writes the row of `h` into the mirror unless this controller already
-/// mirrored that revision of that object; returns the revision and the row
-/// whose revision is still to be recorded in the history.
+/// Writes the row of `h` into the mirror (in a batch); returns the
+/// revision and the row whose revision is still to be recorded in the
+/// history.
 async fn mirror_row(
     ctx: &Context,
-    mirror: &crate::mirror::Mirror,
+    mirror: &Batcher,
     h: &Handoff,
 ) -> Result<(i64, Option<Row>), MirrorError> {
     let Some(row) = Row::of(h)? else {
         return Ok((0, None));
     };
     let key = (row.namespace.clone(), row.handoff_key.clone());
-    let known = ctx.mirrored.lock().ok().and_then(|m| m.get(&key).cloned());
-    if known.as_ref() == Some(&(row.id.clone(), row.revision)) {
-        ctx.metrics.mirror_caught_up(&key);
-        return Ok((row.revision, None));
-    }
     ctx.metrics.mirror_pending(&key);
     mirror.upsert(&row).await.inspect_err(|_| {
         ctx.metrics.count_mirror_error();
@@ -452,22 +535,15 @@ async fn mirror_row(
     Ok((row.revision, Some(row)))
 }
 
-/// Records a revision the apiserver now holds in status, then marks it
-/// mirrored.
-async fn record_revision(
-    ctx: &Context,
-    mirror: &crate::mirror::Mirror,
-    row: &Row,
-) -> Result<(), MirrorError> {
+/// Records a revision the apiserver now holds in status, then marks the
+/// key caught up.
+async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(), MirrorError> {
     let key = (row.namespace.clone(), row.handoff_key.clone());
     let dropped = mirror
         .record_revision(row)
         .await
         .inspect_err(|_| ctx.metrics.count_mirror_error())?;
     ctx.metrics.count_history_purged("cap", dropped);
-    if let Ok(mut m) = ctx.mirrored.lock() {
-        m.insert(key.clone(), (row.id.clone(), row.revision));
-    }
     ctx.metrics.mirror_caught_up(&key);
     Ok(())
 }
@@ -546,9 +622,6 @@ pub async fn delete_rows(
         match mirror.delete(&key.0, &key.1, &uid).await {
             Ok(gone) => {
                 ctx.metrics.count_history_purged("deleted", gone.history);
-                if let Ok(mut m) = ctx.mirrored.lock() {
-                    m.remove(&key);
-                }
                 ctx.metrics.mirror_caught_up(&key);
             }
             Err(err) => {
@@ -792,6 +865,9 @@ mod tests {
         assert_eq!(plan["metadata"]["labels"]["project"], "p");
     }
 
+    /// kubectl's client-side apply record.
+    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
     #[test]
     fn a_writer_that_applies_the_labels_gets_no_metadata_write() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
@@ -863,6 +939,8 @@ mod tests {
             );
             slim(&mut h);
             assert_eq!(metadata_plan(&h), before, "{labels:?} {owned:?}");
+            assert_eq!(h.spec.body, "", "the body is fetched when needed");
+            assert_eq!(h.spec.handoff_key, "k", "the delete watch reads the key");
             let kept = h.metadata.managed_fields.clone().unwrap_or_default();
             assert_eq!(kept.len(), usize::from(!owned.is_empty()));
             assert!(
@@ -870,10 +948,106 @@ mod tests {
                     .all(|m| m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER)
                         && m.subresource.is_none())
             );
-            assert_eq!(
-                h.metadata.annotations,
-                Some([("keep".to_owned(), "me".to_owned())].into())
+            assert_eq!(h.metadata.annotations, None);
+            assert!(
+                kept.iter()
+                    .all(|m| m.time.is_none() && m.operation.is_none()),
+                "only the label keys of the controller's entry stay: {kept:?}"
             );
+        }
+    }
+
+    #[test]
+    fn the_body_is_needed_to_count_or_to_mirror() {
+        let condition = |ok: bool, generation: i64| {
+            mirrored_condition(ok, String::new(), Some(generation), at(1))
+        };
+        let object = |generation: i64, status: Option<(i64, Vec<Condition>)>| {
+            let mut h = Handoff::new("n", spec("b"));
+            h.metadata.generation = Some(generation);
+            h.status = status.map(|(observed, conditions)| {
+                let (mut counted, _) = count(&h.spec, None, Some(observed), at(1));
+                counted.conditions = conditions;
+                counted
+            });
+            h
+        };
+        let legacy = {
+            let mut h = object(2, Some((2, vec![condition(true, 2)])));
+            if let Some(s) = h.status.as_mut() {
+                s.content_hash = None;
+            }
+            h
+        };
+        let cases = [
+            // (object, mirror on, owed, needs the body, why)
+            (object(1, None), true, false, true, "never counted"),
+            (
+                object(2, Some((1, vec![condition(true, 1)]))),
+                true,
+                false,
+                true,
+                "the spec changed",
+            ),
+            (
+                legacy,
+                true,
+                false,
+                true,
+                "a status without a hash is recounted",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                true,
+                false,
+                false,
+                "counted and mirrored",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                true,
+                true,
+                true,
+                "mirror work owed",
+            ),
+            (
+                object(2, Some((2, vec![condition(false, 2)]))),
+                true,
+                false,
+                true,
+                "the mirror failed",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 1)]))),
+                true,
+                false,
+                true,
+                "mirrored an older generation",
+            ),
+            (
+                object(2, Some((2, vec![]))),
+                true,
+                false,
+                true,
+                "never mirrored",
+            ),
+            (
+                object(2, Some((2, vec![]))),
+                false,
+                false,
+                false,
+                "counted, no mirror",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                false,
+                false,
+                true,
+                "a stale condition to drop",
+            ),
+        ];
+        for (h, mirror, owed, want, why) in cases {
+            assert_eq!(needs_body(&h, mirror, owed), want, "{why}");
         }
     }
 

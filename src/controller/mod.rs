@@ -37,7 +37,7 @@ pub mod resync;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,6 +61,7 @@ use crate::api::Handoff;
 use crate::cluster::{NamespaceScope, scoped};
 use crate::liveness::{Health, Liveness, LoopProgress};
 use crate::loops::{Backoff, LoopMetrics};
+use crate::mirror::batch::{BatchSettings, Batcher, DEFAULT_BATCH_ROWS};
 use crate::mirror::dsn::PostgresArgs;
 use crate::mirror::pool::PoolSettings;
 use crate::mirror::{DEFAULT_HISTORY_REVISIONS, Mirror, Retention};
@@ -113,8 +114,14 @@ pub struct ControllerArgs {
     )]
     pub namespace_selector: String,
     /// Most reconciles running at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
     pub concurrency: u16,
+    /// Most mirror writes (row upserts and history appends) in one batch.
+    #[arg(long, env = "HANDOFF_MIRROR_BATCH_ROWS", value_name = "N", default_value_t = DEFAULT_BATCH_ROWS)]
+    pub mirror_batch_rows: NonZeroUsize,
+    /// Most time a mirror batch waits for more writes after its first.
+    #[arg(long, env = "HANDOFF_MIRROR_BATCH_LINGER", value_name = "DURATION", default_value = "2ms", value_parser = parse_duration)]
+    pub mirror_batch_linger: Duration,
     /// Most time one apiserver request of the Handoff loop or the mirror's
     /// resync may take (a status write, a label patch, a list page).
     #[arg(long, env = "HANDOFF_APISERVER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
@@ -168,6 +175,14 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 }
 
 impl ControllerArgs {
+    /// How the mirror's writes are batched.
+    pub fn batch(&self) -> BatchSettings {
+        BatchSettings {
+            rows: self.mirror_batch_rows,
+            linger: self.mirror_batch_linger,
+        }
+    }
+
     /// The history retention these flags ask for.
     pub fn retention(&self) -> Retention {
         Retention {
@@ -194,6 +209,8 @@ pub struct ControllerOptions {
     pub postgres_url: Option<String>,
     /// The mirror's pool and call timeout.
     pub postgres: PoolSettings,
+    /// How the mirror's writes are batched.
+    pub batch: BatchSettings,
     /// Most time one apiserver request of the Handoff loop or resync takes.
     pub api_timeout: Duration,
     /// Resync period of the mirror.
@@ -221,9 +238,10 @@ impl ControllerOptions {
             namespace: None,
             namespace_selector: String::new(),
             lease,
-            concurrency: 8,
+            concurrency: DEFAULT_CONCURRENCY,
             postgres_url: None,
             postgres: PoolSettings::default(),
+            batch: BatchSettings::default(),
             api_timeout: Duration::from_secs(10),
             resync_interval: Duration::from_secs(300),
             groom_interval: Duration::from_secs(60),
@@ -246,12 +264,13 @@ pub struct Context {
     pub clock: Arc<dyn Clock>,
     /// Metrics.
     pub metrics: Arc<ControllerMetrics>,
-    /// The mirror, when enabled.
+    /// The mirror, when enabled (resync, deletes).
     pub mirror: Option<Arc<Mirror>>,
+    /// The mirror's batched writes, when enabled (the Handoff loop's rows
+    /// and history appends).
+    pub writes: Option<Batcher>,
     /// The TTL of each project.
     pub ttl: Arc<dyn TtlPolicy>,
-    /// `(namespace, key)` → `(uid, revision)` this leader has mirrored.
-    pub mirrored: Mutex<HashMap<(String, String), (String, i64)>>,
     /// Consecutive failures per object (the one backoff policy of every loop).
     pub backoff: Backoff,
     /// Reports Events as the controller (`reportingInstance` = identity).
@@ -267,6 +286,9 @@ pub struct Context {
     /// Repeated Events of one object count into one Event's series.
     pub events: events::Series,
 }
+
+/// The default of `--concurrency`.
+pub const DEFAULT_CONCURRENCY: u16 = 8;
 
 /// Where the controller reads the mirror's URL from, first found first
 /// (after `--postgres-url` and `--postgres-url-file`).
@@ -303,6 +325,7 @@ pub async fn run_cli(args: ControllerArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency,
         postgres_url,
         postgres: args.postgres.pool(),
+        batch: args.batch(),
         api_timeout: args.apiserver_timeout,
         resync_interval: args.mirror_resync_interval,
         groom_interval: args.groom_interval,
@@ -409,9 +432,14 @@ pub async fn run(
         identity: options.lease.identity.clone(),
         clock,
         metrics: metrics.clone(),
+        writes: mirror.clone().map(|mirror| {
+            let sizes = metrics.mirror_batch_rows.clone();
+            Batcher::start(mirror, options.batch, move |n| {
+                sizes.observe(n as f64);
+            })
+        }),
         mirror,
         ttl,
-        mirrored: Mutex::new(HashMap::new()),
         backoff: Backoff::default(),
         reporter,
         api_timeout: options.api_timeout,
@@ -481,14 +509,12 @@ async fn bounded(
 
 /// The loops of the leader, until `leading` is cancelled.
 async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: CancellationToken) {
-    if let Ok(mut m) = ctx.mirrored.lock() {
-        m.clear();
-    }
     ctx.metrics.liveness.reset();
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
-    // The cache holds slimmed copies (see `handoff::slim`): its memory is
-    // most of the controller's, and grows with the number of handoffs.
+    // The cache holds slimmed copies, without bodies (see `handoff::slim`):
+    // its memory is most of the controller's, and grows with the number of
+    // handoffs. A reconcile fetches the body when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `crate::loops`).
     let (cache, writer) = reflector::store();
@@ -592,6 +618,7 @@ pub struct ControllerMetrics {
     mirror_errors: Counter,
     mirror_lag_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
     mirror_pending_rows: Gauge,
+    mirror_batch_rows: Histogram,
     resync_repairs: Family<RepairLabel, Counter>,
     history_purged: Family<HistoryLabel, Counter>,
     pending: Mutex<HashMap<(String, String), Instant>>,
@@ -646,6 +673,7 @@ impl ControllerMetrics {
         let mirror_errors = Counter::default();
         let mirror_lag_seconds = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
         let mirror_pending_rows = Gauge::default();
+        let mirror_batch_rows = Histogram::new(exponential_buckets(1.0, 2.0, 10));
         let resync_repairs = Family::<RepairLabel, Counter>::default();
         let history_purged = Family::<HistoryLabel, Counter>::default();
         let loops = Arc::new(LoopMetrics::default());
@@ -700,6 +728,11 @@ impl ControllerMetrics {
             mirror_pending_rows.clone(),
         );
         registry.register(
+            "mirror_batch_rows",
+            "Mirror writes (row upserts and history appends) per batch sent to PostgreSQL",
+            mirror_batch_rows.clone(),
+        );
+        registry.register(
             "mirror_resync_repairs",
             "Rows repaired by resync",
             resync_repairs.clone(),
@@ -719,6 +752,7 @@ impl ControllerMetrics {
             mirror_errors,
             mirror_lag_seconds,
             mirror_pending_rows,
+            mirror_batch_rows,
             resync_repairs,
             history_purged,
             pending: Mutex::new(HashMap::new()),
@@ -837,6 +871,12 @@ impl ControllerMetrics {
         self.refresh_lag();
     }
 
+    /// Whether the mirror owes `key` work this process started and has
+    /// not finished (a failed upsert, history append or delete).
+    fn is_mirror_pending(&self, key: &(String, String)) -> bool {
+        self.pending.lock().is_ok_and(|p| p.contains_key(key))
+    }
+
     fn mirror_caught_up(&self, key: &(String, String)) {
         if let Ok(mut pending) = self.pending.lock() {
             pending.remove(key);
@@ -905,6 +945,36 @@ mod tests {
             .expect_err("the duration grammar")
             .to_string();
         assert!(err.contains("30m, 24h, 7d"), "{err}");
+    }
+
+    #[test]
+    fn batch_flags() {
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("controller").chain(line.iter().copied()))
+                .map(|cli| cli.args.batch())
+        };
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            BatchSettings {
+                rows: NonZeroUsize::new(256).expect("256"),
+                linger: Duration::from_millis(2),
+            }
+        );
+        assert_eq!(
+            parse(&["--mirror-batch-rows", "32", "--mirror-batch-linger", "10ms"]).expect("both"),
+            BatchSettings {
+                rows: NonZeroUsize::new(32).expect("32"),
+                linger: Duration::from_millis(10),
+            }
+        );
+        assert!(
+            parse(&["--mirror-batch-rows", "0"]).is_err(),
+            "at least one write per batch"
+        );
+        let err = parse(&["--mirror-batch-linger", "soon"])
+            .expect_err("the duration grammar")
+            .to_string();
+        assert!(err.contains("invalid duration \"soon\""), "{err}");
     }
 
     #[test]

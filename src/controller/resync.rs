@@ -3,8 +3,8 @@
 //! the pure plan of [`crate::mirror::resync`]. An orphan row is deleted
 //! with its object's history (unless `--keep-history-on-delete`), and past
 //! revisions older than `--history-max-age` are dropped. It lives here,
-//! not in the mirror, because it updates the controller's state (what this
-//! leader has mirrored, its metrics).
+//! not in the mirror, because it updates the controller's metrics (the
+//! keys the mirror no longer owes work).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,11 +87,8 @@ pub async fn resync_once(
             }
             let dropped = mirror.record_revision(row).await?;
             ctx.metrics.count_history_purged("cap", dropped);
-            let key = (row.namespace.clone(), row.handoff_key.clone());
-            if let Ok(mut m) = ctx.mirrored.lock() {
-                m.insert(key.clone(), (row.id.clone(), row.revision));
-            }
-            ctx.metrics.mirror_caught_up(&key);
+            ctx.metrics
+                .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         }
     }
     for row in pass.orphans() {

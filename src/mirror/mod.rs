@@ -27,6 +27,10 @@
 //!   removes only that uid's revisions, so a newer incarnation of the key
 //!   never loses its own. Revisions an older incarnation left (kept for
 //!   audit) count against the key's cap and are the first dropped.
+//! - the controller's Handoff loop writes through [`batch`]: concurrent
+//!   reconciles' upserts share one multi-row statement (the same
+//!   `ON CONFLICT` rule; [`Mirror::upsert`] is the batch of one) and their
+//!   history appends one transaction, pipelined.
 //! - connections come from a small pool ([`pool`], deadpool-postgres),
 //!   made lazily and dropped after a failure, so PostgreSQL being down is
 //!   an error of the call, never of the process; the controller retries
@@ -45,6 +49,7 @@
 //! stores it as `BIGINT` to compare. A resourceVersion that is not an integer
 //! is refused with an error naming it rather than compared wrongly.
 
+pub mod batch;
 pub mod dsn;
 pub mod pool;
 pub mod purge;
@@ -53,6 +58,7 @@ pub mod revisions;
 pub mod search;
 pub mod tls;
 
+use std::collections::HashSet;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -116,6 +122,10 @@ pub enum MirrorError {
     /// (one call at a time probes it until it answers).
     #[error("PostgreSQL has been unavailable for {}s (failing fast until it answers again)", .0.as_secs())]
     Unavailable(Duration),
+    /// The batch this call was written in failed ([`batch`]): each of its
+    /// callers gets the batch's error.
+    #[error(transparent)]
+    Batch(Arc<MirrorError>),
     /// An object cannot be mirrored as it is.
     #[error("handoff {object} cannot be mirrored: {problem}")]
     Object {
@@ -133,6 +143,7 @@ impl MirrorError {
         match self {
             Self::Connect { .. } | Self::Timeout(_) | Self::Unavailable(_) => true,
             Self::Postgres(error) => error.as_db_error().is_none(),
+            Self::Batch(error) => error.is_unavailability(),
             Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Pool(_) | Self::Object { .. } => {
                 false
             }
@@ -169,6 +180,7 @@ impl crate::loops::Categorized for MirrorError {
             Self::Connect { .. } | Self::Postgres(_) | Self::Timeout(_) | Self::Unavailable(_) => {
                 crate::loops::Category::Transient
             }
+            Self::Batch(error) => error.category(),
         }
     }
 }
@@ -319,6 +331,67 @@ pub fn history_cutoff(now: Timestamp, max_age: Option<Duration>) -> Option<Times
     now.checked_sub(max_age?).ok()
 }
 
+/// What [`Mirror::write_batch`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    /// `(namespace, handoff_key)` of each row the upserts changed.
+    pub changed: HashSet<(String, String)>,
+    /// History rows each append dropped beyond the cap, in its order.
+    pub dropped: Vec<u64>,
+}
+
+/// Rows as the column arrays [`UPSERT`] takes.
+struct Columns<'a> {
+    id: Vec<&'a str>,
+    namespace: Vec<&'a str>,
+    handoff_key: Vec<&'a str>,
+    project: Vec<&'a str>,
+    repo: Vec<Option<&'a str>>,
+    kind: Vec<Option<&'a str>>,
+    created_by: Vec<&'a str>,
+    body: Vec<&'a str>,
+    revision: Vec<i64>,
+    resource_version: Vec<i64>,
+    created_at: Vec<Timestamp>,
+    updated_at: Vec<Timestamp>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(rows: &[&'a Row]) -> Self {
+        Self {
+            id: rows.iter().map(|r| r.id.as_str()).collect(),
+            namespace: rows.iter().map(|r| r.namespace.as_str()).collect(),
+            handoff_key: rows.iter().map(|r| r.handoff_key.as_str()).collect(),
+            project: rows.iter().map(|r| r.project.as_str()).collect(),
+            repo: rows.iter().map(|r| r.repo.as_deref()).collect(),
+            kind: rows.iter().map(|r| r.kind.as_deref()).collect(),
+            created_by: rows.iter().map(|r| r.created_by.as_str()).collect(),
+            body: rows.iter().map(|r| r.body.as_str()).collect(),
+            revision: rows.iter().map(|r| r.revision).collect(),
+            resource_version: rows.iter().map(|r| r.resource_version).collect(),
+            created_at: rows.iter().map(|r| r.created_at).collect(),
+            updated_at: rows.iter().map(|r| r.updated_at).collect(),
+        }
+    }
+
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 12] {
+        [
+            &self.id,
+            &self.namespace,
+            &self.handoff_key,
+            &self.project,
+            &self.repo,
+            &self.kind,
+            &self.created_by,
+            &self.body,
+            &self.revision,
+            &self.resource_version,
+            &self.created_at,
+            &self.updated_at,
+        ]
+    }
+}
+
 /// What [`Mirror::delete`] removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deleted {
@@ -342,10 +415,19 @@ pub fn is_stale(row: Option<&RowVersion>, id: &str, revision: i64) -> bool {
 /// A position in list order: `(updated_at, handoff_key)`.
 pub type ListAfter = (Timestamp, String);
 
+/// Writes rows given as arrays of their columns (one array per column, the
+/// rows in the same order; no `(namespace, handoff_key)` twice), each
+/// unless the mirror holds it or something newer; returns the keys of the
+/// rows it changed. One row is the arrays of one element.
 const UPSERT: &str = r#"
 INSERT INTO handoffs AS h (id, namespace, handoff_key, project, repo, kind, created_by, body,
                            revision, resource_version, created_at, updated_at)
-VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+SELECT u.id::uuid, u.namespace, u.handoff_key, u.project, u.repo, u.kind, u.created_by, u.body,
+       u.revision, u.resource_version, u.created_at, u.updated_at
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+            $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[], $12::timestamptz[])
+     AS u(id, namespace, handoff_key, project, repo, kind, created_by, body,
+          revision, resource_version, created_at, updated_at)
 ON CONFLICT (namespace, handoff_key) DO UPDATE SET
     id = EXCLUDED.id, project = EXCLUDED.project, repo = EXCLUDED.repo, kind = EXCLUDED.kind,
     created_by = EXCLUDED.created_by, body = EXCLUDED.body, revision = EXCLUDED.revision,
@@ -354,6 +436,7 @@ ON CONFLICT (namespace, handoff_key) DO UPDATE SET
 WHERE h.id <> EXCLUDED.id
    OR h.revision < EXCLUDED.revision
    OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
+RETURNING h.namespace, h.handoff_key
 "#;
 
 /// Records a revision and keeps the key's newest `$11` (by `written_at`,
@@ -593,27 +676,90 @@ impl Mirror {
     /// Writes `row` unless the mirror already holds it or something newer;
     /// `true` when the row changed.
     pub async fn upsert(&self, row: &Row) -> Result<bool, MirrorError> {
-        self.with(|c| async move {
-            let changed = c
-                .execute(
-                    UPSERT,
-                    &[
-                        &row.id,
-                        &row.namespace,
-                        &row.handoff_key,
-                        &row.project,
-                        &row.repo,
-                        &row.kind,
-                        &row.created_by,
-                        &row.body,
-                        &row.revision,
-                        &row.resource_version,
-                        &row.created_at,
-                        &row.updated_at,
-                    ],
-                )
-                .await?;
-            Ok(changed > 0)
+        let written = self.write_batch(&[row], &[]).await?;
+        Ok(!written.changed.is_empty())
+    }
+
+    /// Writes `upserts` (as [`Mirror::upsert`], in one statement; no key
+    /// twice) and appends `records` to the history (as
+    /// [`Mirror::record_revision`], pipelined), in one transaction: all of
+    /// it or none (see [`batch`]).
+    pub async fn write_batch(
+        &self,
+        upserts: &[&Row],
+        records: &[&Row],
+    ) -> Result<Written, MirrorError> {
+        let cap = i64::from(self.retention.revisions.get());
+        self.with(|client| async move {
+            let c = &client;
+            let upsert = match upserts {
+                [] => None,
+                _ => Some(c.prepare_cached(UPSERT).await?),
+            };
+            let record = match records {
+                [] => None,
+                _ => Some(c.prepare_cached(RECORD_REVISION).await?),
+            };
+            let columns = Columns::of(upserts);
+            let single = usize::from(upsert.is_some()) + records.len() == 1;
+            // Sent in this order on the one connection, answered in it.
+            let begin = async {
+                match single {
+                    true => Ok(()),
+                    false => c.batch_execute("BEGIN").await,
+                }
+            };
+            let rows = async {
+                match &upsert {
+                    None => Ok(Vec::new()),
+                    Some(statement) => c.query(statement, &columns.params()).await,
+                }
+            };
+            let appended = futures::future::join_all(records.iter().map(|row| {
+                let record = record.clone();
+                let cap = &cap;
+                async move {
+                    match record {
+                        None => Ok(0),
+                        Some(statement) => {
+                            c.execute(
+                                &statement,
+                                &[
+                                    &row.namespace,
+                                    &row.handoff_key,
+                                    &row.id,
+                                    &row.revision,
+                                    &row.project,
+                                    &row.repo,
+                                    &row.kind,
+                                    &row.body,
+                                    &row.created_by,
+                                    &row.updated_at,
+                                    cap,
+                                ],
+                            )
+                            .await
+                        }
+                    }
+                }
+            }));
+            let commit = async {
+                match single {
+                    true => Ok(()),
+                    false => c.batch_execute("COMMIT").await,
+                }
+            };
+            let (begun, rows, appended, committed) = futures::join!(begin, rows, appended, commit);
+            begun?;
+            let changed = rows?
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .collect();
+            let dropped = appended.into_iter().collect::<Result<Vec<u64>, _>>()?;
+            // After a failed statement COMMIT rolls back: the error above
+            // is the one to report.
+            committed?;
+            Ok(Written { changed, dropped })
         })
         .await
     }
@@ -624,27 +770,8 @@ impl Mirror {
     /// for a revision the apiserver has stored in `status`, so a number is
     /// never recorded for content it was not given.
     pub async fn record_revision(&self, row: &Row) -> Result<u64, MirrorError> {
-        let cap = i64::from(self.retention.revisions.get());
-        self.with(|c| async move {
-            c.execute(
-                RECORD_REVISION,
-                &[
-                    &row.namespace,
-                    &row.handoff_key,
-                    &row.id,
-                    &row.revision,
-                    &row.project,
-                    &row.repo,
-                    &row.kind,
-                    &row.body,
-                    &row.created_by,
-                    &row.updated_at,
-                    &cap,
-                ],
-            )
-            .await
-        })
-        .await
+        let written = self.write_batch(&[], &[row]).await?;
+        Ok(written.dropped.first().copied().unwrap_or_default())
     }
 
     /// Deletes the row of object `id` (uid) of `key` in `namespace`, and

@@ -9,7 +9,8 @@ use std::num::NonZeroU32;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use handoff::mirror::{Deleted, Mirror, Retention, Row};
+use handoff::mirror::batch::{BatchSettings, Batcher};
+use handoff::mirror::{Deleted, Mirror, MirrorError, Retention, Row};
 use jiff::Timestamp;
 
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
@@ -372,4 +373,147 @@ async fn mirror_purge_removes_the_rows_it_names_and_nothing_else() {
         format!("purged 2 history rows of {key:?} in every namespace\n")
     );
     assert_eq!(everything().await, (vec![], vec![1, 2], vec![]));
+}
+
+/// `(id, revision, resource_version, body)` of every row of `namespace`, by key.
+async fn rows_of(
+    db: &tokio_postgres::Client,
+    namespace: &str,
+) -> Vec<(String, String, i64, i64, String)> {
+    db.query(
+        "SELECT handoff_key, id::text, revision, resource_version, body FROM handoffs \
+         WHERE namespace = $1 ORDER BY handoff_key",
+        &[&namespace],
+    )
+    .await
+    .expect("rows")
+    .iter()
+    .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4)))
+    .collect()
+}
+
+/// Uid `i` of a test's `namespace` (uids are unique across the database).
+fn uid_in(namespace: &str, i: usize) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    namespace.hash(&mut hasher);
+    let h = hasher.finish();
+    format!("{:08x}-{:04x}-4000-8000-{i:012}", h >> 32, h & 0xffff)
+}
+
+/// A batcher whose batches close only when `rows` jobs are in (the linger
+/// is far longer than any test), so which calls share a batch is exact.
+fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
+    Batcher::start(
+        std::sync::Arc::new(mirror),
+        BatchSettings {
+            rows: std::num::NonZeroUsize::new(rows).expect("rows"),
+            linger: Duration::from_secs(3600),
+        },
+        |_| {},
+    )
+}
+
+#[tokio::test]
+async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcome() {
+    const ROWS: usize = 8;
+    let url = handoff_testkit::shared_postgres_url();
+    let db = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let namespace = unique("batch");
+    let uid = |i: usize| uid_in(&namespace, i);
+    let first: Vec<Row> = (0..ROWS)
+        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
+        .collect();
+    // One row is already newer in the mirror: its upsert changes nothing.
+    let newer = revision(&namespace, "k3", &uid(3), 2, 20);
+    let mirror = Mirror::new(&url, true).expect("mirror");
+    assert!(mirror.upsert(&newer).await.expect("upsert"));
+
+    let batcher = batcher_of(Mirror::new(&url, true).expect("mirror"), ROWS);
+    let changed = futures::future::join_all(first.iter().map(|row| batcher.upsert(row))).await;
+    let changed: Vec<bool> = changed.into_iter().map(|c| c.expect("upsert")).collect();
+    assert_eq!(
+        changed,
+        (0..ROWS).map(|i| i != 3).collect::<Vec<_>>(),
+        "each caller learns whether its own row changed"
+    );
+    assert_eq!(batcher.sent(), (1, ROWS as u64), "one batch of {ROWS} rows");
+    let expected: Vec<_> = first
+        .iter()
+        .map(|r| if r.handoff_key == "k3" { &newer } else { r })
+        .map(|r| {
+            (
+                r.handoff_key.clone(),
+                r.id.clone(),
+                r.revision,
+                r.resource_version,
+                r.body.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows_of(&db, &namespace).await,
+        expected,
+        "a batch holding an older revision leaves the newer row"
+    );
+
+    // History appends of the same rows: one more batch, one transaction.
+    let dropped =
+        futures::future::join_all(first.iter().map(|row| batcher.record_revision(row))).await;
+    let dropped: Vec<u64> = dropped.into_iter().map(|d| d.expect("record")).collect();
+    assert_eq!(dropped, vec![0; ROWS]);
+    assert_eq!(batcher.sent(), (2, 2 * ROWS as u64));
+    for (i, row) in first.iter().enumerate() {
+        assert_eq!(
+            history(&db, &namespace, &row.handoff_key).await,
+            vec![(uid(i), 1)],
+            "{}",
+            row.handoff_key
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failed_batch_fails_every_caller_and_writes_nothing() {
+    const ROWS: usize = 3;
+    let url = handoff_testkit::shared_postgres_url();
+    let db = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let namespace = unique("batch-fails");
+    let uid = |i: usize| uid_in(&namespace, i);
+    let mut rows: Vec<Row> = (0..ROWS)
+        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
+        .collect();
+    // PostgreSQL refuses one row (revision >= 1): the transaction fails.
+    rows[1].revision = 0;
+    let batcher = batcher_of(Mirror::new(&url, true).expect("mirror"), 2 * ROWS);
+    // Three upserts and three history appends, all sent before any answer.
+    let upserts = futures::future::join_all(rows.iter().map(|row| batcher.upsert(row)));
+    let records = futures::future::join_all(rows.iter().map(|row| batcher.record_revision(row)));
+    let (upserts, records) = futures::join!(upserts, records);
+    let outcomes: Vec<Result<(), MirrorError>> = upserts
+        .into_iter()
+        .map(|r| r.map(drop))
+        .chain(records.into_iter().map(|r| r.map(drop)))
+        .collect();
+    assert_eq!(batcher.sent(), (1, 2 * ROWS as u64), "one batch");
+    for outcome in outcomes {
+        let err = outcome.expect_err("the batch failed");
+        assert!(
+            matches!(&err, MirrorError::Batch(inner) if matches!(inner.as_ref(), MirrorError::Postgres(_))),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("handoffs_revision_check"), "{err}");
+    }
+    assert_eq!(
+        rows_of(&db, &namespace).await,
+        vec![],
+        "nothing half-written"
+    );
+    for row in &rows {
+        assert_eq!(history(&db, &namespace, &row.handoff_key).await, vec![]);
+    }
 }
