@@ -1291,11 +1291,25 @@ async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm()
         "{}",
         metrics.1
     );
-    assert!(
-        metrics.1.contains("handoff_controller_revisions_total 1"),
-        "{}",
-        metrics.1
-    );
+    // The status write is visible before the reconcile that made it
+    // counts the revision: wait for the count, then it must be exactly 1.
+    let probe = addr.clone();
+    let counted = eventually("the revision counted", Duration::from_secs(20), || {
+        let probe = probe.clone();
+        async move {
+            let metrics = tokio::task::spawn_blocking(move || http_get(&probe, "/metrics"))
+                .await
+                .ok()?;
+            metrics
+                .1
+                .lines()
+                .find(|l| l.starts_with("handoff_controller_revisions_total "))
+                .filter(|l| !l.ends_with(" 0"))
+                .map(str::to_owned)
+        }
+    })
+    .await;
+    assert_eq!(counted, "handoff_controller_revisions_total 1");
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
