@@ -806,18 +806,41 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
         .spec
         .and_then(|s| s.holder_identity);
     assert_eq!(holder.as_deref(), Some(IDENTITIES[leader]));
+    // A creation has no Event: write, wait until it is counted, write new
+    // content; the update's Superseded Event names who counted it.
     let store = HandoffStore::new(client.clone(), NAMESPACE);
+    let handoffs: Api<Handoff> = Api::namespaced(client.clone(), NAMESPACE);
+    let name = name_for_key("after-the-stall");
+    let revision = || async {
+        handoffs
+            .get_opt(&name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|h| h.status?.revision)
+    };
     store
         .write(&request("after-the-stall", "written once".into()))
         .await
         .expect("write");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while revision().await != Some(1) {
+        assert!(
+            Instant::now() < deadline,
+            "the new handoff was never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    store
+        .write(&request("after-the-stall", "and superseded once".into()))
+        .await
+        .expect("write");
     let events: Api<Event> = Api::namespaced(client, NAMESPACE);
     let deadline = Instant::now() + Duration::from_secs(30);
-    let written = loop {
+    let superseded = loop {
         let found = events
             .list(&ListParams::default().fields(&format!(
-                "involvedObject.name={},reason=Written",
-                name_for_key("after-the-stall")
+                "involvedObject.name={name},reason=Superseded"
             )))
             .await
             .expect("events")
@@ -827,15 +850,16 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
         }
         assert!(
             Instant::now() < deadline,
-            "the new handoff was never counted"
+            "the update was never counted"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(written.len(), 1, "counted once");
+    assert_eq!(superseded.len(), 1, "counted once");
+    assert_eq!(revision().await, Some(2), "two revisions, each counted once");
     assert_eq!(
-        written[0].reporting_instance.as_deref(),
+        superseded[0].reporting_instance.as_deref(),
         Some(IDENTITIES[leader]),
-        "written by the leader"
+        "counted by the leader"
     );
 }
 
