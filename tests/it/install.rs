@@ -707,6 +707,11 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&bridge, "list", "jobs.batch", false).ns(Some("default")));
     matrix.push(can(&bridge, "create", "jobs.batch", false));
     matrix.push(can(&bridge, "get", "secrets", false));
+    // The namespace's settings: that one ConfigMap, in its namespaces only.
+    matrix.push(can(&bridge, "get", "configmaps/handoff-settings", true));
+    matrix.push(can(&bridge, "get", "configmaps/other", false));
+    matrix.push(can(&bridge, "list", "configmaps", false));
+    matrix.push(can(&bridge, "get", "configmaps/handoff-settings", false).ns(Some("default")));
     matrix.push(
         can(
             &bridge,
@@ -755,6 +760,9 @@ fn rbac_matrix_of_every_identity() {
     matrix
         .push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
     matrix.push(can(&controller, "get", "secrets", false));
+    matrix.push(can(&controller, "get", "configmaps/handoff-settings", true).ns(Some("default")));
+    matrix.push(can(&controller, "get", "configmaps/other", false).ns(Some("default")));
+    matrix.push(can(&controller, "list", "configmaps", false).ns(Some("default")));
     matrix.push(can(&controller, "create", "pods", false));
 
     let sre = sa("sre-matrix");
