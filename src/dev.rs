@@ -399,6 +399,10 @@ async fn start_bridge(
     let url = format!("http://127.0.0.1:{port}/mcp");
     let options = crate::mcp::http::HttpOptions {
         allowed_hosts: crate::mcp::allowed_hosts(&[]),
+        budgets: Arc::new(crate::settings::Budgets::new(
+            bridge.clone(),
+            crate::settings::READ_TIMEOUT,
+        )),
         offers: crate::mcp::call::OfferSettings {
             acting: Some(bridge.clone()),
             active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),

@@ -23,8 +23,10 @@
 //!  2  store, local, loops   Handoff I/O with one identity; the local control
 //!                   plane; what every loop shares (guarded objects, error
 //!                   categories, one backoff)
-//!  1  api, cluster, transcript   CRD types, key → name, validation; one
-//!                   namespace scope and one paged list; transcript linearizer
+//!  1  api, cluster, settings, transcript   CRD types, key → name,
+//!                   validation; one namespace scope and one paged list; a
+//!                   namespace's settings (the lint budget, cached);
+//!                   transcript linearizer
 //!  0  time, names, goals, telemetry, liveness, secrets, lint   leaves: clock and
 //!                   durations, every label/field-manager name, goal texts,
 //!                   logging and metrics, each loop's progress and the wedged
@@ -52,6 +54,7 @@ pub mod names;
 pub mod offers;
 pub mod schedule;
 pub mod secrets;
+pub mod settings;
 pub mod store;
 pub mod telemetry;
 pub mod time;
@@ -73,7 +76,7 @@ mod layering {
             "secrets",
             "lint",
         ],
-        &["api", "cluster", "transcript"],
+        &["api", "cluster", "settings", "transcript"],
         &["store", "local", "loops"],
         &["mirror"],
         &["schedule"],

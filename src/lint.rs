@@ -12,7 +12,8 @@
 //!   `## Next`, `## Open questions`, `## Refs`; any heading level, case
 //!   insensitive) is absent;
 //! - `over-budget`: the body's approximate tokens (bytes / 4, rounded up)
-//!   exceed the budget ([`DEFAULT_TOKEN_BUDGET`] unless configured);
+//!   exceed the budget ([`DEFAULT_TOKEN_BUDGET`] unless the namespace sets
+//!   another: `crate::settings`, the caller passes it in);
 //! - `big-code-block`: a fenced code block of more than
 //!   [`MAX_CODE_BLOCK_LINES`] lines;
 //! - `log-output`: more than [`MAX_LOG_LINES`] lines that look like log

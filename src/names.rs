@@ -54,3 +54,8 @@ pub const SCHEDULE_LABEL: &str = "handoff.dev/schedule";
 pub const ROLE_LABEL: &str = "handoff.dev/role";
 /// Annotation of a schedule's Job: the cron tick it runs for.
 pub const TICK_ANNOTATION: &str = "handoff.dev/tick";
+
+/// The ConfigMap of a namespace's handoff settings (the lint's soft token
+/// budget, see [`crate::settings`]): the bridge and the controller may
+/// `get` this name only.
+pub const SETTINGS_CONFIGMAP: &str = "handoff-settings";

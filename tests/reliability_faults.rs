@@ -839,23 +839,25 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
     let deadline = Instant::now() + Duration::from_secs(30);
     let superseded = loop {
         let found = events
-            .list(&ListParams::default().fields(&format!(
-                "involvedObject.name={name},reason=Superseded"
-            )))
+            .list(
+                &ListParams::default()
+                    .fields(&format!("involvedObject.name={name},reason=Superseded")),
+            )
             .await
             .expect("events")
             .items;
         if !found.is_empty() {
             break found;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the update was never counted"
-        );
+        assert!(Instant::now() < deadline, "the update was never counted");
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_eq!(superseded.len(), 1, "counted once");
-    assert_eq!(revision().await, Some(2), "two revisions, each counted once");
+    assert_eq!(
+        revision().await,
+        Some(2),
+        "two revisions, each counted once"
+    );
     assert_eq!(
         superseded[0].reporting_instance.as_deref(),
         Some(IDENTITIES[leader]),

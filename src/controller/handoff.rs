@@ -16,7 +16,9 @@
 //!    GETs the object (bounded by `--apiserver-timeout`), otherwise only
 //!    the metadata step (7) runs;
 //! 3. count: the new status (revision, updatedAt, sizes, the `Linted`
-//!    condition of [`crate::lint`]) is computed;
+//!    condition of [`crate::lint`] under the namespace's budget, read
+//!    through the cache of [`crate::settings`] — a request at most once per
+//!    namespace per [`crate::settings::BUDGET_TTL`]) is computed;
 //! 4. the mirror row of that status is upserted (rows never move
 //!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
 //!    condition set from the outcome;
@@ -112,6 +114,7 @@ use crate::loops::{
 use crate::mirror::batch::Batcher;
 use crate::mirror::{MirrorError, Row};
 use crate::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
+use crate::settings::Budget;
 
 /// Characters of a key quoted in an Event's note (keys may be 1 KiB; the
 /// whole note may not).
@@ -175,12 +178,13 @@ pub enum Change {
 
 /// The status for `spec` at `generation`, given the current status: the
 /// revision goes up by one only when the content hash differs. The
-/// `Linted` condition is set from [`linted_condition`]; other conditions are
-/// carried over unchanged.
+/// `Linted` condition is set from [`linted_condition`] under `budget`;
+/// other conditions are carried over unchanged.
 pub fn count(
     spec: &HandoffSpec,
     current: Option<&HandoffStatus>,
     generation: Option<i64>,
+    budget: &Budget,
     now: Timestamp,
 ) -> (HandoffStatus, Change) {
     let hash = spec.content_hash();
@@ -210,18 +214,24 @@ pub fn count(
     let mut status = status;
     set_condition(
         &mut status.conditions,
-        linted_condition(&spec.body, generation, now),
+        linted_condition(&spec.body, generation, budget, now),
     );
     (status, change)
 }
 
 /// The `Linted` condition: `True` (reason `NoWarnings`) when the body
-/// passes [`crate::lint::lint`] under the default budget, else `False`
+/// passes [`crate::lint::lint`] under the namespace's budget, else `False`
 /// (reason `Warnings`) with every warning in the message — the same
 /// warnings `write_handoff` returns, for writers that do not use the bridge.
-pub fn linted_condition(body: &str, generation: Option<i64>, now: Timestamp) -> Condition {
-    let warnings = crate::lint::lint(body, crate::lint::DEFAULT_TOKEN_BUDGET);
-    let (status, reason, message) = if warnings.is_empty() {
+/// A bad budget setting (the default was used) ends the message.
+pub fn linted_condition(
+    body: &str,
+    generation: Option<i64>,
+    budget: &Budget,
+    now: Timestamp,
+) -> Condition {
+    let warnings = crate::lint::lint(body, budget.tokens);
+    let (status, reason, mut message) = if warnings.is_empty() {
         (
             "True",
             "NoWarnings",
@@ -230,6 +240,9 @@ pub fn linted_condition(body: &str, generation: Option<i64>, now: Timestamp) -> 
     } else {
         ("False", "Warnings", crate::lint::summary(&warnings))
     };
+    if let Some(problem) = &budget.problem {
+        message.push_str(&format!("; {problem}"));
+    }
     Condition {
         type_: LINTED.into(),
         status: status.into(),
@@ -442,7 +455,16 @@ async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Erro
     let (mut status, change) = match settled {
         // Counted at this generation: counting again would find the same.
         true => (h.status.clone().unwrap_or_default(), Change::Unchanged),
-        false => count(&h.spec, h.status.as_ref(), h.metadata.generation, now),
+        false => {
+            let budget = ctx.budgets.budget(&namespace).await;
+            count(
+                &h.spec,
+                h.status.as_ref(),
+                h.metadata.generation,
+                &budget,
+                now,
+            )
+        }
     };
     let mut counted = h.clone();
     counted.status = Some(status.clone());
@@ -738,7 +760,13 @@ mod tests {
 
     #[test]
     fn revisions_count_content_changes_only() {
-        let (first, change) = count(&spec("one"), None, Some(1), at(100));
+        let (first, change) = count(
+            &spec("one"),
+            None,
+            Some(1),
+            &Budget::default_budget(),
+            at(100),
+        );
         assert_eq!(change, Change::Created);
         assert_eq!(first.revision, Some(1));
         assert_eq!(first.updated_at, Some(Time(at(100))));
@@ -749,7 +777,13 @@ mod tests {
 
         let mut writer_only = spec("one");
         writer_only.created_by = Some("bob".into());
-        let (same, change) = count(&writer_only, Some(&first), Some(2), at(200));
+        let (same, change) = count(
+            &writer_only,
+            Some(&first),
+            Some(2),
+            &Budget::default_budget(),
+            at(200),
+        );
         assert_eq!(change, Change::Unchanged);
         assert_eq!(same.revision, Some(1));
         assert_eq!(
@@ -759,7 +793,13 @@ mod tests {
         );
         assert_eq!(same.observed_generation, Some(2));
 
-        let (second, change) = count(&spec("two!"), Some(&same), Some(3), at(300));
+        let (second, change) = count(
+            &spec("two!"),
+            Some(&same),
+            Some(3),
+            &Budget::default_budget(),
+            at(300),
+        );
         assert_eq!(change, Change::Superseded { from: 1, to: 2 });
         assert_eq!(second.revision, Some(2));
         assert_eq!(second.updated_at, Some(Time(at(300))));
@@ -772,16 +812,28 @@ mod tests {
             revision: Some(4),
             ..HandoffStatus::default()
         };
-        let (status, change) = count(&spec("x"), Some(&legacy), None, at(1));
+        let (status, change) = count(
+            &spec("x"),
+            Some(&legacy),
+            None,
+            &Budget::default_budget(),
+            at(1),
+        );
         assert_eq!(change, Change::Superseded { from: 4, to: 5 });
-        let (_, again) = count(&spec("x"), Some(&status), None, at(2));
+        let (_, again) = count(
+            &spec("x"),
+            Some(&status),
+            None,
+            &Budget::default_budget(),
+            at(2),
+        );
         assert_eq!(again, Change::Unchanged);
     }
 
     #[test]
     fn updated_at_is_whole_seconds() {
         let t = Timestamp::from_millisecond(1_500).expect("ts");
-        let (status, _) = count(&spec("x"), None, None, t);
+        let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t);
         assert_eq!(status.updated_at, Some(Time(at(1))));
     }
 
@@ -966,7 +1018,13 @@ mod tests {
             let mut h = Handoff::new("n", spec("b"));
             h.metadata.generation = Some(generation);
             h.status = status.map(|(observed, conditions)| {
-                let (mut counted, _) = count(&h.spec, None, Some(observed), at(1));
+                let (mut counted, _) = count(
+                    &h.spec,
+                    None,
+                    Some(observed),
+                    &Budget::default_budget(),
+                    at(1),
+                );
                 counted.conditions = conditions;
                 counted
             });

@@ -285,6 +285,8 @@ pub struct Context {
     pub progress: Arc<LoopProgress>,
     /// Repeated Events of one object count into one Event's series.
     pub events: events::Series,
+    /// The namespaces' lint budgets (the `Linted` condition), cached.
+    pub budgets: crate::settings::Budgets,
 }
 
 /// The default of `--concurrency`.
@@ -445,6 +447,7 @@ pub async fn run(
         api_timeout: options.api_timeout,
         progress: metrics.liveness.track("handoff", Duration::ZERO),
         events: events::Series::default(),
+        budgets: crate::settings::Budgets::new(client.clone(), options.api_timeout),
     });
     let mut elector = LeaderElector::new(client, options.lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);

@@ -40,6 +40,7 @@ use crate::mcp::call::{Call, OfferSettings};
 use crate::mcp::profiles::Profile;
 use crate::mcp::tools;
 use crate::offers::decision::DEFAULT_ACTIVE_SELECTOR;
+use crate::settings::{Budgets, READ_TIMEOUT};
 
 /// How long connecting to the bridge may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -205,11 +206,13 @@ impl Link {
                     acting: None,
                     active_selector: DEFAULT_ACTIVE_SELECTOR.to_owned(),
                 };
+                let budgets = Budgets::new(caller.client().clone(), READ_TIMEOUT);
                 let call = Call {
                     tool: found,
                     caller: caller.as_ref(),
                     mirror: None,
                     offers: &offers,
+                    budgets: &budgets,
                 };
                 let (structured, _) = (found.call)(&call, Some(args))
                     .await

@@ -14,6 +14,7 @@ use crate::api::validation::FieldError;
 use crate::mirror::{Mirror, MirrorError};
 use crate::names::BRIDGE_FIELD_MANAGER;
 use crate::offers::store::{OfferError, OfferStore};
+use crate::settings::Budgets;
 
 /// Which identity moves offers, and how the offer tools check whether a
 /// destination agent is active.
@@ -40,6 +41,8 @@ pub struct Call<'a> {
     pub mirror: Option<&'a Mirror>,
     /// How the offer tools check agent activity.
     pub offers: &'a OfferSettings,
+    /// The lint budgets of namespaces (`write_handoff`'s warnings).
+    pub budgets: &'a Budgets,
 }
 
 /// Why a call failed, classified for the metric and the message.

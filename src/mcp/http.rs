@@ -30,6 +30,7 @@ use super::call::OfferSettings;
 use super::limits::Limits;
 use super::server::HandoffServer;
 use crate::mirror::Mirror;
+use crate::settings::Budgets;
 use crate::telemetry::BridgeMetrics;
 
 /// Hosts always allowed (loopback); `--allowed-host` adds more.
@@ -57,6 +58,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// How the offer tools check agent activity.
     pub offers: OfferSettings,
+    /// The namespaces' lint budgets, read with the bridge's own identity.
+    pub budgets: Arc<Budgets>,
     /// The PostgreSQL mirror lists and history are read from, if any.
     pub mirror: Option<Arc<Mirror>>,
     /// Request and connection limits.
@@ -95,6 +98,7 @@ pub fn router(
         .with_allowed_hosts(options.allowed_hosts.clone())
         .with_max_request_body_bytes(options.limits.max_body_bytes);
     let offers = options.offers.clone();
+    let budgets = options.budgets.clone();
     let mirror = options.mirror.clone();
     config.legacy_session_mode = false;
     config.json_response = true;
@@ -103,7 +107,7 @@ pub fn router(
     let service = StreamableHttpService::new(
         move || {
             Ok(
-                HandoffServer::per_request(server_metrics.clone(), offers.clone())
+                HandoffServer::per_request(server_metrics.clone(), offers.clone(), budgets.clone())
                     .with_mirror(mirror.clone()),
             )
         },

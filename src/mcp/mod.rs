@@ -253,6 +253,10 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     });
     let options = http::HttpOptions {
         allowed_hosts: allowed_hosts(&args.allowed_hosts),
+        budgets: Arc::new(crate::settings::Budgets::new(
+            acting.clone(),
+            crate::settings::READ_TIMEOUT,
+        )),
         offers: OfferSettings {
             acting: Some(acting),
             active_selector: args.active_agent_selector.clone(),

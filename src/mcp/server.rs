@@ -32,6 +32,7 @@ use super::tools::{self, HandoffView};
 use super::{prompts, resources};
 use crate::api::Handoff;
 use crate::mirror::Mirror;
+use crate::settings::{Budgets, READ_TIMEOUT};
 use crate::telemetry::{BridgeMetrics, ToolCallLabels};
 
 /// Longest a tool call may wait for the apiserver before answering with a
@@ -47,30 +48,40 @@ pub struct HandoffServer {
     metrics: Arc<BridgeMetrics>,
     mirror: Option<Arc<Mirror>>,
     offers: OfferSettings,
+    budgets: Arc<Budgets>,
 }
 
 impl HandoffServer {
-    /// A server for one fixed caller (stdio).
+    /// A server for one fixed caller (stdio); the namespace's lint budget
+    /// is read with the caller's own credentials.
     pub fn for_caller(
         caller: Arc<Caller>,
         metrics: Arc<BridgeMetrics>,
         offers: OfferSettings,
     ) -> Self {
+        let budgets = Arc::new(Budgets::new(caller.client().clone(), READ_TIMEOUT));
         Self {
             fixed: Some(caller),
             metrics,
             mirror: None,
             offers,
+            budgets,
         }
     }
 
-    /// A server whose callers come with each HTTP request.
-    pub fn per_request(metrics: Arc<BridgeMetrics>, offers: OfferSettings) -> Self {
+    /// A server whose callers come with each HTTP request; `budgets` is
+    /// shared by every request (read with the bridge's own identity).
+    pub fn per_request(
+        metrics: Arc<BridgeMetrics>,
+        offers: OfferSettings,
+        budgets: Arc<Budgets>,
+    ) -> Self {
         Self {
             fixed: None,
             metrics,
             mirror: None,
             offers,
+            budgets,
         }
     }
 
@@ -116,6 +127,7 @@ impl HandoffServer {
             caller,
             mirror: self.mirror.as_deref(),
             offers: &self.offers,
+            budgets: &self.budgets,
         };
         match tokio::time::timeout(CALL_TIMEOUT, (tool.call)(&call, args)).await {
             Ok(Ok((structured, text))) => {
@@ -145,6 +157,7 @@ impl HandoffServer {
             caller,
             mirror: self.mirror.as_deref(),
             offers: &self.offers,
+            budgets: &self.budgets,
         };
         match tokio::time::timeout(CALL_TIMEOUT, caller.store().get(key)).await {
             Ok(Ok(found)) => Ok(found),

@@ -6,7 +6,8 @@
 //! system:serviceaccount:…`), the admission policy (forged and honest
 //! `spec.createdBy`, the project label, the bridge's writes), the bridge and
 //! the controller's loops running with nothing but their own ServiceAccounts'
-//! rights, and every file in `examples/`.
+//! rights (the namespace's lint budget included), and every file in
+//! `examples/`.
 //!
 //! The suite applies `config/default` once per test binary (into the shared
 //! control plane's `handoff-system` namespace); the tests share it. With
@@ -707,6 +708,11 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&bridge, "list", "jobs.batch", false).ns(Some("default")));
     matrix.push(can(&bridge, "create", "jobs.batch", false));
     matrix.push(can(&bridge, "get", "secrets", false));
+    // The namespace's settings: that one ConfigMap, in its namespaces only.
+    matrix.push(can(&bridge, "get", "configmaps/handoff-settings", true));
+    matrix.push(can(&bridge, "get", "configmaps/other", false));
+    matrix.push(can(&bridge, "list", "configmaps", false));
+    matrix.push(can(&bridge, "get", "configmaps/handoff-settings", false).ns(Some("default")));
     matrix.push(
         can(
             &bridge,
@@ -755,6 +761,9 @@ fn rbac_matrix_of_every_identity() {
     matrix
         .push(can(&controller, "create", "leases.coordination.k8s.io", false).ns(Some("default")));
     matrix.push(can(&controller, "get", "secrets", false));
+    matrix.push(can(&controller, "get", "configmaps/handoff-settings", true).ns(Some("default")));
+    matrix.push(can(&controller, "get", "configmaps/other", false).ns(Some("default")));
+    matrix.push(can(&controller, "list", "configmaps", false).ns(Some("default")));
     matrix.push(can(&controller, "create", "pods", false));
 
     let sre = sa("sre-matrix");
@@ -1621,4 +1630,80 @@ async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
         json!("Rejected")
     );
     assert_eq!(phase(second).await, OfferPhase::Rejected);
+}
+
+/// The lint budget read with the installed identities' own rights: the
+/// bridge (bound in a team's namespace as `config/tenant` binds it) and the
+/// controller read the ConfigMap `handoff-settings`; a second read within
+/// the TTL is served from the cache; no ConfigMap and a refused read (a
+/// namespace where the bridge is not bound) give the default, never an
+/// error.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_installed_identities_read_the_namespace_budget() {
+    use handoff::names::SETTINGS_CONFIGMAP;
+    use handoff::settings::{BUDGET_KEY, Budget, Budgets, READ_TIMEOUT};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let env = installed();
+    let team = env.namespace("install-budget").await;
+    let binding = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: handoff-bridge\n  namespace: {team}\n\
+         roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: handoff-bridge\n\
+         subjects:\n  - kind: ServiceAccount\n    name: handoff-bridge\n    namespace: {NS}\n"
+    );
+    tokio::task::block_in_place(|| {
+        must(
+            kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &binding),
+            "the bridge bound in the team's namespace",
+        )
+    });
+    let maps: Api<ConfigMap> = Api::namespaced(env.client().await, &team);
+    let map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": SETTINGS_CONFIGMAP},
+        "data": {BUDGET_KEY: "100"},
+    }))
+    .expect("configmap");
+    maps.create(&PostParams::default(), &map)
+        .await
+        .expect("create the settings");
+    let set = |tokens| Budget {
+        tokens,
+        problem: None,
+    };
+
+    let bridge = Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT);
+    let controller = Budgets::new(client_as(env, "handoff-controller").await, READ_TIMEOUT);
+    // RBAC propagation to the bridge's new binding is not instant: a fresh
+    // cache per attempt until the read is allowed.
+    eventually("the bridge reads the team's budget", || async {
+        Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT)
+            .budget(&team)
+            .await
+            .tokens
+            == 100
+    })
+    .await;
+    assert_eq!(bridge.budget(&team).await, set(100));
+    assert_eq!(controller.budget(&team).await, set(100));
+
+    maps.patch(
+        SETTINGS_CONFIGMAP,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {BUDGET_KEY: "7"}})),
+    )
+    .await
+    .expect("change the budget");
+    assert_eq!(bridge.budget(&team).await, set(100), "cached for the TTL");
+    let fresh = Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT);
+    assert_eq!(
+        fresh.budget(&team).await,
+        set(7),
+        "a new cache reads the change"
+    );
+
+    // No ConfigMap in the bridge's own namespace; a namespace where the
+    // bridge is not bound refuses the read: the default, no problem.
+    assert_eq!(bridge.budget(NS).await, Budget::default_budget());
+    assert_eq!(bridge.budget("default").await, Budget::default_budget());
 }

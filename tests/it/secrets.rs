@@ -3,7 +3,8 @@
 //! Python SDK driving `handoff mcp --stdio`) and through the real `kubectl
 //! apply` against the generated admission policy of `config/policy`; the
 //! lint's warnings in `write_handoff`'s structured content and its `Linted`
-//! condition on a handoff written with kubectl.
+//! condition on a handoff written with kubectl, both under the namespace's
+//! budget (the ConfigMap `handoff-settings`).
 //!
 //! Every true positive is refused with the field and the kind named (the
 //! bridge also names the line) and without the secret echoed; nothing is
@@ -20,9 +21,12 @@ use handoff::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
 use handoff::controller::handoff::LINTED;
 use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
+use handoff::names::SETTINGS_CONFIGMAP;
 use handoff::secrets::{self, POLICY_NAME};
+use handoff::settings::BUDGET_KEY;
 use handoff::time::SystemClock;
 use handoff_testkit::TestEnv;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -474,4 +478,172 @@ async fn a_kubectl_written_handoff_gets_the_linted_condition() {
         .expect("the controller stops")
         .expect("controller task")
         .expect("controller result");
+}
+
+/// A body with every section of the skill and about 250 approximate tokens:
+/// under the default budget, over a budget of 100.
+fn sectioned_body() -> String {
+    format!(
+        "## State\n{}\n## Done\n- a\n## Next\n- b\n## Open questions\n- none\n## Refs\n- #1",
+        "parser done. ".repeat(70)
+    )
+}
+
+/// Creates the namespace's settings ConfigMap with `lintBudgetTokens` = `value`.
+async fn set_budget(env: &TestEnv, namespace: &str, value: &str) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PostParams;
+    let map: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": SETTINGS_CONFIGMAP},
+        "data": {BUDGET_KEY: value},
+    }))
+    .expect("configmap");
+    Api::<ConfigMap>::namespaced(env.client().await, namespace)
+        .create(&PostParams::default(), &map)
+        .await
+        .expect("create the settings ConfigMap");
+}
+
+/// The warning codes of a `write_handoff` result.
+fn codes(result: &Value) -> Vec<String> {
+    ok(result)["warnings"]
+        .as_array()
+        .map(|ws| {
+            ws.iter()
+                .filter_map(|w| w["code"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn write_handoff_lints_under_the_namespace_budget() {
+    let env = common::env();
+    let body = sectioned_body();
+    let write = json!([call(
+        "write_handoff",
+        json!({"handoff_key": "budget", "project": "shop", "body": body})
+    )]);
+
+    let low = env.namespace("secrets-budget-low").await;
+    set_budget(env, &low, "100").await;
+    let results = drive_stdio(env, &low, "implement", write.clone());
+    assert_eq!(codes(&results[0]), ["over-budget"], "{}", results[0]);
+    let message = ok(&results[0])["warnings"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("over the budget of 100"),
+        "the namespace's budget: {message}"
+    );
+
+    let default = env.namespace("secrets-budget-default").await;
+    let results = drive_stdio(env, &default, "implement", write.clone());
+    assert_eq!(codes(&results[0]), Vec::<String>::new(), "{}", results[0]);
+
+    // A bad value never fails the write: the default budget applies.
+    let bad = env.namespace("secrets-budget-bad").await;
+    set_budget(env, &bad, "2k").await;
+    let results = drive_stdio(env, &bad, "implement", write);
+    assert_eq!(ok(&results[0])["outcome"], json!("created"));
+    assert_eq!(codes(&results[0]), Vec::<String>::new(), "{}", results[0]);
+}
+
+/// The `Linted` condition of a handoff holding `body`, applied with kubectl
+/// in `namespace` and counted by a controller run for it.
+async fn linted_with_kubectl(env: &TestEnv, namespace: &str, body: &str) -> Condition {
+    let client = env.client().await;
+    let lease = LeaseConfig {
+        name: "handoff-controller".into(),
+        namespace: namespace.to_owned(),
+        identity: "only".into(),
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(250),
+    };
+    let options = ControllerOptions {
+        namespace: Some(namespace.to_owned()),
+        ..ControllerOptions::defaults(lease)
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn(controller::run(
+        client.clone(),
+        options,
+        Arc::new(SystemClock),
+        ControllerMetrics::new(),
+        shutdown.clone(),
+    ));
+    let manifest = manifest(
+        namespace,
+        "budget",
+        json!({"handoffKey": "budget", "project": "shop", "body": body}),
+    );
+    let out = apply(env, &manifest);
+    assert!(out.status.success(), "{out:?}");
+    let api: Api<Handoff> = Api::namespaced(client, namespace);
+    let name = name_for_key("budget");
+    let condition = eventually("Linted", Duration::from_secs(30), || async {
+        let h = api.get(&name).await.ok()?;
+        let c = h
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == LINTED)?;
+        (c.observed_generation == h.metadata.generation).then_some(c)
+    })
+    .await;
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the controller stops")
+        .expect("controller task")
+        .expect("controller result");
+    condition
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_linted_condition_honours_the_namespace_budget() {
+    let env = common::env();
+    let body = sectioned_body();
+
+    let low = env.namespace("secrets-linted-low").await;
+    set_budget(env, &low, "100").await;
+    let warned = linted_with_kubectl(env, &low, &body).await;
+    assert_eq!(
+        (warned.status.as_str(), warned.reason.as_str()),
+        ("False", "Warnings")
+    );
+    assert!(
+        warned.message.starts_with("over-budget: ")
+            && warned.message.contains("over the budget of 100"),
+        "{}",
+        warned.message
+    );
+
+    let default = env.namespace("secrets-linted-default").await;
+    let clean = linted_with_kubectl(env, &default, &body).await;
+    assert_eq!(
+        (clean.status.as_str(), clean.reason.as_str()),
+        ("True", "NoWarnings")
+    );
+    assert_eq!(clean.message, "the body passes the handoff lint");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_budget_is_named_in_the_linted_condition_and_the_default_applies() {
+    let env = common::env();
+    let ns = env.namespace("secrets-linted-bad").await;
+    set_budget(env, &ns, "-3").await;
+    let condition = linted_with_kubectl(env, &ns, &sectioned_body()).await;
+    assert_eq!(
+        condition.status, "True",
+        "the default budget: {}",
+        condition.message
+    );
+    assert_eq!(
+        condition.message,
+        "the body passes the handoff lint; ConfigMap handoff-settings key lintBudgetTokens \
+         must be a positive integer (approximate tokens): got \"-3\", not positive; the default \
+         2000 is used"
+    );
 }

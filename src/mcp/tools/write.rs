@@ -12,7 +12,9 @@
 //! the secret). The result carries the body's quality warnings
 //! ([`crate::lint`]) in an optional `warnings` field and in the text: an
 //! addition to the contract's result, which clients that do not know it
-//! ignore.
+//! ignore. The body is linted under its namespace's budget
+//! ([`crate::settings`], cached; a bad setting is logged and the default
+//! used).
 
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
@@ -102,19 +104,25 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
         .map_err(|e| call.kube_error(e))?;
     spec.created_by = Some(writer.to_owned()).filter(|w| !w.is_empty());
     let store = call.caller.store();
-    let (outcome, stored) = match expected {
-        None => store.write(&spec).await.map_err(|e| call.kube_error(e))?,
-        Some(expected) => store
-            .write_if_at(&spec, expected)
-            .await
-            .map_err(|e| match e {
-                WriteError::Kube(e) => call.kube_error(e),
-                WriteError::Conflict(conflict) => CallError::Conflict(conflict.to_string()),
-            })?,
+    let write = async {
+        match expected {
+            None => store.write(&spec).await.map_err(|e| call.kube_error(e)),
+            Some(expected) => store
+                .write_if_at(&spec, expected)
+                .await
+                .map_err(|e| match e {
+                    WriteError::Kube(e) => call.kube_error(e),
+                    WriteError::Conflict(conflict) => CallError::Conflict(conflict.to_string()),
+                }),
+        }
     };
+    // The namespace's budget is cached; when it is not, its read runs
+    // beside the write, so a write never waits for it in sequence.
+    let (written, budget) = tokio::join!(write, call.budgets.budget(store.namespace()));
+    let (outcome, stored) = written?;
     let result = WriteResult {
         outcome,
-        warnings: lint::lint(&stored.spec.body, lint::DEFAULT_TOKEN_BUDGET),
+        warnings: lint::lint(&stored.spec.body, budget.tokens),
         handoff: HandoffView::of(&stored),
     };
     let text = text(&result);
