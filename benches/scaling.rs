@@ -300,7 +300,7 @@ fn start(rt: &tokio::runtime::Runtime) -> anyhow::Result<System> {
         kubeconfig,
         NAMESPACE,
         "bench",
-        &["--postgres-url", &url, "--concurrency", "16"],
+        &["--postgres-url", &url],
     )?;
     let quiet = [("RUST_LOG", "warn")];
     let via_api = BridgeProcess::start_with_env(binary, kubeconfig, NAMESPACE, &[], &quiet)?;
