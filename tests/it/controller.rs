@@ -15,7 +15,6 @@ use futures::StreamExt;
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff::controller::handoff::MIRRORED;
-use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::mirror::Retention;
 use handoff::names::MIRROR_FINALIZER;
@@ -88,14 +87,7 @@ impl Setup {
 
     fn start(self, client: Client, namespace: &str) -> Running {
         let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
-        let lease = LeaseConfig {
-            name: LEASE.into(),
-            namespace: namespace.to_owned(),
-            identity: self.identity.into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        };
+        let lease = common::test_lease(namespace, self.identity);
         let options = ControllerOptions {
             namespace: self.selector.is_none().then(|| namespace.to_owned()),
             namespace_selector: self.selector.unwrap_or_default(),

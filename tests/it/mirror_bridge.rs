@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff::api::Handoff;
 use handoff::api::HandoffSpec;
-use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::mcp::auth::ACCESS_TTL;
 use handoff::store::HandoffStore;
@@ -37,14 +36,7 @@ impl MirrorController {
     /// mirror at `url`.
     fn start(client: &kube::Client, namespace: &str, url: &str) -> Self {
         let shutdown = CancellationToken::new();
-        let lease = LeaseConfig {
-            name: "handoff-controller".into(),
-            namespace: namespace.to_owned(),
-            identity: "a".into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        };
+        let lease = common::test_lease(namespace, "a");
         let options = ControllerOptions {
             namespace: Some(namespace.to_owned()),
             postgres_url: Some(url.to_owned()),

@@ -972,7 +972,6 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
 /// createdBy rules: the controller passes because it never changes a spec.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies() {
-    use handoff::controller::leader::LeaseConfig;
     use handoff::controller::{self, ControllerMetrics, ControllerOptions};
     use handoff::time::SystemClock;
 
@@ -989,14 +988,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         .await
         .expect("postgres");
     // The Lease config/rbac allows: handoff-controller in handoff-system.
-    let lease = LeaseConfig {
-        name: "handoff-controller".into(),
-        namespace: NS.into(),
-        identity: "policy-test".into(),
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(250),
-    };
+    let lease = common::test_lease(NS, "policy-test");
     let options = ControllerOptions {
         namespace: Some(ns.clone()),
         concurrency: 4,

@@ -12,7 +12,6 @@ use std::time::Duration;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffSpec};
-use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
 use handoff::time::SystemClock;
@@ -32,14 +31,7 @@ impl Counter {
     /// Starts a controller for `namespace` (its own Lease there).
     pub fn start(client: &kube::Client, namespace: &str, postgres_url: Option<&str>) -> Self {
         let shutdown = CancellationToken::new();
-        let lease = LeaseConfig {
-            name: "handoff-controller".into(),
-            namespace: namespace.to_owned(),
-            identity: "a".into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        };
+        let lease = common::test_lease(namespace, "a");
         let options = ControllerOptions {
             namespace: Some(namespace.to_owned()),
             postgres_url: postgres_url.map(str::to_owned),

@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
 use handoff::controller::handoff::LINTED;
-use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::names::SETTINGS_CONFIGMAP;
 use handoff::secrets::{self, POLICY_NAME};
@@ -403,14 +402,7 @@ async fn a_kubectl_written_handoff_gets_the_linted_condition() {
     let env = common::env();
     let ns = env.namespace("secrets-linted").await;
     let client = env.client().await;
-    let lease = LeaseConfig {
-        name: "handoff-controller".into(),
-        namespace: ns.clone(),
-        identity: "only".into(),
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(250),
-    };
+    let lease = common::test_lease(&ns, "only");
     let options = ControllerOptions {
         namespace: Some(ns.clone()),
         ..ControllerOptions::defaults(lease)
@@ -553,14 +545,7 @@ async fn write_handoff_lints_under_the_namespace_budget() {
 /// in `namespace` and counted by a controller run for it.
 async fn linted_with_kubectl(env: &TestEnv, namespace: &str, body: &str) -> Condition {
     let client = env.client().await;
-    let lease = LeaseConfig {
-        name: "handoff-controller".into(),
-        namespace: namespace.to_owned(),
-        identity: "only".into(),
-        lease_duration: Duration::from_secs(3),
-        renew_deadline: Duration::from_secs(2),
-        retry_period: Duration::from_millis(250),
-    };
+    let lease = common::test_lease(namespace, "only");
     let options = ControllerOptions {
         namespace: Some(namespace.to_owned()),
         ..ControllerOptions::defaults(lease)

@@ -23,7 +23,6 @@ use common::{call, drive_stdio, env, eventually, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff::api::naming::name_for_key;
 use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff::controller::leader::LeaseConfig;
 use handoff::controller::{self, ControllerMetrics, ControllerOptions};
 use handoff::store::{HandoffStore, WriteOutcome};
 use handoff::time::SystemClock;
@@ -45,14 +44,7 @@ struct Controller {
 impl Controller {
     fn start(client: &Client, namespace: &str, event_refresh: Duration) -> Self {
         let shutdown = CancellationToken::new();
-        let lease = LeaseConfig {
-            name: "handoff-controller".into(),
-            namespace: namespace.to_owned(),
-            identity: "writes".into(),
-            lease_duration: Duration::from_secs(3),
-            renew_deadline: Duration::from_secs(2),
-            retry_period: Duration::from_millis(250),
-        };
+        let lease = common::test_lease(namespace, "writes");
         let options = ControllerOptions {
             namespace: Some(namespace.to_owned()),
             event_refresh,
