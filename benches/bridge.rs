@@ -17,8 +17,8 @@
 
 use std::time::{Duration, Instant};
 
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffSpec};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
 use handoff_testkit::http::{addr_of, flood, metric, scrape};
@@ -268,7 +268,7 @@ impl Flooded {
             self.refused as f64 / self.flood_seconds,
             self.other,
             self.reviews,
-            handoff::mcp::DEFAULT_CONCURRENT_REVIEWS
+            handoff_bridge::DEFAULT_CONCURRENT_REVIEWS
         );
         println!(
             "| get_handoff (valid agent) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"

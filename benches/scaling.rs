@@ -32,8 +32,8 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use handoff::api::naming::{labels_for, name_for_key};
-use handoff::api::{Handoff, HandoffSpec};
+use handoff_core::api::naming::{labels_for, name_for_key};
+use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::bench::{self, TOKEN, Writes, apiserver_writes, median_p99, memory_mib};
 use handoff_testkit::http::{metric, scrape};
 use handoff_testkit::plot::{self, Panel, Series};

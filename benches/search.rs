@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use handoff::mirror::Mirror;
+use handoff_mirror::Mirror;
 use handoff_testkit::Postgres;
 use handoff_testkit::bench::median_p99;
 

@@ -18,12 +18,12 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use handoff::goals::preamble;
 use handoff::hook::{Stored, session_context};
-use handoff::mcp::tools::HandoffView;
-use handoff::mcp::tools::get::{self, GetResult};
-use handoff::transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
-use handoff::transcript::{AgentKind, Budget, Outcome, linearize, read_file};
+use handoff_bridge::tools::HandoffView;
+use handoff_bridge::tools::get::{self, GetResult};
+use handoff_core::goals::preamble;
+use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
+use handoff_transcript::{AgentKind, Budget, Outcome, linearize, read_file};
 
 /// A typical compact handoff: state, done, next, questions, refs.
 const TYPICAL_SUMMARY: &str = "## State\nThe CSV importer parses all fixture files; streaming mode is wired but \

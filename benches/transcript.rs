@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use handoff::transcript::{AgentKind, Budget, build_handoff, read_file};
+use handoff_transcript::{AgentKind, Budget, build_handoff, read_file};
 use serde_json::{Value, json};
 
 const DEFAULT_MB: usize = 128;

@@ -16,13 +16,13 @@
 
 use clap::Args;
 
-use crate::api::Handoff;
-use crate::mcp::POSTGRES_URL_VARS;
-use crate::mcp::tools::diff::unified;
-use crate::mcp::tools::search::{matched_words, preview_around, terms};
-use crate::mirror::Mirror;
-use crate::mirror::dsn::PostgresArgs;
-use crate::store::{HandoffStore, updated_at};
+use handoff_bridge::POSTGRES_URL_VARS;
+use handoff_bridge::tools::diff::unified;
+use handoff_bridge::tools::search::{matched_words, preview_around, terms};
+use handoff_core::api::Handoff;
+use handoff_kube::store::{HandoffStore, updated_at};
+use handoff_mirror::Mirror;
+use handoff_mirror::dsn::PostgresArgs;
 
 /// The namespace option every SRE subcommand takes.
 #[derive(Debug, Clone, Args)]
@@ -290,9 +290,9 @@ pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_from(kube::Config::infer().await?)?;
     let source: Api<Handoff> = Api::namespaced(client.clone(), &args.from);
     let target: Api<Handoff> = Api::namespaced(client, &args.to);
-    let selector = format!("{}={}", crate::names::PROJECT_LABEL, args.project);
+    let selector = format!("{}={}", handoff_core::names::PROJECT_LABEL, args.project);
     let params = ListParams::default().labels(&selector);
-    let mut pages = crate::cluster::Pages::new(&source, &params);
+    let mut pages = handoff_kube::cluster::Pages::new(&source, &params);
     let mut count = 0usize;
     while let Some(page) = pages.next().await? {
         for h in page {
@@ -306,7 +306,7 @@ pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
             target
                 .patch(
                     &name,
-                    &PatchParams::apply(crate::names::LOCAL_FIELD_MANAGER),
+                    &PatchParams::apply(handoff_core::names::LOCAL_FIELD_MANAGER),
                     &Patch::Apply(&copy),
                 )
                 .await

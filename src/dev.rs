@@ -10,7 +10,7 @@
 //! also die with this one if it is killed).
 //!
 //! Everything it needs to come back lives in the data directory
-//! (`crate::local::home`): a restart reuses the etcd data, certificates,
+//! (`handoff_local::home`): a restart reuses the etcd data, certificates,
 //! dev tokens, ports and PostgreSQL data, so handoffs, the kubeconfig and
 //! the MCP client configs keep working; `--fresh` starts over.
 //!
@@ -29,13 +29,13 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::local::home::{DataVersions, DevHome, DevPorts, DevState, compatible};
-use crate::local::{
+use handoff_bridge::auth::TokenResolver;
+use handoff_core::names::{CONTROLLER_FIELD_MANAGER, LOCAL_FIELD_MANAGER};
+use handoff_kube::telemetry::BridgeMetrics;
+use handoff_local::home::{DataVersions, DevHome, DevPorts, DevState, compatible};
+use handoff_local::{
     Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, install_crds, postgres,
 };
-use crate::mcp::auth::TokenResolver;
-use crate::names::{CONTROLLER_FIELD_MANAGER, LOCAL_FIELD_MANAGER};
-use crate::telemetry::BridgeMetrics;
 
 /// The line `handoff dev` prints once everything is up (scripts wait for it).
 pub const READY_LINE: &str = "handoff dev: ready";
@@ -154,7 +154,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     .await?;
     let mirror = database_url
         .as_deref()
-        .map(|url| crate::mirror::Mirror::new(url, false))
+        .map(|url| handoff_mirror::Mirror::new(url, false))
         .transpose()?
         .map(Arc::new);
     let (bridge_url, bridge_port) =
@@ -239,7 +239,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     out.flush()?;
     drop(out);
 
-    crate::telemetry::shutdown_signal().await;
+    handoff_kube::telemetry::shutdown_signal().await;
     eprintln!("handoff dev: stopping …");
     shutdown.cancel();
     match controller.await {
@@ -315,8 +315,8 @@ async fn start_controller(
     preferred: u16,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String, u16)> {
-    use crate::controller::{self, ControllerMetrics, ControllerOptions};
-    use crate::time::SystemClock;
+    use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+    use handoff_core::time::SystemClock;
     let lease = controller::leader::LeaseConfig {
         name: CONTROLLER_FIELD_MANAGER.into(),
         namespace: "default".into(),
@@ -326,7 +326,7 @@ async fn start_controller(
         retry_period: Duration::from_secs(2),
     };
     let options = ControllerOptions {
-        namespace_selector: crate::names::UNCLAIMED_NAMESPACES.into(),
+        namespace_selector: handoff_core::names::UNCLAIMED_NAMESPACES.into(),
         postgres_url: database_url,
         ..ControllerOptions::defaults(lease)
     };
@@ -340,7 +340,7 @@ async fn start_controller(
         metrics.clone(),
         shutdown.clone(),
     );
-    tokio::spawn(crate::telemetry::serve_endpoints(
+    tokio::spawn(handoff_kube::telemetry::serve_endpoints(
         listener,
         Arc::new(move || served.encode()),
         Arc::new(move || ready.is_ready()),
@@ -369,7 +369,7 @@ async fn bind_loopback(preferred: u16) -> std::io::Result<tokio::net::TcpListene
 /// returns its URL and port.
 async fn start_bridge(
     plane: &ControlPlane,
-    mirror: Option<Arc<crate::mirror::Mirror>>,
+    mirror: Option<Arc<handoff_mirror::Mirror>>,
     preferred: u16,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(String, u16)> {
@@ -380,12 +380,12 @@ async fn start_bridge(
     .await?;
     let bridge = Client::try_from(config.clone())?;
     let metrics = BridgeMetrics::new();
-    let settings = crate::mcp::auth::ResolverSettings {
+    let settings = handoff_bridge::auth::ResolverSettings {
         capacity: 64,
         ttl: Duration::from_secs(60),
         rejected_capacity: 1024,
         rejected_ttl: Duration::from_secs(10),
-        concurrent_reviews: crate::mcp::DEFAULT_CONCURRENT_REVIEWS,
+        concurrent_reviews: handoff_bridge::DEFAULT_CONCURRENT_REVIEWS,
     };
     let resolver = Arc::new(TokenResolver::new(
         config,
@@ -397,23 +397,23 @@ async fn start_bridge(
     let listener = bind_loopback(preferred).await?;
     let port = listener.local_addr()?.port();
     let url = format!("http://127.0.0.1:{port}/mcp");
-    let options = crate::mcp::http::HttpOptions {
-        allowed_hosts: crate::mcp::allowed_hosts(&[]),
-        budgets: Arc::new(crate::settings::Budgets::new(
+    let options = handoff_bridge::http::HttpOptions {
+        allowed_hosts: handoff_bridge::allowed_hosts(&[]),
+        budgets: Arc::new(handoff_kube::settings::Budgets::new(
             bridge.clone(),
-            crate::settings::READ_TIMEOUT,
+            handoff_kube::settings::READ_TIMEOUT,
         )),
-        offers: crate::mcp::call::OfferSettings {
+        offers: handoff_bridge::call::OfferSettings {
             acting: Some(bridge.clone()),
-            active_selector: crate::offers::decision::DEFAULT_ACTIVE_SELECTOR.into(),
+            active_selector: handoff_core::offers::DEFAULT_ACTIVE_SELECTOR.into(),
         },
         mirror,
-        limits: crate::mcp::limits::Limits::default(),
+        limits: handoff_bridge::limits::Limits::default(),
         tls: None,
     };
     tokio::spawn(async move {
         if let Err(err) =
-            crate::mcp::http::serve(listener, resolver, metrics, options, shutdown).await
+            handoff_bridge::http::serve(listener, resolver, metrics, options, shutdown).await
         {
             tracing::error!(error = %err, "the dev bridge stopped");
         }

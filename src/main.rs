@@ -20,13 +20,13 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the reconcile loops (leader-elected).
-    Controller(handoff::controller::ControllerArgs),
+    Controller(handoff_controller::ControllerArgs),
     /// Serve the handoff tools over MCP (stdio or streamable HTTP): the
     /// contract's four, plus the extensions the caller's profile allows.
-    Mcp(handoff::mcp::McpArgs),
+    Mcp(handoff_bridge::McpArgs),
     /// Print the bridge's request headers as JSON, reading the token file
     /// again on every run (Claude Code's `headersHelper`).
-    McpHeaders(handoff::mcp::headers::HeadersArgs),
+    McpHeaders(handoff_bridge::headers::HeadersArgs),
     /// Print the CustomResourceDefinitions as YAML (what `crds/` holds).
     Crd {
         /// Write one file per CRD into this directory instead of printing.
@@ -41,14 +41,14 @@ enum Command {
         dir: Option<PathBuf>,
     },
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
-    Preamble(handoff::goals::PreambleArgs),
+    Preamble(handoff_core::goals::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
     #[command(subcommand)]
-    Transcript(handoff::transcript::cli::TranscriptCommand),
+    Transcript(handoff_transcript::cli::TranscriptCommand),
     /// Administer the PostgreSQL mirror (the URL is read from
     /// HANDOFF_POSTGRES_URL, else DATABASE_URL).
     #[command(subcommand)]
-    Mirror(handoff::mirror::purge::MirrorCommand),
+    Mirror(handoff_mirror::purge::MirrorCommand),
     /// Print the current handoff of a key as markdown (kubeconfig as kubectl).
     Get(handoff::cli::GetArgs),
     /// List the revisions of a key the PostgreSQL mirror keeps.
@@ -72,29 +72,29 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    handoff::telemetry::init_logging();
+    handoff_kube::telemetry::init_logging();
     let cli = match parse() {
         Ok(cli) => cli,
         Err(err) => err.exit(),
     };
     let result = match cli.command {
-        Command::Crd { dir: Some(dir) } => handoff::api::write_crds(&dir),
-        Command::Crd { dir: None } => handoff::api::print_crds(&mut std::io::stdout().lock()),
+        Command::Crd { dir: Some(dir) } => handoff_core::api::write_crds(&dir),
+        Command::Crd { dir: None } => handoff_core::api::print_crds(&mut std::io::stdout().lock()),
         Command::Policy { dir: Some(dir) } => {
-            handoff::secrets::write_policy(&dir).map_err(anyhow::Error::from)
+            handoff_core::secrets::write_policy(&dir).map_err(anyhow::Error::from)
         }
         Command::Policy { dir: None } => {
-            print!("{}", handoff::secrets::admission_policy());
+            print!("{}", handoff_core::secrets::admission_policy());
             Ok(())
         }
-        Command::McpHeaders(args) => handoff::mcp::headers::run(args),
-        Command::Preamble(args) => handoff::goals::run_preamble(args),
-        Command::Transcript(command) => handoff::transcript::cli::run(command),
+        Command::McpHeaders(args) => handoff_bridge::headers::run(args),
+        Command::Preamble(args) => handoff_core::goals::run_preamble(args),
+        Command::Transcript(command) => handoff_transcript::cli::run(command),
         Command::Dev(args) => runtime().and_then(|rt| rt.block_on(handoff::dev::run(args))),
         Command::Controller(args) => {
-            runtime().and_then(|rt| rt.block_on(handoff::controller::run_cli(args)))
+            runtime().and_then(|rt| rt.block_on(handoff_controller::run_cli(args)))
         }
-        Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff::mcp::run(args))),
+        Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff_bridge::run(args))),
         Command::Move(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
         }
@@ -107,7 +107,7 @@ fn main() -> ExitCode {
         Command::Diff(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::diff(args))),
         Command::Search(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::search(args))),
         Command::Mirror(command) => {
-            runtime().and_then(|rt| rt.block_on(handoff::mirror::purge::run(command)))
+            runtime().and_then(|rt| rt.block_on(handoff_mirror::purge::run(command)))
         }
     };
     match result {

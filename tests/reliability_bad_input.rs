@@ -13,9 +13,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::{call, drive_stdio, env};
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_BYTES};
-use handoff::mcp::stdio::MAX_LINE_BYTES;
+use handoff_bridge::stdio::MAX_LINE_BYTES;
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_BYTES};
 use handoff_testkit::TestEnv;
 use kube::api::Api;
 use serde_json::{Value, json};

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{agent_token, apply_agent_roles, env};
-use handoff::mcp::http::{MISSING_TOKEN, OVERLOADED, REJECTED_TOKEN, UNAVAILABLE};
+use handoff_bridge::http::{MISSING_TOKEN, OVERLOADED, REJECTED_TOKEN, UNAVAILABLE};
 use handoff_testkit::bench::memory_mib;
 use handoff_testkit::http::{
     Answer, addr_of, exchange, exchange_on, flood, mcp_post, metric, scrape, tool_call,

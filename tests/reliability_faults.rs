@@ -20,10 +20,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use handoff::api::Handoff;
-use handoff::api::HandoffSpec;
-use handoff::api::naming::name_for_key;
-use handoff::store::HandoffStore;
+use handoff_core::api::Handoff;
+use handoff_core::api::HandoffSpec;
+use handoff_core::api::naming::name_for_key;
+use handoff_kube::store::HandoffStore;
 use handoff_testkit::mirror::{converged, mirrored_rows};
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
@@ -464,7 +464,7 @@ async fn metrics_text(controller: &ControllerProcess) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
-    use handoff::offers::decision::{offer_name, slot};
+    use handoff_core::offers::{offer_name, slot};
     use k8s_openapi::api::core::v1::Event;
     use kube::api::ListParams;
 
@@ -519,9 +519,9 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
         created_by: None,
     };
     store.write(&good_spec).await.expect("write a good handoff");
-    let schedules: Api<handoff::api::BrainstormSchedule> =
+    let schedules: Api<handoff_core::api::BrainstormSchedule> =
         Api::namespaced(client.clone(), NAMESPACE);
-    let schedule: handoff::api::BrainstormSchedule = serde_json::from_value(json!({
+    let schedule: handoff_core::api::BrainstormSchedule = serde_json::from_value(json!({
         "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
         "metadata": {"name": "good", "namespace": NAMESPACE},
         "spec": {"project": "faults", "schedule": "0 6 * * *",
@@ -535,13 +535,13 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
         .expect("create a good schedule");
     // Two pending offers in one slot (as a crashed offerer leaves them): the
     // offer loop supersedes the older.
-    let offers: Api<handoff::api::HandoffOffer> = Api::namespaced(client.clone(), NAMESPACE);
+    let offers: Api<handoff_core::api::HandoffOffer> = Api::namespaced(client.clone(), NAMESPACE);
     let slot = slot("faults", "dev-lead");
     for seq in [1, 2] {
-        let offer: handoff::api::HandoffOffer = serde_json::from_value(json!({
+        let offer: handoff_core::api::HandoffOffer = serde_json::from_value(json!({
             "apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
             "metadata": {"name": offer_name(&slot, seq), "namespace": NAMESPACE,
-                         "labels": {handoff::names::SLOT_LABEL: slot, handoff::names::TO_LABEL: "dev-lead", "project": "faults"}},
+                         "labels": {handoff_core::names::SLOT_LABEL: slot, handoff_core::names::TO_LABEL: "dev-lead", "project": "faults"}},
             "spec": {"project": "faults", "to": "dev-lead", "fromKey": format!("key-{seq}"), "session": format!("s-{seq}")},
         }))
         .expect("offer");
@@ -574,7 +574,7 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
             .map(|o| o.phase());
         if counted == Some(1)
             && scheduled.is_some()
-            && superseded == Some(handoff::api::OfferPhase::Superseded)
+            && superseded == Some(handoff_core::api::OfferPhase::Superseded)
         {
             break;
         }
@@ -1247,8 +1247,8 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
 }
 
 /// A row of the batcher test: `key` of object `uid` at `revision`.
-fn batch_row(key: &str, uid: &str, revision: i64) -> handoff::mirror::Row {
-    handoff::mirror::Row {
+fn batch_row(key: &str, uid: &str, revision: i64) -> handoff_mirror::Row {
+    handoff_mirror::Row {
         id: uid.into(),
         namespace: "batch-stall".into(),
         handoff_key: key.into(),
@@ -1266,9 +1266,9 @@ fn batch_row(key: &str, uid: &str, revision: i64) -> handoff::mirror::Row {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_postgres_fails_a_batchs_callers_with_its_timeout_and_later_batches_write() {
-    use handoff::mirror::batch::{BatchSettings, Batcher};
-    use handoff::mirror::pool::PoolSettings;
-    use handoff::mirror::{Mirror, MirrorError};
+    use handoff_mirror::batch::{BatchSettings, Batcher};
+    use handoff_mirror::pool::PoolSettings;
+    use handoff_mirror::{Mirror, MirrorError};
     const ROWS: usize = 4;
     let postgres = tokio::task::spawn_blocking(Postgres::start)
         .await
@@ -1287,12 +1287,12 @@ async fn a_stalled_postgres_fails_a_batchs_callers_with_its_timeout_and_later_ba
         |_| {},
     );
     let uid = |i: usize| format!("00000000-0000-4000-8000-{i:012}");
-    let rows = |revision: i64| -> Vec<handoff::mirror::Row> {
+    let rows = |revision: i64| -> Vec<handoff_mirror::Row> {
         (0..ROWS)
             .map(|i| batch_row(&format!("k{i}"), &uid(i), revision))
             .collect()
     };
-    let write = |rows: Vec<handoff::mirror::Row>| {
+    let write = |rows: Vec<handoff_mirror::Row>| {
         let batcher = &batcher;
         async move { futures::future::join_all(rows.iter().map(|row| batcher.upsert(row))).await }
     };

@@ -8,8 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::{agent_token, apply_agent_roles, env};
-use handoff::api::Handoff;
-use handoff::api::naming::name_for_key;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::memory_mib;
 use kube::api::Api;
@@ -139,7 +139,7 @@ const LIST_PEAK_CEILING_MIB: f64 = 96.0;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
     use futures::StreamExt;
-    use handoff::api::HandoffSpec;
+    use handoff_core::api::HandoffSpec;
     use handoff_testkit::rpc::McpHttp;
 
     const HANDOFFS: usize = 5_000;

@@ -35,12 +35,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
 
-use crate::mcp::auth::{self, Caller, PROFILE_HEADER};
-use crate::mcp::call::{Call, OfferSettings};
-use crate::mcp::profiles::Profile;
-use crate::mcp::tools;
-use crate::offers::decision::DEFAULT_ACTIVE_SELECTOR;
-use crate::settings::{Budgets, READ_TIMEOUT};
+use handoff_bridge::auth::{self, Caller, PROFILE_HEADER};
+use handoff_bridge::call::{Call, OfferSettings};
+use handoff_bridge::profiles::Profile;
+use handoff_bridge::tools;
+use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
+use handoff_kube::settings::{Budgets, READ_TIMEOUT};
 
 /// How long connecting to the bridge may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);

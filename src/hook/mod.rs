@@ -49,9 +49,9 @@ use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::time::parse_duration;
-use crate::transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
-use crate::transcript::{AgentKind, Budget, Locations, Outcome, locate, read_file, read_with};
+use handoff_core::time::parse_duration;
+use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
+use handoff_transcript::{AgentKind, Budget, Locations, Outcome, locate, read_file, read_with};
 use link::Link;
 
 /// The key variable (the contract's).
@@ -508,7 +508,7 @@ fn load(args: &RescueArgs) -> anyhow::Result<(Outcome, Option<PathBuf>, Option<S
         .session
         .clone()
         .ok_or_else(|| anyhow!("give --session ID or --file PATH"))?;
-    crate::transcript::check_session_id(&session).map_err(|e| anyhow!("--session: {e}"))?;
+    handoff_transcript::check_session_id(&session).map_err(|e| anyhow!("--session: {e}"))?;
     let cwd = match &args.cwd {
         Some(dir) => dir.clone(),
         None => {

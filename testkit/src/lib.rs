@@ -1,7 +1,7 @@
 //! The test kit of `handoff`: what the integration suites and benchmarks
 //! share, kept out of the shipped binary (this crate is only a
 //! dev-dependency). It builds on the local control plane of `handoff dev`
-//! ([`handoff::local`]: etcd + kube-apiserver, PostgreSQL), re-exported here.
+//! ([`handoff_local`]: etcd + kube-apiserver, PostgreSQL), re-exported here.
 //!
 //! Test suites use [`shared`]: one control plane per test binary, started on
 //! first use, with the CRDs installed, and a namespace per test
@@ -27,7 +27,7 @@ use kube::api::{Api, PostParams};
 use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
-pub use handoff::local::{
+pub use handoff_local::{
     Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, assets, client_from,
     install_crds, postgres, process,
 };
@@ -159,10 +159,10 @@ impl TestEnv {
         ns.metadata.generate_name = Some(format!("{prefix}-"));
         // Claimed for the tests' own controllers: a controller already
         // running in the cluster (`handoff dev`, an installation) leaves it
-        // alone (see `handoff::cluster::NamespaceScope`).
+        // alone (see `handoff_kube::cluster::NamespaceScope`).
         ns.metadata.labels = Some(
             [(
-                handoff::names::CONTROLLER_LABEL.to_owned(),
+                handoff_core::names::CONTROLLER_LABEL.to_owned(),
                 TEST_CONTROLLER.to_owned(),
             )]
             .into(),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
-use handoff::api::Handoff;
+use handoff_core::api::Handoff;
 
 /// `handoff key → (revision, uid)`.
 pub type Snapshot = BTreeMap<String, (i64, String)>;

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use handoff::local::process::Supervised;
+use handoff_local::process::Supervised;
 
 /// How long a process may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(30);

@@ -3,8 +3,8 @@
 //! apiserver's count of writes (what "apiserver writes per agent write" is
 //! computed from) sees each write where it belongs.
 
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffSpec};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::bench::{self, ETCD_QUOTA_BYTES, Writes, apiserver_writes};
 use handoff_testkit::http::{metric, scrape};
 use k8s_openapi::api::core::v1::{Event, ObjectReference};

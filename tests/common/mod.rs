@@ -15,7 +15,7 @@ use kube::api::{Api, PostParams};
 use serde_json::Value;
 
 /// The Python interpreter with the `mcp` SDK (`make test-deps` makes `.venv`).
-pub fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("HANDOFF_MCP_PYTHON") {
         return PathBuf::from(p);
     }
@@ -32,7 +32,7 @@ fn driver() -> PathBuf {
 }
 
 /// Runs a plan through the real MCP client; one JSON result per step.
-pub fn drive(mode_args: &[&str], plan: Value, extra_env: &[(&str, &str)]) -> Vec<Value> {
+pub(crate) fn drive(mode_args: &[&str], plan: Value, extra_env: &[(&str, &str)]) -> Vec<Value> {
     let mut cmd = Command::new(python());
     cmd.arg(driver())
         .args(mode_args)
@@ -62,7 +62,12 @@ pub fn drive(mode_args: &[&str], plan: Value, extra_env: &[(&str, &str)]) -> Vec
 }
 
 /// Runs a plan against `handoff mcp --stdio` with the admin kubeconfig.
-pub fn drive_stdio(env: &TestEnv, namespace: &str, profile: &str, plan: Value) -> Vec<Value> {
+pub(crate) fn drive_stdio(
+    env: &TestEnv,
+    namespace: &str,
+    profile: &str,
+    plan: Value,
+) -> Vec<Value> {
     let bin = env!("CARGO_BIN_EXE_handoff");
     let kubeconfig = env.kubeconfig_path().display().to_string();
     drive(
@@ -82,7 +87,7 @@ pub fn drive_stdio(env: &TestEnv, namespace: &str, profile: &str, plan: Value) -
 }
 
 /// A `handoff mcp --listen` process for one namespace, killed on drop.
-pub struct Bridge {
+pub(crate) struct Bridge {
     /// The process (logs, pid).
     pub process: BridgeProcess,
     /// `http://127.0.0.1:<port>/mcp`
@@ -91,12 +96,12 @@ pub struct Bridge {
 
 impl Bridge {
     /// Starts a bridge on a free loopback port, acting as admin for SA lookups.
-    pub fn start(env: &TestEnv, namespace: &str) -> Self {
+    pub(crate) fn start(env: &TestEnv, namespace: &str) -> Self {
         Self::start_with(env, namespace, &[])
     }
 
     /// [`Bridge::start`] with extra `handoff mcp` flags.
-    pub fn start_with(env: &TestEnv, namespace: &str, extra: &[&str]) -> Self {
+    pub(crate) fn start_with(env: &TestEnv, namespace: &str, extra: &[&str]) -> Self {
         let process = BridgeProcess::start(
             Path::new(env!("CARGO_BIN_EXE_handoff")),
             env.kubeconfig_path(),
@@ -109,13 +114,13 @@ impl Bridge {
     }
 
     /// Runs a plan over HTTP with `token` and `profile` header.
-    pub fn drive(&self, token: &str, profile: &str, plan: Value) -> Vec<Value> {
+    pub(crate) fn drive(&self, token: &str, profile: &str, plan: Value) -> Vec<Value> {
         drive(&["http", self.process.url(), token, profile], plan, &[])
     }
 }
 
 /// Applies `config/rbac/agent_roles.yaml` (the ClusterRoles agents are bound to).
-pub fn apply_agent_roles(env: &TestEnv) {
+pub(crate) fn apply_agent_roles(env: &TestEnv) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/rbac/agent_roles.yaml");
     let out = env
         .kubectl()
@@ -132,7 +137,7 @@ pub fn apply_agent_roles(env: &TestEnv) {
 
 /// Creates ServiceAccount `name` (labelled with `profile` when given), binds
 /// it to `cluster_role` in `namespace` when given, and returns a token for it.
-pub async fn agent_token(
+pub(crate) async fn agent_token(
     env: &TestEnv,
     namespace: &str,
     name: &str,
@@ -187,17 +192,17 @@ pub async fn agent_token(
 }
 
 /// The shared control plane (or the existing cluster).
-pub fn env() -> &'static TestEnv {
+pub(crate) fn env() -> &'static TestEnv {
     testing::shared()
 }
 
 /// A plan step calling `tool` with `args`.
-pub fn call(tool: &str, args: Value) -> Value {
+pub(crate) fn call(tool: &str, args: Value) -> Value {
     serde_json::json!({"op": "call", "tool": tool, "args": args})
 }
 
 /// The structured content of a successful call (fails the test otherwise).
-pub fn ok(result: &Value) -> &Value {
+pub(crate) fn ok(result: &Value) -> &Value {
     assert_eq!(
         result["is_error"],
         serde_json::json!(false),
@@ -207,7 +212,7 @@ pub fn ok(result: &Value) -> &Value {
 }
 
 /// The text of a tool error (fails the test on success).
-pub fn err_text(result: &Value) -> String {
+pub(crate) fn err_text(result: &Value) -> String {
     assert_eq!(
         result["is_error"],
         serde_json::json!(true),
@@ -217,7 +222,7 @@ pub fn err_text(result: &Value) -> String {
 }
 
 /// The `events.k8s.io/v1` Events of `namespace` with `reason`.
-pub async fn events_with_reason(
+pub(crate) async fn events_with_reason(
     client: kube::Client,
     namespace: &str,
     reason: &str,
@@ -234,7 +239,7 @@ pub async fn events_with_reason(
 
 /// A reader's warnings: as many as expected, each containing its expected
 /// fragment, in order.
-pub fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
+pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
     assert_eq!(got.len(), want.len(), "{name}: {got:#?}");
     for (got, want) in got.iter().zip(want) {
         assert!(
@@ -246,7 +251,7 @@ pub fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
 
 /// Polls `check` every 100 ms until it returns `Some`; fails the test
 /// naming `what` after `limit`.
-pub async fn eventually<T, F, Fut>(what: &str, limit: std::time::Duration, mut check: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: std::time::Duration, mut check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -267,8 +272,11 @@ where
 /// The Lease of an in-process controller in a test: `handoff-controller` in
 /// `namespace`, with durations short enough that a stopped leader is
 /// replaced within seconds.
-pub fn test_lease(namespace: &str, identity: &str) -> handoff::controller::leader::LeaseConfig {
-    handoff::controller::leader::LeaseConfig {
+pub(crate) fn test_lease(
+    namespace: &str,
+    identity: &str,
+) -> handoff_controller::leader::LeaseConfig {
+    handoff_controller::leader::LeaseConfig {
         name: "handoff-controller".into(),
         namespace: namespace.to_owned(),
         identity: identity.into(),

@@ -12,15 +12,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff::controller::handoff::MIRRORED;
-use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-use handoff::mirror::Retention;
-use handoff::names::MIRROR_FINALIZER;
-use handoff::schedule::ttl::{DefaultTtl, TtlPolicy};
-use handoff::store::HandoffStore;
-use handoff::time::{Clock, ManualClock, SystemClock};
+use handoff_controller::handoff::MIRRORED;
+use handoff_controller::schedule::ttl::{DefaultTtl, TtlPolicy};
+use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::names::MIRROR_FINALIZER;
+use handoff_core::time::{Clock, ManualClock, SystemClock};
+use handoff_kube::store::HandoffStore;
+use handoff_mirror::Retention;
 use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
 use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -912,7 +912,7 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirror_is_disabled() {
-    use handoff::names::CONTROLLER_FIELD_MANAGER;
+    use handoff_core::names::CONTROLLER_FIELD_MANAGER;
     use kube::api::{Patch, PatchParams};
 
     let env = common::env();
@@ -1498,7 +1498,7 @@ async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedules_handoff_ttl_grooms_its_project_only() {
-    use handoff::api::BrainstormSchedule;
+    use handoff_core::api::BrainstormSchedule;
     let env = common::env();
     let ns = env.namespace("ctl-schedule-ttl").await;
     let client = env.client().await;
@@ -1587,7 +1587,7 @@ async fn a_namespace_selector_leaves_claimed_namespaces_alone() {
         .expect("an unclaimed namespace")
         .name_any();
     let mut setup = Setup::new("scoped");
-    setup.selector = Some(handoff::names::UNCLAIMED_NAMESPACES.into());
+    setup.selector = Some(handoff_core::names::UNCLAIMED_NAMESPACES.into());
     let controller = setup.start(client.clone(), &claimed);
     let claimed_api: Api<Handoff> = Api::namespaced(client.clone(), &claimed);
     let free_api: Api<Handoff> = Api::namespaced(client.clone(), &free);
@@ -1613,7 +1613,7 @@ async fn a_namespace_selector_leaves_claimed_namespaces_alone() {
 
     // The claim goes: the next change there is managed.
     let unclaim =
-        serde_json::json!({"metadata": {"labels": {handoff::names::CONTROLLER_LABEL: null}}});
+        serde_json::json!({"metadata": {"labels": {handoff_core::names::CONTROLLER_LABEL: null}}});
     namespaces
         .patch(
             &claimed,

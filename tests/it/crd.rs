@@ -6,9 +6,9 @@
 use std::io::Write;
 use std::process::{Output, Stdio};
 
-use handoff::api::naming::{labels_for, name_for_key};
-use handoff::api::{Handoff, HandoffSpec, MAX_BODY_CHARS};
-use handoff::names::LOCAL_FIELD_MANAGER as FIELD_MANAGER;
+use handoff_core::api::naming::{labels_for, name_for_key};
+use handoff_core::api::{Handoff, HandoffSpec, MAX_BODY_CHARS};
+use handoff_core::names::LOCAL_FIELD_MANAGER as FIELD_MANAGER;
 use handoff_testkit as testing;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 

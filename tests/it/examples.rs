@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use handoff::mcp::profiles::WRITER_PROFILES;
+use handoff_bridge::profiles::WRITER_PROFILES;
 use handoff_testkit as testing;
 
 #[test]

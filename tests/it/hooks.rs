@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, ok};
-use handoff::api::Handoff;
-use handoff::api::naming::name_for_key;
 use handoff::hook::stop_reason;
-use handoff::transcript::rescue::{RESCUE_MARK, approx_tokens};
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
+use handoff_transcript::rescue::{RESCUE_MARK, approx_tokens};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -646,7 +646,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
     std::fs::write(&token_file, &token).expect("token");
     let transcript = claude_transcript(dir.path(), 5);
     let start = claude("SessionStart", &transcript, json!({"source": "startup"}));
-    let seed = handoff::api::HandoffSpec {
+    let seed = handoff_core::api::HandoffSpec {
         handoff_key: "tls".into(),
         project: "shop".into(),
         repo: None,
@@ -654,7 +654,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
         body: "## State\nover https".into(),
         created_by: None,
     };
-    handoff::store::HandoffStore::new(env.client().await, &ns)
+    handoff_kube::store::HandoffStore::new(env.client().await, &ns)
         .write(&seed)
         .await
         .expect("seed");
@@ -751,7 +751,7 @@ async fn rescue_on_every_shared_transcript() {
 
             // An agent-written handoff newer than the transcript stays.
             let agent_key = format!("{key}/agent");
-            let spec = handoff::api::HandoffSpec {
+            let spec = handoff_core::api::HandoffSpec {
                 handoff_key: agent_key.clone(),
                 project: "shop".into(),
                 repo: None,
@@ -759,7 +759,7 @@ async fn rescue_on_every_shared_transcript() {
                 body: "## State\nwritten by the agent".into(),
                 created_by: None,
             };
-            handoff::store::HandoffStore::new(env.client().await, &ns)
+            handoff_kube::store::HandoffStore::new(env.client().await, &ns)
                 .write(&spec)
                 .await
                 .expect("agent write");
@@ -808,7 +808,7 @@ async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() 
     let dir = tempfile::tempdir().expect("tempdir");
     // A session that began after the handoff below was written.
     let transcript = claude_transcript(dir.path(), -3600).display().to_string();
-    let spec = handoff::api::HandoffSpec {
+    let spec = handoff_core::api::HandoffSpec {
         handoff_key: "old".into(),
         project: "shop".into(),
         repo: Some("acme/api".into()),
@@ -816,7 +816,7 @@ async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() 
         body: "## State\nprevious session".into(),
         created_by: None,
     };
-    handoff::store::HandoffStore::new(env.client().await, &ns)
+    handoff_kube::store::HandoffStore::new(env.client().await, &ns)
         .write(&spec)
         .await
         .expect("agent write");

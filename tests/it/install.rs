@@ -21,8 +21,8 @@ use std::process::Output;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use handoff::api::Handoff;
-use handoff::api::naming::name_for_key;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
 use handoff_testkit::TestEnv;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -224,7 +224,7 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .count();
-    assert_eq!(crds, handoff::api::crds().len());
+    assert_eq!(crds, handoff_core::api::crds().len());
     for crd in default
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
@@ -357,8 +357,8 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         .lines()
         .find_map(|l| Some(l.split_once("dsn='")?.1.split_once('\'')?.0))
         .expect("docs/install.md shows the DSN");
-    let dsn = handoff::mirror::dsn::split(documented, |_| None).expect("the documented DSN parses");
-    assert_eq!(dsn.tls.mode, handoff::mirror::dsn::SslMode::VerifyFull);
+    let dsn = handoff_mirror::dsn::split(documented, |_| None).expect("the documented DSN parses");
+    assert_eq!(dsn.tls.mode, handoff_mirror::dsn::SslMode::VerifyFull);
     let root_cert = dsn.tls.root_cert.expect("sslrootcert");
     let mount = c["volumeMounts"]
         .as_array()
@@ -1369,10 +1369,10 @@ where
 /// can-i matrix here.)
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_loops_run_with_the_controller_identity() {
-    use handoff::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
-    use handoff::schedule::reconcile::Context as ScheduleContext;
-    use handoff::schedule::tick::Timing;
-    use handoff::time::ManualClock;
+    use handoff_controller::schedule::reconcile::Context as ScheduleContext;
+    use handoff_core::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
+    use handoff_core::schedule::tick::Timing;
+    use handoff_core::time::ManualClock;
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::events::v1::Event;
     use kube::api::{ListParams, PostParams};
@@ -1412,20 +1412,20 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     let schedule_ctx = Arc::new(ScheduleContext::new(controller.clone(), clock, "install"));
     let schedule_loop = tokio::spawn({
         let stop = stop.clone();
-        async move { handoff::schedule::reconcile::run(schedule_ctx, None, 2, stop).await }
+        async move { handoff_controller::schedule::reconcile::run(schedule_ctx, None, 2, stop).await }
     });
-    let offer_ctx = Arc::new(handoff::offers::activation::Context::new(
+    let offer_ctx = Arc::new(handoff_controller::offers::Context::new(
         controller.clone(),
-        handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR,
+        handoff_core::offers::DEFAULT_ACTIVE_SELECTOR,
         kube::runtime::events::Reporter {
-            controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+            controller: handoff_core::names::CONTROLLER_FIELD_MANAGER.into(),
             instance: Some("install".into()),
         },
         Arc::default(),
     ));
     let offer_loop = tokio::spawn({
         let stop = stop.clone();
-        async move { handoff::offers::activation::run(offer_ctx, None, 2, stop).await }
+        async move { handoff_controller::offers::run(offer_ctx, None, 2, stop).await }
     });
 
     // The schedule loop creates the refine Job and records status and an Event.
@@ -1561,7 +1561,7 @@ pub(crate) async fn bridge_as_installed_for(
 /// reject the offer addressed to `brainstorm`.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
-    use handoff::api::{HandoffOffer, OfferPhase};
+    use handoff_core::api::{HandoffOffer, OfferPhase};
     let env = installed();
     let (bridge, _dir) = bridge_as_installed(env).await;
     let implement = install_token(env, "agent-implement").await;
@@ -1640,8 +1640,8 @@ async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
 /// error.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_installed_identities_read_the_namespace_budget() {
-    use handoff::names::SETTINGS_CONFIGMAP;
-    use handoff::settings::{BUDGET_KEY, Budget, Budgets, READ_TIMEOUT};
+    use handoff_core::names::SETTINGS_CONFIGMAP;
+    use handoff_kube::settings::{BUDGET_KEY, Budget, Budgets, READ_TIMEOUT};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Patch, PatchParams, PostParams};
 

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::{Bridge, agent_token, apply_agent_roles, call, drive_stdio, env, err_text, ok};
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -728,7 +728,7 @@ async fn stdio_resources_and_the_continue_prompt() {
     assert_eq!(messages.len(), 1, "{}", got[9]);
     assert_eq!(messages[0]["role"], json!("user"));
     let text = messages[0]["text"].as_str().unwrap_or_default();
-    let preamble = handoff::goals::preamble(key).expect("a preamble");
+    let preamble = handoff_core::goals::preamble(key).expect("a preamble");
     assert!(text.starts_with(&format!("{preamble}\n\n")), "{text}");
     assert!(text.ends_with(&format!("\n\n{body}")), "{text}");
     let needs_key = got[10]["error"]["message"].as_str().unwrap_or_default();
@@ -953,7 +953,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
         || {
             let old_client = old_client.clone();
             async move {
-                handoff::mcp::auth::who_am_i(&old_client)
+                handoff_bridge::auth::who_am_i(&old_client)
                     .await
                     .err()
                     .map(|_| ())

@@ -9,8 +9,8 @@ use std::num::NonZeroU32;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use handoff::mirror::batch::{BatchSettings, Batcher};
-use handoff::mirror::{Deleted, Mirror, MirrorError, Retention, Row};
+use handoff_mirror::batch::{BatchSettings, Batcher};
+use handoff_mirror::{Deleted, Mirror, MirrorError, Retention, Row};
 use jiff::Timestamp;
 
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
-use handoff::api::Handoff;
-use handoff::api::HandoffSpec;
-use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-use handoff::mcp::auth::ACCESS_TTL;
-use handoff::store::HandoffStore;
-use handoff::time::SystemClock;
+use handoff_bridge::auth::ACCESS_TTL;
+use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+use handoff_core::api::Handoff;
+use handoff_core::api::HandoffSpec;
+use handoff_core::time::SystemClock;
+use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams};

@@ -14,10 +14,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use handoff::api::HandoffSpec;
-use handoff::local::ServerTls;
-use handoff::mirror::Mirror;
-use handoff::store::HandoffStore;
+use handoff_core::api::HandoffSpec;
+use handoff_kube::store::HandoffStore;
+use handoff_local::ServerTls;
+use handoff_mirror::Mirror;
 use handoff_testkit::{ControllerProcess, Postgres};
 
 /// The password of every URL here (trust authentication ignores it).

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env};
-use handoff::api::{HandoffOffer, OfferPhase, SupersedeReason};
-use handoff::offers::activation::{Context, run};
-use handoff::offers::decision::DEFAULT_ACTIVE_SELECTOR;
+use handoff_controller::offers::{Context, run};
+use handoff_core::api::{HandoffOffer, OfferPhase, SupersedeReason};
+use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -249,7 +249,7 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         .to_owned();
 
     let reporter = kube::runtime::events::Reporter {
-        controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+        controller: handoff_core::names::CONTROLLER_FIELD_MANAGER.into(),
         instance: Some("offers-test".into()),
     };
     let ctx = Arc::new(Context::new(
@@ -776,7 +776,7 @@ async fn list_offers_pages_with_limit_and_cursor() {
 
 #[tokio::test]
 async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
-    use handoff::time::ManualClock;
+    use handoff_core::time::ManualClock;
     use jiff::{SignedDuration, Timestamp};
 
     let ns = env().namespace("offers-retention").await;
@@ -818,7 +818,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
 
     let clock = Arc::new(ManualClock::new(t0));
     let reporter = kube::runtime::events::Reporter {
-        controller: handoff::names::CONTROLLER_FIELD_MANAGER.into(),
+        controller: handoff_core::names::CONTROLLER_FIELD_MANAGER.into(),
         instance: Some("retention-test".into()),
     };
     let ctx = Arc::new(

@@ -22,9 +22,9 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use handoff::api::Handoff;
-use handoff::api::naming::name_for_key;
-use handoff::names::MIRROR_FINALIZER;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
+use handoff_core::names::MIRROR_FINALIZER;
 use handoff_testkit::TestEnv;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -42,7 +42,7 @@ const HONEST: &str = "handoff.dev-honest-handoffs";
 const FINALIZERS: &str = "handoff.dev-handoff-finalizers";
 const RESERVED: &str = "handoff.dev-reserved-schedule-keys";
 const ESCALATION: &str = "handoff.dev-schedules-cannot-escalate";
-const CREDENTIALS: &str = handoff::secrets::POLICY_NAME;
+const CREDENTIALS: &str = handoff_core::secrets::POLICY_NAME;
 
 /// Asserts `out` is a refusal by `policy` (reason Forbidden) whose message
 /// holds every fragment; returns the message.
@@ -972,8 +972,8 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
 /// createdBy rules: the controller passes because it never changes a spec.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies() {
-    use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-    use handoff::time::SystemClock;
+    use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+    use handoff_core::time::SystemClock;
 
     let env = installed();
     let ns = env.namespace("policy-controller").await;
@@ -1031,7 +1031,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
                     "apply",
                     "--server-side",
                     "--field-manager",
-                    handoff::names::CONTROLLER_FIELD_MANAGER,
+                    handoff_core::names::CONTROLLER_FIELD_MANAGER,
                     "--as",
                     controller_user,
                     "-f",

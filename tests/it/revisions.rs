@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffSpec};
-use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-use handoff::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
-use handoff::time::SystemClock;
+use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::time::SystemClock;
+use handoff_kube::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
 use kube::api::Api;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -22,14 +22,18 @@ use tokio_util::sync::CancellationToken;
 
 /// A controller counting the revisions of one namespace (and mirroring
 /// them when given a PostgreSQL URL), for one test.
-pub struct Counter {
+pub(crate) struct Counter {
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
 
 impl Counter {
     /// Starts a controller for `namespace` (its own Lease there).
-    pub fn start(client: &kube::Client, namespace: &str, postgres_url: Option<&str>) -> Self {
+    pub(crate) fn start(
+        client: &kube::Client,
+        namespace: &str,
+        postgres_url: Option<&str>,
+    ) -> Self {
         let shutdown = CancellationToken::new();
         let lease = common::test_lease(namespace, "a");
         let options = ControllerOptions {
@@ -49,7 +53,7 @@ impl Counter {
     }
 
     /// Stops the controller; fails the test if it failed.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.shutdown.cancel();
         self.task.await.expect("task").expect("controller");
     }
@@ -57,7 +61,7 @@ impl Counter {
 
 /// Waits until the controller has counted the latest write of `key` as
 /// `revision`; returns the handoff then.
-pub async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
+pub(crate) async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
     eventually(
         &format!("revision {revision} of {key} counted"),
         Duration::from_secs(60),

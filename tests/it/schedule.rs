@@ -1,7 +1,7 @@
 //! The schedule loop's wiring against the real apiserver: real Jobs,
 //! Events and status writes, adoption of an existing Job, the Job watch.
 //! Every transition of the barrier is in the table of
-//! `handoff::schedule::plan`'s unit tests, not repeated here. There is no
+//! `handoff_core::schedule::plan`'s unit tests, not repeated here. There is no
 //! kubelet or Job controller in envtest, so the tests patch Job status the
 //! way they would; time comes from a manual clock.
 
@@ -10,11 +10,11 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use handoff::api::{BrainstormSchedule, SchedulePhase};
-use handoff::names::{ROLE_LABEL, SCHEDULE_LABEL};
-use handoff::schedule::reconcile::{Context, reconcile_schedule};
-use handoff::schedule::tick::Timing;
-use handoff::time::ManualClock;
+use handoff_controller::schedule::reconcile::{Context, reconcile_schedule};
+use handoff_core::api::{BrainstormSchedule, SchedulePhase};
+use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
+use handoff_core::schedule::tick::Timing;
+use handoff_core::time::ManualClock;
 use handoff_testkit as testing;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
@@ -242,7 +242,7 @@ async fn a_due_tick_runs_refine_then_brainstorm_then_idles() {
         "the written status no longer names the finished cycle"
     );
     let last = status.last_cycle.expect("last cycle");
-    assert_eq!(last.result, Some(handoff::api::JobResult::Succeeded));
+    assert_eq!(last.result, Some(handoff_core::api::JobResult::Succeeded));
     assert_eq!(f.events("BrainstormStarted").await.len(), 1);
 }
 
@@ -365,7 +365,7 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
     let token = stop.clone();
     let loop_task = tokio::spawn(async move {
         // Scoped to this test's namespace: the other tests' schedules have clocks of their own.
-        handoff::schedule::reconcile::run(ctx, Some(&ns), 4, token).await
+        handoff_controller::schedule::reconcile::run(ctx, Some(&ns), 4, token).await
     });
     let refine = wait_for(|| f.jobs("refine")).await;
     // The loop's own writes (the Job, the status) trigger reconciles: let

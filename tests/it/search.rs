@@ -10,8 +10,8 @@ use crate::revisions::Counter;
 use std::time::Duration;
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
-use handoff::api::{Handoff, HandoffSpec};
-use handoff::store::HandoffStore;
+use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -201,7 +201,7 @@ async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
         .write(&spec("elsewhere", "bank", "refund"))
         .await
         .expect("write");
-    let query = handoff::store::ListQuery {
+    let query = handoff_kube::store::ListQuery {
         project: "shop".into(),
         repo: None,
     };

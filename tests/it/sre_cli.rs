@@ -11,8 +11,8 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::{env, eventually};
-use handoff::api::{Handoff, HandoffSpec};
-use handoff::store::HandoffStore;
+use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_kube::store::HandoffStore;
 use kube::api::Api;
 
 fn handoff(kubeconfig: &Path, args: &[&str]) -> Output {
@@ -69,7 +69,7 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         counted(&api, "ops/42", i64::try_from(i + 1).expect("small")).await;
     }
     let current = api
-        .get(&handoff::api::naming::name_for_key("ops/42"))
+        .get(&handoff_core::api::naming::name_for_key("ops/42"))
         .await
         .expect("get");
     let at = current

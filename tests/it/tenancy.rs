@@ -5,8 +5,8 @@
 use crate::common;
 use crate::install::{bridge_as_installed_for, installed, kubectl, must, root};
 
-use handoff::api::Handoff;
-use handoff::api::naming::name_for_key;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
 use handoff_testkit::TestEnv;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
@@ -95,7 +95,7 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
                     "namespace",
                     namespace,
                     "--overwrite",
-                    &format!("{}={claim}", handoff::names::CONTROLLER_LABEL),
+                    &format!("{}={claim}", handoff_core::names::CONTROLLER_LABEL),
                 ],
             ),
             "claim the team namespace",
@@ -104,7 +104,7 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     let url_pg = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
         .await
         .expect("postgres");
-    let lease = handoff::controller::leader::LeaseConfig {
+    let lease = handoff_controller::leader::LeaseConfig {
         name: "handoff-controller".into(),
         namespace: a.clone(),
         identity: "tenancy".into(),
@@ -112,17 +112,17 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
         renew_deadline: std::time::Duration::from_secs(2),
         retry_period: std::time::Duration::from_millis(250),
     };
-    let options = handoff::controller::ControllerOptions {
-        namespace_selector: format!("{}={claim}", handoff::names::CONTROLLER_LABEL),
+    let options = handoff_controller::ControllerOptions {
+        namespace_selector: format!("{}={claim}", handoff_core::names::CONTROLLER_LABEL),
         postgres_url: Some(url_pg.clone()),
-        ..handoff::controller::ControllerOptions::defaults(lease)
+        ..handoff_controller::ControllerOptions::defaults(lease)
     };
     let stop = tokio_util::sync::CancellationToken::new();
-    let controller = tokio::spawn(handoff::controller::run(
+    let controller = tokio::spawn(handoff_controller::run(
         env.client().await,
         options,
-        std::sync::Arc::new(handoff::time::SystemClock),
-        handoff::controller::ControllerMetrics::new(),
+        std::sync::Arc::new(handoff_core::time::SystemClock),
+        handoff_controller::ControllerMetrics::new(),
         stop.clone(),
     ));
     let (bridge, _dir) = bridge_as_installed_for(env, None, &[]).await;
@@ -298,8 +298,8 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
 /// deletes the original; other projects stay; `--dry-run` changes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn handoff_move_takes_a_project_into_a_teams_namespace() {
-    use handoff::api::HandoffSpec;
-    use handoff::store::HandoffStore;
+    use handoff_core::api::HandoffSpec;
+    use handoff_kube::store::HandoffStore;
     let env = common::env();
     let shared = env.namespace("move-shared").await;
     let team = env.namespace("move-team").await;

@@ -8,10 +8,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use handoff::transcript::budget;
-use handoff::transcript::document::{BEGIN, END};
-use handoff::transcript::files::{sweep_files_in, write_file_in};
-use handoff::transcript::{
+use handoff_transcript::budget;
+use handoff_transcript::document::{BEGIN, END};
+use handoff_transcript::files::{sweep_files_in, write_file_in};
+use handoff_transcript::{
     AgentKind, Budget, FileError, Locations, Outcome, Role, Turn, build_continuation_handoff,
     build_handoff, continue_message, inject_message, read_file, read_with,
 };

@@ -4,7 +4,7 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use handoff::transcript::Outcome;
+use handoff_transcript::Outcome;
 
 fn handoff(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_handoff"))

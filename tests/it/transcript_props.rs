@@ -4,8 +4,8 @@
 
 use std::io::Write;
 
-use handoff::transcript::budget::turn_bytes;
-use handoff::transcript::{AgentKind, Budget, Outcome, linearize, read_file};
+use handoff_transcript::budget::turn_bytes;
+use handoff_transcript::{AgentKind, Budget, Outcome, linearize, read_file};
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

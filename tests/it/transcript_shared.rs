@@ -8,7 +8,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use handoff::transcript::{AgentKind, Budget, Outcome, read_file};
+use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
 
 fn shared_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");

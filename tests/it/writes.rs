@@ -21,11 +21,11 @@ use std::time::Duration;
 
 use common::{call, drive_stdio, env, eventually, ok};
 use futures::{StreamExt, TryStreamExt};
-use handoff::api::naming::name_for_key;
-use handoff::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff::controller::{self, ControllerMetrics, ControllerOptions};
-use handoff::store::{HandoffStore, WriteOutcome};
-use handoff::time::SystemClock;
+use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
+use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::time::SystemClock;
+use handoff_kube::store::{HandoffStore, WriteOutcome};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};

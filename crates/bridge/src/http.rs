@@ -1,0 +1,438 @@
+//! Streamable HTTP transport at `/mcp`: bearer-token authentication in front
+//! of rmcp's service, which validates the `Host` header against an
+//! allow-list (DNS-rebinding protection; in-cluster Service names must be
+//! listed) and serves each request statelessly, so any number of bridge
+//! replicas can sit behind one Service.
+//!
+//! Every request passes, outermost first: load shedding (at most
+//! `--max-in-flight` admitted, the rest 503 + `Retry-After` at once), the
+//! request timeout (503 + `Retry-After`), the body limit (a declared
+//! Content-Length over `--max-body-bytes` is 413 before anything is read or
+//! authenticated; rmcp stops a streamed body at the same limit), then
+//! authentication. A caller that is not authenticated only ever reads one
+//! of the fixed texts below, never the apiserver's wording.
+//! Connections (plain or TLS, timeouts) are [`super::listener`]'s.
+
+use std::sync::Arc;
+
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+use tower::{BoxError, ServiceBuilder};
+
+use super::auth::{AuthError, NamespaceError, PROFILE_HEADER, TokenResolver, bearer_token};
+use super::call::OfferSettings;
+use super::limits::Limits;
+use super::server::HandoffServer;
+use handoff_kube::settings::Budgets;
+use handoff_kube::telemetry::BridgeMetrics;
+use handoff_mirror::Mirror;
+
+/// Hosts always allowed (loopback); `--allowed-host` adds more.
+pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// 401 without a bearer token.
+pub const MISSING_TOKEN: &str =
+    "missing bearer token: send `Authorization: Bearer <ServiceAccount token>`";
+/// 401 for a token the apiserver rejected.
+pub const REJECTED_TOKEN: &str = "the apiserver did not accept this bearer token";
+/// 503 when the caller cannot be identified (the apiserver's error is logged, not sent).
+pub const UNAVAILABLE: &str = "the Kubernetes API is unavailable; retriable";
+/// 503 when `--max-in-flight` requests are being served.
+pub const OVERLOADED: &str = "the bridge is serving as many requests as it may; retriable";
+/// 503 when a request outlives `--request-timeout`.
+pub(crate) const TIMED_OUT: &str = "the request took longer than the bridge allows; retriable";
+/// 413 for a declared body over `--max-body-bytes`.
+pub(crate) const TOO_LARGE: &str = "the request body is larger than the bridge accepts";
+/// Seconds a refused caller is asked to wait (`Retry-After`).
+const RETRY_AFTER_SECONDS: &str = "1";
+
+/// What the HTTP transport serves besides the defaults.
+pub struct HttpOptions {
+    /// Accepted `Host` header values.
+    pub allowed_hosts: Vec<String>,
+    /// How the offer tools check agent activity.
+    pub offers: OfferSettings,
+    /// The namespaces' lint budgets, read with the bridge's own identity.
+    pub budgets: Arc<Budgets>,
+    /// The PostgreSQL mirror lists and history are read from, if any.
+    pub mirror: Option<Arc<Mirror>>,
+    /// Request and connection limits.
+    pub limits: Limits,
+    /// Serve HTTPS with this acceptor (its certificate reloads itself).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+/// What authentication needs.
+#[derive(Clone)]
+struct Gate {
+    resolver: Arc<TokenResolver>,
+    metrics: Arc<BridgeMetrics>,
+}
+
+/// The route of a call in a namespace the caller names (people, CI
+/// identities: callers that are not ServiceAccounts, whose own namespace
+/// `/mcp` uses).
+pub(crate) const NAMESPACE_ROUTE: &str = "/mcp/ns/{namespace}";
+
+/// Pure: the namespace a request path names (`/mcp/ns/<namespace>`), if any.
+pub(crate) fn route_namespace(path: &str) -> Option<&str> {
+    path.strip_prefix("/mcp/ns/")
+        .map(|rest| rest.trim_end_matches('/'))
+}
+
+/// The router: `/mcp` (and [`NAMESPACE_ROUTE`]) behind authentication,
+/// behind the request limits.
+pub(crate) fn router(
+    resolver: Arc<TokenResolver>,
+    metrics: Arc<BridgeMetrics>,
+    options: &HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router {
+    let mut config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(options.allowed_hosts.clone())
+        .with_max_request_body_bytes(options.limits.max_body_bytes);
+    let offers = options.offers.clone();
+    let budgets = options.budgets.clone();
+    let mirror = options.mirror.clone();
+    config.legacy_session_mode = false;
+    config.json_response = true;
+    config.cancellation_token = shutdown;
+    let server_metrics = metrics.clone();
+    let service = StreamableHttpService::new(
+        move || {
+            Ok(
+                HandoffServer::per_request(server_metrics.clone(), offers.clone(), budgets.clone())
+                    .with_mirror(mirror.clone()),
+            )
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let gate = Gate {
+        resolver,
+        metrics: metrics.clone(),
+    };
+    let app = axum::Router::new()
+        .route_service("/mcp", service.clone())
+        .route_service(NAMESPACE_ROUTE, service)
+        .layer(axum::middleware::from_fn_with_state(gate, authenticate));
+    guarded(app, &options.limits, metrics)
+}
+
+/// `app` behind load shedding, the request timeout and the declared-body
+/// limit (see the module docs), counting refusals and requests in flight.
+/// The limits wrap the whole router as one service, so every path shares
+/// one count of requests in flight.
+pub fn guarded(app: axum::Router, limits: &Limits, metrics: Arc<BridgeMetrics>) -> axum::Router {
+    let refusals = metrics.clone();
+    let limited = ServiceBuilder::new()
+        .layer(HandleErrorLayer::new(move |err: BoxError| {
+            let metrics = refusals.clone();
+            async move { refused(&err, &metrics) }
+        }))
+        .load_shed()
+        .concurrency_limit(limits.max_in_flight)
+        .timeout(limits.request_timeout)
+        .layer(axum::middleware::from_fn_with_state(
+            (metrics, limits.max_body_bytes),
+            admit,
+        ))
+        .service(app);
+    axum::Router::new().fallback_service(limited)
+}
+
+/// The answer to a request a limit stopped.
+fn refused(err: &BoxError, metrics: &BridgeMetrics) -> Response {
+    let (reason, text) = if err.is::<tower::load_shed::error::Overloaded>() {
+        ("overloaded", OVERLOADED)
+    } else if err.is::<tower::timeout::error::Elapsed>() {
+        ("timeout", TIMED_OUT)
+    } else {
+        tracing::error!(error = %err, "unexpected error in the HTTP limits");
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    metrics.refusal(reason);
+    retry_later(text)
+}
+
+fn retry_later(text: &'static str) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, RETRY_AFTER_SECONDS)],
+        text,
+    )
+        .into_response()
+}
+
+/// Counts an admitted request while it is served, and refuses a declared
+/// body over the limit before it is read.
+async fn admit(
+    State((metrics, max_body_bytes)): State<(Arc<BridgeMetrics>, usize)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max_body_bytes as u64) {
+        metrics.refusal("too_large");
+        return (StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE).into_response();
+    }
+    let in_flight = InFlight::enter(&metrics);
+    let response = next.run(request).await;
+    drop(in_flight);
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        metrics.refusal("too_large");
+    }
+    response
+}
+
+/// One admitted request in the in-flight gauge, until dropped (answered,
+/// timed out or abandoned).
+struct InFlight(prometheus_client::metrics::gauge::Gauge);
+
+impl InFlight {
+    fn enter(metrics: &BridgeMetrics) -> Self {
+        let gauge = metrics.in_flight().clone();
+        gauge.inc();
+        Self(gauge)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Serves the router on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    resolver: Arc<TokenResolver>,
+    metrics: Arc<BridgeMetrics>,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = router(resolver, metrics, &options, shutdown.clone());
+    super::listener::serve(listener, app, options.tls, &options.limits, shutdown).await
+}
+
+/// Resolves the bearer token into a caller and hands it to the MCP service
+/// in the request's extensions; 401 without a valid token, 503 when the
+/// apiserver cannot be asked; either with a fixed text.
+async fn authenticate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let token = header_text(&request, header::AUTHORIZATION.as_str())
+        .and_then(|v| bearer_token(&v).map(str::to_owned));
+    let Some(token) = token else {
+        gate.metrics.refusal("unauthorized");
+        return unauthorized(MISSING_TOKEN, None);
+    };
+    let profile = header_text(&request, PROFILE_HEADER);
+    let route = route_namespace(request.uri().path()).map(str::to_owned);
+    match gate
+        .resolver
+        .caller(&token, profile.as_deref(), route.as_deref())
+        .await
+    {
+        Ok(caller) => {
+            request.extensions_mut().insert(Arc::new(caller));
+            next.run(request).await
+        }
+        Err(AuthError::InvalidToken) => {
+            gate.metrics.refusal("unauthorized");
+            unauthorized(REJECTED_TOKEN, Some("invalid_token"))
+        }
+        Err(AuthError::Namespace(err)) => {
+            gate.metrics.refusal("namespace");
+            let status = match err {
+                NamespaceError::NotServed { .. } => StatusCode::NOT_FOUND,
+                NamespaceError::Unnamed { .. } | NamespaceError::Invalid { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+            };
+            (status, err.to_string()).into_response()
+        }
+        Err(AuthError::Unavailable(detail)) => {
+            tracing::warn!(error = %detail, "cannot identify a caller: the Kubernetes API is unavailable");
+            gate.metrics.refusal("unavailable");
+            retry_later(UNAVAILABLE)
+        }
+    }
+}
+
+fn header_text(request: &Request, name: &str) -> Option<String> {
+    request
+        .headers()
+        .get(name)
+        .and_then(|v: &HeaderValue| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn unauthorized(message: &'static str, error: Option<&str>) -> Response {
+    let challenge = match error {
+        Some(e) => format!("Bearer realm=\"handoff\", error=\"{e}\""),
+        None => "Bearer realm=\"handoff\"".to_owned(),
+    };
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+        message,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn route_namespaces() {
+        for (path, want) in [
+            ("/mcp", None),
+            ("/mcp/ns/team-a", Some("team-a")),
+            ("/mcp/ns/team-a/", Some("team-a")),
+            ("/mcp/ns/", Some("")),
+            ("/other/ns/x", None),
+        ] {
+            assert_eq!(route_namespace(path), want, "{path}");
+        }
+    }
+
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use axum::routing::post;
+    use tower::ServiceExt;
+
+    use super::*;
+
+    fn limits(max_in_flight: usize, request_timeout: Duration) -> Limits {
+        Limits {
+            max_in_flight,
+            request_timeout,
+            max_body_bytes: 16,
+            ..Limits::default()
+        }
+    }
+
+    fn post_mcp(body: &'static str) -> Request {
+        Request::post("/mcp")
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(Body::from(body))
+            .expect("request")
+    }
+
+    async fn text(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .expect("body");
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// `/mcp` answers once `gate` lets it (one permit per request).
+    fn held(gate: Arc<tokio::sync::Semaphore>) -> axum::Router {
+        axum::Router::new().route(
+            "/mcp",
+            post(move || {
+                let gate = gate.clone();
+                async move {
+                    let _permit = gate.acquire().await.expect("gate open");
+                    "answered"
+                }
+            }),
+        )
+    }
+
+    async fn eventually_in_flight(metrics: &BridgeMetrics, n: i64) {
+        for _ in 0..1000 {
+            if metrics.in_flight().get() == n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("in flight: {} (want {n})", metrics.in_flight().get());
+    }
+
+    #[tokio::test]
+    async fn excess_requests_are_shed_with_retry_after_and_the_rest_are_served() {
+        let metrics = BridgeMetrics::new();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let app = guarded(
+            held(gate.clone()),
+            &limits(2, Duration::from_secs(60)),
+            metrics.clone(),
+        );
+        let waiting: Vec<_> = (0..2)
+            .map(|_| tokio::spawn(app.clone().oneshot(post_mcp("{}"))))
+            .collect();
+        eventually_in_flight(&metrics, 2).await;
+
+        let shed = app
+            .clone()
+            .oneshot(post_mcp("{}"))
+            .await
+            .expect("infallible");
+        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(text(shed).await, OVERLOADED);
+
+        gate.add_permits(2);
+        for answer in waiting {
+            let answer = answer.await.expect("join").expect("infallible");
+            assert_eq!(answer.status(), StatusCode::OK);
+        }
+        eventually_in_flight(&metrics, 0).await;
+        gate.add_permits(1);
+        let after = app.oneshot(post_mcp("{}")).await.expect("infallible");
+        assert_eq!(after.status(), StatusCode::OK, "capacity came back");
+        let page = metrics.encode();
+        assert!(
+            page.contains("handoff_mcp_http_refusals_total{reason=\"overloaded\"} 1"),
+            "{page}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_past_its_timeout_is_a_retriable_503_and_leaves_the_gauge() {
+        let metrics = BridgeMetrics::new();
+        let never = Arc::new(tokio::sync::Semaphore::new(0));
+        let app = guarded(
+            held(never),
+            &limits(4, Duration::from_millis(50)),
+            metrics.clone(),
+        );
+        let answer = app.oneshot(post_mcp("{}")).await.expect("infallible");
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(answer.headers()[header::RETRY_AFTER], "1");
+        assert_eq!(text(answer).await, TIMED_OUT);
+        assert_eq!(metrics.in_flight().get(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_declared_body_over_the_limit_is_413_before_the_handler_runs() {
+        let metrics = BridgeMetrics::new();
+        let closed = Arc::new(tokio::sync::Semaphore::new(0));
+        let app = guarded(
+            held(closed),
+            &limits(4, Duration::from_secs(60)),
+            metrics.clone(),
+        );
+        let answer = app
+            .oneshot(post_mcp("{\"seventeen\":\"b\"}"))
+            .await
+            .expect("infallible");
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(text(answer).await, TOO_LARGE);
+        assert!(
+            metrics
+                .encode()
+                .contains("handoff_mcp_http_refusals_total{reason=\"too_large\"} 1")
+        );
+    }
+}

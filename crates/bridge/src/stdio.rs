@@ -1,0 +1,444 @@
+//! A guarded stdio transport. rmcp silently drops a line that is not
+//! JSON-RPC; an agent (or a human typing into the pipe) would then wait
+//! forever. This guard sits between stdin/stdout and rmcp: every malformed
+//! line (not UTF-8, not JSON, not an object, too long) is answered with a
+//! JSON-RPC error (`-32700` parse error or `-32600` invalid request, `id`
+//! null), valid lines pass through, and one task owns stdout so answers
+//! never interleave. Input is framed as bytes, so no byte sequence ends the
+//! session: only the end of stdin or an error reading it does.
+
+use futures::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream};
+use tokio::sync::mpsc;
+use tokio_util::bytes::{Buf, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, FramedRead, FramedWrite, LinesCodec};
+
+/// Longest accepted line (not counting its `\n`): far above any valid
+/// request (a body is at most 32 Ki characters), small enough to bound
+/// memory.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// `(reader, writer)` for rmcp, guarding the process's stdin and stdout.
+pub(crate) fn guarded_stdio() -> (DuplexStream, DuplexStream) {
+    guard(tokio::io::stdin(), tokio::io::stdout())
+}
+
+/// [`guarded_stdio`] over any byte streams (tests use in-memory pipes).
+pub fn guard<I, O>(input: I, output: O) -> (DuplexStream, DuplexStream)
+where
+    I: AsyncRead + Unpin + Send + 'static,
+    O: AsyncWrite + Unpin + Send + 'static,
+{
+    let (server_reader, feed) = tokio::io::duplex(PIPE_BYTES);
+    let (server_writer, answers) = tokio::io::duplex(PIPE_BYTES);
+    let (errors_tx, errors_rx) = mpsc::channel::<String>(64);
+    tokio::spawn(read_input(input, feed, errors_tx));
+    tokio::spawn(write_output(answers, errors_rx, output));
+    (server_reader, server_writer)
+}
+
+/// One line of input as [`LineFraming`] cuts it.
+#[derive(Debug, PartialEq, Eq)]
+enum Frame {
+    /// The bytes of a line, without its `\n` (nor the `\r` of a `\r\n`).
+    /// Nothing is checked: any bytes may be in it.
+    Line(Bytes),
+    /// A line longer than the limit; its bytes were dropped, never kept.
+    TooLong,
+}
+
+/// Cuts bytes into lines at `\n`. Unlike `LinesCodec` it neither decodes
+/// UTF-8 nor fails on content (a `FramedRead` ends after the first decode
+/// error), so its only errors are the reader's.
+struct LineFraming {
+    max: usize,
+    /// How far the buffer is known to hold no `\n`.
+    scanned: usize,
+    /// Dropping the rest of a line already reported as [`Frame::TooLong`].
+    discarding: bool,
+}
+
+impl LineFraming {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            scanned: 0,
+            discarding: false,
+        }
+    }
+}
+
+impl Decoder for LineFraming {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<Frame>> {
+        if self.discarding {
+            match buf.iter().position(|b| *b == b'\n') {
+                Some(newline) => {
+                    buf.advance(newline + 1);
+                    self.discarding = false;
+                }
+                None => {
+                    buf.clear();
+                    return Ok(None);
+                }
+            }
+        }
+        // A line within the limit has its `\n` among the first `max + 1`
+        // bytes; no more than that is ever searched or kept.
+        let window = buf.len().min(self.max.saturating_add(1));
+        let from = self.scanned.min(window);
+        match buf[from..window].iter().position(|b| *b == b'\n') {
+            Some(offset) => {
+                let end = from + offset;
+                self.scanned = 0;
+                let mut line = buf.split_to(end + 1);
+                line.truncate(end);
+                Ok(Some(Frame::Line(without_cr(line))))
+            }
+            None if buf.len() > self.max => {
+                buf.advance(window);
+                self.scanned = 0;
+                self.discarding = true;
+                Ok(Some(Frame::TooLong))
+            }
+            None => {
+                self.scanned = window;
+                Ok(None)
+            }
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<Frame>> {
+        if let Some(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
+        }
+        self.scanned = 0;
+        self.discarding = false;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        // The last line, without a `\n`.
+        Ok(Some(Frame::Line(without_cr(buf.split()))))
+    }
+}
+
+fn without_cr(mut line: BytesMut) -> Bytes {
+    if line.last() == Some(&b'\r') {
+        line.truncate(line.len() - 1);
+    }
+    line.freeze()
+}
+
+async fn read_input<I: AsyncRead + Unpin>(
+    input: I,
+    mut feed: DuplexStream,
+    errors: mpsc::Sender<String>,
+) {
+    let mut frames = FramedRead::new(input, LineFraming::new(MAX_LINE_BYTES));
+    loop {
+        let frame = match frames.next().await {
+            Some(Ok(frame)) => frame,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "reading stdin failed; the MCP session ends");
+                break;
+            }
+            None => {
+                tracing::info!("stdin closed; the MCP session ends");
+                break;
+            }
+        };
+        let verdict = match &frame {
+            Frame::Line(line) => check(line),
+            Frame::TooLong => Err(rpc_error(
+                -32600,
+                &format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes"),
+            )),
+        };
+        match verdict {
+            Ok(None) => {}
+            Ok(Some(message)) => {
+                let mut framed = Vec::with_capacity(message.len() + 1);
+                framed.extend_from_slice(message.as_bytes());
+                framed.push(b'\n');
+                if let Err(e) = feed.write_all(&framed).await {
+                    tracing::info!(error = %e, "the MCP server stopped reading; stdin is no longer read");
+                    break;
+                }
+            }
+            Err(answer) => {
+                if errors.send(answer).await.is_err() {
+                    tracing::info!("stdout is closed; stdin is no longer read");
+                    break;
+                }
+            }
+        }
+    }
+    let _ = feed.shutdown().await;
+}
+
+/// Judges one line (without its line ending): `Ok(None)` for a blank line
+/// (skipped), `Ok(Some(text))` for a JSON object or array (rmcp judges the
+/// rest); otherwise the JSON-RPC error to answer with.
+pub fn check(line: &[u8]) -> Result<Option<&str>, String> {
+    let text = std::str::from_utf8(line)
+        .map_err(|e| rpc_error(-32700, &format!("Parse error: the line is not UTF-8 ({e})")))?;
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) if v.is_object() || v.is_array() => Ok(Some(text)),
+        Ok(_) => Err(rpc_error(
+            -32600,
+            "Invalid Request: a JSON-RPC message is a JSON object",
+        )),
+        Err(e) => Err(rpc_error(-32700, &format!("Parse error: {e}"))),
+    }
+}
+
+fn rpc_error(code: i64, message: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
+        .to_string()
+}
+
+async fn write_output<O: AsyncWrite + Unpin>(
+    answers: DuplexStream,
+    mut errors: mpsc::Receiver<String>,
+    output: O,
+) {
+    let mut answers = FramedRead::new(answers, LinesCodec::new());
+    let mut out = FramedWrite::new(output, LinesCodec::new());
+    let mut errors_open = true;
+    loop {
+        let line = tokio::select! {
+            answer = answers.next() => match answer {
+                Some(Ok(line)) => line,
+                _ => break,
+            },
+            error = errors.recv(), if errors_open => match error {
+                Some(line) => line,
+                None => { errors_open = false; continue; }
+            },
+        };
+        if out.send(line).await.is_err() {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+    const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+    fn line(bytes: &[u8]) -> Frame {
+        Frame::Line(Bytes::copy_from_slice(bytes))
+    }
+
+    /// Every frame of `input`, fed to the framing in chunks of `chunk` bytes
+    /// (as reads of any size would), then ended.
+    fn frames(max: usize, input: &[u8], chunk: usize) -> Vec<Frame> {
+        let mut framing = LineFraming::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        for piece in input.chunks(chunk) {
+            buf.extend_from_slice(piece);
+            while let Some(frame) = framing.decode(&mut buf).expect("decode") {
+                out.push(frame);
+            }
+        }
+        while let Some(frame) = framing.decode_eof(&mut buf).expect("decode_eof") {
+            out.push(frame);
+        }
+        out
+    }
+
+    #[test]
+    fn framing_cuts_any_bytes_into_lines() {
+        let cases: Vec<(&str, &[u8], Vec<Frame>)> = vec![
+            ("no input", b"", vec![]),
+            ("two lines", b"a\nb\n", vec![line(b"a"), line(b"b")]),
+            ("CRLF", b"a\r\nb\r\n", vec![line(b"a"), line(b"b")]),
+            ("lone CR stays in its line", b"a\rb\n", vec![line(b"a\rb")]),
+            ("CR then CRLF", b"a\r\r\n", vec![line(b"a\r")]),
+            (
+                "empty lines",
+                b"\n\r\n\n",
+                vec![line(b""), line(b""), line(b"")],
+            ),
+            (
+                "invalid UTF-8",
+                b"\xff\xfe\nok\n",
+                vec![line(b"\xff\xfe"), line(b"ok")],
+            ),
+            ("NUL", b"a\0b\n", vec![line(b"a\0b")]),
+            (
+                "last line without newline",
+                b"a\nbc",
+                vec![line(b"a"), line(b"bc")],
+            ),
+            ("last line with a CR", b"bc\r", vec![line(b"bc")]),
+            (
+                "a line at the limit",
+                b"12345678\n",
+                vec![line(b"12345678")],
+            ),
+            (
+                "over-long line, then a valid one",
+                b"123456789\nok\n",
+                vec![Frame::TooLong, line(b"ok")],
+            ),
+            (
+                "far over-long line, then a valid one",
+                b"123456789012345678901234\nok",
+                vec![Frame::TooLong, line(b"ok")],
+            ),
+            ("over-long line at EOF", b"123456789", vec![Frame::TooLong]),
+            (
+                "two over-long lines",
+                b"123456789\n123456789\n",
+                vec![Frame::TooLong, Frame::TooLong],
+            ),
+        ];
+        for (case, input, want) in cases {
+            for chunk in [1, 3, input.len().max(1)] {
+                assert_eq!(frames(8, input, chunk), want, "{case} (chunks of {chunk})");
+            }
+        }
+    }
+
+    #[test]
+    fn classification() {
+        let cases: Vec<(&str, &[u8], Option<i64>)> = vec![
+            ("a request", PING.as_bytes(), None),
+            ("an array", b"[]", None),
+            ("not JSON", b"{garbage", Some(-32700)),
+            ("a number", b"42", Some(-32600)),
+            ("a string", br#""ping""#, Some(-32600)),
+            ("invalid UTF-8", b"\xff\xfe", Some(-32700)),
+            (
+                "a truncated UTF-8 sequence",
+                b"{\"a\":\"\xc3\"}",
+                Some(-32700),
+            ),
+            ("a UTF-16 surrogate", b"\xed\xa0\x80", Some(-32700)),
+            ("NUL", b"\0", Some(-32700)),
+            ("NUL after a request", b"{}\0", Some(-32700)),
+            ("a lone CR between requests", b"{}\r{}", Some(-32700)),
+        ];
+        for (case, input, want) in cases {
+            let got = check(input).err().map(|answer| {
+                let answer: Value = serde_json::from_str(&answer).expect("answer is JSON");
+                assert_eq!(answer["id"], Value::Null, "{case}");
+                answer["error"]["code"].as_i64().expect("code")
+            });
+            assert_eq!(got, want, "{case}");
+        }
+        for blank in [&b""[..], b"  ", b"\t", b"\r"] {
+            assert_eq!(check(blank), Ok(None), "{blank:?}");
+        }
+    }
+
+    /// Runs `input` through the guard: what rmcp was fed, and the codes of
+    /// the guard's answers (each with `id` null). rmcp's one answer passes
+    /// through to the output too.
+    async fn through_guard(input: Vec<u8>) -> (String, Vec<i64>) {
+        let (mut client_in, stdin) = tokio::io::duplex(4096);
+        let (stdout, client_out) = tokio::io::duplex(4096);
+        let (mut server_reader, mut server_writer) = guard(stdin, stdout);
+        let writer = tokio::spawn(async move {
+            client_in.write_all(&input).await.expect("write");
+        });
+        let answers = tokio::spawn(async move {
+            let mut lines = BufReader::new(client_out).lines();
+            let (mut codes, mut results) = (Vec::new(), Vec::new());
+            while let Some(line) = lines.next_line().await.expect("line") {
+                let answer: Value = serde_json::from_str(&line).expect("answer is JSON");
+                if answer.get("result").is_some() {
+                    results.push(answer);
+                    continue;
+                }
+                assert_eq!(answer["id"], Value::Null, "{answer}");
+                codes.push(answer["error"]["code"].as_i64().expect("code"));
+            }
+            assert_eq!(
+                results,
+                [serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}})]
+            );
+            codes
+        });
+        let mut forwarded = String::new();
+        server_reader
+            .read_to_string(&mut forwarded)
+            .await
+            .expect("read");
+        writer.await.expect("writer");
+        server_writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n")
+            .await
+            .expect("answer");
+        drop(server_writer);
+        (forwarded, answers.await.expect("answers"))
+    }
+
+    #[tokio::test]
+    async fn every_malformed_line_is_answered_and_the_next_one_served() {
+        let ping = |id: u32| format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let over_long = "x".repeat(MAX_LINE_BYTES + 1);
+        let cases: Vec<(&str, Vec<u8>, String, Vec<i64>)> = vec![
+            (
+                "invalid UTF-8",
+                [b"\xff\xfe\n", ping(1).as_bytes(), b"\n"].concat(),
+                ping(1),
+                vec![-32700],
+            ),
+            (
+                "NUL",
+                format!("\0\n{}\0\n{}\n", ping(1), ping(2)).into_bytes(),
+                ping(2),
+                vec![-32700, -32700],
+            ),
+            (
+                "lone CR",
+                format!("{}\r{}\n{}\n", ping(1), ping(2), ping(3)).into_bytes(),
+                ping(3),
+                vec![-32700],
+            ),
+            (
+                "CRLF",
+                format!("{}\r\n{}\r\n", ping(1), ping(2)).into_bytes(),
+                format!("{}\n{}", ping(1), ping(2)),
+                vec![],
+            ),
+            (
+                "over-long line, then a valid one",
+                format!("{over_long}\n{}\n", ping(1)).into_bytes(),
+                ping(1),
+                vec![-32600],
+            ),
+            (
+                "empty lines",
+                format!("\n\r\n \t\n{}\n\n", ping(1)).into_bytes(),
+                ping(1),
+                vec![],
+            ),
+            (
+                "invalid UTF-8 at EOF",
+                [ping(1).as_bytes(), b"\n\xc3"].concat(),
+                ping(1),
+                vec![-32700],
+            ),
+        ];
+        for (case, input, forwarded, codes) in cases {
+            let (got, got_codes) = through_guard(input).await;
+            assert_eq!(got, format!("{forwarded}\n"), "{case}: forwarded");
+            assert_eq!(got_codes, codes, "{case}: answers");
+        }
+    }
+}

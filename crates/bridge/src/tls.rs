@@ -1,0 +1,197 @@
+//! TLS for the HTTP bridge (`--tls-cert`, `--tls-key`): a certificate chain
+//! and its key in PEM files, such as the `tls.crt` and `tls.key` of a
+//! cert-manager Secret mounted as a volume. The files are re-read every
+//! `--tls-reload-interval`; a changed pair that loads (and whose key matches
+//! the certificate) serves every new handshake, so a rotated certificate
+//! needs no restart. A pair that does not load is reported once and the
+//! previous certificate keeps serving (a rotation caught half-written is
+//! picked up at the next look).
+//!
+//! rustls with the `ring` provider, the one kube's client already uses.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::Context;
+use rustls::ServerConfig;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+/// A certificate that follows its files.
+pub(crate) struct ReloadingCert {
+    cert_path: PathBuf,
+    key_path: PathBuf,
+    current: RwLock<Arc<CertifiedKey>>,
+    /// The file contents last tried, loaded or not: each change is tried
+    /// (and a bad one reported) once.
+    seen: Mutex<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for ReloadingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingCert")
+            .field("cert_path", &self.cert_path)
+            .field("key_path", &self.key_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().ok().map(|current| current.clone())
+    }
+}
+
+impl ReloadingCert {
+    /// Loads the pair; an error when it does not load (the bridge does not start).
+    pub(crate) fn load(cert_path: &Path, key_path: &Path) -> anyhow::Result<Arc<Self>> {
+        let (cert, key) = read_pair(cert_path, key_path)?;
+        let certified = certified_key(&cert, &key)?;
+        Ok(Arc::new(Self {
+            cert_path: cert_path.to_owned(),
+            key_path: key_path.to_owned(),
+            current: RwLock::new(Arc::new(certified)),
+            seen: Mutex::new((cert, key)),
+        }))
+    }
+
+    /// Re-reads the files and serves a changed pair that loads; whether it
+    /// changed what is served.
+    pub(crate) fn reload(&self) -> anyhow::Result<bool> {
+        let (cert, key) = read_pair(&self.cert_path, &self.key_path)?;
+        {
+            let mut seen = self
+                .seen
+                .lock()
+                .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
+            if seen.0 == cert && seen.1 == key {
+                return Ok(false);
+            }
+            *seen = (cert.clone(), key.clone());
+        }
+        let certified = certified_key(&cert, &key)?;
+        let mut current = self
+            .current
+            .write()
+            .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
+        *current = Arc::new(certified);
+        Ok(true)
+    }
+
+    /// Looks at the files every `every` until `shutdown`.
+    pub(crate) async fn watch(self: Arc<Self>, every: Duration, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            match self.reload() {
+                Ok(true) => {
+                    tracing::info!(cert = %self.cert_path.display(), "serving the renewed TLS certificate");
+                }
+                Ok(false) => {}
+                Err(err) => tracing::warn!(
+                    cert = %self.cert_path.display(),
+                    error = format!("{err:#}"),
+                    "the changed TLS files do not load; the previous certificate keeps serving"
+                ),
+            }
+        }
+    }
+}
+
+/// A TLS acceptor for HTTP/1.1 serving `cert`.
+pub(crate) fn acceptor(cert: Arc<ReloadingCert>) -> anyhow::Result<TlsAcceptor> {
+    let mut config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+fn read_pair(cert: &Path, key: &Path) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
+    let read =
+        |path: &Path| std::fs::read(path).with_context(|| format!("read {}", path.display()));
+    Ok((read(cert)?, read(key)?))
+}
+
+fn certified_key(cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<CertifiedKey> {
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .context("the certificate file is not PEM certificates")?;
+    anyhow::ensure!(
+        !chain.is_empty(),
+        "the certificate file holds no certificate"
+    );
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem).context("the key file is not a PEM private key")?;
+    CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider())
+        .context("the key does not belong to the certificate")
+}
+
+#[cfg(test)]
+mod tests {
+    use rcgen::{CertificateParams, KeyPair};
+
+    use super::*;
+
+    fn pair(name: &str) -> (String, String) {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec![name.to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("self-signed");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn served(cert: &ReloadingCert) -> Vec<u8> {
+        let current = cert.current.read().expect("lock");
+        current.cert[0].as_ref().to_vec()
+    }
+
+    #[test]
+    fn a_changed_pair_is_served_and_a_bad_one_is_refused_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert_path, key_path) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let (cert1, key1) = pair("one.test");
+        std::fs::write(&cert_path, &cert1).expect("write");
+        std::fs::write(&key_path, &key1).expect("write");
+        let reloading = ReloadingCert::load(&cert_path, &key_path).expect("loads");
+        let first = served(&reloading);
+        assert!(!reloading.reload().expect("unchanged"), "nothing changed");
+
+        let (cert2, key2) = pair("two.test");
+        std::fs::write(&cert_path, &cert2).expect("write");
+        assert!(
+            reloading.reload().is_err(),
+            "a new certificate with the old key"
+        );
+        assert!(
+            !reloading.reload().expect("seen"),
+            "the same bad pair is tried once"
+        );
+        assert_eq!(served(&reloading), first, "the previous pair keeps serving");
+
+        std::fs::write(&key_path, &key2).expect("write");
+        assert!(
+            reloading.reload().expect("loads"),
+            "the complete rotation is served"
+        );
+        assert_ne!(served(&reloading), first);
+
+        std::fs::write(&key_path, "not a key").expect("write");
+        assert!(reloading.reload().is_err());
+        std::fs::remove_file(&cert_path).expect("remove");
+        assert!(ReloadingCert::load(&cert_path, &key_path).is_err());
+    }
+}

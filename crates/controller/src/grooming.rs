@@ -1,0 +1,175 @@
+//! TTL grooming: a handoff whose content was not updated within its
+//! project's TTL is deleted — deterministic grooming, next to the refine
+//! agent's judgement.
+//!
+//! The TTL of a project comes from a [`TtlPolicy`]: the project's
+//! `BrainstormSchedule.spec.handoffTTL`, else the controller-wide
+//! `--default-handoff-ttl` (off by default); see [`crate::schedule::ttl`].
+//!
+//! Each deletion carries the object's uid and resourceVersion as
+//! preconditions, so a handoff rewritten between the list and the delete
+//! survives. Each is recorded as a `Groomed` Event on the Handoff itself
+//! (its regarding object is the deleted object, in its namespace, so `kubectl
+//! get events -n <ns>` shows it) and counted in `handoff_controller_groomed_handoffs_total`.
+//! Expiry is judged by the injected [`handoff_core::time::Clock`], never by sleeping.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use kube::core::DeserializeGuard;
+use tokio_util::sync::CancellationToken;
+
+use super::Context;
+use handoff_core::api::Handoff;
+use handoff_kube::cluster::Pages;
+use handoff_kube::loops::quoted;
+
+/// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
+/// Without a TTL or a known update time nothing expires.
+pub(crate) fn expired(
+    updated_at: Option<Timestamp>,
+    ttl: Option<Duration>,
+    now: Timestamp,
+) -> bool {
+    let (Some(updated_at), Some(ttl)) = (updated_at, ttl) else {
+        return false;
+    };
+    let Ok(age) = Duration::try_from(now.duration_since(updated_at)) else {
+        return false;
+    };
+    age > ttl
+}
+
+/// Grooms every `interval` until `stop` is cancelled.
+pub(crate) async fn run(
+    ctx: Arc<Context>,
+    api: Api<DeserializeGuard<Handoff>>,
+    interval: Duration,
+    stop: CancellationToken,
+) {
+    let progress = ctx.metrics.liveness.track("grooming", interval);
+    loop {
+        let attempt = progress.start(super::resync::PASS.into());
+        let result = groom_once(&ctx, &api).await;
+        attempt.end(result.is_ok());
+        if let Err(err) = result {
+            tracing::warn!(error = %err, "grooming pass failed; retrying next interval");
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+    }
+}
+
+/// One pass: deletes every expired handoff; returns how many. Objects that
+/// do not deserialize are left alone (the Handoff loop reports them).
+pub(crate) async fn groom_once(
+    ctx: &Context,
+    api: &Api<DeserializeGuard<Handoff>>,
+) -> Result<usize, kube::Error> {
+    let now = ctx.clock.now();
+    let mut deleted = 0;
+    let mut pages = Pages::new(api, &ListParams::default());
+    while let Some(page) = pages.next().await? {
+        for h in page.iter().filter_map(|guard| guard.0.as_ref().ok()) {
+            let namespace = h.namespace().unwrap_or_default();
+            if h.metadata.deletion_timestamp.is_some() || !ctx.scope.includes(&namespace) {
+                continue;
+            }
+            let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
+            let updated = handoff_kube::store::updated_at(h).map(|t| t.0);
+            if !expired(updated, ttl, now) {
+                continue;
+            }
+            if delete(ctx, h, ttl.unwrap_or_default(), updated).await? {
+                deleted += 1;
+            }
+        }
+    }
+    Ok(deleted)
+}
+
+async fn delete(
+    ctx: &Context,
+    h: &Handoff,
+    ttl: Duration,
+    updated: Option<Timestamp>,
+) -> Result<bool, kube::Error> {
+    let namespace = h.namespace().unwrap_or_default();
+    let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: h.uid(),
+            resource_version: h.resource_version(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&h.name_any(), &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => return Ok(false),
+        Err(err) => return Err(err),
+    }
+    ctx.metrics.count_groomed();
+    let since = updated.map(|t| t.to_string()).unwrap_or_default();
+    let note = format!(
+        "Handoff {} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
+        quoted(&h.spec.handoff_key, super::handoff::NOTE_KEY_CHARS),
+        h.spec.project,
+        ttl.as_secs()
+    );
+    tracing::info!(handoff = %handoff_kube::store::describe(h), "groomed");
+    ctx.event(h, "Groomed", note).await;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).expect("ts")
+    }
+
+    #[test]
+    fn expiry() {
+        let hour = Duration::from_secs(3600);
+        let cases = [
+            (
+                Some(at(0)),
+                Some(hour),
+                at(3600),
+                false,
+                "exactly the TTL old",
+            ),
+            (
+                Some(at(0)),
+                Some(hour),
+                at(3601),
+                true,
+                "older than the TTL",
+            ),
+            (Some(at(0)), None, at(1_000_000), false, "no TTL"),
+            (
+                None,
+                Some(hour),
+                at(1_000_000),
+                false,
+                "unknown update time",
+            ),
+            (
+                Some(at(100)),
+                Some(hour),
+                at(0),
+                false,
+                "updated in the future (skew)",
+            ),
+        ];
+        for (updated, ttl, now, expected, why) in cases {
+            assert_eq!(expired(updated, ttl, now), expected, "{why}");
+        }
+    }
+}

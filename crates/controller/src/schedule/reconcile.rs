@@ -1,0 +1,396 @@
+//! The reconcile loop of `BrainstormSchedule`s: gather → [`plan`](handoff_core::schedule::plan) → apply.
+//!
+//! Every decision of the barrier (see [`handoff_core::schedule::plan`]) is a pure function,
+//! tested as a table; this module only does the I/O around it, so the
+//! apiserver tests here check wiring, not transitions. One reconcile:
+//! 1. gather: reads the Job of the running step, if a cycle runs;
+//! 2. plan: the new status, the effects, when to look again;
+//! 3. apply: creates the planned Jobs (the brainstorm goal inlines the
+//!    project's open handoffs, listed only when a brainstorm Job is to be
+//!    created), writes the status, then records the Events.
+//!
+//! Job names are derived from the schedule and the tick, so a restart, a
+//! second replica or a lost status write adopts the existing Job
+//! (AlreadyExists) instead of making another. A failure before the status
+//! is written is retried, and the retry plans the same Jobs again. The
+//! status is replaced as a whole, guarded by the resourceVersion it was
+//! planned from (a plan from an outdated schedule is not written). Jobs
+//! owned by schedules are watched; while a step runs, a requeue (30 s by
+//! default, [`Context::with_running_requeue`]) is the safety net. Time comes
+//! from the controller's [`Clock`], so tests never wait for a minute
+//! boundary.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use handoff_core::schedule::plan::EventType as PlannedType;
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Api, PostParams};
+use kube::core::DeserializeGuard;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+
+use handoff_core::api::preview_line;
+use handoff_core::api::{
+    BrainstormSchedule, BrainstormScheduleStatus, DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS,
+};
+use handoff_core::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
+use handoff_core::liveness::LoopProgress;
+use handoff_core::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
+use handoff_core::schedule::jobs::{Role, build_job};
+use handoff_core::schedule::plan::{Effect, JobState, Observed, Plan, Wake, plan, step_job};
+use handoff_core::time::Clock;
+use handoff_kube::cluster::NamespaceScope;
+use handoff_kube::cluster::scoped;
+use handoff_kube::loops::{
+    Backoff, Categorized, Category, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked,
+    valid_or_report,
+};
+use handoff_kube::store::{HandoffStore, ListQuery};
+
+/// The default requeue while a step runs, in case a Job event is missed.
+pub(crate) const RUNNING_REQUEUE: Duration = Duration::from_secs(30);
+
+/// What the loop needs.
+pub struct Context {
+    client: Client,
+    clock: Arc<dyn Clock>,
+    recorder: Recorder,
+    running_requeue: Duration,
+    metrics: Arc<LoopMetrics>,
+    backoff: Backoff,
+    progress: Arc<LoopProgress>,
+    scope: NamespaceScope,
+}
+
+impl Context {
+    /// A context acting with `client`, reading `clock`, reporting as `instance`.
+    pub fn new(client: Client, clock: Arc<dyn Clock>, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: CONTROLLER_FIELD_MANAGER.into(),
+            instance: Some(instance.into()),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            clock,
+            running_requeue: RUNNING_REQUEUE,
+            metrics: Arc::default(),
+            backoff: Backoff::default(),
+            progress: LoopProgress::new("schedule", Duration::ZERO),
+            scope: NamespaceScope::All,
+        }
+    }
+
+    /// Records progress in `progress` (the controller's, for `/healthz`).
+    pub(crate) fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
+        self.progress = progress;
+        self
+    }
+    /// Manages only the schedules of `scope`'s namespaces.
+    pub(crate) fn with_scope(mut self, scope: NamespaceScope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Counts failures and skipped objects in `metrics` (the controller's).
+    pub(crate) fn with_metrics(mut self, metrics: Arc<LoopMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The requeue while a step runs (default [`RUNNING_REQUEUE`]); the Job
+    /// watch is what normally wakes the loop.
+    pub fn with_running_requeue(mut self, after: Duration) -> Self {
+        self.running_requeue = after;
+        self
+    }
+}
+
+/// Why a reconcile failed (retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An apiserver call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What was attempted.
+        action: String,
+        /// The failure.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Categorized for Error {
+    fn category(&self) -> Category {
+        match self {
+            Self::Kube { source, .. } => Category::of_kube(source),
+        }
+    }
+}
+
+fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+/// Runs the loop until `shutdown` resolves: schedules and the Jobs they own
+/// are watched (in `namespace`, or all namespaces), at most `concurrency`
+/// schedules reconcile at once.
+pub async fn run(
+    ctx: Arc<Context>,
+    namespace: Option<&str>,
+    concurrency: u16,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let schedules: Api<DeserializeGuard<BrainstormSchedule>> =
+        scoped(ctx.client.clone(), namespace);
+    let jobs: Api<Job> = scoped(ctx.client.clone(), namespace);
+    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
+    let forget = ctx.clone();
+    Controller::new(schedules, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(SCHEDULE_LABEL))
+        .with_config(config)
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, ctx)
+        .for_each(move |outcome| {
+            forget.backoff.observe(&outcome, &forget.progress);
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The one backoff policy of [`handoff_kube::loops`].
+fn error_policy(
+    guard: Arc<DeserializeGuard<BrainstormSchedule>>,
+    err: &Error,
+    ctx: Arc<Context>,
+) -> Action {
+    ctx.backoff
+        .failed_reconcile(guard.as_ref(), err, &ctx.metrics)
+}
+
+/// The loop's entry: a schedule that does not deserialize is reported and
+/// skipped (see [`handoff_kube::loops`]); a readable one is reconciled.
+pub async fn reconcile(
+    guard: Arc<DeserializeGuard<BrainstormSchedule>>,
+    ctx: Arc<Context>,
+) -> Result<Action, Error> {
+    if !managed(&guard, &ctx.scope) {
+        return Ok(Action::requeue(UNMANAGED_RECHECK));
+    }
+    tracked(&ctx.progress, guard.as_ref(), async {
+        let Some(schedule) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
+            return Ok(Action::await_change());
+        };
+        let action = reconcile_schedule(schedule, &ctx).await?;
+        ctx.backoff.forget(&describe(schedule));
+        Ok(action)
+    })
+    .await
+}
+
+/// Reconciles one schedule: gather → plan → apply (see the module docs).
+/// Public so tests can drive it step by step with a manual clock.
+pub async fn reconcile_schedule(
+    schedule: &BrainstormSchedule,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let observed = gather(schedule, ctx).await?;
+    let plan = plan(schedule, observed, ctx.clock.now());
+    if !apply(schedule, ctx, &plan).await? {
+        // Planned from an outdated schedule: its watch event brings the
+        // new one, planned afresh (Jobs created here are then adopted).
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    Ok(match plan.wake {
+        Wake::OnChange => Action::await_change(),
+        Wake::StepRunning => Action::requeue(ctx.running_requeue),
+        Wake::After(after) => Action::requeue(after),
+    })
+}
+
+/// What plan needs to know of the world: the state of the running step's Job.
+async fn gather(schedule: &BrainstormSchedule, ctx: &Context) -> Result<Observed, Error> {
+    let Some(name) = schedule.status.as_ref().and_then(step_job) else {
+        return Ok(Observed {
+            step: JobState::Absent,
+        });
+    };
+    let job = jobs_api(schedule, ctx)
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("get Job {name}")))?;
+    Ok(Observed {
+        step: JobState::of(job.as_ref()),
+    })
+}
+
+/// Carries out a plan: the Jobs first (so the status never names a Job that
+/// was not created), then the status, then the Events (so a retried
+/// reconcile does not record them twice). `false` when the status was not
+/// written because the schedule changed since it was read.
+async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Result<bool, Error> {
+    for effect in &plan.effects {
+        if let Effect::CreateJob { role, tick, name } = effect {
+            create_job(schedule, ctx, *role, *tick, name).await?;
+        }
+    }
+    let api: Api<BrainstormSchedule> = Api::namespaced(
+        ctx.client.clone(),
+        &schedule.namespace().unwrap_or_default(),
+    );
+    if !write_status(&api, schedule, &plan.status).await? {
+        return Ok(false);
+    }
+    for effect in &plan.effects {
+        if let Effect::Event {
+            type_,
+            reason,
+            note,
+        } = effect
+        {
+            publish(ctx, schedule, event_type(*type_), reason, note).await;
+        }
+    }
+    Ok(true)
+}
+
+fn jobs_api(schedule: &BrainstormSchedule, ctx: &Context) -> Api<Job> {
+    Api::namespaced(
+        ctx.client.clone(),
+        &schedule.namespace().unwrap_or_default(),
+    )
+}
+
+/// The goal of a step's Job; the brainstorm goal inlines the project's
+/// open handoffs, listed now.
+async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Result<String, Error> {
+    let spec = &schedule.spec;
+    if role == Role::Refine {
+        let lookback = spec.lookback_days.unwrap_or(DEFAULT_LOOKBACK_DAYS);
+        return Ok(refine_goal(&spec.project, lookback));
+    }
+    let store = HandoffStore::new(
+        ctx.client.clone(),
+        &schedule.namespace().unwrap_or_default(),
+    );
+    let query = ListQuery {
+        project: spec.project.clone(),
+        repo: None,
+    };
+    let first = store
+        .list_first(&query, None, MAX_INLINED_HANDOFFS)
+        .await
+        .map_err(kube_err("list the project's handoffs"))?;
+    let open: Vec<OpenHandoff> = first
+        .items
+        .iter()
+        .map(|h| OpenHandoff {
+            key: h.spec.handoff_key.clone(),
+            preview: preview_line(&h.spec.body),
+            author: h.spec.created_by.clone(),
+            revision: h.status.as_ref().and_then(|s| s.revision),
+        })
+        .collect();
+    let max = spec
+        .brainstorm
+        .max_open_proposals
+        .unwrap_or(DEFAULT_MAX_OPEN_PROPOSALS);
+    Ok(brainstorm_goal(&spec.project, max, &open, first.total))
+}
+
+/// Creates a step's Job; an existing Job of the same name (a restart, a
+/// second replica, a lost status write) is adopted.
+async fn create_job(
+    schedule: &BrainstormSchedule,
+    ctx: &Context,
+    role: Role,
+    tick: Timestamp,
+    name: &str,
+) -> Result<(), Error> {
+    let job = build_job(schedule, role, tick, &goal(schedule, ctx, role).await?);
+    let params = PostParams {
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match jobs_api(schedule, ctx).create(&params, &job).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            tracing::debug!(schedule = %schedule.name_any(), job = name, "adopted the existing Job");
+            Ok(())
+        }
+        Err(source) => Err(Error::Kube {
+            action: format!("create {} Job {name}", role.as_str()),
+            source,
+        }),
+    }
+}
+
+async fn publish(
+    ctx: &Context,
+    schedule: &BrainstormSchedule,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
+    let event = Event {
+        type_,
+        reason: reason.into(),
+        note: Some(note.into()),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx
+        .recorder
+        .publish(&event, &schedule.object_ref(&()))
+        .await
+    {
+        tracing::warn!(schedule = %schedule.name_any(), reason, error = %err, "cannot record an Event");
+    }
+}
+
+/// Writes the status if it changed. The whole status is replaced: a merge
+/// patch cannot remove a field (a finished cycle would stay current) and
+/// would merge a new cycle into the previous one. The write is guarded by
+/// the resourceVersion the plan was made from; `false` when the schedule
+/// changed meanwhile (409), so the plan was stale.
+async fn write_status(
+    api: &Api<BrainstormSchedule>,
+    schedule: &BrainstormSchedule,
+    status: &BrainstormScheduleStatus,
+) -> Result<bool, Error> {
+    if schedule.status.clone().unwrap_or_default() == *status {
+        return Ok(true);
+    }
+    let mut object = schedule.clone();
+    object.metadata.managed_fields = None;
+    object.status = Some(status.clone());
+    let params = PostParams {
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    match api
+        .replace_status(&schedule.name_any(), &params, &object)
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(Error::Kube {
+            action: format!("write the status of {}", schedule.name_any()),
+            source,
+        }),
+    }
+}
+
+/// events.k8s.io's type of a planned Event.
+fn event_type(planned: PlannedType) -> EventType {
+    match planned {
+        PlannedType::Normal => EventType::Normal,
+        PlannedType::Warning => EventType::Warning,
+    }
+}

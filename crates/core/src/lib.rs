@@ -1,0 +1,18 @@
+//! `handoff-core`: what every layer of handoff shares and nothing in it does
+//! I/O — the CRD types and the key → name mapping, validation, every label
+//! and field-manager name, the clock, goal texts, the handoff lint, the
+//! credential detector, each loop's progress and the wedged decision, and
+//! the pure decisions of the schedule barrier and of offers.
+//!
+//! This crate depends on `kube` for its derive only (no client, no
+//! runtime): a module here cannot talk to the apiserver, by construction.
+
+pub mod api;
+pub mod goals;
+pub mod lint;
+pub mod liveness;
+pub mod names;
+pub mod offers;
+pub mod schedule;
+pub mod secrets;
+pub mod time;

@@ -1,0 +1,904 @@
+//! The mirror's PostgreSQL URL: where it comes from ([`PostgresArgs`]),
+//! libpq's `sslmode` and `sslrootcert` ([`split`]: tokio-postgres knows
+//! neither `verify-ca` / `verify-full` nor `sslrootcert`, so both are taken
+//! out of the URL here and applied by [`super::tls`]), and the password kept
+//! out of every display ([`redact`]).
+//!
+//! libpq's rules, as this module applies them:
+//!
+//! | `sslmode` | TLS | the server's certificate |
+//! |---|---|---|
+//! | `disable` | never | — |
+//! | `prefer` (default) | when the server offers it, else plaintext | not verified |
+//! | `require` | always | not verified; with `sslrootcert`, as `verify-ca` |
+//! | `verify-ca` | always | chain verified against `sslrootcert`, not the host name |
+//! | `verify-full` | always | chain and host name verified |
+//!
+//! `sslmode` / `sslrootcert` in the URL win over `PGSSLMODE` /
+//! `PGSSLROOTCERT` in the environment (an empty variable counts as unset).
+//! Two differences from libpq: there is no default root certificate file
+//! (`~/.postgresql/root.crt`), so `verify-ca` / `verify-full` need
+//! `sslrootcert`; and `prefer` never verifies (libpq verifies when a root
+//! certificate is given, then falls back to plaintext when that fails).
+
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use percent_encoding::percent_decode_str;
+use secrecy::{ExposeSecret, SecretString};
+
+use super::pool::PoolSettings;
+
+/// The environment variable libpq reads `sslmode` from.
+pub const PGSSLMODE: &str = "PGSSLMODE";
+/// The environment variable libpq reads `sslrootcert` from.
+pub const PGSSLROOTCERT: &str = "PGSSLROOTCERT";
+
+/// libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    /// Plaintext only.
+    Disable,
+    /// TLS when the server offers it, not verified; else plaintext.
+    Prefer,
+    /// TLS; verified only when a root certificate is given (then as `VerifyCa`).
+    Require,
+    /// TLS; the chain verified against the root certificate, not the host name.
+    VerifyCa,
+    /// TLS; the chain and the host name verified.
+    VerifyFull,
+}
+
+impl SslMode {
+    /// Every mode, in libpq's order (weakest first).
+    pub const ALL: [SslMode; 5] = [
+        SslMode::Disable,
+        SslMode::Prefer,
+        SslMode::Require,
+        SslMode::VerifyCa,
+        SslMode::VerifyFull,
+    ];
+
+    /// The mode spelled as in a URL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
+    /// The mode named `value` (exactly, as libpq).
+    pub fn parse(value: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.as_str() == value)
+    }
+}
+
+impl fmt::Display for SslMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What is checked of the server's certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verification {
+    /// Nothing (plaintext, or TLS that only encrypts).
+    Nothing,
+    /// The chain, against the root certificate.
+    Chain,
+    /// The chain and the host name.
+    ChainAndHostName,
+}
+
+/// The connection's TLS settings: libpq's `sslmode` and `sslrootcert`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// `sslmode`.
+    pub mode: SslMode,
+    /// `sslrootcert`: a PEM file of CA certificates.
+    pub root_cert: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// What the mode and root certificate verify (libpq's table, module docs).
+    pub(crate) fn verification(&self) -> Verification {
+        match (self.mode, &self.root_cert) {
+            (SslMode::Disable | SslMode::Prefer, _) | (SslMode::Require, None) => {
+                Verification::Nothing
+            }
+            (SslMode::Require, Some(_)) | (SslMode::VerifyCa, _) => Verification::Chain,
+            (SslMode::VerifyFull, _) => Verification::ChainAndHostName,
+        }
+    }
+
+    /// The negotiation tokio-postgres does: plaintext, TLS when offered, or
+    /// TLS or nothing.
+    pub(crate) fn negotiation(&self) -> tokio_postgres::config::SslMode {
+        match self.mode {
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+                tokio_postgres::config::SslMode::Require
+            }
+        }
+    }
+}
+
+impl fmt::Display for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "sslmode={}", self.mode)?;
+        if let Some(path) = &self.root_cert {
+            write!(f, ", sslrootcert={}", path.display())?;
+        }
+        Ok(())
+    }
+}
+
+/// A connection string split in two: what tokio-postgres parses, and the
+/// TLS settings it does not know.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Dsn {
+    /// The URL (or `key=value` string) without `sslmode` and `sslrootcert`.
+    pub rest: String,
+    /// `sslmode` / `sslrootcert` from the URL, else from the environment.
+    pub tls: TlsSettings,
+}
+
+impl fmt::Debug for Dsn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dsn")
+            .field("rest", &redact(&self.rest))
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
+/// Why a connection string or its source is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DsnError {
+    /// `sslmode` is none of libpq's.
+    #[error(
+        "invalid sslmode {value:?} in {origin}: expected one of disable, prefer, require, verify-ca, verify-full"
+    )]
+    InvalidSslMode {
+        /// The value given.
+        value: String,
+        /// `the PostgreSQL URL` or `PGSSLMODE`.
+        origin: &'static str,
+    },
+    /// `verify-ca` / `verify-full` without a root certificate.
+    #[error(
+        "sslmode={mode} verifies the server's certificate and needs sslrootcert (a PEM file of CA certificates): add sslrootcert=/path/to/ca.crt to the PostgreSQL URL or set PGSSLROOTCERT"
+    )]
+    MissingRootCert {
+        /// The mode that needs one.
+        mode: SslMode,
+    },
+    /// `--postgres-url-file` cannot be read, or is empty.
+    #[error("--postgres-url-file {path}: {problem}")]
+    File {
+        /// The file.
+        path: String,
+        /// What is wrong (never its contents).
+        problem: String,
+    },
+}
+
+/// Splits `dsn` (a `postgres://` / `postgresql://` URL or a libpq
+/// `key=value` string) into what tokio-postgres parses and the TLS
+/// settings, which come from the URL, else from `env` (`PGSSLMODE`,
+/// `PGSSLROOTCERT`), else default to `prefer` and none.
+///
+/// A string that does not parse is returned whole as `rest`, for
+/// tokio-postgres to name what is wrong with it.
+pub fn split(dsn: &str, env: impl Fn(&str) -> Option<String>) -> Result<Dsn, DsnError> {
+    let (rest, params) = take_tls_params(dsn);
+    let env = |name: &str| env(name).filter(|v| !v.is_empty());
+    let mode = match (params.sslmode, env(PGSSLMODE)) {
+        (Some(value), _) => parse_mode(&value, "the PostgreSQL URL")?,
+        (None, Some(value)) => parse_mode(&value, PGSSLMODE)?,
+        (None, None) => SslMode::Prefer,
+    };
+    let root_cert = params
+        .sslrootcert
+        .filter(|v| !v.is_empty())
+        .or_else(|| env(PGSSLROOTCERT))
+        .map(PathBuf::from);
+    if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && root_cert.is_none() {
+        return Err(DsnError::MissingRootCert { mode });
+    }
+    Ok(Dsn {
+        rest,
+        tls: TlsSettings { mode, root_cert },
+    })
+}
+
+fn parse_mode(value: &str, origin: &'static str) -> Result<SslMode, DsnError> {
+    SslMode::parse(value).ok_or_else(|| DsnError::InvalidSslMode {
+        value: value.to_owned(),
+        origin,
+    })
+}
+
+/// `sslmode` / `sslrootcert` as found in a connection string (the last
+/// occurrence wins, as in libpq).
+#[derive(Debug, Default)]
+struct TlsParams {
+    sslmode: Option<String>,
+    sslrootcert: Option<String>,
+}
+
+impl TlsParams {
+    /// Keeps `value` when `key` is one of ours; `true` when it was.
+    fn take(&mut self, key: &str, value: String) -> bool {
+        match key {
+            "sslmode" => self.sslmode = Some(value),
+            "sslrootcert" => self.sslrootcert = Some(value),
+            _ => return false,
+        }
+        true
+    }
+}
+
+/// The URL prefixes tokio-postgres (and libpq) accept.
+const URL_PREFIXES: [&str; 2] = ["postgres://", "postgresql://"];
+
+fn url_prefix_len(dsn: &str) -> Option<usize> {
+    URL_PREFIXES
+        .iter()
+        .find(|p| dsn.starts_with(**p))
+        .map(|p| p.len())
+}
+
+/// `dsn` without its `sslmode` / `sslrootcert`, and their values.
+fn take_tls_params(dsn: &str) -> (String, TlsParams) {
+    let mut params = TlsParams::default();
+    if let Some(prefix) = url_prefix_len(dsn) {
+        // The query starts at the first `?` after the user info (which ends at
+        // the first `@`, as tokio-postgres reads it: a password may hold `?`).
+        let after_user = dsn[prefix..].find('@').map_or(prefix, |at| prefix + at + 1);
+        let Some(q) = dsn[after_user..].find('?').map(|q| after_user + q) else {
+            return (dsn.to_owned(), params);
+        };
+        let kept: Vec<&str> = dsn[q + 1..]
+            .split('&')
+            .filter(|pair| !pair.is_empty())
+            .filter(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                !params.take(&decode(key), decode(value))
+            })
+            .collect();
+        let mut rest = dsn[..q].to_owned();
+        if !kept.is_empty() {
+            rest.push('?');
+            rest.push_str(&kept.join("&"));
+        }
+        return (rest, params);
+    }
+    let Some(pairs) = keyword_pairs(dsn) else {
+        return (dsn.to_owned(), params);
+    };
+    let kept: Vec<&str> = pairs
+        .into_iter()
+        .filter(|p| !params.take(&dsn[p.key.clone()], p.value.clone()))
+        .map(|p| &dsn[p.whole])
+        .collect();
+    (kept.join(" "), params)
+}
+
+fn decode(s: &str) -> String {
+    percent_decode_str(s).decode_utf8_lossy().into_owned()
+}
+
+/// One `key=value` of a libpq keyword/value string, as byte ranges of it.
+struct Pair {
+    key: std::ops::Range<usize>,
+    value_span: std::ops::Range<usize>,
+    whole: std::ops::Range<usize>,
+    /// The value with quotes and escapes resolved.
+    value: String,
+}
+
+/// The pairs of a keyword/value string, following tokio-postgres's parser
+/// (keywords of letters, digits and `_`; values bare or `'quoted'`, `\`
+/// escaping); `None` when it does not parse.
+fn keyword_pairs(dsn: &str) -> Option<Vec<Pair>> {
+    let bytes = dsn.as_bytes();
+    let skip_ws = |mut i: usize| {
+        while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    let mut pairs = Vec::new();
+    let mut i = skip_ws(0);
+    while i < bytes.len() {
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        let key = start..i;
+        if key.is_empty() {
+            return None;
+        }
+        i = skip_ws(i);
+        if bytes.get(i) != Some(&b'=') {
+            return None;
+        }
+        i = skip_ws(i + 1);
+        let value_start = i;
+        let mut value = String::new();
+        let quoted = bytes.get(i) == Some(&b'\'');
+        if quoted {
+            i += 1;
+        }
+        let mut chars = dsn[i..].char_indices();
+        let mut closed = !quoted;
+        let mut end = dsn.len();
+        while let Some((at, c)) = chars.next() {
+            match c {
+                '\\' => value.push(chars.next()?.1),
+                '\'' if quoted => {
+                    end = i + at + 1;
+                    closed = true;
+                    break;
+                }
+                c if !quoted && c.is_whitespace() => {
+                    end = i + at;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        if !closed || (!quoted && end == value_start) {
+            return None;
+        }
+        pairs.push(Pair {
+            key,
+            value_span: value_start..end,
+            whole: start..end,
+            value,
+        });
+        i = skip_ws(end);
+    }
+    Some(pairs)
+}
+
+/// The shown form of a password.
+const HIDDEN: &str = "***";
+
+/// `dsn` with every password replaced by `***`: the user info's password
+/// of a URL, a `password=` query parameter, a `password=` of a keyword/value
+/// string. When unsure it hides more, never less: a password holding an
+/// unescaped `@` is hidden up to the last `@`, and a keyword/value string
+/// that does not parse is hidden whole.
+pub fn redact(dsn: &str) -> String {
+    let Some(prefix) = url_prefix_len(dsn) else {
+        return redact_keyword_value(dsn);
+    };
+    let mut out = dsn[..prefix].to_owned();
+    let rest = &dsn[prefix..];
+    let after_user = match rest.rfind('@') {
+        Some(at) => {
+            let user_info = &rest[..at];
+            match user_info.find(':') {
+                Some(colon) => {
+                    out.push_str(&user_info[..=colon]);
+                    out.push_str(HIDDEN);
+                }
+                None => out.push_str(user_info),
+            }
+            out.push('@');
+            &rest[at + 1..]
+        }
+        None => rest,
+    };
+    out.push_str(after_user);
+    hide_password_params(&out, prefix)
+}
+
+/// `url` with the value of every `password=` query parameter hidden,
+/// looking wherever one may start (`?` or `&`) from byte `from`.
+fn hide_password_params(url: &str, from: usize) -> String {
+    let mut shown = String::with_capacity(url.len());
+    let mut copied = 0;
+    for (i, c) in url.char_indices().skip_while(|(i, _)| *i < from) {
+        if i < copied || !(c == '?' || c == '&') {
+            continue;
+        }
+        let param = &url[i + 1..];
+        let param = &param[..param.find('&').unwrap_or(param.len())];
+        if let Some((key, _)) = param.split_once('=')
+            && decode(key) == "password"
+        {
+            shown.push_str(&url[copied..i + 1 + key.len() + 1]);
+            shown.push_str(HIDDEN);
+            copied = i + 1 + param.len();
+        }
+    }
+    shown.push_str(&url[copied..]);
+    shown
+}
+
+fn redact_keyword_value(dsn: &str) -> String {
+    let Some(pairs) = keyword_pairs(dsn) else {
+        return if dsn.trim().is_empty() {
+            dsn.to_owned()
+        } else {
+            HIDDEN.to_owned()
+        };
+    };
+    let mut out = String::with_capacity(dsn.len());
+    let mut from = 0;
+    for pair in pairs.iter().filter(|p| &dsn[p.key.clone()] == "password") {
+        out.push_str(&dsn[from..pair.value_span.start]);
+        out.push_str(HIDDEN);
+        from = pair.value_span.end;
+    }
+    out.push_str(&dsn[from..]);
+    out
+}
+
+/// Where `handoff controller` and `handoff mcp` find the mirror's URL: a
+/// mounted Secret file, else the environment ([`PostgresArgs::resolve`]
+/// with the variables each reads); `--postgres-url` (on the command line,
+/// visible to anyone who can list processes) is kept for compatibility.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PostgresArgs {
+    /// The mirror's PostgreSQL URL, on the command line (kept for
+    /// compatibility: prefer --postgres-url-file or the environment, which
+    /// `ps` does not show). Wins over both. Without any of them the URL is
+    /// HANDOFF_POSTGRES_URL (the controller also reads DATABASE_URL), and
+    /// without that the mirror is off. `sslmode` and `sslrootcert` (or
+    /// PGSSLMODE, PGSSLROOTCERT) mean what they mean to libpq.
+    #[arg(long, value_name = "URL", value_parser = secret)]
+    pub postgres_url: Option<SecretString>,
+    /// Read the mirror's PostgreSQL URL from this file (e.g. a mounted
+    /// Secret; surrounding whitespace is ignored). Wins over the environment.
+    #[arg(long, value_name = "PATH")]
+    pub postgres_url_file: Option<PathBuf>,
+    /// Most time one PostgreSQL call may take: getting a pooled connection
+    /// (connecting if needed) and running the statement. Also the session's
+    /// statement_timeout and idle_in_transaction_session_timeout.
+    #[arg(long, env = "HANDOFF_POSTGRES_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = positive_duration)]
+    pub postgres_timeout: Duration,
+    /// Most PostgreSQL connections open at once.
+    #[arg(long, env = "HANDOFF_POSTGRES_POOL_SIZE", value_name = "N", default_value_t = NonZeroUsize::new(super::pool::DEFAULT_POOL_SIZE).unwrap_or(NonZeroUsize::MIN))]
+    pub postgres_pool_size: NonZeroUsize,
+}
+
+impl Default for PostgresArgs {
+    fn default() -> Self {
+        let pool = PoolSettings::default();
+        Self {
+            postgres_url: None,
+            postgres_url_file: None,
+            postgres_timeout: pool.timeout,
+            postgres_pool_size: NonZeroUsize::new(pool.size).unwrap_or(NonZeroUsize::MIN),
+        }
+    }
+}
+
+/// A duration above zero (a zero timeout would fail every call).
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    handoff_core::time::parse_duration(text).and_then(|d| {
+        if d.is_zero() {
+            Err(format!("{text:?}: must be more than zero"))
+        } else {
+            Ok(d)
+        }
+    })
+}
+
+fn secret(value: &str) -> Result<SecretString, std::convert::Infallible> {
+    Ok(value.into())
+}
+
+impl PostgresArgs {
+    /// The pool and timeout these flags ask for.
+    pub fn pool(&self) -> PoolSettings {
+        PoolSettings {
+            timeout: self.postgres_timeout,
+            size: self.postgres_pool_size.get(),
+        }
+    }
+
+    /// The URL: `--postgres-url`, else the contents of
+    /// `--postgres-url-file`, else the first of `env_names` that `env` has
+    /// (non-empty); `None` when there is none (the mirror is off).
+    pub fn resolve(
+        &self,
+        env_names: &[&str],
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<String>, DsnError> {
+        if let Some(url) = &self.postgres_url {
+            let url = url.expose_secret().trim();
+            return Ok((!url.is_empty()).then(|| url.to_owned()));
+        }
+        if let Some(path) = &self.postgres_url_file {
+            return read_url_file(path).map(Some);
+        }
+        Ok(env_names
+            .iter()
+            .filter_map(|name| env(name))
+            .map(|url| url.trim().to_owned())
+            .find(|url| !url.is_empty()))
+    }
+}
+
+fn read_url_file(path: &Path) -> Result<String, DsnError> {
+    let problem = |problem: String| DsnError::File {
+        path: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| problem(e.to_string()))?;
+    let url = text.trim();
+    if url.is_empty() {
+        return Err(problem("the file is empty".into()));
+    }
+    Ok(url.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An environment: `(name, value)`.
+    type Env = &'static [(&'static str, &'static str)];
+
+    fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn sslmode_and_sslrootcert_are_taken_out_of_the_url() {
+        use SslMode::*;
+        // (DSN, environment, what tokio-postgres gets, mode, root certificate)
+        let cases: &[(&str, Env, &str, SslMode, Option<&str>)] = &[
+            (
+                "postgres://u:p@h:5432/db",
+                &[],
+                "postgres://u:p@h:5432/db",
+                Prefer,
+                None,
+            ),
+            (
+                "postgres://u:p@h/db?sslmode=verify-full&sslrootcert=/ca.crt",
+                &[],
+                "postgres://u:p@h/db",
+                VerifyFull,
+                Some("/ca.crt"),
+            ),
+            (
+                "postgres://h/db?application_name=x&sslmode=require",
+                &[],
+                "postgres://h/db?application_name=x",
+                Require,
+                None,
+            ),
+            (
+                "postgresql://h/db?sslrootcert=%2Fetc%2Fca%20b.crt&sslmode=verify-ca&connect_timeout=5",
+                &[],
+                "postgresql://h/db?connect_timeout=5",
+                VerifyCa,
+                Some("/etc/ca b.crt"),
+            ),
+            // A password may hold `?`: the query starts after the user info.
+            (
+                "postgres://u:p?x@h/db?sslmode=disable",
+                &[],
+                "postgres://u:p?x@h/db",
+                Disable,
+                None,
+            ),
+            // The last occurrence wins, as in libpq.
+            (
+                "postgres://h/db?sslmode=disable&sslmode=require",
+                &[],
+                "postgres://h/db",
+                Require,
+                None,
+            ),
+            // The environment when the URL says nothing ...
+            (
+                "postgres://h/db",
+                &[("PGSSLMODE", "verify-full"), ("PGSSLROOTCERT", "/env.crt")],
+                "postgres://h/db",
+                VerifyFull,
+                Some("/env.crt"),
+            ),
+            // ... the URL wins over it ...
+            (
+                "postgres://h/db?sslmode=require&sslrootcert=/url.crt",
+                &[("PGSSLMODE", "disable"), ("PGSSLROOTCERT", "/env.crt")],
+                "postgres://h/db",
+                Require,
+                Some("/url.crt"),
+            ),
+            // ... and an empty variable is unset.
+            (
+                "postgres://h/db",
+                &[("PGSSLMODE", ""), ("PGSSLROOTCERT", "")],
+                "postgres://h/db",
+                Prefer,
+                None,
+            ),
+            // libpq's keyword/value form.
+            (
+                "host=h user=u sslmode=verify-full sslrootcert='/a b/c\\'s.crt' dbname=d",
+                &[],
+                "host=h user=u dbname=d",
+                VerifyFull,
+                Some("/a b/c's.crt"),
+            ),
+            ("host=h sslmode = require", &[], "host=h", Require, None),
+            // What does not parse goes to tokio-postgres whole, for its error.
+            ("host='h", &[], "host='h", Prefer, None),
+        ];
+        for (dsn, env, rest, mode, root) in cases {
+            let split = split(dsn, env_of(env)).unwrap_or_else(|e| panic!("{dsn}: {e}"));
+            assert_eq!(split.rest, *rest, "{dsn}");
+            assert_eq!(split.tls.mode, *mode, "{dsn}");
+            assert_eq!(split.tls.root_cert.as_deref(), root.map(Path::new), "{dsn}");
+        }
+    }
+
+    #[test]
+    fn a_wrong_sslmode_or_a_missing_root_certificate_is_refused() {
+        let cases: &[(&str, Env, &str)] = &[
+            (
+                "postgres://u:secret@h/db?sslmode=bogus",
+                &[],
+                "invalid sslmode \"bogus\" in the PostgreSQL URL: expected one of disable, prefer, require, verify-ca, verify-full",
+            ),
+            (
+                "postgres://h/db",
+                &[("PGSSLMODE", "verify_full")],
+                "invalid sslmode \"verify_full\" in PGSSLMODE: expected one of disable, prefer, require, verify-ca, verify-full",
+            ),
+            // libpq spells modes in lower case only.
+            (
+                "host=h sslmode=REQUIRE",
+                &[],
+                "invalid sslmode \"REQUIRE\" in the PostgreSQL URL",
+            ),
+            (
+                "postgres://h/db?sslmode=verify-full",
+                &[],
+                "sslmode=verify-full verifies the server's certificate and needs sslrootcert",
+            ),
+            (
+                "postgres://h/db?sslrootcert=",
+                &[("PGSSLMODE", "verify-ca")],
+                "sslmode=verify-ca verifies the server's certificate and needs sslrootcert",
+            ),
+        ];
+        for (dsn, env, message) in cases {
+            let err = split(dsn, env_of(env)).expect_err(dsn).to_string();
+            assert!(err.starts_with(message), "{dsn}: {err}");
+            assert!(!err.contains('\n'), "one line: {err}");
+            assert!(!err.contains("secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn what_each_mode_verifies_and_negotiates() {
+        use Verification::*;
+        use tokio_postgres::config::SslMode as Negotiation;
+        let cases = [
+            (SslMode::Disable, false, Nothing, Negotiation::Disable),
+            (SslMode::Disable, true, Nothing, Negotiation::Disable),
+            (SslMode::Prefer, false, Nothing, Negotiation::Prefer),
+            (SslMode::Prefer, true, Nothing, Negotiation::Prefer),
+            (SslMode::Require, false, Nothing, Negotiation::Require),
+            (SslMode::Require, true, Chain, Negotiation::Require),
+            (SslMode::VerifyCa, true, Chain, Negotiation::Require),
+            (
+                SslMode::VerifyFull,
+                true,
+                ChainAndHostName,
+                Negotiation::Require,
+            ),
+        ];
+        for (mode, with_root, verification, negotiation) in cases {
+            let tls = TlsSettings {
+                mode,
+                root_cert: with_root.then(|| PathBuf::from("/ca.crt")),
+            };
+            assert_eq!(tls.verification(), verification, "{tls}");
+            assert_eq!(tls.negotiation(), negotiation, "{tls}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_redacted_and_nothing_else() {
+        let cases = [
+            ("postgres://u:secret@h/db", "postgres://u:***@h/db"),
+            ("postgres://u@h:5432/db", "postgres://u@h:5432/db"),
+            ("postgres://h/db", "postgres://h/db"),
+            (
+                "postgresql://u:p%40secret@h:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
+                "postgresql://u:***@h:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
+            ),
+            // An unescaped `@` in the password: hidden up to the last `@`.
+            ("postgres://u:se@cret@h/db", "postgres://u:***@h/db"),
+            // `@` later in the URL: more is hidden, never less.
+            ("postgres://u:secret@h/db?options=a@b", "postgres://u:***@b"),
+            (
+                "postgres://h/db?sslmode=require&password=secret&user=u",
+                "postgres://h/db?sslmode=require&password=***&user=u",
+            ),
+            (
+                "postgres://h/db?pass%77ord=secret",
+                "postgres://h/db?pass%77ord=***",
+            ),
+            (
+                "postgres://h/db?password=secret&x=a@b",
+                "postgres://h/db?password=***&x=a@b",
+            ),
+            (
+                "host=h password=secret user=u",
+                "host=h password=*** user=u",
+            ),
+            (
+                "host=h password = 'se cret\\'' user=u",
+                "host=h password = *** user=u",
+            ),
+            ("host=h password='secret", "***"),
+            ("host=h user=u", "host=h user=u"),
+            ("", ""),
+        ];
+        for (dsn, shown) in cases {
+            let redacted = redact(dsn);
+            assert_eq!(redacted, shown, "{dsn}");
+            assert!(!redacted.contains("secret"), "{redacted}");
+        }
+    }
+
+    #[test]
+    fn the_url_comes_from_the_flag_the_file_then_the_environment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("dsn");
+        std::fs::write(&file, "postgres://from-file/db\n").expect("write");
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").expect("write");
+        let args = |flag: Option<&str>, path: Option<&Path>| PostgresArgs {
+            postgres_url: flag.map(SecretString::from),
+            postgres_url_file: path.map(Path::to_owned),
+            ..PostgresArgs::default()
+        };
+        let both: Env = &[
+            ("HANDOFF_POSTGRES_URL", "postgres://handoff-env/db"),
+            ("DATABASE_URL", "postgres://database-env/db"),
+        ];
+        let names = ["HANDOFF_POSTGRES_URL", "DATABASE_URL"];
+        let cases: &[(PostgresArgs, Env, Option<&str>)] = &[
+            (
+                args(Some("postgres://flag/db"), Some(&file)),
+                both,
+                Some("postgres://flag/db"),
+            ),
+            (
+                args(None, Some(&file)),
+                both,
+                Some("postgres://from-file/db"),
+            ),
+            (args(None, None), both, Some("postgres://handoff-env/db")),
+            (
+                args(None, None),
+                &[
+                    ("HANDOFF_POSTGRES_URL", " "),
+                    ("DATABASE_URL", "postgres://database-env/db"),
+                ],
+                Some("postgres://database-env/db"),
+            ),
+            (args(None, None), &[], None),
+            (args(Some(""), None), both, None),
+        ];
+        for (args, env, expected) in cases {
+            let vars: Vec<(String, String)> = env
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+                .collect();
+            let got = args
+                .resolve(&names, |name| {
+                    vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+                })
+                .expect("resolves");
+            assert_eq!(got.as_deref(), *expected, "{args:?} {env:?}");
+        }
+        // The bridge reads only its own variable.
+        let bridge = args(None, None)
+            .resolve(&["HANDOFF_POSTGRES_URL"], |name| {
+                (name == "DATABASE_URL").then(|| "postgres://app/db".to_owned())
+            })
+            .expect("resolves");
+        assert_eq!(bridge, None);
+        for path in [empty, dir.path().join("missing")] {
+            let err = args(None, Some(&path))
+                .resolve(&names, |_| None)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                err.starts_with(&format!("--postgres-url-file {}: ", path.display())),
+                "{err}"
+            );
+        }
+        let shown = format!("{:?}", args(Some("postgres://u:secret@h/db"), None));
+        assert!(!shown.contains("secret"), "{shown}");
+    }
+
+    #[test]
+    fn the_documented_dsn_is_verify_full_with_the_mounted_ca() {
+        let install = include_str!("../../../docs/install.md");
+        let documented: Vec<&str> = install
+            .lines()
+            .filter_map(|l| Some(l.split_once("dsn='")?.1.split_once('\'')?.0))
+            .collect();
+        assert_eq!(
+            documented.len(),
+            1,
+            "one DSN in docs/install.md: {documented:?}"
+        );
+        let overlay = include_str!("../../../config/overlays/postgres/kustomization.yaml");
+        assert!(
+            overlay.contains(documented[0]),
+            "the overlay's comment shows the DSN of docs/install.md"
+        );
+        let dsn = split(documented[0], |_| None).expect("the documented DSN parses");
+        assert_eq!(dsn.tls.mode, SslMode::VerifyFull);
+        assert_eq!(
+            dsn.tls.root_cert.as_deref(),
+            Some(Path::new("/etc/handoff/postgres/ca.crt"))
+        );
+        let config: tokio_postgres::Config =
+            dsn.rest.parse().expect("tokio-postgres parses the rest");
+        assert_eq!(config.get_dbname(), Some("handoff"));
+        assert!(!redact(documented[0]).contains("PASSWORD"));
+    }
+
+    #[test]
+    fn timeout_and_pool_flags() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct Cli {
+            #[command(flatten)]
+            postgres: PostgresArgs,
+        }
+        let parse = |line: &[&str]| {
+            Cli::try_parse_from(std::iter::once("handoff").chain(line.iter().copied()))
+                .map(|cli| cli.postgres.pool())
+        };
+        assert_eq!(
+            parse(&[]).expect("defaults"),
+            PoolSettings {
+                timeout: Duration::from_secs(5),
+                size: 4
+            }
+        );
+        assert_eq!(PostgresArgs::default().pool(), PoolSettings::default());
+        assert_eq!(
+            parse(&["--postgres-timeout", "1500ms", "--postgres-pool-size", "2"]).expect("flags"),
+            PoolSettings {
+                timeout: Duration::from_millis(1500),
+                size: 2
+            }
+        );
+        for wrong in [
+            &["--postgres-timeout", "0s"][..],
+            &["--postgres-timeout", "soon"],
+            &["--postgres-pool-size", "0"],
+        ] {
+            assert!(parse(wrong).is_err(), "{wrong:?}");
+        }
+    }
+}

@@ -1,0 +1,451 @@
+//! The rescue handoff: a compact, extractive handoff built from a
+//! transcript, deterministically and without a model, for when the agent
+//! never wrote one (it forgot, ran out of context, or its pod was killed).
+//!
+//! # Why extractive
+//!
+//! A rescue runs in a hook, at compaction or at the end of a session, where
+//! there is no model to ask and no time to wait. So it only copies what the
+//! transcript already says, in the skill's sections (State, Done, Next,
+//! Open questions, Refs), under a header saying plainly that the agent did
+//! not write it:
+//!
+//! - the first and the last user request (what was asked, and last asked);
+//! - the last assistant text (where it stopped);
+//! - the files and commands touched, from the tool calls, newest last;
+//! - the reader's gaps (its warnings), so the next agent knows what is
+//!   missing.
+//!
+//! # Budget
+//!
+//! The body stays within `max_tokens` (≈ characters / 4, as
+//! `status.approxTokens`; 2,000 by default): each extracted part has a
+//! share of the budget and is cut at a character boundary with `…`; a
+//! final cut guards the total. The same transcript always gives the same
+//! body, so a second rescue of it is an unchanged write.
+//!
+//! # Credentials
+//!
+//! Transcript text can hold credentials (a pasted token, a command line
+//! with a password). Every piece of transcript text that goes into the body
+//! passes through [`scrub`], and only through it.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+use jiff::Timestamp;
+
+use super::{AgentKind, Outcome, Role};
+
+/// The first characters of every rescued body: how a rescued handoff is
+/// recognised (a later rescue may replace it; an agent-written one newer
+/// than the session is never replaced).
+pub const RESCUE_MARK: &str = "> **Rescued handoff**";
+
+/// The default budget of a rescued body, in approximate tokens.
+pub const DEFAULT_MAX_TOKENS: usize = 2_000;
+
+/// The smallest budget accepted: room for the header and the sections.
+pub const MIN_MAX_TOKENS: usize = 300;
+
+/// What a rescued handoff's `kind` ends with (`rescued` alone when no kind
+/// is known): the mark `kubectl get handoffs` shows in its Kind column.
+pub(crate) const RESCUED_KIND: &str = "rescued";
+
+/// How many leading lines are searched for the transcript's first
+/// timestamp.
+const START_SCAN_LINES: usize = 1_000;
+
+/// Most tool calls listed.
+const MAX_TOOLS: usize = 40;
+
+/// Removes credentials from transcript text before it is stored: the one
+/// place transcript text passes on its way into a rescued body. Every
+/// finding of the write check's rule table becomes `[redacted: <kind>]`,
+/// so a rescue is never refused for what the session printed.
+pub(crate) fn scrub(text: &str) -> String {
+    handoff_core::secrets::redact(text)
+}
+
+/// Approximate tokens of `text` as `status.approxTokens` counts them
+/// ([`handoff_core::lint::approx_tokens`]), as a `usize` for budgets.
+pub fn approx_tokens(text: &str) -> usize {
+    text.len().div_ceil(handoff_core::lint::BYTES_PER_TOKEN)
+}
+
+/// Whether `body` is a rescued handoff (see [`RESCUE_MARK`]).
+pub fn is_rescued(body: &str) -> bool {
+    body.starts_with(RESCUE_MARK)
+}
+
+/// The `kind` of a rescued handoff: `<kind>.rescued`, or `rescued`; a kind
+/// that is already marked is kept as it is.
+pub fn rescued_kind(kind: Option<&str>) -> String {
+    match kind.map(str::trim).filter(|k| !k.is_empty()) {
+        None => RESCUED_KIND.to_owned(),
+        Some(k) if k == RESCUED_KIND || k.ends_with(&format!(".{RESCUED_KIND}")) => k.to_owned(),
+        Some(k) => format!("{k}.{RESCUED_KIND}"),
+    }
+}
+
+/// When the session began: the first top-level `timestamp` of a JSON-lines
+/// transcript (Claude Code and Codex write one on every record), within
+/// its first lines. `None` when there is none (or the file is not JSON
+/// lines, as a Grok database).
+pub fn started_at(path: &Path) -> Option<Timestamp> {
+    let file = std::fs::File::open(path).ok()?;
+    BufReader::new(file)
+        .lines()
+        .take(START_SCAN_LINES)
+        .map_while(Result::ok)
+        .find_map(|line| line_timestamp(&line))
+}
+
+/// The top-level `timestamp` of one JSON line, if it has a valid one.
+fn line_timestamp(line: &str) -> Option<Timestamp> {
+    #[derive(serde::Deserialize)]
+    struct Stamped {
+        timestamp: Option<String>,
+    }
+    let stamped: Stamped = serde_json::from_str(line).ok()?;
+    stamped.timestamp?.parse().ok()
+}
+
+/// Where the transcript came from, for the header and Refs.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub agent: AgentKind,
+    /// The session id, when known.
+    pub session: Option<&'a str>,
+    /// When the session began, when known.
+    pub started: Option<Timestamp>,
+}
+
+/// The rescued body of `outcome`, at most `max_tokens` (see the module
+/// docs).
+pub fn body(outcome: &Outcome, source: Source<'_>, max_tokens: usize) -> String {
+    let budget = max_tokens.max(MIN_MAX_TOKENS) * 4;
+    // The extracts share a pool that shrinks until the whole body fits.
+    let mut pool = budget;
+    loop {
+        let text = compose(outcome, source, pool);
+        if text.len() <= budget || pool < 400 {
+            return clip(&text, budget);
+        }
+        pool = pool * 4 / 5;
+    }
+}
+
+/// The body with the extracts cut to their shares of `pool` characters.
+fn compose(outcome: &Outcome, source: Source<'_>, pool: usize) -> String {
+    let users: Vec<&str> = texts(outcome, Role::User);
+    let assistants: Vec<&str> = texts(outcome, Role::Assistant);
+    let tools = tools(outcome);
+    let share = |percent: usize| pool * percent / 100;
+
+    let mut header = format!(
+        "{RESCUE_MARK}: extracted by `handoff rescue` from a {} transcript",
+        source.agent.label()
+    );
+    if let Some(session) = source.session {
+        header.push_str(&format!(" (session `{}`", scrub(session)));
+        if let Some(started) = source.started {
+            header.push_str(&format!(", started {started}"));
+        }
+        header.push(')');
+    }
+    header.push_str(
+        ", NOT written by the agent. It copies what the transcript says; verify it against the \
+         repository before relying on it, and replace it with a real summary (write_handoff).",
+    );
+
+    let last_turn = outcome.turns.last().map(|t| t.role);
+    let stopped = match last_turn {
+        None => "The transcript holds no conversational turn.".to_owned(),
+        Some(Role::User) => "It stopped on a user request that got no reply (see Next).".to_owned(),
+        Some(Role::Assistant) => "It stopped after this assistant reply:".to_owned(),
+    };
+    let mut state = format!("## State\n{stopped}\n");
+    if let (Some(Role::Assistant), Some(last)) = (last_turn, assistants.last()) {
+        state.push_str(&quote(last, share(30)));
+    }
+
+    let mut done = "## Done\nFiles and commands touched (tool calls, newest last):\n".to_owned();
+    if tools.is_empty() {
+        done.push_str("- none recorded\n");
+    } else {
+        let mut listed = String::new();
+        for tool in &tools {
+            let line = format!("- {}\n", clip(&scrub(tool), 160));
+            if listed.len() + line.len() > share(25) {
+                listed.push_str("- […] older calls left out\n");
+                break;
+            }
+            listed.push_str(&line);
+        }
+        done.push_str(&listed);
+    }
+
+    let mut next = "## Next\n".to_owned();
+    match (users.first(), users.last()) {
+        (Some(first), Some(last)) if users.len() > 1 => {
+            next.push_str("First request:\n");
+            next.push_str(&quote(first, share(12)));
+            next.push_str("Last request:\n");
+            next.push_str(&quote(last, share(15)));
+        }
+        (Some(only), _) => {
+            next.push_str("The request:\n");
+            next.push_str(&quote(only, share(25)));
+        }
+        _ => next.push_str("No user request was found.\n"),
+    }
+
+    let mut gaps = "## Open questions\n- What the agent judged done and still open is not in a \
+                    transcript: check the last request against the repository.\n"
+        .to_owned();
+    for warning in outcome.warnings.iter().take(5) {
+        gaps.push_str(&format!("- reader: {}\n", clip(&scrub(warning), 200)));
+    }
+
+    let mut refs = format!(
+        "## Refs\n- transcript: {} records, {} turns ({} user, {} assistant)",
+        outcome.records,
+        outcome.turns.len(),
+        users.len(),
+        assistants.len()
+    );
+    refs.push('\n');
+
+    [header, String::new(), state, done, next, gaps, refs].join("\n")
+}
+
+/// The texts of the turns of `role`, oldest first, without empty ones.
+fn texts(outcome: &Outcome, role: Role) -> Vec<&str> {
+    outcome
+        .turns
+        .iter()
+        .filter(|t| t.role == role)
+        .map(|t| t.text.trim())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The tool calls of the transcript (`name: argument`), each once at its
+/// last use, newest last, at most [`MAX_TOOLS`].
+fn tools(outcome: &Outcome) -> Vec<String> {
+    let all: Vec<&str> = outcome
+        .turns
+        .iter()
+        .flat_map(|t| t.tools.iter())
+        .map(|t| t.strip_prefix("[tool] ").unwrap_or(t))
+        .collect();
+    let mut kept: Vec<String> = Vec::new();
+    for (i, tool) in all.iter().enumerate() {
+        if !all[i + 1..].contains(tool) {
+            kept.push((*tool).to_owned());
+        }
+    }
+    let skip = kept.len().saturating_sub(MAX_TOOLS);
+    kept.split_off(skip)
+}
+
+/// `text` as a markdown quote of at most `max` characters.
+fn quote(text: &str, max: usize) -> String {
+    let clipped = clip(&scrub(text), max.max(40));
+    let mut out = String::new();
+    for line in clipped.lines() {
+        out.push_str("> ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, with `…`
+/// when cut.
+fn clip(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let ellipsis = "…";
+    let mut end = max.saturating_sub(ellipsis.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{ellipsis}", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Turn;
+
+    fn turn(role: Role, text: &str, tools: &[&str]) -> Turn {
+        Turn {
+            role,
+            text: text.into(),
+            tools: tools.iter().map(|t| format!("[tool] {t}")).collect(),
+        }
+    }
+
+    fn outcome(turns: Vec<Turn>) -> Outcome {
+        Outcome {
+            records: turns.len(),
+            used: turns.len(),
+            turns,
+            ..Outcome::default()
+        }
+    }
+
+    const SOURCE: Source<'static> = Source {
+        agent: AgentKind::Claude,
+        session: Some("s-1"),
+        started: None,
+    };
+
+    #[test]
+    fn the_body_has_the_header_the_sections_and_the_extracts() {
+        let o = outcome(vec![
+            turn(Role::User, "Add --format to the CLI", &[]),
+            turn(Role::Assistant, "Looking.", &["Read: src/cli.rs"]),
+            turn(Role::User, "Also update the README", &[]),
+            turn(
+                Role::Assistant,
+                "Done with the flag; README next.",
+                &["Edit: src/cli.rs", "Bash: cargo test"],
+            ),
+        ]);
+        let body = body(&o, SOURCE, DEFAULT_MAX_TOKENS);
+        assert!(is_rescued(&body), "{body}");
+        assert!(body.contains("NOT written by the agent"));
+        assert!(body.contains("session `s-1`"));
+        for section in [
+            "## State",
+            "## Done",
+            "## Next",
+            "## Open questions",
+            "## Refs",
+        ] {
+            assert!(body.contains(section), "{section} missing:\n{body}");
+        }
+        assert!(body.contains("First request:\n> Add --format to the CLI\n"));
+        assert!(body.contains("Last request:\n> Also update the README\n"));
+        assert!(body.contains("this assistant reply:\n> Done with the flag; README next.\n"));
+        assert!(body.contains("- Read: src/cli.rs\n- Edit: src/cli.rs\n- Bash: cargo test\n"));
+        assert!(body.contains("4 turns (2 user, 2 assistant)"));
+    }
+
+    #[test]
+    fn credentials_in_the_transcript_are_redacted_in_the_body() {
+        // Built from parts, so no credential-shaped string sits in the source.
+        let token = format!(
+            "ghp_{}",
+            "a1B2c3D4e5".repeat(4).get(..36).unwrap_or_default()
+        );
+        let o = outcome(vec![
+            turn(Role::User, &format!("Use the token {token} to push"), &[]),
+            turn(
+                Role::Assistant,
+                &format!("Pushed with {token}."),
+                &[&format!("Bash: GH_TOKEN={token} git push")],
+            ),
+        ]);
+        let body = body(&o, SOURCE, DEFAULT_MAX_TOKENS);
+        assert!(!body.contains(&token), "{body}");
+        assert!(body.contains("[redacted: GitHub token]"), "{body}");
+        assert_eq!(handoff_core::secrets::find(&body).len(), 0, "{body}");
+    }
+
+    #[test]
+    fn the_body_stays_within_the_budget_and_is_deterministic() {
+        let long = "word ".repeat(20_000);
+        let tools: Vec<String> = (0..500).map(|i| format!("Edit: src/file{i}.rs")).collect();
+        let tool_refs: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let o = outcome(vec![
+            turn(Role::User, &long, &[]),
+            turn(Role::Assistant, &long, &tool_refs),
+            turn(Role::User, &long, &[]),
+            turn(Role::Assistant, &long, &[]),
+        ]);
+        for max in [MIN_MAX_TOKENS, 1_000, DEFAULT_MAX_TOKENS, 8_000] {
+            let b = body(&o, SOURCE, max);
+            assert!(approx_tokens(&b) <= max, "{max}: {}", approx_tokens(&b));
+            assert_eq!(b, body(&o, SOURCE, max), "deterministic");
+            assert!(b.contains("## Refs"), "{max}: the last section survives");
+        }
+    }
+
+    #[test]
+    fn where_it_stopped_follows_the_last_turn() {
+        let cases = [
+            (vec![], "no conversational turn"),
+            (
+                vec![turn(Role::User, "please do X", &[])],
+                "a user request that got no reply",
+            ),
+            (
+                vec![
+                    turn(Role::User, "do X", &[]),
+                    turn(Role::Assistant, "did X", &[]),
+                ],
+                "after this assistant reply:\n> did X",
+            ),
+        ];
+        for (turns, want) in cases {
+            let b = body(&outcome(turns), SOURCE, DEFAULT_MAX_TOKENS);
+            assert!(b.contains(want), "{want}:\n{b}");
+        }
+    }
+
+    #[test]
+    fn tools_are_listed_once_at_their_last_use() {
+        let o = outcome(vec![turn(
+            Role::Assistant,
+            "",
+            &["Read: a", "Read: b", "Read: a"],
+        )]);
+        assert_eq!(tools(&o), vec!["Read: b", "Read: a"]);
+    }
+
+    #[test]
+    fn rescued_kinds() {
+        let cases = [
+            (None, "rescued"),
+            (Some(""), "rescued"),
+            (Some("issue"), "issue.rescued"),
+            (Some("issue.rescued"), "issue.rescued"),
+            (Some("rescued"), "rescued"),
+        ];
+        for (kind, want) in cases {
+            assert_eq!(rescued_kind(kind), want, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn line_timestamps() {
+        let cases = [
+            (
+                r#"{"timestamp":"2025-12-24T10:00:00.000Z","type":"user"}"#,
+                Some("2025-12-24T10:00:00Z"),
+            ),
+            (r#"{"type":"summary"}"#, None),
+            (r#"{"timestamp":"yesterday"}"#, None),
+            ("not json", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(
+                line_timestamp(line).map(|t| t.to_string()),
+                want.map(str::to_owned),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("ééé", 5), "é…");
+        assert!(clip(&"é".repeat(100), 50).len() <= 50);
+    }
+}
