@@ -13,10 +13,11 @@ FROM docker.io/library/rust:${RUST_VERSION}-alpine AS build
 RUN apk add --no-cache musl-dev
 WORKDIR /src
 COPY . .
-# include_str! embeds config/rbac/agent_roles.yaml, hence the whole tree
-# (.dockerignore keeps target/ and .venv out). Only the `handoff` package is
-# built: the test kit (testkit/, a dev-dependency) is never compiled here. BuildKit caches the registry
-# and the target directory between builds.
+# The whole workspace (crates/ are the layers; include_str! embeds files of
+# config/, docs/ and hack/), .dockerignore keeping target/ and .venv out. Only
+# the `handoff` binary is built: the test kit (testkit/, a dev-dependency) is
+# never compiled here. BuildKit caches the registry and the target directory
+# between builds.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     CARGO_PROFILE_RELEASE_STRIP=symbols cargo build --release --locked --bin handoff \
