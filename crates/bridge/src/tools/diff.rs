@@ -13,7 +13,7 @@ use super::{Tool, definition};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
-use handoff_mirror::{HistoryRow, Mirror};
+use handoff_mirror::{ListedRow, Mirror};
 
 const NAME: &str = "diff_handoff";
 
@@ -121,7 +121,7 @@ async fn known(
     key: &str,
     field: &'static str,
     revision: i64,
-) -> Result<HistoryRow, CallError> {
+) -> Result<ListedRow, CallError> {
     mirror
         .revision(namespace, key, revision)
         .await?

@@ -35,7 +35,7 @@ use super::profiles::{Audience, Profile};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, OfferPhase};
 use handoff_kube::store::updated_at;
-use handoff_mirror::HistoryRow;
+use handoff_mirror::ListedRow;
 
 /// A tool's handler: its call, and the arguments as sent.
 pub(crate) type Handler =
@@ -214,7 +214,7 @@ impl HandoffView {
     }
 
     /// The view of a past revision from the mirror's history.
-    pub(crate) fn of_revision(namespace: &str, row: &HistoryRow) -> Self {
+    pub(crate) fn of_revision(namespace: &str, row: &ListedRow) -> Self {
         Self {
             handoff_key: row.handoff_key.clone(),
             project: row.project.clone(),
@@ -222,7 +222,7 @@ impl HandoffView {
             kind: row.kind.clone(),
             body: row.body.clone(),
             created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-            updated_at: Some(row.written_at.to_string()),
+            updated_at: Some(row.updated_at.to_string()),
             revision: Some(row.revision),
             object: format!("{namespace}/{}", name_for_key(&row.handoff_key)),
         }
