@@ -56,7 +56,7 @@ use self::call::OfferSettings;
 use self::limits::Limits;
 use self::profiles::Profile;
 use self::server::HandoffServer;
-use handoff_core::time::parse_duration;
+use handoff_core::time::{parse_duration, positive_duration};
 use handoff_kube::telemetry::{BridgeMetrics, serve_metrics};
 use handoff_mirror::dsn::PostgresArgs;
 
@@ -92,7 +92,7 @@ pub struct McpArgs {
     )]
     pub tls_key: Option<PathBuf>,
     /// How often the TLS files are checked for a renewed certificate.
-    #[arg(long, env = "HANDOFF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = limits::positive_duration, value_name = "DURATION")]
+    #[arg(long, env = "HANDOFF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub tls_reload_interval: Duration,
     /// Request and connection limits of --listen.
     #[command(flatten)]
