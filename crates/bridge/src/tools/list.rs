@@ -5,14 +5,12 @@
 //! `list`, since RBAC is not in that path. Both give the same entries in
 //! the same order, and their cursors are the same.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition};
+use super::{Tool, definition, page};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -21,11 +19,6 @@ use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key, updated_at
 use handoff_mirror::{ListAfter, ListedRow, Mirror};
 
 const NAME: &str = "list_handoffs";
-
-/// Default page of `list_handoffs`.
-pub(crate) const DEFAULT_LIST_LIMIT: u32 = 50;
-/// Largest page of `list_handoffs`.
-pub(crate) const MAX_LIST_LIMIT: u32 = 200;
 
 /// The row of `list_handoffs` in the tool table.
 pub(crate) const TOOL: Tool = Tool {
@@ -172,27 +165,11 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 /// Checks the project, the page size and the cursor, in that order.
 fn validate(args: &ListArgs) -> Result<PageRequest, FieldError> {
     validation::project(&args.project)?;
-    let limit = list_limit(args.limit)?;
-    let after = args
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
+    let limit = page::limit(args.limit)?;
+    let after = page::given(args.cursor.as_deref())
         .map(decode_cursor)
         .transpose()?;
     Ok(PageRequest { limit, after })
-}
-
-/// The page size asked for, checked (also `list_offers`'s).
-pub(crate) fn list_limit(limit: Option<u32>) -> Result<usize, FieldError> {
-    match limit {
-        None => Ok(DEFAULT_LIST_LIMIT as usize),
-        Some(n) if (1..=MAX_LIST_LIMIT).contains(&n) => Ok(n as usize),
-        Some(n) => Err(FieldError {
-            field: "limit",
-            rule: format!("a page size from 1 to {MAX_LIST_LIMIT}"),
-            problem: format!("got {n}"),
-        }),
-    }
 }
 
 /// One page from the mirror of `namespace`.
@@ -234,25 +211,21 @@ struct Cursor {
 
 /// Encodes the position after which the next page starts.
 fn encode_cursor(key: &SortKey) -> String {
-    let cursor = Cursor {
+    page::encode(&Cursor {
         u: key.0.as_ref().map(|t| t.0.to_string()),
         k: key.1.clone(),
-    };
-    B64URL.encode(serde_json::to_vec(&cursor).unwrap_or_default())
+    })
 }
 
 /// Decodes a cursor from a previous page.
 fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
-    let invalid = |problem: &str| FieldError {
-        field: "cursor",
-        rule: "the next_cursor of a previous list_handoffs answer, unchanged".into(),
-        problem: problem.into(),
+    let invalid = |problem: &str| {
+        page::invalid(
+            "the next_cursor of a previous list_handoffs answer, unchanged",
+            problem,
+        )
     };
-    let bytes = B64URL
-        .decode(cursor.trim())
-        .map_err(|_| invalid("it is not valid base64url"))?;
-    let cursor: Cursor =
-        serde_json::from_slice(&bytes).map_err(|_| invalid("it does not decode to a position"))?;
+    let cursor: Cursor = page::decode(cursor).map_err(|why| invalid(why.problem()))?;
     let updated = match cursor.u {
         Some(u) => Some(Time(
             u.parse()
@@ -405,26 +378,20 @@ mod tests {
     }
 
     #[test]
-    fn bad_cursors_and_limits_are_named() {
-        let bad_json = B64URL.encode(br#"{"u":"yesterday","k":"a"}"#);
-        for bad in ["%%%", "bm90IGpzb24", &bad_json] {
-            let err = decode_cursor(bad).expect_err(bad);
-            assert_eq!(err.field, "cursor");
-        }
-        // (limit, the page size or None when refused)
-        let limits = [
-            (Some(0), None),
-            (Some(201), None),
-            (Some(1), Some(1)),
-            (Some(200), Some(200)),
-            (None, Some(50)),
+    fn bad_cursors_are_named() {
+        let bad_time = page::encode(&Cursor {
+            u: Some("yesterday".into()),
+            k: "a".into(),
+        });
+        // (cursor, the problem named)
+        let cases = [
+            ("%%%", "it is not valid base64url"),
+            ("bm90IGpzb24", "it does not decode to a position"),
+            (&*bad_time, "its timestamp is malformed"),
         ];
-        for (limit, want) in limits {
-            match (list_limit(limit), want) {
-                (Ok(got), Some(want)) => assert_eq!(got, want, "{limit:?}"),
-                (Err(err), None) => assert_eq!(err.field, "limit", "{limit:?}"),
-                (got, want) => panic!("{limit:?}: got {got:?}, want {want:?}"),
-            }
+        for (bad, problem) in cases {
+            let err = decode_cursor(bad).expect_err(bad);
+            assert_eq!((err.field, err.problem.as_str()), ("cursor", problem));
         }
     }
 

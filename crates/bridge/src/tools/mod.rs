@@ -18,6 +18,7 @@ pub(crate) mod list;
 pub(crate) mod list_offers;
 pub(crate) mod list_revisions;
 pub(crate) mod offer;
+pub(crate) mod page;
 pub(crate) mod reject_offer;
 pub mod search;
 pub(crate) mod write;

@@ -13,14 +13,11 @@
 //!
 //! Both page with an opaque cursor (the offset of the next page).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::list::list_limit;
-use super::{Tool, definition};
+use super::{Tool, definition, page};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -306,28 +303,35 @@ fn validate(args: &SearchArgs) -> Result<(usize, usize), FieldError> {
     if let Some(repo) = args.repo.as_deref().filter(|r| !r.is_empty()) {
         validation::repo(repo)?;
     }
-    let limit = list_limit(args.limit)?;
-    let offset = match args.cursor.as_deref().filter(|c| !c.is_empty()) {
+    let limit = page::limit(args.limit)?;
+    let offset = match page::given(args.cursor.as_deref()) {
         None => 0,
         Some(cursor) => decode_cursor(cursor)?,
     };
     Ok((limit, offset))
 }
 
+/// The position of a page of matches: how many came before it (each path
+/// orders its matches totally, so the same search continues where its
+/// last page ended).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Offset {
+    /// Matches before the page.
+    o: usize,
+}
+
 fn encode_cursor(offset: usize) -> String {
-    B64URL.encode(format!("search:{offset}"))
+    page::encode(&Offset { o: offset })
 }
 
 fn decode_cursor(cursor: &str) -> Result<usize, FieldError> {
-    B64URL
-        .decode(cursor)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|s| s.strip_prefix("search:").and_then(|n| n.parse().ok()))
-        .ok_or_else(|| FieldError {
-            field: "cursor",
-            rule: "the next_cursor of a previous search_handoffs answer".into(),
-            problem: format!("{cursor:?} is not one"),
+    page::decode::<Offset>(cursor)
+        .map(|offset| offset.o)
+        .map_err(|_| {
+            page::invalid(
+                "the next_cursor of a previous search_handoffs answer",
+                &format!("{cursor:?} is not one"),
+            )
         })
 }
 
