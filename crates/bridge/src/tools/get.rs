@@ -110,11 +110,12 @@ pub fn text(key: &str, result: &GetResult) -> String {
              Call write_handoff with this key before you finish."
         ),
         Some(h) => {
-            let mut meta = vec![format!("project {}", h.project)];
-            meta.extend(h.repo.as_ref().map(|r| format!("repo {r}")));
-            meta.extend(h.kind.as_ref().map(|k| format!("kind {k}")));
-            meta.extend(h.updated_at.as_ref().map(|u| format!("updated {u}")));
-            meta.extend(h.created_by.as_ref().map(|w| format!("by {w}")));
+            let facts = &h.facts;
+            let mut meta = vec![format!("project {}", facts.project)];
+            meta.extend(facts.repo.as_ref().map(|r| format!("repo {r}")));
+            meta.extend(facts.kind.as_ref().map(|k| format!("kind {k}")));
+            meta.extend(facts.updated_at.as_ref().map(|u| format!("updated {u}")));
+            meta.extend(facts.created_by.as_ref().map(|w| format!("by {w}")));
             format!("Handoff for `{key}` ({}):\n\n{}", meta.join(", "), h.body)
         }
     }

@@ -10,12 +10,12 @@ use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition, page};
+use super::{HandoffFacts, Tool, definition, page};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_core::api::{Handoff, preview_line};
-use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key, updated_at};
+use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key};
 use handoff_mirror::{ListAfter, ListedRow, Mirror};
 
 const NAME: &str = "list_handoffs";
@@ -59,22 +59,9 @@ pub(crate) struct ListArgs {
 /// One entry of `list_handoffs`.
 #[derive(Debug, Serialize, JsonSchema, PartialEq)]
 pub(crate) struct ListEntry {
-    /// The conversation key.
-    pub handoff_key: String,
-    /// Project.
-    pub project: String,
-    /// Repository, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<String>,
-    /// Kind of work, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// When the content last changed (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-    /// Who wrote this version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
     /// Size of the body in bytes.
     pub body_bytes: usize,
     /// The first characters of the body, on one line.
@@ -85,33 +72,14 @@ pub(crate) struct ListEntry {
 }
 
 impl ListEntry {
-    /// The entry for a stored handoff.
-    pub(crate) fn of(h: &Handoff, include_body: bool) -> Self {
+    /// The entry of a handoff with these facts and this body, whether read
+    /// from the apiserver or the mirror.
+    fn new(facts: HandoffFacts, body: &str, include_body: bool) -> Self {
         Self {
-            handoff_key: h.spec.handoff_key.clone(),
-            project: h.spec.project.clone(),
-            repo: h.spec.repo.clone(),
-            kind: h.spec.kind.clone(),
-            updated_at: updated_at(h).map(|t| t.0.to_string()),
-            created_by: h.spec.created_by.clone(),
-            body_bytes: h.spec.body.len(),
-            preview: preview_line(&h.spec.body),
-            body: include_body.then(|| h.spec.body.clone()),
-        }
-    }
-
-    /// The entry for a mirror row (the same fields as [`ListEntry::of`]).
-    pub(crate) fn of_row(row: &ListedRow, include_body: bool) -> Self {
-        Self {
-            handoff_key: row.handoff_key.clone(),
-            project: row.project.clone(),
-            repo: row.repo.clone(),
-            kind: row.kind.clone(),
-            updated_at: Some(row.updated_at.to_string()),
-            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-            body_bytes: row.body.len(),
-            preview: preview_line(&row.body),
-            body: include_body.then(|| row.body.clone()),
+            facts,
+            body_bytes: body.len(),
+            preview: preview_line(body),
+            body: include_body.then(|| body.to_owned()),
         }
     }
 }
@@ -268,7 +236,7 @@ fn list_page(
     ListResult {
         handoffs: items
             .iter()
-            .map(|h| ListEntry::of(h, include_body))
+            .map(|h| ListEntry::new(HandoffFacts::of(h), &h.spec.body, include_body))
             .collect(),
         next_cursor: next.as_ref().map(encode_cursor),
     }
@@ -306,7 +274,7 @@ fn mirror_page(mut rows: Vec<ListedRow>, limit: usize, include_body: bool) -> Li
     ListResult {
         handoffs: rows
             .iter()
-            .map(|r| ListEntry::of_row(r, include_body))
+            .map(|r| ListEntry::new(HandoffFacts::of_row(r), &r.body, include_body))
             .collect(),
         next_cursor,
     }
@@ -322,10 +290,10 @@ pub(crate) fn text(project: &str, result: &ListResult) -> String {
         result.handoffs.len()
     );
     for e in &result.handoffs {
-        let when = e.updated_at.as_deref().unwrap_or("unknown time");
+        let when = e.facts.updated_at.as_deref().unwrap_or("unknown time");
         out.push_str(&format!(
             "- `{}` (updated {when}, {} bytes): {}\n",
-            e.handoff_key, e.body_bytes, e.preview
+            e.facts.handoff_key, e.body_bytes, e.preview
         ));
     }
     if let Some(cursor) = &result.next_cursor {

@@ -8,7 +8,8 @@
 //! [`list_revisions`] and [`diff`]. Adding a tool: a module with its
 //! `TOOL` entry, and a row in [`TOOLS`].
 //!
-//! Here too: the results several tools share ([`HandoffView`],
+//! Here too: the results several tools share ([`HandoffFacts`], the one
+//! view of a handoff every result flattens; [`HandoffView`];
 //! [`OfferView`]) and the shape of a definition ([`definition`]).
 
 pub(crate) mod delete;
@@ -170,9 +171,11 @@ fn drop_nonstandard_formats(value: &mut serde_json::Value) {
     }
 }
 
-/// A handoff as tools return it.
+/// What every view of a handoff shows of it, whether read from the
+/// apiserver or from the mirror: the one handoff view, flattened into the
+/// full view ([`HandoffView`]), a list entry and a search match.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct HandoffView {
+pub struct HandoffFacts {
     /// The conversation key.
     pub handoff_key: String,
     /// Project.
@@ -183,14 +186,48 @@ pub struct HandoffView {
     /// Kind of work, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// The summary.
-    pub body: String,
     /// Who wrote this version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// When the content last changed (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
+}
+
+impl HandoffFacts {
+    /// The facts of a stored handoff.
+    pub fn of(h: &Handoff) -> Self {
+        Self {
+            handoff_key: h.spec.handoff_key.clone(),
+            project: h.spec.project.clone(),
+            repo: h.spec.repo.clone(),
+            kind: h.spec.kind.clone(),
+            created_by: h.spec.created_by.clone(),
+            updated_at: updated_at(h).map(|t| t.0.to_string()),
+        }
+    }
+
+    /// The facts of a mirror row (current, or a past revision).
+    pub(crate) fn of_row(row: &ListedRow) -> Self {
+        Self {
+            handoff_key: row.handoff_key.clone(),
+            project: row.project.clone(),
+            repo: row.repo.clone(),
+            kind: row.kind.clone(),
+            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
+            updated_at: Some(row.updated_at.to_string()),
+        }
+    }
+}
+
+/// A handoff as tools return it.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct HandoffView {
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
+    /// The summary.
+    pub body: String,
     /// Content revision (1 after creation), once the controller has counted it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
@@ -202,13 +239,8 @@ impl HandoffView {
     /// The view of a stored handoff.
     pub fn of(h: &Handoff) -> Self {
         Self {
-            handoff_key: h.spec.handoff_key.clone(),
-            project: h.spec.project.clone(),
-            repo: h.spec.repo.clone(),
-            kind: h.spec.kind.clone(),
+            facts: HandoffFacts::of(h),
             body: h.spec.body.clone(),
-            created_by: h.spec.created_by.clone(),
-            updated_at: updated_at(h).map(|t| t.0.to_string()),
             revision: h.status.as_ref().and_then(|s| s.revision),
             object: format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any()),
         }
@@ -217,13 +249,8 @@ impl HandoffView {
     /// The view of a past revision from the mirror's history.
     pub(crate) fn of_revision(namespace: &str, row: &ListedRow) -> Self {
         Self {
-            handoff_key: row.handoff_key.clone(),
-            project: row.project.clone(),
-            repo: row.repo.clone(),
-            kind: row.kind.clone(),
+            facts: HandoffFacts::of_row(row),
             body: row.body.clone(),
-            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-            updated_at: Some(row.updated_at.to_string()),
             revision: Some(row.revision),
             object: format!("{namespace}/{}", name_for_key(&row.handoff_key)),
         }
@@ -339,6 +366,51 @@ mod tests {
             };
             assert_eq!(listed, tools, "profile {profile:?}");
         }
+    }
+
+    #[test]
+    fn a_handoff_reads_the_same_from_the_apiserver_and_the_mirror() {
+        let at = k8s_openapi::jiff::Timestamp::from_second(60).expect("ts");
+        let mut h = Handoff::new(
+            &name_for_key("k"),
+            handoff_core::api::HandoffSpec {
+                handoff_key: "k".into(),
+                project: "p".into(),
+                repo: Some("o/r".into()),
+                kind: None,
+                body: "b".into(),
+                created_by: Some("alice".into()),
+            },
+        );
+        h.metadata.namespace = Some("ns".into());
+        h.status = Some(handoff_core::api::HandoffStatus {
+            revision: Some(3),
+            updated_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            ..Default::default()
+        });
+        let row = ListedRow {
+            handoff_key: "k".into(),
+            project: "p".into(),
+            repo: Some("o/r".into()),
+            kind: None,
+            created_by: "alice".into(),
+            body: "b".into(),
+            updated_at: at,
+            revision: 3,
+        };
+        let expected = serde_json::json!({
+            "handoff_key": "k", "project": "p", "repo": "o/r", "created_by": "alice",
+            "updated_at": "1970-01-01T00:01:00Z", "body": "b", "revision": 3,
+            "object": format!("ns/{}", name_for_key("k")),
+        });
+        for view in [HandoffView::of(&h), HandoffView::of_revision("ns", &row)] {
+            assert_eq!(serde_json::to_value(&view).expect("json"), expected);
+        }
+        let unknown = ListedRow {
+            created_by: String::new(),
+            ..row
+        };
+        assert_eq!(HandoffFacts::of_row(&unknown).created_by, None, "no writer");
     }
 
     #[test]

@@ -17,12 +17,12 @@ use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition, page};
+use super::{HandoffFacts, Tool, definition, page};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_core::api::{Handoff, preview_line};
-use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key, updated_at};
+use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key};
 use handoff_mirror::search::SearchRow;
 
 const NAME: &str = "search_handoffs";
@@ -73,28 +73,29 @@ pub struct SearchArgs {
 /// One match of `search_handoffs`.
 #[derive(Debug, Serialize, JsonSchema, PartialEq)]
 pub struct SearchMatch {
-    /// The conversation key.
-    pub handoff_key: String,
-    /// Project.
-    pub project: String,
-    /// Repository, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<String>,
-    /// Kind of work, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// When the content last changed (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-    /// Who wrote this version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
     /// How well it matches (higher is better; comparable within one answer).
     pub rank: f64,
     /// The query's words found in key or body.
     pub matched_words: Vec<String>,
     /// The body around the first matched word, on one line.
     pub preview: String,
+}
+
+impl SearchMatch {
+    /// The match of a handoff with these facts and this body, whether
+    /// found by the mirror or by the scan.
+    fn new(facts: HandoffFacts, body: &str, rank: f64, wanted: &[String]) -> Self {
+        let matched = matched_words(wanted, &facts.handoff_key, body);
+        Self {
+            preview: preview_around(body, &matched),
+            facts,
+            rank,
+            matched_words: matched,
+        }
+    }
 }
 
 /// Result of `search_handoffs`.
@@ -257,33 +258,17 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 
 fn of_row(found: &SearchRow, wanted: &[String]) -> SearchMatch {
     let row = &found.row;
-    let matched = matched_words(wanted, &row.handoff_key, &row.body);
-    SearchMatch {
-        handoff_key: row.handoff_key.clone(),
-        project: row.project.clone(),
-        repo: row.repo.clone(),
-        kind: row.kind.clone(),
-        updated_at: Some(row.updated_at.to_string()),
-        created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-        rank: f64::from(found.rank),
-        preview: preview_around(&row.body, &matched),
-        matched_words: matched,
-    }
+    let facts = HandoffFacts::of_row(row);
+    SearchMatch::new(facts, &row.body, f64::from(found.rank), wanted)
 }
 
 fn of_handoff(h: &Handoff, occurrences: usize, wanted: &[String]) -> SearchMatch {
-    let matched = matched_words(wanted, &h.spec.handoff_key, &h.spec.body);
-    SearchMatch {
-        handoff_key: h.spec.handoff_key.clone(),
-        project: h.spec.project.clone(),
-        repo: h.spec.repo.clone(),
-        kind: h.spec.kind.clone(),
-        updated_at: updated_at(h).map(|t| t.0.to_string()),
-        created_by: h.spec.created_by.clone(),
-        rank: occurrences as f64,
-        preview: preview_around(&h.spec.body, &matched),
-        matched_words: matched,
-    }
+    SearchMatch::new(
+        HandoffFacts::of(h),
+        &h.spec.body,
+        occurrences as f64,
+        wanted,
+    )
 }
 
 /// Checks the project, the query, the page size and the cursor, in that
@@ -350,7 +335,7 @@ pub fn text(project: &str, query: &str, result: &SearchResult) -> String {
         for m in &result.matches {
             lines.push(format!(
                 "- `{}` (matched: {}): {}",
-                m.handoff_key,
+                m.facts.handoff_key,
                 m.matched_words.join(", "),
                 m.preview
             ));

@@ -184,18 +184,18 @@ fn outcome_text(result: &WriteResult) -> String {
         WriteOutcome::Unchanged => {
             format!(
                 "Handoff `{}` unchanged: it already holds this content; nothing was written.",
-                h.handoff_key
+                h.facts.handoff_key
             )
         }
         outcome => format!(
             "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.",
-            h.handoff_key,
+            h.facts.handoff_key,
             if outcome == WriteOutcome::Created {
                 "created"
             } else {
                 "updated"
             },
-            h.project,
+            h.facts.project,
             h.body.len()
         ),
     }
