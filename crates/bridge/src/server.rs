@@ -157,6 +157,15 @@ fn gate(caller: &Caller) -> Result<(), McpError> {
     ))
 }
 
+/// `item` when the caller passes [`gate`], else nothing: what the lists of
+/// resources and prompts show.
+fn gated<T>(caller: &Caller, item: impl FnOnce() -> T) -> Vec<T> {
+    match gate(caller) {
+        Ok(()) => vec![item()],
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The profile label of the metric: a contract profile, or `other`.
 fn profile_label(caller: &Caller) -> String {
     caller.profile().canonical().unwrap_or("other").to_owned()
@@ -221,12 +230,10 @@ impl ServerHandler for HandoffServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let templates = if gate(&caller).is_ok() {
-            vec![resources::template()]
-        } else {
-            Vec::new()
-        };
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        Ok(ListResourceTemplatesResult::with_all_items(gated(
+            &caller,
+            resources::template,
+        )))
     }
 
     async fn read_resource(
@@ -260,12 +267,10 @@ impl ServerHandler for HandoffServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let prompts = if gate(&caller).is_ok() {
-            vec![prompts::definition()]
-        } else {
-            Vec::new()
-        };
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(ListPromptsResult::with_all_items(gated(
+            &caller,
+            prompts::definition,
+        )))
     }
 
     async fn get_prompt(

@@ -4,11 +4,11 @@
 //! not in that path; without a mirror, `revision` is refused with a message
 //! saying history needs it.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffView, Tool, definition};
+use super::{HandoffView, Tool, definition, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -25,7 +25,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "Get the current handoff (compact summary left by the previous agent) for a continuation key. \
              Call it at the start with the key from your preamble. If none exists, start fresh.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

@@ -6,11 +6,11 @@
 //! the same order, and their cursors are the same.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffFacts, Tool, definition, page};
+use super::{HandoffFacts, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -30,7 +30,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List a project's handoffs, newest first (optionally one repository). Entries carry a preview and \
              body_bytes; set include_body for full bodies. Page with limit and next_cursor.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -308,10 +308,11 @@ pub(crate) fn text(project: &str, result: &ListResult) -> String {
 mod tests {
     use super::*;
 
+    /// A position's time, `secs` after the epoch.
     fn at(secs: i64) -> Option<Time> {
-        Some(Time(
-            k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts"),
-        ))
+        k8s_openapi::jiff::Timestamp::from_second(secs)
+            .ok()
+            .map(Time)
     }
 
     #[test]

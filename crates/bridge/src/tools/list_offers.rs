@@ -10,11 +10,11 @@
 //! token with the filters it was made for, so it cannot continue another
 //! listing; it expires with the apiserver's token (minutes).
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{OfferView, Tool, definition, page};
+use super::{OfferView, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::OfferPhase;
@@ -33,7 +33,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List a project's offers (optionally to one agent, or in one phase), by name. Page with limit \
              (1-200, default 50) and next_cursor; with phase a page may hold fewer than limit.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

@@ -4,11 +4,11 @@
 //! SelfSubjectAccessReview for `get` (RBAC is not in that path), only the
 //! caller's namespace; without the mirror, an error saying how to turn it on.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition, page};
+use super::{Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -26,7 +26,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List the past revisions of a handoff (number, time, writer, size), newest first, from the \
              history. Read one with get_handoff{revision}; compare two with diff_handoff.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

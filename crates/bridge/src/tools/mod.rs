@@ -104,6 +104,26 @@ impl Tool {
     }
 }
 
+/// The annotations of a tool that only reads (the cluster or the mirror).
+pub(crate) fn reads() -> ToolAnnotations {
+    ToolAnnotations::new().read_only(true).open_world(false)
+}
+
+/// Whether a writing tool may destroy what it finds.
+pub(crate) struct Destructive(pub(crate) bool);
+
+/// Whether repeating a writing tool's call changes nothing more.
+pub(crate) struct Idempotent(pub(crate) bool);
+
+/// The annotations of a tool that writes.
+pub(crate) fn writes(destructive: Destructive, idempotent: Idempotent) -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(false)
+        .destructive(destructive.0)
+        .idempotent(idempotent.0)
+        .open_world(false)
+}
+
 /// The MCP definition of a tool taking `Args` and answering `Result`.
 pub fn definition<Args: JsonSchema, Result: JsonSchema>(
     name: &'static str,

@@ -13,11 +13,11 @@
 //!
 //! Both page with an opaque cursor (the offset of the next page).
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffFacts, Tool, definition, page};
+use super::{HandoffFacts, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -45,7 +45,7 @@ pub(crate) const TOOL: Tool = Tool {
              payments_test.go), \"quoted phrases\", `or`, and -excluded words, matched against key and \
              body. Best match first, with a preview and the matched words. Page with limit and \
              next_cursor.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
