@@ -1,7 +1,10 @@
-//! The MCP-to-apiserver bridge (`handoff mcp`): the contract's four tools —
-//! `get_handoff`, `write_handoff`, `list_handoffs`, `delete_handoff` — onto
-//! `Handoff` objects, and the offer tools (`offer_handoff`, `list_offers`,
-//! `reject_offer`) onto `HandoffOffer`s, over stdio or streamable HTTP.
+//! The MCP-to-apiserver bridge (`handoff mcp`): ten tools over stdio or
+//! streamable HTTP — the contract's four, `get_handoff`, `write_handoff`,
+//! `list_handoffs` and `delete_handoff`, onto `Handoff` objects; the offer
+//! tools `offer_handoff`, `list_offers` and `reject_offer` onto
+//! `HandoffOffer`s; and `search_handoffs`, `list_revisions` and
+//! `diff_handoff`, which read the PostgreSQL mirror (search also scans the
+//! apiserver without it).
 //!
 //! The bridge is thin and stateless: it keeps no handoff state, acts with
 //! the caller's own credentials (over HTTP the agent's bearer token is
@@ -16,11 +19,15 @@
 //!
 //! - [`tools`]: one module per tool (arguments, validation, handler, result,
 //!   text) and the table `tools/list` and `tools/call` read.
-//! - [`call`]: what every call shares: its context, errors, RBAC mapping.
+//! - [`call`]: what every call shares: the one dispatch (profile gate,
+//!   timeout, handler), its context, errors, RBAC mapping.
 //! - [`profiles`]: which profiles see which tools (pure).
 //! - [`resources`]: handoffs as resources `handoff://{handoff_key}` (pure).
 //! - [`prompts`]: the prompt `continue`: preamble and handoff (pure).
-//! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
+//! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches,
+//!   the namespace of a call.
+//! - [`headers`]: `handoff mcp-headers`, the request headers for clients
+//!   that ask a command for them.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
 //! - [`limits`]: the HTTP limits (flags, defaults).

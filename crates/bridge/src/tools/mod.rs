@@ -10,7 +10,9 @@
 //!
 //! Here too: the results several tools share ([`HandoffFacts`], the one
 //! view of a handoff every result flattens; [`HandoffView`];
-//! [`OfferView`]) and the shape of a definition ([`definition`]).
+//! [`OfferView`]), the shape of a definition ([`definition`], with
+//! [`reads`] / [`writes`] annotations), and in [`page`] the page size and
+//! the one cursor codec of the paged tools.
 
 pub(crate) mod delete;
 pub mod diff;
