@@ -19,8 +19,8 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use handoff::hook::{Stored, session_context};
-use handoff_bridge::tools::HandoffView;
 use handoff_bridge::tools::get::{self, GetResult};
+use handoff_bridge::tools::{HandoffFacts, HandoffView};
 use handoff_core::goals::preamble;
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
 use handoff_transcript::{AgentKind, Budget, Outcome, linearize, read_file};
@@ -51,13 +51,15 @@ fn handoff_chars(key: &str) -> usize {
     let result = GetResult {
         found: true,
         handoff: Some(HandoffView {
-            handoff_key: key.into(),
-            project: "shop".into(),
-            repo: Some("acme/shop".into()),
-            kind: Some("issue".into()),
+            facts: HandoffFacts {
+                handoff_key: key.into(),
+                project: "shop".into(),
+                repo: Some("acme/shop".into()),
+                kind: Some("issue".into()),
+                created_by: Some("system:serviceaccount:agents:implement".into()),
+                updated_at: Some("2026-11-29T10:00:00Z".into()),
+            },
             body: TYPICAL_SUMMARY.into(),
-            created_by: Some("system:serviceaccount:agents:implement".into()),
-            updated_at: Some("2026-11-29T10:00:00Z".into()),
             revision: Some(7),
             object: "agents/acme-shop-219-0123456789abcdef".into(),
         }),

@@ -17,10 +17,11 @@
 use clap::Args;
 
 use handoff_bridge::POSTGRES_URL_VARS;
+use handoff_bridge::tools::HandoffView;
 use handoff_bridge::tools::diff::unified;
 use handoff_bridge::tools::search::{matched_words, preview_around, terms};
 use handoff_core::api::Handoff;
-use handoff_kube::store::{HandoffStore, updated_at};
+use handoff_kube::store::HandoffStore;
 use handoff_mirror::Mirror;
 use handoff_mirror::dsn::PostgresArgs;
 
@@ -131,35 +132,32 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A handoff as markdown: a header, then the body.
+/// A handoff as markdown: a header, then the body (the fields of the one
+/// handoff view the tools return).
 pub fn markdown(h: &Handoff) -> String {
-    let status = h.status.clone().unwrap_or_default();
+    let view = HandoffView::of(h);
+    let facts = &view.facts;
     let mut header = vec![
-        format!("# Handoff `{}`", h.spec.handoff_key),
+        format!("# Handoff `{}`", facts.handoff_key),
         String::new(),
-        format!("- project: {}", h.spec.project),
+        format!("- project: {}", facts.project),
     ];
-    header.extend(h.spec.repo.as_ref().map(|r| format!("- repo: {r}")));
-    header.extend(h.spec.kind.as_ref().map(|k| format!("- kind: {k}")));
+    header.extend(facts.repo.as_ref().map(|r| format!("- repo: {r}")));
+    header.extend(facts.kind.as_ref().map(|k| format!("- kind: {k}")));
     header.push(format!(
         "- revision: {}",
-        status
-            .revision
+        view.revision
             .map_or_else(|| "not counted yet".to_owned(), |r| r.to_string())
     ));
     header.push(format!(
         "- writer: {}",
-        h.spec.created_by.as_deref().unwrap_or("unknown")
+        facts.created_by.as_deref().unwrap_or("unknown")
     ));
     header.push(format!(
         "- updated: {}",
-        updated_at(h).map_or_else(|| "unknown".to_owned(), |t| t.0.to_string())
+        facts.updated_at.as_deref().unwrap_or("unknown")
     ));
-    format!(
-        "{}\n\n---\n\n{}\n",
-        header.join("\n"),
-        h.spec.body.trim_end()
-    )
+    format!("{}\n\n---\n\n{}\n", header.join("\n"), view.body.trim_end())
 }
 
 /// `handoff history KEY`: the revisions the mirror keeps, newest first.

@@ -12,11 +12,13 @@
 //!   kube's client) rather than rmcp's streamable-HTTP client, whose
 //!   session handshake and extra HTTP stack a one-shot hook does not need;
 //! - **in process** otherwise, with the kubeconfig or in-cluster identity,
-//!   exactly as `handoff mcp --stdio` acts: the same tool handlers, the
-//!   same profile gate (the profile must see the tool), RBAC as the caller.
+//!   exactly as `handoff mcp --stdio` acts: the same dispatch
+//!   (`handoff_bridge::call::Services::dispatch`: the profile must see the
+//!   tool, the handler gets the bridge's call timeout), RBAC as the caller.
 //!
 //! Every network step is bounded ([`CONNECT_TIMEOUT`], the apiserver
-//! timeouts of the stdio bridge, and the caller's overall deadline), so a
+//! timeouts and call timeout of the stdio bridge, and the caller's overall
+//! deadline), so a
 //! hook never hangs its agent.
 
 use std::path::{Path, PathBuf};
@@ -36,7 +38,7 @@ use rustls::{ClientConfig, RootCertStore};
 use serde_json::{Value, json};
 
 use handoff_bridge::auth::{self, Caller, PROFILE_HEADER};
-use handoff_bridge::call::{Call, OfferSettings};
+use handoff_bridge::call::{OfferSettings, Services, Unanswered, timed_out};
 use handoff_bridge::profiles::Profile;
 use handoff_bridge::tools;
 use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
@@ -191,33 +193,30 @@ impl Link {
                 result(tool, &answer(&bytes, sse)?)
             }
             Link::Local { caller } => {
-                let found = tools::for_profile(caller.profile())
-                    .find(|t| t.name == tool)
-                    .ok_or_else(|| {
-                        anyhow!(
-                            "profile {:?} does not see {tool} (set HANDOFF_PROFILE or --profile)",
-                            caller.profile().as_str()
-                        )
-                    })?;
+                let not_seen = || {
+                    anyhow!(
+                        "profile {:?} does not see {tool} (set HANDOFF_PROFILE or --profile)",
+                        caller.profile().as_str()
+                    )
+                };
+                let found = tools::find(tool).ok_or_else(not_seen)?;
                 let Value::Object(args) = args else {
                     bail!("{tool}: the arguments are not an object");
                 };
-                let offers = OfferSettings {
-                    acting: None,
-                    active_selector: DEFAULT_ACTIVE_SELECTOR.to_owned(),
-                };
-                let budgets = Budgets::new(caller.client().clone(), READ_TIMEOUT);
-                let call = Call {
-                    tool: found,
-                    caller: caller.as_ref(),
+                let services = Services {
                     mirror: None,
-                    offers: &offers,
-                    budgets: &budgets,
+                    offers: OfferSettings {
+                        acting: None,
+                        active_selector: DEFAULT_ACTIVE_SELECTOR.to_owned(),
+                    },
+                    budgets: Arc::new(Budgets::new(caller.client().clone(), READ_TIMEOUT)),
                 };
-                let (structured, _) = (found.call)(&call, Some(args))
-                    .await
-                    .map_err(|e| anyhow!("{tool}: {e}"))?;
-                Ok(structured)
+                match services.dispatch(found, caller, Some(args)).await {
+                    Ok((structured, _)) => Ok(structured),
+                    Err(Unanswered::Hidden(_)) => Err(not_seen()),
+                    Err(Unanswered::Failed(e)) => Err(anyhow!("{tool}: {e}")),
+                    Err(Unanswered::TimedOut) => Err(anyhow!("{tool}: {}", timed_out())),
+                }
             }
         }
     }

@@ -1,7 +1,10 @@
-//! The MCP-to-apiserver bridge (`handoff mcp`): the contract's four tools —
-//! `get_handoff`, `write_handoff`, `list_handoffs`, `delete_handoff` — onto
-//! `Handoff` objects, and the offer tools (`offer_handoff`, `list_offers`,
-//! `reject_offer`) onto `HandoffOffer`s, over stdio or streamable HTTP.
+//! The MCP-to-apiserver bridge (`handoff mcp`): ten tools over stdio or
+//! streamable HTTP — the contract's four, `get_handoff`, `write_handoff`,
+//! `list_handoffs` and `delete_handoff`, onto `Handoff` objects; the offer
+//! tools `offer_handoff`, `list_offers` and `reject_offer` onto
+//! `HandoffOffer`s; and `search_handoffs`, `list_revisions` and
+//! `diff_handoff`, which read the PostgreSQL mirror (search also scans the
+//! apiserver without it).
 //!
 //! The bridge is thin and stateless: it keeps no handoff state, acts with
 //! the caller's own credentials (over HTTP the agent's bearer token is
@@ -16,11 +19,15 @@
 //!
 //! - [`tools`]: one module per tool (arguments, validation, handler, result,
 //!   text) and the table `tools/list` and `tools/call` read.
-//! - [`call`]: what every call shares: its context, errors, RBAC mapping.
+//! - [`call`]: what every call shares: the one dispatch (profile gate,
+//!   timeout, handler), its context, errors, RBAC mapping.
 //! - [`profiles`]: which profiles see which tools (pure).
 //! - [`resources`]: handoffs as resources `handoff://{handoff_key}` (pure).
 //! - [`prompts`]: the prompt `continue`: preamble and handoff (pure).
-//! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches.
+//! - [`auth`]: callers, token passthrough, SelfSubjectReview, caches,
+//!   the namespace of a call.
+//! - [`headers`]: `handoff mcp-headers`, the request headers for clients
+//!   that ask a command for them.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
 //! - [`limits`]: the HTTP limits (flags, defaults).
@@ -56,7 +63,7 @@ use self::call::OfferSettings;
 use self::limits::Limits;
 use self::profiles::Profile;
 use self::server::HandoffServer;
-use handoff_core::time::parse_duration;
+use handoff_core::time::{parse_duration, positive_duration};
 use handoff_kube::telemetry::{BridgeMetrics, serve_metrics};
 use handoff_mirror::dsn::PostgresArgs;
 
@@ -92,7 +99,7 @@ pub struct McpArgs {
     )]
     pub tls_key: Option<PathBuf>,
     /// How often the TLS files are checked for a renewed certificate.
-    #[arg(long, env = "HANDOFF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = limits::positive_duration, value_name = "DURATION")]
+    #[arg(long, env = "HANDOFF_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = positive_duration, value_name = "DURATION")]
     pub tls_reload_interval: Duration,
     /// Request and connection limits of --listen.
     #[command(flatten)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use handoff_core::time::parse_duration;
+use handoff_core::time::positive_duration;
 
 /// Default `--max-body-bytes`: 1 MiB.
 pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 1 << 20;
@@ -83,14 +83,6 @@ impl Limits {
             ));
         }
         Ok(())
-    }
-}
-
-/// A duration (the `time` grammar) longer than zero.
-pub fn positive_duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
-        Duration::ZERO => Err(format!("{text:?}: a timeout must be longer than zero")),
-        d => Ok(d),
     }
 }
 

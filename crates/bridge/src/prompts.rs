@@ -57,16 +57,19 @@ pub(crate) fn text(key: &str, handoff: Option<HandoffView>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tools::HandoffFacts;
 
     fn view(key: &str, body: &str) -> HandoffView {
         HandoffView {
-            handoff_key: key.to_owned(),
-            project: "shop".to_owned(),
-            repo: Some("org/repo".to_owned()),
-            kind: None,
+            facts: HandoffFacts {
+                handoff_key: key.to_owned(),
+                project: "shop".to_owned(),
+                repo: Some("org/repo".to_owned()),
+                kind: None,
+                created_by: Some("admin".to_owned()),
+                updated_at: None,
+            },
             body: body.to_owned(),
-            created_by: Some("admin".to_owned()),
-            updated_at: None,
             revision: Some(1),
             object: "ns/h".to_owned(),
         }

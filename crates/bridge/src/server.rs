@@ -1,8 +1,9 @@
 //! The MCP server: `tools/list` shows the tools of the caller's profile,
-//! `tools/call` looks the tool up in the one table (`tools::TOOLS`), refuses
-//! it when the profile does not have it, and runs its handler within
-//! [`CALL_TIMEOUT`] with the caller's credentials; every failure becomes a
-//! message an agent can act on, and every call a metric.
+//! `tools/call` looks the tool up in the one table (`tools::TOOLS`) and
+//! dispatches it ([`Services::dispatch`]: refused when the profile does not
+//! have it, else its handler within the call timeout, with the caller's
+//! credentials); every failure becomes a message an agent can act on, and
+//! every call a metric.
 //!
 //! Resources (`handoff://{handoff_key}`, see `resources`) and the prompt
 //! `continue` (see `prompts`) are gated like `get_handoff` and read the
@@ -13,7 +14,7 @@
 //! an access review (see `tools::list`, `tools::get`).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::handler::server::ServerHandler;
 use rmcp::model::{
@@ -27,17 +28,13 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::auth::Caller;
-use super::call::{Call, OfferSettings};
+use super::call::{CALL_TIMEOUT, OfferSettings, Services, Unanswered, timed_out};
 use super::tools::{self, HandoffView};
 use super::{prompts, resources};
 use handoff_core::api::Handoff;
 use handoff_kube::settings::{Budgets, READ_TIMEOUT};
 use handoff_kube::telemetry::{BridgeMetrics, ToolCallLabels};
 use handoff_mirror::Mirror;
-
-/// Longest a tool call may wait for the apiserver before answering with a
-/// retriable error.
-pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The MCP server of one stdio process or of HTTP requests.
 #[derive(Clone)]
@@ -46,9 +43,7 @@ pub(crate) struct HandoffServer {
     /// carries its own (see `http.rs`).
     fixed: Option<Arc<Caller>>,
     metrics: Arc<BridgeMetrics>,
-    mirror: Option<Arc<Mirror>>,
-    offers: OfferSettings,
-    budgets: Arc<Budgets>,
+    services: Services,
 }
 
 impl HandoffServer {
@@ -63,9 +58,11 @@ impl HandoffServer {
         Self {
             fixed: Some(caller),
             metrics,
-            mirror: None,
-            offers,
-            budgets,
+            services: Services {
+                mirror: None,
+                offers,
+                budgets,
+            },
         }
     }
 
@@ -79,15 +76,17 @@ impl HandoffServer {
         Self {
             fixed: None,
             metrics,
-            mirror: None,
-            offers,
-            budgets,
+            services: Services {
+                mirror: None,
+                offers,
+                budgets,
+            },
         }
     }
 
     /// Answers lists and history from `mirror` (see the module docs).
     pub(crate) fn with_mirror(mut self, mirror: Option<Arc<Mirror>>) -> Self {
-        self.mirror = mirror;
+        self.services.mirror = mirror;
         self
     }
 
@@ -107,42 +106,24 @@ impl HandoffServer {
             })
     }
 
-    /// Runs `tool` for `caller` within [`CALL_TIMEOUT`]: the result and
-    /// the outcome label of the metric.
+    /// Runs `tool` for `caller` (see [`Services::dispatch`]): the result
+    /// and the outcome label of the metric.
     async fn run(
         &self,
         tool: &'static tools::Tool,
         caller: &Caller,
         args: Option<rmcp::model::JsonObject>,
     ) -> (CallToolResult, &'static str) {
-        if !tool.visible_to(caller.profile()) {
-            let refusal = caller.profile().refusal(tool.name, tool.audience);
-            return (
-                CallToolResult::error(vec![ContentBlock::text(refusal)]),
-                "refused",
-            );
-        }
-        let call = Call {
-            tool,
-            caller,
-            mirror: self.mirror.as_deref(),
-            offers: &self.offers,
-            budgets: &self.budgets,
-        };
-        match tokio::time::timeout(CALL_TIMEOUT, (tool.call)(&call, args)).await {
-            Ok(Ok((structured, text))) => {
+        let error = |text: String| CallToolResult::error(vec![ContentBlock::text(text)]);
+        match self.services.dispatch(tool, caller, args).await {
+            Ok((structured, text)) => {
                 let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
                 result.structured_content = Some(structured);
                 (result, "ok")
             }
-            Ok(Err(err)) => (
-                CallToolResult::error(vec![ContentBlock::text(err.to_string())]),
-                err.outcome(),
-            ),
-            Err(_) => (
-                CallToolResult::error(vec![ContentBlock::text(timed_out())]),
-                "unavailable",
-            ),
+            Err(Unanswered::Hidden(refusal)) => (error(refusal), "refused"),
+            Err(Unanswered::Failed(err)) => (error(err.to_string()), err.outcome()),
+            Err(Unanswered::TimedOut) => (error(timed_out()), "unavailable"),
         }
     }
 
@@ -151,14 +132,7 @@ impl HandoffServer {
     /// prompt serve.
     async fn current(&self, caller: &Caller, key: &str) -> Result<Option<Handoff>, McpError> {
         gate(caller)?;
-        let tool = &tools::get::TOOL;
-        let call = Call {
-            tool,
-            caller,
-            mirror: self.mirror.as_deref(),
-            offers: &self.offers,
-            budgets: &self.budgets,
-        };
+        let call = self.services.call(&tools::get::TOOL, caller);
         match tokio::time::timeout(CALL_TIMEOUT, caller.store().get(key)).await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(err)) => Err(McpError::internal_error(
@@ -168,14 +142,6 @@ impl HandoffServer {
             Err(_) => Err(McpError::internal_error(timed_out(), None)),
         }
     }
-}
-
-/// The answer when the apiserver did not answer within [`CALL_TIMEOUT`].
-fn timed_out() -> String {
-    format!(
-        "the Kubernetes API did not answer within {}s; retriable: try again shortly",
-        CALL_TIMEOUT.as_secs()
-    )
 }
 
 /// Refuses a caller whose profile may not `get_handoff`: resources and
@@ -189,6 +155,15 @@ fn gate(caller: &Caller) -> Result<(), McpError> {
         caller.profile().refusal(tool.name, tool.audience),
         None,
     ))
+}
+
+/// `item` when the caller passes [`gate`], else nothing: what the lists of
+/// resources and prompts show.
+fn gated<T>(caller: &Caller, item: impl FnOnce() -> T) -> Vec<T> {
+    match gate(caller) {
+        Ok(()) => vec![item()],
+        Err(_) => Vec::new(),
+    }
 }
 
 /// The profile label of the metric: a contract profile, or `other`.
@@ -255,12 +230,10 @@ impl ServerHandler for HandoffServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let templates = if gate(&caller).is_ok() {
-            vec![resources::template()]
-        } else {
-            Vec::new()
-        };
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        Ok(ListResourceTemplatesResult::with_all_items(gated(
+            &caller,
+            resources::template,
+        )))
     }
 
     async fn read_resource(
@@ -294,12 +267,10 @@ impl ServerHandler for HandoffServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         let caller = self.caller(&ctx)?;
-        let prompts = if gate(&caller).is_ok() {
-            vec![prompts::definition()]
-        } else {
-            Vec::new()
-        };
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(ListPromptsResult::with_all_items(gated(
+            &caller,
+            prompts::definition,
+        )))
     }
 
     async fn get_prompt(

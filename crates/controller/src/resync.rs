@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::cluster::Pages;
+use handoff_kube::loops::{Category, delay};
 use handoff_mirror::resync::{Pass, ResyncError};
 use handoff_mirror::{Mirror, Row};
 
@@ -110,7 +111,9 @@ pub(crate) async fn resync_once(
 }
 
 /// Resyncs now and every `interval` until `stop`; a failed pass (say,
-/// PostgreSQL down) is retried with a doubling pause up to `interval`.
+/// PostgreSQL down) is retried after the loops' backoff
+/// ([`handoff_kube::loops::delay`]: doubling from 1 s, at most a minute),
+/// never later than `interval`.
 pub(crate) async fn run(
     ctx: Arc<Context>,
     mirror: Arc<Mirror>,
@@ -120,14 +123,14 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let progress = ctx.metrics.liveness.track("resync", interval);
-    let mut retry = Duration::from_secs(1);
+    let mut failures = 0u32;
     loop {
         let attempt = progress.start(PASS.into());
         let result = resync_once(&ctx, &mirror, &api, namespace.as_deref()).await;
         attempt.end(result.is_ok());
         let pause = match result {
             Ok((written, deleted)) => {
-                retry = Duration::from_secs(1);
+                failures = 0;
                 if written + deleted > 0 {
                     tracing::info!(written, deleted, "mirror resync repaired rows");
                 }
@@ -135,10 +138,10 @@ pub(crate) async fn run(
             }
             Err(err) => {
                 ctx.metrics.count_mirror_error();
+                failures = failures.saturating_add(1);
+                let retry = delay(failures, Category::Transient);
                 tracing::warn!(error = %err, retry_s = retry.as_secs(), "mirror resync failed");
-                let pause = retry.min(interval);
-                retry = (retry * 2).min(Duration::from_secs(60));
-                pause
+                retry.min(interval)
             }
         };
         tokio::select! {

@@ -97,6 +97,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// A [`parse_duration`] longer than zero: what a timeout or an interval
+/// flag takes (zero would fail every call, or spin).
+pub fn positive_duration(text: &str) -> Result<Duration, String> {
+    match parse_duration(text)? {
+        Duration::ZERO => Err(format!("{text:?}: must be longer than zero")),
+        d => Ok(d),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +134,25 @@ mod tests {
             parse_duration("500ms").expect("ms"),
             Duration::from_millis(500)
         );
+    }
+
+    #[test]
+    fn positive_durations_refuse_zero_and_what_does_not_parse() {
+        // (text, the duration, or a part of the refusal)
+        let cases: [(&str, Result<Duration, &str>); 5] = [
+            ("10s", Ok(Duration::from_secs(10))),
+            ("1ms", Ok(Duration::from_millis(1))),
+            ("0s", Err("\"0s\": must be longer than zero")),
+            ("0m0s", Err("must be longer than zero")),
+            ("soon", Err("invalid duration")),
+        ];
+        for (text, want) in cases {
+            match (positive_duration(text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{text}"),
+                (Err(err), Err(part)) => assert!(err.contains(part), "{text}: {err}"),
+                (got, want) => panic!("{text}: {got:?}, wanted {want:?}"),
+            }
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use super::{MirrorError, RowVersion, is_stale};
+use crate::row::is_stale;
+use crate::{MirrorError, RowVersion};
 use handoff_core::api::naming::name_for_key;
 
 /// One resync pass's comparison: the rows not yet matched with an object.

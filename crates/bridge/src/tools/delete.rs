@@ -1,11 +1,11 @@
 //! `delete_handoff` (contract, groomer only): deletes the handoff of a key;
 //! deleting a key without one is not an error.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition};
+use super::{Destructive, Idempotent, Tool, definition, writes};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation;
@@ -21,11 +21,7 @@ pub(crate) const TOOL: Tool = Tool {
         definition::<DeleteArgs, DeleteResult>(
             NAME,
             "Delete the handoff for a key (stale or done work). Deleting a key that has no handoff is not an error.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
+            writes(Destructive(true), Idempotent(true)),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

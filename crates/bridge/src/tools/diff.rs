@@ -4,16 +4,16 @@
 //! `get_handoff{revision}`; without the mirror, an error saying how to turn
 //! it on.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::list_revisions::needs_mirror;
-use super::{Tool, definition};
+use super::{Tool, definition, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
-use handoff_mirror::{HistoryRow, Mirror};
+use handoff_mirror::{ListedRow, Mirror};
 
 const NAME: &str = "diff_handoff";
 
@@ -30,7 +30,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "Show what changed in a handoff between two revisions (numbers from list_revisions), as a \
              unified diff of the bodies (cut when longer than 16 KiB; the answer says so).",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -121,7 +121,7 @@ async fn known(
     key: &str,
     field: &'static str,
     revision: i64,
-) -> Result<HistoryRow, CallError> {
+) -> Result<ListedRow, CallError> {
     mirror
         .revision(namespace, key, revision)
         .await?

@@ -4,11 +4,11 @@
 //! not in that path; without a mirror, `revision` is refused with a message
 //! saying history needs it.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffView, Tool, definition};
+use super::{HandoffView, Tool, definition, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -25,7 +25,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "Get the current handoff (compact summary left by the previous agent) for a continuation key. \
              Call it at the start with the key from your preamble. If none exists, start fresh.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -110,11 +110,12 @@ pub fn text(key: &str, result: &GetResult) -> String {
              Call write_handoff with this key before you finish."
         ),
         Some(h) => {
-            let mut meta = vec![format!("project {}", h.project)];
-            meta.extend(h.repo.as_ref().map(|r| format!("repo {r}")));
-            meta.extend(h.kind.as_ref().map(|k| format!("kind {k}")));
-            meta.extend(h.updated_at.as_ref().map(|u| format!("updated {u}")));
-            meta.extend(h.created_by.as_ref().map(|w| format!("by {w}")));
+            let facts = &h.facts;
+            let mut meta = vec![format!("project {}", facts.project)];
+            meta.extend(facts.repo.as_ref().map(|r| format!("repo {r}")));
+            meta.extend(facts.kind.as_ref().map(|k| format!("kind {k}")));
+            meta.extend(facts.updated_at.as_ref().map(|u| format!("updated {u}")));
+            meta.extend(facts.created_by.as_ref().map(|w| format!("by {w}")));
             format!("Handoff for `{key}` ({}):\n\n{}", meta.join(", "), h.body)
         }
     }

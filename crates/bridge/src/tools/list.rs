@@ -5,27 +5,20 @@
 //! `list`, since RBAC is not in that path. Both give the same entries in
 //! the same order, and their cursors are the same.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition};
+use super::{HandoffFacts, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_core::api::{Handoff, preview_line};
-use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key, updated_at};
+use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key};
 use handoff_mirror::{ListAfter, ListedRow, Mirror};
 
 const NAME: &str = "list_handoffs";
-
-/// Default page of `list_handoffs`.
-pub(crate) const DEFAULT_LIST_LIMIT: u32 = 50;
-/// Largest page of `list_handoffs`.
-pub(crate) const MAX_LIST_LIMIT: u32 = 200;
 
 /// The row of `list_handoffs` in the tool table.
 pub(crate) const TOOL: Tool = Tool {
@@ -37,7 +30,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List a project's handoffs, newest first (optionally one repository). Entries carry a preview and \
              body_bytes; set include_body for full bodies. Page with limit and next_cursor.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -66,22 +59,9 @@ pub(crate) struct ListArgs {
 /// One entry of `list_handoffs`.
 #[derive(Debug, Serialize, JsonSchema, PartialEq)]
 pub(crate) struct ListEntry {
-    /// The conversation key.
-    pub handoff_key: String,
-    /// Project.
-    pub project: String,
-    /// Repository, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<String>,
-    /// Kind of work, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// When the content last changed (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-    /// Who wrote this version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
     /// Size of the body in bytes.
     pub body_bytes: usize,
     /// The first characters of the body, on one line.
@@ -92,33 +72,14 @@ pub(crate) struct ListEntry {
 }
 
 impl ListEntry {
-    /// The entry for a stored handoff.
-    pub(crate) fn of(h: &Handoff, include_body: bool) -> Self {
+    /// The entry of a handoff with these facts and this body, whether read
+    /// from the apiserver or the mirror.
+    fn new(facts: HandoffFacts, body: &str, include_body: bool) -> Self {
         Self {
-            handoff_key: h.spec.handoff_key.clone(),
-            project: h.spec.project.clone(),
-            repo: h.spec.repo.clone(),
-            kind: h.spec.kind.clone(),
-            updated_at: updated_at(h).map(|t| t.0.to_string()),
-            created_by: h.spec.created_by.clone(),
-            body_bytes: h.spec.body.len(),
-            preview: preview_line(&h.spec.body),
-            body: include_body.then(|| h.spec.body.clone()),
-        }
-    }
-
-    /// The entry for a mirror row (the same fields as [`ListEntry::of`]).
-    pub(crate) fn of_row(row: &ListedRow, include_body: bool) -> Self {
-        Self {
-            handoff_key: row.handoff_key.clone(),
-            project: row.project.clone(),
-            repo: row.repo.clone(),
-            kind: row.kind.clone(),
-            updated_at: Some(row.updated_at.to_string()),
-            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-            body_bytes: row.body.len(),
-            preview: preview_line(&row.body),
-            body: include_body.then(|| row.body.clone()),
+            facts,
+            body_bytes: body.len(),
+            preview: preview_line(body),
+            body: include_body.then(|| body.to_owned()),
         }
     }
 }
@@ -172,27 +133,11 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 /// Checks the project, the page size and the cursor, in that order.
 fn validate(args: &ListArgs) -> Result<PageRequest, FieldError> {
     validation::project(&args.project)?;
-    let limit = list_limit(args.limit)?;
-    let after = args
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
+    let limit = page::limit(args.limit)?;
+    let after = page::given(args.cursor.as_deref())
         .map(decode_cursor)
         .transpose()?;
     Ok(PageRequest { limit, after })
-}
-
-/// The page size asked for, checked (also `list_offers`'s).
-pub(crate) fn list_limit(limit: Option<u32>) -> Result<usize, FieldError> {
-    match limit {
-        None => Ok(DEFAULT_LIST_LIMIT as usize),
-        Some(n) if (1..=MAX_LIST_LIMIT).contains(&n) => Ok(n as usize),
-        Some(n) => Err(FieldError {
-            field: "limit",
-            rule: format!("a page size from 1 to {MAX_LIST_LIMIT}"),
-            problem: format!("got {n}"),
-        }),
-    }
 }
 
 /// One page from the mirror of `namespace`.
@@ -234,25 +179,21 @@ struct Cursor {
 
 /// Encodes the position after which the next page starts.
 fn encode_cursor(key: &SortKey) -> String {
-    let cursor = Cursor {
+    page::encode(&Cursor {
         u: key.0.as_ref().map(|t| t.0.to_string()),
         k: key.1.clone(),
-    };
-    B64URL.encode(serde_json::to_vec(&cursor).unwrap_or_default())
+    })
 }
 
 /// Decodes a cursor from a previous page.
 fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
-    let invalid = |problem: &str| FieldError {
-        field: "cursor",
-        rule: "the next_cursor of a previous list_handoffs answer, unchanged".into(),
-        problem: problem.into(),
+    let invalid = |problem: &str| {
+        page::invalid(
+            "the next_cursor of a previous list_handoffs answer, unchanged",
+            problem,
+        )
     };
-    let bytes = B64URL
-        .decode(cursor.trim())
-        .map_err(|_| invalid("it is not valid base64url"))?;
-    let cursor: Cursor =
-        serde_json::from_slice(&bytes).map_err(|_| invalid("it does not decode to a position"))?;
+    let cursor: Cursor = page::decode(cursor).map_err(|why| invalid(why.problem()))?;
     let updated = match cursor.u {
         Some(u) => Some(Time(
             u.parse()
@@ -295,7 +236,7 @@ fn list_page(
     ListResult {
         handoffs: items
             .iter()
-            .map(|h| ListEntry::of(h, include_body))
+            .map(|h| ListEntry::new(HandoffFacts::of(h), &h.spec.body, include_body))
             .collect(),
         next_cursor: next.as_ref().map(encode_cursor),
     }
@@ -333,7 +274,7 @@ fn mirror_page(mut rows: Vec<ListedRow>, limit: usize, include_body: bool) -> Li
     ListResult {
         handoffs: rows
             .iter()
-            .map(|r| ListEntry::of_row(r, include_body))
+            .map(|r| ListEntry::new(HandoffFacts::of_row(r), &r.body, include_body))
             .collect(),
         next_cursor,
     }
@@ -349,10 +290,10 @@ pub(crate) fn text(project: &str, result: &ListResult) -> String {
         result.handoffs.len()
     );
     for e in &result.handoffs {
-        let when = e.updated_at.as_deref().unwrap_or("unknown time");
+        let when = e.facts.updated_at.as_deref().unwrap_or("unknown time");
         out.push_str(&format!(
             "- `{}` (updated {when}, {} bytes): {}\n",
-            e.handoff_key, e.body_bytes, e.preview
+            e.facts.handoff_key, e.body_bytes, e.preview
         ));
     }
     if let Some(cursor) = &result.next_cursor {
@@ -367,10 +308,11 @@ pub(crate) fn text(project: &str, result: &ListResult) -> String {
 mod tests {
     use super::*;
 
+    /// A position's time, `secs` after the epoch.
     fn at(secs: i64) -> Option<Time> {
-        Some(Time(
-            k8s_openapi::jiff::Timestamp::from_second(secs).expect("ts"),
-        ))
+        k8s_openapi::jiff::Timestamp::from_second(secs)
+            .ok()
+            .map(Time)
     }
 
     #[test]
@@ -405,26 +347,20 @@ mod tests {
     }
 
     #[test]
-    fn bad_cursors_and_limits_are_named() {
-        let bad_json = B64URL.encode(br#"{"u":"yesterday","k":"a"}"#);
-        for bad in ["%%%", "bm90IGpzb24", &bad_json] {
-            let err = decode_cursor(bad).expect_err(bad);
-            assert_eq!(err.field, "cursor");
-        }
-        // (limit, the page size or None when refused)
-        let limits = [
-            (Some(0), None),
-            (Some(201), None),
-            (Some(1), Some(1)),
-            (Some(200), Some(200)),
-            (None, Some(50)),
+    fn bad_cursors_are_named() {
+        let bad_time = page::encode(&Cursor {
+            u: Some("yesterday".into()),
+            k: "a".into(),
+        });
+        // (cursor, the problem named)
+        let cases = [
+            ("%%%", "it is not valid base64url"),
+            ("bm90IGpzb24", "it does not decode to a position"),
+            (&*bad_time, "its timestamp is malformed"),
         ];
-        for (limit, want) in limits {
-            match (list_limit(limit), want) {
-                (Ok(got), Some(want)) => assert_eq!(got, want, "{limit:?}"),
-                (Err(err), None) => assert_eq!(err.field, "limit", "{limit:?}"),
-                (got, want) => panic!("{limit:?}: got {got:?}, want {want:?}"),
-            }
+        for (bad, problem) in cases {
+            let err = decode_cursor(bad).expect_err(bad);
+            assert_eq!((err.field, err.problem.as_str()), ("cursor", problem));
         }
     }
 

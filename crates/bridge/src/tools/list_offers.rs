@@ -10,14 +10,11 @@
 //! token with the filters it was made for, so it cannot continue another
 //! listing; it expires with the apiserver's token (minutes).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::list::list_limit;
-use super::{OfferView, Tool, definition};
+use super::{OfferView, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::OfferPhase;
@@ -36,7 +33,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List a project's offers (optionally to one agent, or in one phase), by name. Page with limit \
              (1-200, default 50) and next_cursor; with phase a page may hold fewer than limit.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -127,41 +124,31 @@ fn validate(args: &ListOffersArgs) -> Result<(u32, Option<String>), FieldError> 
     if let Some(to) = &args.to {
         validation::label_value("to", to)?;
     }
-    let limit = u32::try_from(list_limit(args.limit)?).unwrap_or(u32::MAX);
-    let page = args
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
+    let limit = u32::try_from(page::limit(args.limit)?).unwrap_or(u32::MAX);
+    let token = page::given(args.cursor.as_deref())
         .map(|c| decode_cursor(args, c))
         .transpose()?;
-    Ok((limit, page))
+    Ok((limit, token))
 }
 
 fn encode_cursor(args: &ListOffersArgs, token: String) -> String {
-    let cursor = Cursor {
+    page::encode(&Cursor {
         p: args.project.clone(),
         t: args.to.clone(),
         s: args.phase,
         c: token,
-    };
-    B64URL.encode(serde_json::to_vec(&cursor).unwrap_or_default())
+    })
 }
 
 /// The apiserver's token of a cursor made for the same filters.
 fn decode_cursor(args: &ListOffersArgs, cursor: &str) -> Result<String, FieldError> {
     let invalid = |problem: &str| {
-        FieldError {
-        field: "cursor",
-        rule: "the next_cursor of a previous list_offers answer, unchanged, with the same project, to and phase"
-            .into(),
-        problem: problem.into(),
-    }
+        page::invalid(
+            "the next_cursor of a previous list_offers answer, unchanged, with the same project, to and phase",
+            problem,
+        )
     };
-    let bytes = B64URL
-        .decode(cursor.trim())
-        .map_err(|_| invalid("it is not valid base64url"))?;
-    let cursor: Cursor =
-        serde_json::from_slice(&bytes).map_err(|_| invalid("it does not decode to a position"))?;
+    let cursor: Cursor = page::decode(cursor).map_err(|why| invalid(why.problem()))?;
     if cursor.p != args.project || cursor.t != args.to || cursor.s != args.phase {
         return Err(invalid(&format!(
             "it continues the listing of project {:?}, to {:?}, phase {:?}",

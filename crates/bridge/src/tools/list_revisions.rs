@@ -4,12 +4,11 @@
 //! SelfSubjectAccessReview for `get` (RBAC is not in that path), only the
 //! caller's namespace; without the mirror, an error saying how to turn it on.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::list::list_limit;
-use super::{Tool, definition};
+use super::{Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -27,7 +26,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "List the past revisions of a handoff (number, time, writer, size), newest first, from the \
              history. Read one with get_handoff{revision}; compare two with diff_handoff.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -83,11 +82,8 @@ pub(crate) fn needs_mirror(tool: &str) -> CallError {
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
     let args: RevisionsArgs = call.args(args)?;
     validation::handoff_key(&args.handoff_key)?;
-    let limit = list_limit(args.limit)?;
-    let before = args
-        .cursor
-        .as_deref()
-        .filter(|c| !c.is_empty())
+    let limit = page::limit(args.limit)?;
+    let before = page::given(args.cursor.as_deref())
         .map(decode_cursor)
         .transpose()?;
     let Some(mirror) = call.mirror else {
@@ -121,7 +117,11 @@ pub(crate) async fn page(
         })
         .collect();
     let next_cursor = more
-        .then(|| revisions.last().map(|r| r.revision.to_string()))
+        .then(|| {
+            revisions
+                .last()
+                .map(|r| page::encode(&Before { r: r.revision }))
+        })
         .flatten();
     Ok(RevisionsResult {
         revisions,
@@ -129,15 +129,23 @@ pub(crate) async fn page(
     })
 }
 
+/// The position of a page of revisions: the ones below `r`.
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Before {
+    /// The revision number the next page is below (1 or more).
+    r: i64,
+}
+
 fn decode_cursor(cursor: &str) -> Result<i64, FieldError> {
-    cursor
-        .parse::<i64>()
+    page::decode::<Before>(cursor)
         .ok()
+        .map(|before| before.r)
         .filter(|n| *n >= 1)
-        .ok_or_else(|| FieldError {
-            field: "cursor",
-            rule: "the next_cursor of a previous list_revisions answer".into(),
-            problem: format!("{cursor:?} is not one"),
+        .ok_or_else(|| {
+            page::invalid(
+                "the next_cursor of a previous list_revisions answer",
+                &format!("{cursor:?} is not one"),
+            )
         })
 }
 

@@ -8,8 +8,11 @@
 //! [`list_revisions`] and [`diff`]. Adding a tool: a module with its
 //! `TOOL` entry, and a row in [`TOOLS`].
 //!
-//! Here too: the results several tools share ([`HandoffView`],
-//! [`OfferView`]) and the shape of a definition ([`definition`]).
+//! Here too: the results several tools share ([`HandoffFacts`], the one
+//! view of a handoff every result flattens; [`HandoffView`];
+//! [`OfferView`]), the shape of a definition ([`definition`], with
+//! [`reads`] / [`writes`] annotations), and in [`page`] the page size and
+//! the one cursor codec of the paged tools.
 
 pub(crate) mod delete;
 pub mod diff;
@@ -18,6 +21,7 @@ pub(crate) mod list;
 pub(crate) mod list_offers;
 pub(crate) mod list_revisions;
 pub(crate) mod offer;
+pub(crate) mod page;
 pub(crate) mod reject_offer;
 pub mod search;
 pub(crate) mod write;
@@ -35,7 +39,7 @@ use super::profiles::{Audience, Profile};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, OfferPhase};
 use handoff_kube::store::updated_at;
-use handoff_mirror::HistoryRow;
+use handoff_mirror::ListedRow;
 
 /// A tool's handler: its call, and the arguments as sent.
 pub(crate) type Handler =
@@ -100,6 +104,26 @@ impl Tool {
     pub(crate) fn visible_to(&self, profile: &Profile) -> bool {
         profile.admits(self.audience)
     }
+}
+
+/// The annotations of a tool that only reads (the cluster or the mirror).
+pub(crate) fn reads() -> ToolAnnotations {
+    ToolAnnotations::new().read_only(true).open_world(false)
+}
+
+/// Whether a writing tool may destroy what it finds.
+pub(crate) struct Destructive(pub(crate) bool);
+
+/// Whether repeating a writing tool's call changes nothing more.
+pub(crate) struct Idempotent(pub(crate) bool);
+
+/// The annotations of a tool that writes.
+pub(crate) fn writes(destructive: Destructive, idempotent: Idempotent) -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(false)
+        .destructive(destructive.0)
+        .idempotent(idempotent.0)
+        .open_world(false)
 }
 
 /// The MCP definition of a tool taking `Args` and answering `Result`.
@@ -169,9 +193,11 @@ fn drop_nonstandard_formats(value: &mut serde_json::Value) {
     }
 }
 
-/// A handoff as tools return it.
+/// What every view of a handoff shows of it, whether read from the
+/// apiserver or from the mirror: the one handoff view, flattened into the
+/// full view ([`HandoffView`]), a list entry and a search match.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct HandoffView {
+pub struct HandoffFacts {
     /// The conversation key.
     pub handoff_key: String,
     /// Project.
@@ -182,14 +208,48 @@ pub struct HandoffView {
     /// Kind of work, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
-    /// The summary.
-    pub body: String,
     /// Who wrote this version.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
     /// When the content last changed (RFC 3339).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
+}
+
+impl HandoffFacts {
+    /// The facts of a stored handoff.
+    pub fn of(h: &Handoff) -> Self {
+        Self {
+            handoff_key: h.spec.handoff_key.clone(),
+            project: h.spec.project.clone(),
+            repo: h.spec.repo.clone(),
+            kind: h.spec.kind.clone(),
+            created_by: h.spec.created_by.clone(),
+            updated_at: updated_at(h).map(|t| t.0.to_string()),
+        }
+    }
+
+    /// The facts of a mirror row (current, or a past revision).
+    pub(crate) fn of_row(row: &ListedRow) -> Self {
+        Self {
+            handoff_key: row.handoff_key.clone(),
+            project: row.project.clone(),
+            repo: row.repo.clone(),
+            kind: row.kind.clone(),
+            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
+            updated_at: Some(row.updated_at.to_string()),
+        }
+    }
+}
+
+/// A handoff as tools return it.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct HandoffView {
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
+    /// The summary.
+    pub body: String,
     /// Content revision (1 after creation), once the controller has counted it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<i64>,
@@ -201,28 +261,18 @@ impl HandoffView {
     /// The view of a stored handoff.
     pub fn of(h: &Handoff) -> Self {
         Self {
-            handoff_key: h.spec.handoff_key.clone(),
-            project: h.spec.project.clone(),
-            repo: h.spec.repo.clone(),
-            kind: h.spec.kind.clone(),
+            facts: HandoffFacts::of(h),
             body: h.spec.body.clone(),
-            created_by: h.spec.created_by.clone(),
-            updated_at: updated_at(h).map(|t| t.0.to_string()),
             revision: h.status.as_ref().and_then(|s| s.revision),
             object: format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any()),
         }
     }
 
     /// The view of a past revision from the mirror's history.
-    pub(crate) fn of_revision(namespace: &str, row: &HistoryRow) -> Self {
+    pub(crate) fn of_revision(namespace: &str, row: &ListedRow) -> Self {
         Self {
-            handoff_key: row.handoff_key.clone(),
-            project: row.project.clone(),
-            repo: row.repo.clone(),
-            kind: row.kind.clone(),
+            facts: HandoffFacts::of_row(row),
             body: row.body.clone(),
-            created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-            updated_at: Some(row.written_at.to_string()),
             revision: Some(row.revision),
             object: format!("{namespace}/{}", name_for_key(&row.handoff_key)),
         }
@@ -338,6 +388,51 @@ mod tests {
             };
             assert_eq!(listed, tools, "profile {profile:?}");
         }
+    }
+
+    #[test]
+    fn a_handoff_reads_the_same_from_the_apiserver_and_the_mirror() {
+        let at = k8s_openapi::jiff::Timestamp::from_second(60).expect("ts");
+        let mut h = Handoff::new(
+            &name_for_key("k"),
+            handoff_core::api::HandoffSpec {
+                handoff_key: "k".into(),
+                project: "p".into(),
+                repo: Some("o/r".into()),
+                kind: None,
+                body: "b".into(),
+                created_by: Some("alice".into()),
+            },
+        );
+        h.metadata.namespace = Some("ns".into());
+        h.status = Some(handoff_core::api::HandoffStatus {
+            revision: Some(3),
+            updated_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            ..Default::default()
+        });
+        let row = ListedRow {
+            handoff_key: "k".into(),
+            project: "p".into(),
+            repo: Some("o/r".into()),
+            kind: None,
+            created_by: "alice".into(),
+            body: "b".into(),
+            updated_at: at,
+            revision: 3,
+        };
+        let expected = serde_json::json!({
+            "handoff_key": "k", "project": "p", "repo": "o/r", "created_by": "alice",
+            "updated_at": "1970-01-01T00:01:00Z", "body": "b", "revision": 3,
+            "object": format!("ns/{}", name_for_key("k")),
+        });
+        for view in [HandoffView::of(&h), HandoffView::of_revision("ns", &row)] {
+            assert_eq!(serde_json::to_value(&view).expect("json"), expected);
+        }
+        let unknown = ListedRow {
+            created_by: String::new(),
+            ..row
+        };
+        assert_eq!(HandoffFacts::of_row(&unknown).created_by, None, "no writer");
     }
 
     #[test]

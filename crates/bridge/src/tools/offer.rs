@@ -3,11 +3,11 @@
 //! destination; an agent already at work is refused (`agent_already_active`,
 //! an error unless `if_absent` asked only to create when possible).
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{OfferView, Tool, definition};
+use super::{Destructive, Idempotent, OfferView, Tool, definition, writes};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
@@ -27,11 +27,7 @@ pub(crate) const TOOL: Tool = Tool {
             "Offer your handoff to a destination agent (e.g. dev-lead). At most one offer is pending per \
              destination: a repeat in the same session returns the pending one, a new artifact or another \
              session supersedes it; an agent already at work is refused (agent_already_active).",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
+            writes(Destructive(false), Idempotent(false)),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

@@ -10,11 +10,11 @@
 //! Only a pending (`Offered`) or taken-up (`Accepted`) offer can be
 //! rejected; rejecting a rejected one changes nothing.
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{OfferView, Tool, definition};
+use super::{Destructive, Idempotent, OfferView, Tool, definition, writes};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::{HandoffOffer, OfferPhase};
@@ -32,11 +32,7 @@ pub(crate) const TOOL: Tool = Tool {
             NAME,
             "Reject an offer addressed to you (it stays as a record, phase Rejected). Only the destination \
              agent (its ServiceAccount labelled handoff.dev/agent=<to>) or a groomer may.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
+            writes(Destructive(true), Idempotent(true)),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),

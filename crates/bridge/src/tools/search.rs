@@ -13,19 +13,16 @@
 //!
 //! Both page with an opaque cursor (the offset of the next page).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::list::list_limit;
-use super::{Tool, definition};
+use super::{HandoffFacts, Tool, definition, page, reads};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_core::api::{Handoff, preview_line};
-use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key, updated_at};
+use handoff_kube::store::{ListQuery, SortKey, newest_first, sort_key};
 use handoff_mirror::search::SearchRow;
 
 const NAME: &str = "search_handoffs";
@@ -48,7 +45,7 @@ pub(crate) const TOOL: Tool = Tool {
              payments_test.go), \"quoted phrases\", `or`, and -excluded words, matched against key and \
              body. Best match first, with a preview and the matched words. Page with limit and \
              next_cursor.",
-            ToolAnnotations::new().read_only(true).open_world(false),
+            reads(),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -76,28 +73,29 @@ pub struct SearchArgs {
 /// One match of `search_handoffs`.
 #[derive(Debug, Serialize, JsonSchema, PartialEq)]
 pub struct SearchMatch {
-    /// The conversation key.
-    pub handoff_key: String,
-    /// Project.
-    pub project: String,
-    /// Repository, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repo: Option<String>,
-    /// Kind of work, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// When the content last changed (RFC 3339).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-    /// Who wrote this version.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub created_by: Option<String>,
+    /// Key, project, repo, kind, writer, time.
+    #[serde(flatten)]
+    pub facts: HandoffFacts,
     /// How well it matches (higher is better; comparable within one answer).
     pub rank: f64,
     /// The query's words found in key or body.
     pub matched_words: Vec<String>,
     /// The body around the first matched word, on one line.
     pub preview: String,
+}
+
+impl SearchMatch {
+    /// The match of a handoff with these facts and this body, whether
+    /// found by the mirror or by the scan.
+    fn new(facts: HandoffFacts, body: &str, rank: f64, wanted: &[String]) -> Self {
+        let matched = matched_words(wanted, &facts.handoff_key, body);
+        Self {
+            preview: preview_around(body, &matched),
+            facts,
+            rank,
+            matched_words: matched,
+        }
+    }
 }
 
 /// Result of `search_handoffs`.
@@ -260,33 +258,17 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
 
 fn of_row(found: &SearchRow, wanted: &[String]) -> SearchMatch {
     let row = &found.row;
-    let matched = matched_words(wanted, &row.handoff_key, &row.body);
-    SearchMatch {
-        handoff_key: row.handoff_key.clone(),
-        project: row.project.clone(),
-        repo: row.repo.clone(),
-        kind: row.kind.clone(),
-        updated_at: Some(row.updated_at.to_string()),
-        created_by: Some(row.created_by.clone()).filter(|w| !w.is_empty()),
-        rank: f64::from(found.rank),
-        preview: preview_around(&row.body, &matched),
-        matched_words: matched,
-    }
+    let facts = HandoffFacts::of_row(row);
+    SearchMatch::new(facts, &row.body, f64::from(found.rank), wanted)
 }
 
 fn of_handoff(h: &Handoff, occurrences: usize, wanted: &[String]) -> SearchMatch {
-    let matched = matched_words(wanted, &h.spec.handoff_key, &h.spec.body);
-    SearchMatch {
-        handoff_key: h.spec.handoff_key.clone(),
-        project: h.spec.project.clone(),
-        repo: h.spec.repo.clone(),
-        kind: h.spec.kind.clone(),
-        updated_at: updated_at(h).map(|t| t.0.to_string()),
-        created_by: h.spec.created_by.clone(),
-        rank: occurrences as f64,
-        preview: preview_around(&h.spec.body, &matched),
-        matched_words: matched,
-    }
+    SearchMatch::new(
+        HandoffFacts::of(h),
+        &h.spec.body,
+        occurrences as f64,
+        wanted,
+    )
 }
 
 /// Checks the project, the query, the page size and the cursor, in that
@@ -306,28 +288,35 @@ fn validate(args: &SearchArgs) -> Result<(usize, usize), FieldError> {
     if let Some(repo) = args.repo.as_deref().filter(|r| !r.is_empty()) {
         validation::repo(repo)?;
     }
-    let limit = list_limit(args.limit)?;
-    let offset = match args.cursor.as_deref().filter(|c| !c.is_empty()) {
+    let limit = page::limit(args.limit)?;
+    let offset = match page::given(args.cursor.as_deref()) {
         None => 0,
         Some(cursor) => decode_cursor(cursor)?,
     };
     Ok((limit, offset))
 }
 
+/// The position of a page of matches: how many came before it (each path
+/// orders its matches totally, so the same search continues where its
+/// last page ended).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Offset {
+    /// Matches before the page.
+    o: usize,
+}
+
 fn encode_cursor(offset: usize) -> String {
-    B64URL.encode(format!("search:{offset}"))
+    page::encode(&Offset { o: offset })
 }
 
 fn decode_cursor(cursor: &str) -> Result<usize, FieldError> {
-    B64URL
-        .decode(cursor)
-        .ok()
-        .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|s| s.strip_prefix("search:").and_then(|n| n.parse().ok()))
-        .ok_or_else(|| FieldError {
-            field: "cursor",
-            rule: "the next_cursor of a previous search_handoffs answer".into(),
-            problem: format!("{cursor:?} is not one"),
+    page::decode::<Offset>(cursor)
+        .map(|offset| offset.o)
+        .map_err(|_| {
+            page::invalid(
+                "the next_cursor of a previous search_handoffs answer",
+                &format!("{cursor:?} is not one"),
+            )
         })
 }
 
@@ -346,7 +335,7 @@ pub fn text(project: &str, query: &str, result: &SearchResult) -> String {
         for m in &result.matches {
             lines.push(format!(
                 "- `{}` (matched: {}): {}",
-                m.handoff_key,
+                m.facts.handoff_key,
                 m.matched_words.join(", "),
                 m.preview
             ));

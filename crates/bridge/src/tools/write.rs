@@ -16,11 +16,11 @@
 //! ([`handoff_kube::settings`], cached; a bad setting is logged and the default
 //! used).
 
-use rmcp::model::{JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffView, Tool, definition};
+use super::{Destructive, HandoffView, Idempotent, Tool, definition, writes};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::HandoffSpec;
@@ -45,11 +45,7 @@ pub(crate) const TOOL: Tool = Tool {
              `expected_revision` = the `revision` get_handoff returned: the write then fails with a \
              conflict (naming the current revision, writer and time; nothing written) if the handoff \
              changed since, or if its newest write is not counted yet.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
+            writes(Destructive(false), Idempotent(true)),
         )
     },
     call: |call, args| Box::pin(handle(call, args)),
@@ -184,18 +180,18 @@ fn outcome_text(result: &WriteResult) -> String {
         WriteOutcome::Unchanged => {
             format!(
                 "Handoff `{}` unchanged: it already holds this content; nothing was written.",
-                h.handoff_key
+                h.facts.handoff_key
             )
         }
         outcome => format!(
             "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.",
-            h.handoff_key,
+            h.facts.handoff_key,
             if outcome == WriteOutcome::Created {
                 "created"
             } else {
                 "updated"
             },
-            h.project,
+            h.facts.project,
             h.body.len()
         ),
     }

@@ -20,16 +20,20 @@
 //! (`~/.postgresql/root.crt`), so `verify-ca` / `verify-full` need
 //! `sslrootcert`; and `prefer` never verifies (libpq verifies when a root
 //! certificate is given, then falls back to plaintext when that fails).
+//!
+//! Where the URL comes from is [`PostgresArgs`] (`args`), and how it is
+//! shown is [`redact`] (`redact`); this file reads the TLS settings out of it.
+
+mod args;
+mod redact;
 
 use std::fmt;
-use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::PathBuf;
 
 use percent_encoding::percent_decode_str;
-use secrecy::{ExposeSecret, SecretString};
 
-use super::pool::PoolSettings;
+pub use self::args::PostgresArgs;
+pub use self::redact::redact;
 
 /// The environment variable libpq reads `sslmode` from.
 pub const PGSSLMODE: &str = "PGSSLMODE";
@@ -369,183 +373,10 @@ fn keyword_pairs(dsn: &str) -> Option<Vec<Pair>> {
     Some(pairs)
 }
 
-/// The shown form of a password.
-const HIDDEN: &str = "***";
-
-/// `dsn` with every password replaced by `***`: the user info's password
-/// of a URL, a `password=` query parameter, a `password=` of a keyword/value
-/// string. When unsure it hides more, never less: a password holding an
-/// unescaped `@` is hidden up to the last `@`, and a keyword/value string
-/// that does not parse is hidden whole.
-pub fn redact(dsn: &str) -> String {
-    let Some(prefix) = url_prefix_len(dsn) else {
-        return redact_keyword_value(dsn);
-    };
-    let mut out = dsn[..prefix].to_owned();
-    let rest = &dsn[prefix..];
-    let after_user = match rest.rfind('@') {
-        Some(at) => {
-            let user_info = &rest[..at];
-            match user_info.find(':') {
-                Some(colon) => {
-                    out.push_str(&user_info[..=colon]);
-                    out.push_str(HIDDEN);
-                }
-                None => out.push_str(user_info),
-            }
-            out.push('@');
-            &rest[at + 1..]
-        }
-        None => rest,
-    };
-    out.push_str(after_user);
-    hide_password_params(&out, prefix)
-}
-
-/// `url` with the value of every `password=` query parameter hidden,
-/// looking wherever one may start (`?` or `&`) from byte `from`.
-fn hide_password_params(url: &str, from: usize) -> String {
-    let mut shown = String::with_capacity(url.len());
-    let mut copied = 0;
-    for (i, c) in url.char_indices().skip_while(|(i, _)| *i < from) {
-        if i < copied || !(c == '?' || c == '&') {
-            continue;
-        }
-        let param = &url[i + 1..];
-        let param = &param[..param.find('&').unwrap_or(param.len())];
-        if let Some((key, _)) = param.split_once('=')
-            && decode(key) == "password"
-        {
-            shown.push_str(&url[copied..i + 1 + key.len() + 1]);
-            shown.push_str(HIDDEN);
-            copied = i + 1 + param.len();
-        }
-    }
-    shown.push_str(&url[copied..]);
-    shown
-}
-
-fn redact_keyword_value(dsn: &str) -> String {
-    let Some(pairs) = keyword_pairs(dsn) else {
-        return if dsn.trim().is_empty() {
-            dsn.to_owned()
-        } else {
-            HIDDEN.to_owned()
-        };
-    };
-    let mut out = String::with_capacity(dsn.len());
-    let mut from = 0;
-    for pair in pairs.iter().filter(|p| &dsn[p.key.clone()] == "password") {
-        out.push_str(&dsn[from..pair.value_span.start]);
-        out.push_str(HIDDEN);
-        from = pair.value_span.end;
-    }
-    out.push_str(&dsn[from..]);
-    out
-}
-
-/// Where `handoff controller` and `handoff mcp` find the mirror's URL: a
-/// mounted Secret file, else the environment ([`PostgresArgs::resolve`]
-/// with the variables each reads); `--postgres-url` (on the command line,
-/// visible to anyone who can list processes) is kept for compatibility.
-#[derive(Debug, Clone, clap::Args)]
-pub struct PostgresArgs {
-    /// The mirror's PostgreSQL URL, on the command line (kept for
-    /// compatibility: prefer --postgres-url-file or the environment, which
-    /// `ps` does not show). Wins over both. Without any of them the URL is
-    /// HANDOFF_POSTGRES_URL (the controller also reads DATABASE_URL), and
-    /// without that the mirror is off. `sslmode` and `sslrootcert` (or
-    /// PGSSLMODE, PGSSLROOTCERT) mean what they mean to libpq.
-    #[arg(long, value_name = "URL", value_parser = secret)]
-    pub postgres_url: Option<SecretString>,
-    /// Read the mirror's PostgreSQL URL from this file (e.g. a mounted
-    /// Secret; surrounding whitespace is ignored). Wins over the environment.
-    #[arg(long, value_name = "PATH")]
-    pub postgres_url_file: Option<PathBuf>,
-    /// Most time one PostgreSQL call may take: getting a pooled connection
-    /// (connecting if needed) and running the statement. Also the session's
-    /// statement_timeout and idle_in_transaction_session_timeout.
-    #[arg(long, env = "HANDOFF_POSTGRES_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = positive_duration)]
-    pub postgres_timeout: Duration,
-    /// Most PostgreSQL connections open at once.
-    #[arg(long, env = "HANDOFF_POSTGRES_POOL_SIZE", value_name = "N", default_value_t = NonZeroUsize::new(super::pool::DEFAULT_POOL_SIZE).unwrap_or(NonZeroUsize::MIN))]
-    pub postgres_pool_size: NonZeroUsize,
-}
-
-impl Default for PostgresArgs {
-    fn default() -> Self {
-        let pool = PoolSettings::default();
-        Self {
-            postgres_url: None,
-            postgres_url_file: None,
-            postgres_timeout: pool.timeout,
-            postgres_pool_size: NonZeroUsize::new(pool.size).unwrap_or(NonZeroUsize::MIN),
-        }
-    }
-}
-
-/// A duration above zero (a zero timeout would fail every call).
-fn positive_duration(text: &str) -> Result<Duration, String> {
-    handoff_core::time::parse_duration(text).and_then(|d| {
-        if d.is_zero() {
-            Err(format!("{text:?}: must be more than zero"))
-        } else {
-            Ok(d)
-        }
-    })
-}
-
-fn secret(value: &str) -> Result<SecretString, std::convert::Infallible> {
-    Ok(value.into())
-}
-
-impl PostgresArgs {
-    /// The pool and timeout these flags ask for.
-    pub fn pool(&self) -> PoolSettings {
-        PoolSettings {
-            timeout: self.postgres_timeout,
-            size: self.postgres_pool_size.get(),
-        }
-    }
-
-    /// The URL: `--postgres-url`, else the contents of
-    /// `--postgres-url-file`, else the first of `env_names` that `env` has
-    /// (non-empty); `None` when there is none (the mirror is off).
-    pub fn resolve(
-        &self,
-        env_names: &[&str],
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<Option<String>, DsnError> {
-        if let Some(url) = &self.postgres_url {
-            let url = url.expose_secret().trim();
-            return Ok((!url.is_empty()).then(|| url.to_owned()));
-        }
-        if let Some(path) = &self.postgres_url_file {
-            return read_url_file(path).map(Some);
-        }
-        Ok(env_names
-            .iter()
-            .filter_map(|name| env(name))
-            .map(|url| url.trim().to_owned())
-            .find(|url| !url.is_empty()))
-    }
-}
-
-fn read_url_file(path: &Path) -> Result<String, DsnError> {
-    let problem = |problem: String| DsnError::File {
-        path: path.display().to_string(),
-        problem,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| problem(e.to_string()))?;
-    let url = text.trim();
-    if url.is_empty() {
-        return Err(problem("the file is empty".into()));
-    }
-    Ok(url.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     /// An environment: `(name, value)`.
@@ -720,126 +551,8 @@ mod tests {
     }
 
     #[test]
-    fn passwords_are_redacted_and_nothing_else() {
-        let cases = [
-            ("postgres://u:secret@h/db", "postgres://u:***@h/db"),
-            ("postgres://u@h:5432/db", "postgres://u@h:5432/db"),
-            ("postgres://h/db", "postgres://h/db"),
-            (
-                "postgresql://u:p%40secret@h:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
-                "postgresql://u:***@h:5432/db?sslmode=verify-full&sslrootcert=/ca.crt",
-            ),
-            // An unescaped `@` in the password: hidden up to the last `@`.
-            ("postgres://u:se@cret@h/db", "postgres://u:***@h/db"),
-            // `@` later in the URL: more is hidden, never less.
-            ("postgres://u:secret@h/db?options=a@b", "postgres://u:***@b"),
-            (
-                "postgres://h/db?sslmode=require&password=secret&user=u",
-                "postgres://h/db?sslmode=require&password=***&user=u",
-            ),
-            (
-                "postgres://h/db?pass%77ord=secret",
-                "postgres://h/db?pass%77ord=***",
-            ),
-            (
-                "postgres://h/db?password=secret&x=a@b",
-                "postgres://h/db?password=***&x=a@b",
-            ),
-            (
-                "host=h password=secret user=u",
-                "host=h password=*** user=u",
-            ),
-            (
-                "host=h password = 'se cret\\'' user=u",
-                "host=h password = *** user=u",
-            ),
-            ("host=h password='secret", "***"),
-            ("host=h user=u", "host=h user=u"),
-            ("", ""),
-        ];
-        for (dsn, shown) in cases {
-            let redacted = redact(dsn);
-            assert_eq!(redacted, shown, "{dsn}");
-            assert!(!redacted.contains("secret"), "{redacted}");
-        }
-    }
-
-    #[test]
-    fn the_url_comes_from_the_flag_the_file_then_the_environment() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("dsn");
-        std::fs::write(&file, "postgres://from-file/db\n").expect("write");
-        let empty = dir.path().join("empty");
-        std::fs::write(&empty, "\n").expect("write");
-        let args = |flag: Option<&str>, path: Option<&Path>| PostgresArgs {
-            postgres_url: flag.map(SecretString::from),
-            postgres_url_file: path.map(Path::to_owned),
-            ..PostgresArgs::default()
-        };
-        let both: Env = &[
-            ("HANDOFF_POSTGRES_URL", "postgres://handoff-env/db"),
-            ("DATABASE_URL", "postgres://database-env/db"),
-        ];
-        let names = ["HANDOFF_POSTGRES_URL", "DATABASE_URL"];
-        let cases: &[(PostgresArgs, Env, Option<&str>)] = &[
-            (
-                args(Some("postgres://flag/db"), Some(&file)),
-                both,
-                Some("postgres://flag/db"),
-            ),
-            (
-                args(None, Some(&file)),
-                both,
-                Some("postgres://from-file/db"),
-            ),
-            (args(None, None), both, Some("postgres://handoff-env/db")),
-            (
-                args(None, None),
-                &[
-                    ("HANDOFF_POSTGRES_URL", " "),
-                    ("DATABASE_URL", "postgres://database-env/db"),
-                ],
-                Some("postgres://database-env/db"),
-            ),
-            (args(None, None), &[], None),
-            (args(Some(""), None), both, None),
-        ];
-        for (args, env, expected) in cases {
-            let vars: Vec<(String, String)> = env
-                .iter()
-                .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
-                .collect();
-            let got = args
-                .resolve(&names, |name| {
-                    vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
-                })
-                .expect("resolves");
-            assert_eq!(got.as_deref(), *expected, "{args:?} {env:?}");
-        }
-        // The bridge reads only its own variable.
-        let bridge = args(None, None)
-            .resolve(&["HANDOFF_POSTGRES_URL"], |name| {
-                (name == "DATABASE_URL").then(|| "postgres://app/db".to_owned())
-            })
-            .expect("resolves");
-        assert_eq!(bridge, None);
-        for path in [empty, dir.path().join("missing")] {
-            let err = args(None, Some(&path))
-                .resolve(&names, |_| None)
-                .expect_err("refused")
-                .to_string();
-            assert!(
-                err.starts_with(&format!("--postgres-url-file {}: ", path.display())),
-                "{err}"
-            );
-        }
-        let shown = format!("{:?}", args(Some("postgres://u:secret@h/db"), None));
-        assert!(!shown.contains("secret"), "{shown}");
-    }
-
-    #[test]
     fn the_documented_dsn_is_verify_full_with_the_mounted_ca() {
-        let install = include_str!("../../../docs/install.md");
+        let install = include_str!("../../../../docs/install.md");
         let documented: Vec<&str> = install
             .lines()
             .filter_map(|l| Some(l.split_once("dsn='")?.1.split_once('\'')?.0))
@@ -849,7 +562,7 @@ mod tests {
             1,
             "one DSN in docs/install.md: {documented:?}"
         );
-        let overlay = include_str!("../../../config/overlays/postgres/kustomization.yaml");
+        let overlay = include_str!("../../../../config/overlays/postgres/kustomization.yaml");
         assert!(
             overlay.contains(documented[0]),
             "the overlay's comment shows the DSN of docs/install.md"
@@ -864,41 +577,5 @@ mod tests {
             dsn.rest.parse().expect("tokio-postgres parses the rest");
         assert_eq!(config.get_dbname(), Some("handoff"));
         assert!(!redact(documented[0]).contains("PASSWORD"));
-    }
-
-    #[test]
-    fn timeout_and_pool_flags() {
-        use clap::Parser;
-        #[derive(Debug, Parser)]
-        struct Cli {
-            #[command(flatten)]
-            postgres: PostgresArgs,
-        }
-        let parse = |line: &[&str]| {
-            Cli::try_parse_from(std::iter::once("handoff").chain(line.iter().copied()))
-                .map(|cli| cli.postgres.pool())
-        };
-        assert_eq!(
-            parse(&[]).expect("defaults"),
-            PoolSettings {
-                timeout: Duration::from_secs(5),
-                size: 4
-            }
-        );
-        assert_eq!(PostgresArgs::default().pool(), PoolSettings::default());
-        assert_eq!(
-            parse(&["--postgres-timeout", "1500ms", "--postgres-pool-size", "2"]).expect("flags"),
-            PoolSettings {
-                timeout: Duration::from_millis(1500),
-                size: 2
-            }
-        );
-        for wrong in [
-            &["--postgres-timeout", "0s"][..],
-            &["--postgres-timeout", "soon"],
-            &["--postgres-pool-size", "0"],
-        ] {
-            assert!(parse(wrong).is_err(), "{wrong:?}");
-        }
     }
 }

@@ -1,226 +1,27 @@
-//! Who is calling, and with which credentials the bridge acts for them.
-//!
-//! Over HTTP every request carries `Authorization: Bearer <token>` (an
-//! agent's projected ServiceAccount token, or a static dev token). The
-//! bridge never uses its own rights for handoffs: it builds a client that
-//! sends the caller's token (token passthrough), so the apiserver's RBAC
-//! decides every read and write, and it asks the apiserver who the token
-//! belongs to with a SelfSubjectReview (that name becomes `spec.createdBy`).
-//! Clients and identities are cached per token, bounded in size and age.
-//!
-//! Authentication cannot be amplified: however many requests carry a new
-//! token at once, the bridge makes one review for it (single flight, keyed
-//! by the token's SHA-256), and a token the apiserver rejected is answered
-//! 401 from a bounded, short-lived cache of rejected hashes. An unknown
-//! token costs one request on the pooled connections of a client without
-//! credentials; only an accepted token gets a client of its own.
-//!
-//! The agent profile comes from the caller's ServiceAccount label
-//! `handoff.dev/profile` when present (read with the bridge's own identity,
-//! which may `get` ServiceAccounts of the namespace it serves only), else
-//! from the `X-Handoff-Profile` request header. A header can therefore pick
-//! a profile, but never widen what RBAC allows. The same read gives the
-//! agent the caller is (label `handoff.dev/agent`): the destination an offer
-//! names may reject it. A caller whose ServiceAccount lives in another
-//! namespace gets its profile from the header only, and is no agent.
-//!
-//! When the bridge answers from the PostgreSQL mirror instead of the
-//! apiserver, RBAC is not in the path, so the bridge asks first: a
-//! SelfSubjectAccessReview made with the caller's own token ([`Caller::may`]),
-//! cached per token for [`ACCESS_TTL`].
+//! Bearer tokens to callers: one identity review per token at a time
+//! (single flight, keyed by the token's SHA-256), a bounded TTL cache of
+//! identities and a shorter one of rejected tokens, and at most
+//! `--max-concurrent-reviews` reviews in progress.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, WeakShared};
 use http::HeaderValue;
-
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use kube::config::AuthInfo;
 use kube::{Client, Config, Resource};
 use sha2::{Digest, Sha256};
-use tokio::sync::OnceCell;
 
-use super::profiles::Profile;
-use handoff_core::names::{AGENT_LABEL, PROFILE_LABEL};
-use handoff_kube::store::HandoffStore;
+use super::cache::{TokenHash, TtlCache};
+use super::caller::{AccessCache, account_labels, username_of};
+use super::namespace::{NamespaceError, call_namespace};
+use super::{Caller, with_timeouts};
+use crate::profiles::Profile;
 use handoff_kube::telemetry::BridgeMetrics;
-
-/// The request header that names a profile when the ServiceAccount has no label.
-pub const PROFILE_HEADER: &str = "x-handoff-profile";
-
-/// Per-request timeouts of clients made for callers: an unreachable
-/// apiserver gives a retriable error quickly instead of a hang.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const READ_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// How long an access review answer is reused for the same token: short,
-/// so a revoked RoleBinding stops mirror reads within seconds.
-pub const ACCESS_TTL: Duration = Duration::from_secs(10);
-
-/// What an access review asked: `(namespace, resource, verb)`.
-type AccessQuestion = (String, String, String);
-
-/// Access review answers of one token: question → when asked, allowed.
-#[derive(Default)]
-pub(crate) struct AccessCache(Mutex<HashMap<AccessQuestion, (Instant, bool)>>);
-
-/// `config` with the bridge's bounded connect and read timeouts.
-pub fn with_timeouts(mut config: Config) -> Config {
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config
-}
-
-/// A caller the bridge acts for: its store (its own credentials), its
-/// profile and, once asked, its name and the agent it is.
-pub struct Caller {
-    store: HandoffStore,
-    client: Client,
-    profile: Profile,
-    username: OnceCell<String>,
-    agent: OnceCell<Option<String>>,
-    access: Arc<AccessCache>,
-}
-
-impl Caller {
-    /// A caller whose name (and agent label) is looked up on first need,
-    /// with its own credentials (stdio).
-    pub fn new(client: Client, namespace: &str, profile: Profile) -> Self {
-        Self {
-            store: HandoffStore::new(client.clone(), namespace),
-            client,
-            profile,
-            username: OnceCell::new(),
-            agent: OnceCell::new(),
-            access: Arc::default(),
-        }
-    }
-
-    fn known(client: Client, namespace: &str, profile: Profile, resolved: &Resolved) -> Self {
-        let mut caller = Self::new(client, namespace, profile);
-        let _ = caller.username.set(resolved.username.clone());
-        let _ = caller.agent.set(resolved.sa_agent.clone());
-        caller.access = resolved.access.clone();
-        caller
-    }
-
-    /// Whether RBAC lets this caller `verb` handoffs in the store's
-    /// namespace (see [`Caller::may_on`]).
-    pub async fn may(&self, verb: &str) -> Result<bool, kube::Error> {
-        self.may_on("handoffs", verb).await
-    }
-
-    /// Whether RBAC lets this caller `verb` `resource` (of handoff.dev,
-    /// `plural` or `plural/subresource`) in the store's namespace: a
-    /// SelfSubjectAccessReview with the caller's own credentials, cached
-    /// for [`ACCESS_TTL`].
-    pub(crate) async fn may_on(&self, resource: &str, verb: &str) -> Result<bool, kube::Error> {
-        let namespace = self.store.namespace().to_owned();
-        let key = (namespace.clone(), resource.to_owned(), verb.to_owned());
-        let (plural, subresource) = match resource.split_once('/') {
-            Some((plural, sub)) => (plural, Some(sub.to_owned())),
-            None => (resource, None),
-        };
-        if let Ok(cache) = self.access.0.lock()
-            && let Some((at, allowed)) = cache.get(&key)
-            && at.elapsed() < ACCESS_TTL
-        {
-            return Ok(*allowed);
-        }
-        let review = SelfSubjectAccessReview {
-            spec: SelfSubjectAccessReviewSpec {
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(handoff_core::api::GROUP.into()),
-                    resource: Some(plural.into()),
-                    subresource,
-                    verb: Some(verb.into()),
-                    namespace: Some(namespace),
-                    ..ResourceAttributes::default()
-                }),
-                ..SelfSubjectAccessReviewSpec::default()
-            },
-            ..SelfSubjectAccessReview::default()
-        };
-        let answer = Api::<SelfSubjectAccessReview>::all(self.client.clone())
-            .create(&PostParams::default(), &review)
-            .await?;
-        let allowed = answer.status.is_some_and(|s| s.allowed);
-        if let Ok(mut cache) = self.access.0.lock() {
-            cache.insert(key, (Instant::now(), allowed));
-        }
-        Ok(allowed)
-    }
-
-    /// A client with this caller's credentials.
-    pub fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// The store acting with this caller's credentials.
-    pub fn store(&self) -> &HandoffStore {
-        &self.store
-    }
-
-    /// The agent profile.
-    pub fn profile(&self) -> &Profile {
-        &self.profile
-    }
-
-    /// The authenticated user name (a SelfSubjectReview, made once).
-    pub(crate) async fn username(&self) -> Result<&str, kube::Error> {
-        self.username
-            .get_or_try_init(|| who_am_i(&self.client))
-            .await
-            .map(String::as_str)
-    }
-
-    /// The agent this caller is: the label `handoff.dev/agent` of its
-    /// ServiceAccount (`None` for other users, unlabelled accounts and
-    /// accounts the bridge may not read). Over HTTP read with the bridge's
-    /// identity when the token was resolved; over stdio with the caller's
-    /// own, on first need.
-    pub async fn agent(&self) -> Result<Option<&str>, kube::Error> {
-        self.agent
-            .get_or_try_init(|| async {
-                let username = self.username().await?.to_owned();
-                Ok::<_, kube::Error>(account_labels(&self.client, &username).await.agent)
-            })
-            .await
-            .map(Option::as_deref)
-    }
-
-    /// The name if already known (for messages; never a request).
-    pub(crate) fn known_username(&self) -> &str {
-        self.username
-            .get()
-            .map(String::as_str)
-            .unwrap_or("the caller")
-    }
-}
-
-/// The user name the apiserver sees for `client`'s credentials.
-pub async fn who_am_i(client: &Client) -> Result<String, kube::Error> {
-    let review = Api::<SelfSubjectReview>::all(client.clone())
-        .create(&PostParams::default(), &SelfSubjectReview::default())
-        .await?;
-    Ok(username_of(review))
-}
-
-fn username_of(review: SelfSubjectReview) -> String {
-    review
-        .status
-        .and_then(|s| s.user_info)
-        .and_then(|u| u.username)
-        .unwrap_or_default()
-}
 
 /// Asks the apiserver who `token` belongs to (a SelfSubjectReview), on the
 /// pooled connections of `reviewer`, a client without credentials of its
@@ -260,81 +61,6 @@ pub enum AuthError {
     Namespace(#[from] NamespaceError),
 }
 
-/// Why a call has no namespace.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum NamespaceError {
-    /// Not a ServiceAccount, and no namespace named in the route.
-    #[error(
-        "no namespace for user \"{user}\": it is not a ServiceAccount (whose namespace would be used); \
-         name one in the path, /mcp/ns/<namespace>"
-    )]
-    Unnamed {
-        /// The caller.
-        user: String,
-    },
-    /// The route names something that is not a namespace name.
-    #[error(
-        "/mcp/ns/{value}: \"{value}\" is not a namespace name (rule: a DNS label, at most 63 \
-         characters, lowercase letters, digits and '-')"
-    )]
-    Invalid {
-        /// What the route said.
-        value: String,
-    },
-    /// A single-namespace bridge asked for another namespace.
-    #[error(
-        "this bridge serves namespace \"{served}\" only (--namespace), not \"{asked}\": use /mcp"
-    )]
-    NotServed {
-        /// The namespace the route named.
-        asked: String,
-        /// The one the bridge serves.
-        served: String,
-    },
-}
-
-/// Pure: the namespace of a call. A single-namespace bridge (`served`)
-/// serves that one (a route may name only it); otherwise the route's
-/// namespace, else the namespace of the caller's ServiceAccount. RBAC still
-/// decides every read and write in it.
-pub(crate) fn call_namespace(
-    served: Option<&str>,
-    route: Option<&str>,
-    username: &str,
-) -> Result<String, NamespaceError> {
-    if let Some(asked) = route
-        && !is_dns_label(asked)
-    {
-        return Err(NamespaceError::Invalid {
-            value: asked.to_owned(),
-        });
-    }
-    match (served, route) {
-        (Some(served), Some(asked)) if asked != served => Err(NamespaceError::NotServed {
-            asked: asked.to_owned(),
-            served: served.to_owned(),
-        }),
-        (Some(served), _) => Ok(served.to_owned()),
-        (None, Some(asked)) => Ok(asked.to_owned()),
-        (None, None) => service_account_of(username)
-            .map(|(namespace, _)| namespace.to_owned())
-            .ok_or_else(|| NamespaceError::Unnamed {
-                user: username.to_owned(),
-            }),
-    }
-}
-
-/// Whether `value` is a valid namespace name (an RFC 1123 label).
-fn is_dns_label(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 63
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !value.starts_with('-')
-        && !value.ends_with('-')
-}
-
 /// What is cached per token.
 struct Resolved {
     client: Client,
@@ -344,41 +70,6 @@ struct Resolved {
     access: Arc<AccessCache>,
 }
 
-/// What the labels of a caller's ServiceAccount say.
-#[derive(Default)]
-struct AccountLabels {
-    profile: Option<Profile>,
-    agent: Option<String>,
-}
-
-/// The labels `handoff.dev/profile` and `handoff.dev/agent` of the
-/// ServiceAccount behind `username`, read with `reader` (nothing for other
-/// users, or when the account cannot be read).
-async fn account_labels(reader: &Client, username: &str) -> AccountLabels {
-    let Some((namespace, name)) = service_account_of(username) else {
-        return AccountLabels::default();
-    };
-    match Api::<ServiceAccount>::namespaced(reader.clone(), namespace)
-        .get_opt(name)
-        .await
-    {
-        Ok(sa) => {
-            let labels = sa.and_then(|sa| sa.metadata.labels).unwrap_or_default();
-            AccountLabels {
-                profile: labels.get(PROFILE_LABEL).map(|p| Profile::new(p)),
-                agent: labels.get(AGENT_LABEL).cloned(),
-            }
-        }
-        Err(err) => {
-            tracing::warn!(%username, error = %err, "cannot read the caller's ServiceAccount; using the profile header, and the caller is no agent");
-            AccountLabels::default()
-        }
-    }
-}
-
-/// SHA-256 of a bearer token: caches and reviews in progress are keyed by
-/// it, never by the token.
-type TokenHash = [u8; 32];
 type Outcome = Result<Arc<Resolved>, AuthError>;
 type ReviewFuture = BoxFuture<'static, Outcome>;
 
@@ -479,7 +170,9 @@ impl TokenResolver {
             resolved.client.clone(),
             &namespace,
             profile,
-            &resolved,
+            &resolved.username,
+            resolved.sa_agent.as_deref(),
+            resolved.access.clone(),
         ))
     }
 
@@ -594,76 +287,11 @@ impl Drop for InProgress {
     }
 }
 
-/// `(namespace, name)` of a ServiceAccount user name
-/// (`system:serviceaccount:<namespace>:<name>`).
-pub(crate) fn service_account_of(username: &str) -> Option<(&str, &str)> {
-    let rest = username.strip_prefix("system:serviceaccount:")?;
-    let (namespace, name) = rest.split_once(':')?;
-    (!namespace.is_empty() && !name.is_empty() && !name.contains(':')).then_some((namespace, name))
-}
-
 /// The bearer token of an `Authorization` header value.
 pub(crate) fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// A map with a size bound and an age bound: entries older than `ttl` are
-/// misses, and a full map drops its oldest entries. Every entry lives as
-/// long, so insertion order is expiry order: eviction pops the front of a
-/// queue (constant time even when a flood of distinct keys fills it).
-struct TtlCache<V> {
-    entries: HashMap<TokenHash, (Instant, V)>,
-    /// Insertion times and keys, oldest first; an element whose time is not
-    /// its key's current one is stale and skipped.
-    order: VecDeque<(Instant, TokenHash)>,
-    capacity: usize,
-    ttl: Duration,
-}
-
-impl<V: Clone> TtlCache<V> {
-    fn new(capacity: usize, ttl: Duration) -> Self {
-        Self {
-            entries: HashMap::new(),
-            order: VecDeque::new(),
-            capacity: capacity.max(1),
-            ttl,
-        }
-    }
-
-    fn get(&mut self, key: &TokenHash) -> Option<V> {
-        match self.entries.get(key) {
-            Some((at, v)) if at.elapsed() < self.ttl => Some(v.clone()),
-            Some(_) => {
-                self.entries.remove(key);
-                None
-            }
-            None => None,
-        }
-    }
-
-    fn insert(&mut self, key: TokenHash, value: V) {
-        let now = Instant::now();
-        self.entries.insert(key, (now, value));
-        self.order.push_back((now, key));
-        while let Some(&(at, oldest)) = self.order.front() {
-            let current = self.entries.get(&oldest).is_some_and(|(t, _)| *t == at);
-            if !current {
-                self.order.pop_front();
-            } else if self.entries.len() > self.capacity || at.elapsed() >= self.ttl {
-                self.entries.remove(&oldest);
-                self.order.pop_front();
-            } else {
-                break;
-            }
-        }
-        if self.order.len() > 2 * self.capacity {
-            let entries = &self.entries;
-            self.order
-                .retain(|(at, key)| entries.get(key).is_some_and(|(t, _)| t == at));
-        }
-    }
 }
 
 #[cfg(test)]
@@ -677,90 +305,6 @@ mod tests {
         assert_eq!(bearer_token("Basic abc"), None);
         assert_eq!(bearer_token("Bearer "), None);
         assert_eq!(bearer_token(""), None);
-    }
-
-    #[test]
-    fn call_namespaces() {
-        let sa = "system:serviceaccount:team-a:implement";
-        let person = "alice@example.com";
-        // (served, route, user, the namespace or a part of the refusal)
-        type Case<'a> = (
-            Option<&'a str>,
-            Option<&'a str>,
-            &'a str,
-            Result<&'a str, &'a str>,
-        );
-        let cases: [Case; 9] = [
-            (None, None, sa, Ok("team-a")),
-            (None, Some("team-b"), sa, Ok("team-b")),
-            (None, Some("team-b"), person, Ok("team-b")),
-            (None, None, person, Err("not a ServiceAccount")),
-            (None, Some("Team_B"), sa, Err("is not a namespace name")),
-            (None, Some(""), sa, Err("is not a namespace name")),
-            (Some("handoff-system"), None, sa, Ok("handoff-system")),
-            (
-                Some("handoff-system"),
-                Some("handoff-system"),
-                person,
-                Ok("handoff-system"),
-            ),
-            (
-                Some("handoff-system"),
-                Some("team-a"),
-                sa,
-                Err("serves namespace \"handoff-system\" only"),
-            ),
-        ];
-        for (served, route, user, want) in cases {
-            match (call_namespace(served, route, user), want) {
-                (Ok(got), Ok(want)) => assert_eq!(got, want, "{served:?} {route:?} {user}"),
-                (Err(err), Err(part)) => {
-                    assert!(err.to_string().contains(part), "{err}")
-                }
-                (got, want) => panic!("{served:?} {route:?} {user}: {got:?}, wanted {want:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn service_account_names() {
-        assert_eq!(
-            service_account_of("system:serviceaccount:agents:implement"),
-            Some(("agents", "implement"))
-        );
-        assert_eq!(service_account_of("system:serviceaccount:agents"), None);
-        assert_eq!(service_account_of("system:serviceaccount::x"), None);
-        assert_eq!(service_account_of("alice"), None);
-    }
-
-    #[test]
-    fn cache_is_bounded_and_expires() {
-        let mut cache = TtlCache::new(2, Duration::from_secs(60));
-        for i in 0..5u8 {
-            cache.insert([i; 32], i);
-        }
-        assert_eq!(cache.entries.len(), 2);
-        assert_eq!(cache.get(&[4; 32]), Some(4));
-        assert_eq!(cache.get(&[0; 32]), None, "the oldest was evicted");
-
-        let mut expiring = TtlCache::new(8, Duration::ZERO);
-        expiring.insert([1; 32], 1);
-        assert_eq!(expiring.get(&[1; 32]), None);
-        assert!(expiring.entries.is_empty());
-    }
-
-    #[test]
-    fn a_flood_of_keys_keeps_the_cache_and_its_queue_bounded() {
-        let mut cache = TtlCache::new(16, Duration::from_secs(60));
-        for i in 0..10_000u32 {
-            let mut key = [0; 32];
-            key[..4].copy_from_slice(&i.to_le_bytes());
-            cache.insert(key, ());
-            cache.insert([7; 32], ());
-        }
-        assert_eq!(cache.entries.len(), 16);
-        assert!(cache.order.len() <= 32, "queue: {}", cache.order.len());
-        assert_eq!(cache.get(&[7; 32]), Some(()), "the newest insert stays");
     }
 
     /// A fake apiserver counting SelfSubjectReviews: `Bearer good` is

@@ -1,0 +1,63 @@
+//! Who is calling, and with which credentials the bridge acts for them.
+//!
+//! Over HTTP every request carries `Authorization: Bearer <token>` (an
+//! agent's projected ServiceAccount token, or a static dev token). The
+//! bridge never uses its own rights for handoffs: it builds a client that
+//! sends the caller's token (token passthrough), so the apiserver's RBAC
+//! decides every read and write, and it asks the apiserver who the token
+//! belongs to with a SelfSubjectReview (that name becomes `spec.createdBy`).
+//! Clients and identities are cached per token, bounded in size and age.
+//!
+//! Authentication cannot be amplified: however many requests carry a new
+//! token at once, the bridge makes one review for it (single flight, keyed
+//! by the token's SHA-256), and a token the apiserver rejected is answered
+//! 401 from a bounded, short-lived cache of rejected hashes. An unknown
+//! token costs one request on the pooled connections of a client without
+//! credentials; only an accepted token gets a client of its own.
+//!
+//! The agent profile comes from the caller's ServiceAccount label
+//! `handoff.dev/profile` when present (read with the bridge's own identity,
+//! which may `get` ServiceAccounts of the namespace it serves only), else
+//! from the `X-Handoff-Profile` request header. A header can therefore pick
+//! a profile, but never widen what RBAC allows. The same read gives the
+//! agent the caller is (label `handoff.dev/agent`): the destination an offer
+//! names may reject it. A caller whose ServiceAccount lives in another
+//! namespace gets its profile from the header only, and is no agent.
+//!
+//! When the bridge answers from the PostgreSQL mirror instead of the
+//! apiserver, RBAC is not in the path, so the bridge asks first: a
+//! SelfSubjectAccessReview made with the caller's own token ([`Caller::may`]),
+//!
+//! By concern: [`caller`] (a caller, its access reviews, its labels),
+//! [`resolver`] (bearer tokens to callers, single flight), [`cache`] (the
+//! bounded TTL cache of tokens) and [`namespace`] (which namespace a call
+//! is in).
+
+mod cache;
+mod caller;
+mod namespace;
+mod resolver;
+
+use std::time::Duration;
+
+use kube::Config;
+
+pub use self::caller::{ACCESS_TTL, Caller, who_am_i};
+pub use self::namespace::NamespaceError;
+pub(crate) use self::resolver::bearer_token;
+pub use self::resolver::{AuthError, ResolverSettings, TokenResolver};
+
+/// The request header that names a profile when the ServiceAccount has no label.
+pub const PROFILE_HEADER: &str = "x-handoff-profile";
+
+/// Per-request timeouts of clients made for callers: an unreachable
+/// apiserver gives a retriable error quickly instead of a hang.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `config` with the bridge's bounded connect and read timeouts.
+pub fn with_timeouts(mut config: Config) -> Config {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config
+}
