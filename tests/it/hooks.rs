@@ -798,6 +798,47 @@ async fn rescue_on_every_shared_transcript() {
     );
 }
 
+/// `rescue --agent grok` reads a session of a Grok database given as
+/// `--file grok.db --session ID`, as `handoff transcript read` does: the
+/// session picks its rows (never the other session's) and names the rescue.
+#[tokio::test]
+async fn rescue_reads_a_session_of_a_grok_database() {
+    let env = env();
+    let ns = env.namespace("hooks-rescue-grok").await;
+    let via = Via::Kubeconfig { namespace: &ns };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("grok.db");
+    crate::transcript::grok_db(&db);
+    let db = db.display().to_string();
+    let out = rescue_json(
+        &via,
+        &[
+            "--agent",
+            "grok",
+            "--file",
+            &db,
+            "--session",
+            "sess-a",
+            "--key",
+            "grok/1",
+            "--project",
+            "shop",
+        ],
+    );
+    assert_eq!(out["outcome"], json!("created"), "{out}");
+    let body = stored(&ns, "grok/1").await.expect("rescued").spec.body;
+    assert!(
+        body.starts_with(&format!(
+            "{RESCUE_MARK}: extracted by `handoff rescue` from a Grok CLI transcript \
+             (session `sess-a`)"
+        )),
+        "{body}"
+    );
+    assert!(body.contains("> Ship it"), "the last request: {body}");
+    assert!(body.contains("- bash: npm test"), "the tool call: {body}");
+    assert!(!body.contains("Another session"), "sess-b's rows: {body}");
+}
+
 /// A rescue replaces an agent handoff older than the session (a previous
 /// session's), and refuses bad flags by name.
 #[tokio::test]

@@ -393,7 +393,7 @@ fn codex_sessions_are_found_in_dated_and_archived_directories() {
 }
 
 /// A database with Grok CLI's schema: two sessions, interleaved.
-fn grok_db(path: &Path) {
+pub(crate) fn grok_db(path: &Path) {
     let db = Connection::open(path).unwrap();
     db.execute_batch(
         "CREATE TABLE sessions (id TEXT PRIMARY KEY, model TEXT NOT NULL) STRICT;

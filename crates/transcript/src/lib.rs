@@ -90,6 +90,8 @@
 //!
 //! `--max-turns` / `--max-bytes` set the budget (0: no limit), `--agent-home`
 //! overrides the agent's root directory, `--state-dir` where documents go.
+//! The source flags are one [`cli::SourceArgs`] with one loader, shared with
+//! `handoff rescue`.
 
 pub mod budget;
 mod claude;
