@@ -375,13 +375,13 @@ async fn odd_but_valid_keys_get_correct_results() {
         keys.len() + 1
     );
     for key in keys {
-        assert!(
-            api.get_opt(&name_for_key(key))
-                .await
-                .expect("get")
-                .is_some(),
-            "{key}"
-        );
+        let stored = api
+            .get_opt(&name_for_key(key))
+            .await
+            .expect("get")
+            .unwrap_or_else(|| panic!("{key} is not stored"));
+        assert_eq!(stored.spec.handoff_key, key);
+        assert_eq!(stored.spec.body, format!("body of {key}"));
     }
 }
 

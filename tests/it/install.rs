@@ -460,6 +460,7 @@ fn the_bridge_tls_component_changes_only_the_bridge_and_adds_its_certificate() {
     );
 
     let plain = container_args(find(&default, "Deployment", "handoff-bridge"));
+    assert_eq!(plain.first().map(String::as_str), Some("mcp"), "{plain:?}");
     assert!(
         plain.iter().all(|a| !a.starts_with("--tls-")),
         "config/default serves plain HTTP: {plain:?}"
@@ -1179,9 +1180,13 @@ fn every_example_applies_or_parses() {
                     .get("mcp_servers")
                     .and_then(|s| s.get("handoff"))
                     .unwrap_or_else(|| panic!("{shown}: [mcp_servers.handoff]"));
+                let command = server.get("command").and_then(toml::Value::as_str);
+                let url = server.get("url").and_then(toml::Value::as_str);
                 assert!(
-                    server.get("command").is_some() || server.get("url").is_some(),
-                    "{shown}: a command or a url"
+                    command == Some("handoff")
+                        || url
+                            .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://")),
+                    "{shown}: a command or a url (command {command:?}, url {url:?})"
                 );
                 mcp += 1;
             }

@@ -106,7 +106,11 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     );
 
     let stored = crate::revisions::counted(&api, key, 1).await;
-    let rv = stored.metadata.resource_version.clone();
+    let rv = stored
+        .metadata
+        .resource_version
+        .clone()
+        .expect("a stored object has a resourceVersion");
     let labels = stored.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
     assert!(!labels.contains_key("repo"), "org/repo is no label value");
@@ -114,9 +118,9 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     let unchanged = drive_stdio(env, &ns, "refine", json!([write(key, "shop", body)]));
     assert_eq!(ok(&unchanged[0])["outcome"], json!("unchanged"));
     let after_unchanged = api.get(&name_for_key(key)).await.expect("stored");
-    assert!(rv.is_some(), "a stored object has a resourceVersion");
     assert_eq!(
-        after_unchanged.metadata.resource_version, rv,
+        after_unchanged.metadata.resource_version.as_deref(),
+        Some(rv.as_str()),
         "the unchanged write must not write: the resourceVersion moved"
     );
 
@@ -153,13 +157,15 @@ async fn unchanged_write_creates_no_new_resource_version() {
     let before = crate::revisions::counted(&api, "k", 1)
         .await
         .metadata
-        .resource_version;
+        .resource_version
+        .expect("a stored object has a resourceVersion");
     let again = drive_stdio(
         env,
         &ns,
         "implement",
         json!([write("k", "p", "same"), write("k", "p", "same")]),
     );
+    assert_eq!(again.len(), 2, "{again:?}");
     assert!(
         again
             .iter()
@@ -171,7 +177,8 @@ async fn unchanged_write_creates_no_new_resource_version() {
         .await
         .expect("get")
         .metadata
-        .resource_version;
+        .resource_version
+        .expect("a stored object has a resourceVersion");
     assert_eq!(before, after);
     counter.stop().await;
 }
@@ -217,6 +224,7 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
         .filter_map(|e| e["handoff_key"].as_str())
         .collect();
     assert_eq!(order, expected);
+    assert_eq!(entries.len(), expected.len(), "{entries:?}");
     assert!(
         entries
             .iter()
@@ -234,6 +242,11 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
         let result = ok(&page[0]).clone();
         let items = result["handoffs"].as_array().expect("entries").clone();
         assert!(items.len() <= 2);
+        assert_eq!(
+            items.len(),
+            expected.len().saturating_sub(seen.len()).min(2),
+            "pages of 2 until the last: {items:?}"
+        );
         assert!(
             items
                 .iter()
@@ -653,11 +666,17 @@ fn an_unreachable_apiserver_is_a_retriable_error_not_a_hang() {
         ]),
         &[("KUBECONFIG", &path)],
     );
+    assert_eq!(results.len(), 2, "one answer per call: {results:?}");
     for result in &results {
         let text = err_text(result);
         assert!(
             text.contains("unreachable") && text.contains("retriable"),
             "{text}"
+        );
+        assert!(
+            text.starts_with("the Kubernetes API is unreachable (")
+                && text.ends_with("); retriable: try again shortly"),
+            "the connection's failure, not the call's timeout: {text}"
         );
     }
 }

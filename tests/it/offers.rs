@@ -105,10 +105,21 @@ async fn sixteen_concurrent_offers_leave_exactly_one_offered() {
     );
     let events = events(&s.ns, "Superseded").await;
     assert_eq!(events.len(), superseded, "one Event per superseded offer");
+    let names: Vec<&str> = all
+        .iter()
+        .filter_map(|o| o.metadata.name.as_deref())
+        .collect();
     for o in all.iter().filter(|o| o.phase() == OfferPhase::Superseded) {
         let status = o.status.clone().unwrap_or_default();
         assert_eq!(status.reason, Some(SupersedeReason::NewOffer));
-        assert!(status.superseded_by.is_some());
+        let by = status
+            .superseded_by
+            .expect("a Superseded offer names its substitute");
+        assert!(
+            names.contains(&by.as_str()) && Some(by.as_str()) != o.metadata.name.as_deref(),
+            "{:?} is superseded by {by}, which is not another of {names:?}",
+            o.metadata.name
+        );
     }
 }
 
@@ -650,9 +661,18 @@ async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
     for name in [&to_lead, &to_tester] {
         let stored = api.get(name).await.expect("offer");
         assert_eq!(stored.phase(), OfferPhase::Rejected);
+        let created = stored
+            .metadata
+            .creation_timestamp
+            .clone()
+            .expect("creationTimestamp");
+        let finished = stored
+            .status
+            .and_then(|s| s.finished_at)
+            .expect("a terminal phase carries finishedAt");
         assert!(
-            stored.status.and_then(|s| s.finished_at).is_some(),
-            "a terminal phase carries finishedAt"
+            finished.0 >= created.0,
+            "finishedAt {finished:?} is before the offer was created ({created:?})"
         );
     }
 }
