@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{agent_token, apply_agent_roles, env};
+use common::agents::writer_token;
+use common::{apply_agent_roles, env};
 use handoff_bridge::http::{MISSING_TOKEN, OVERLOADED, REJECTED_TOKEN, UNAVAILABLE};
 use handoff_testkit::bench::memory_mib;
 use handoff_testkit::http::{
@@ -65,14 +66,7 @@ async fn metrics(bridge: &BridgeProcess) -> String {
 /// A writer agent (profile `implement`) in `namespace` and its token.
 async fn writer(env: &TestEnv, namespace: &str, name: &str) -> String {
     apply_agent_roles(env);
-    agent_token(
-        env,
-        namespace,
-        name,
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await
+    writer_token(env, namespace, name).await
 }
 
 fn get_handoff() -> String {

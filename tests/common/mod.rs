@@ -3,6 +3,7 @@
 
 #![allow(dead_code)] // each suite uses a different subset
 
+pub(crate) mod agents;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use common::agents::{Served, served, writer_token};
 use common::{Bridge, agent_token, apply_agent_roles, call, drive_stdio, env, err_text, ok};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
@@ -374,17 +375,11 @@ async fn bad_inputs_get_clear_errors_and_write_nothing() {
 #[tokio::test]
 async fn http_requires_a_token_and_rbac_is_the_real_gate() {
     let env = env();
-    let ns = env.namespace("mcp-http-auth").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let writer = agent_token(
-        env,
-        &ns,
-        "implementer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns,
+        bridge,
+        token: writer,
+    } = served(env, "mcp-http-auth", "implementer").await;
     let fake_groomer = agent_token(
         env,
         &ns,
@@ -476,10 +471,11 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
 #[tokio::test]
 async fn malformed_json_rpc_is_refused_and_the_bridge_stays_up() {
     let env = env();
-    let ns = env.namespace("mcp-malformed").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let Served {
+        ns: _,
+        bridge,
+        token,
+    } = served(env, "mcp-malformed", "agent").await;
     let results = bridge.drive(
         &token,
         "",
@@ -503,10 +499,7 @@ async fn malformed_json_rpc_is_refused_and_the_bridge_stays_up() {
 #[tokio::test]
 async fn concurrent_writers_on_one_key_all_get_an_answer_and_one_object_remains() {
     let env = env();
-    let ns = env.namespace("mcp-concurrent").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let Served { ns, bridge, token } = served(env, "mcp-concurrent", "agent").await;
     let bodies: Vec<String> = (0..32).map(|i| format!("## State\nwriter {i}")).collect();
     let args: Vec<Value> = bodies
         .iter()
@@ -592,7 +585,7 @@ async fn host_allow_list_and_metrics() {
             &metrics_addr,
         ],
     );
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let token = writer_token(env, &ns, "agent").await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let results = bridge.drive(
         &token,
@@ -784,17 +777,11 @@ async fn stdio_a_profile_without_handoff_tools_sees_no_resources_or_prompts() {
 #[tokio::test]
 async fn http_resources_and_prompts_read_as_the_caller() {
     let env = env();
-    let ns = env.namespace("mcp-resources-rbac").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let writer = agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns,
+        bridge,
+        token: writer,
+    } = served(env, "mcp-resources-rbac", "writer").await;
     let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
     let read = json!([
         {"op": "read_resource", "uri": "handoff://team%2Fk%231"},
@@ -958,14 +945,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
         .delete("first", &Default::default())
         .await
         .expect("invalidate the first token");
-    let mut old = env.kubeconfig().clone();
-    for named in &mut old.auth_infos {
-        named.auth_info = Some(kube::config::AuthInfo {
-            token: Some(first.clone().into()),
-            ..Default::default()
-        });
-    }
-    let old_client = handoff_testkit::client_from(&old).await.expect("client");
+    let old_client = common::agents::client_with_token(env, &first).await;
     common::eventually(
         "the first token to be refused",
         std::time::Duration::from_secs(60),
@@ -1024,17 +1004,11 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
 #[tokio::test]
 async fn the_typescript_sdk_connects_without_schema_warnings() {
     let env = env();
-    let ns = env.namespace("mcp-ts-sdk").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns: _,
+        bridge,
+        token,
+    } = served(env, "mcp-ts-sdk", "writer").await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
     assert!(
         dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),

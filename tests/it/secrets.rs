@@ -58,6 +58,31 @@ fn names_without_echo(refusal: &str, fragments: &[&str], text: &str) {
     }
 }
 
+/// The fields a writer supplies besides the body, each holding a
+/// credential in turn, as (field, arguments): the AWS key `aws` in the key,
+/// the project and the kind, the password URL `url` in the repo. `key` is
+/// the key's name (`handoff_key` for the tools, `handoffKey` in the spec).
+fn credential_in_each_field(
+    key: &'static str,
+    body: &str,
+    aws: &str,
+    url: &str,
+) -> [(&'static str, Value); 4] {
+    // The key is `f-<field>`, unless the field is the key.
+    let with = |field: &str, value: &str| {
+        let mut args = json!({"project": "shop", "body": body});
+        args[key] = json!(format!("f-{field}"));
+        args[field] = json!(value);
+        args
+    };
+    [
+        (key, with(key, &format!("k {aws}"))),
+        ("project", with("project", aws)),
+        ("repo", with("repo", url)),
+        ("kind", with("kind", aws)),
+    ]
+}
+
 #[tokio::test]
 async fn the_secret_corpus_through_the_real_mcp_client() {
     let env = common::env();
@@ -77,24 +102,7 @@ async fn the_secret_corpus_through_the_real_mcp_client() {
         ));
     }
     // (field, arguments): the other fields a writer supplies.
-    let fields = [
-        (
-            "handoff_key",
-            json!({"handoff_key": format!("k {aws}"), "project": "shop", "body": "## State\nok"}),
-        ),
-        (
-            "project",
-            json!({"handoff_key": "f-project", "project": aws, "body": "## State\nok"}),
-        ),
-        (
-            "repo",
-            json!({"handoff_key": "f-repo", "project": "shop", "repo": url, "body": "## State\nok"}),
-        ),
-        (
-            "kind",
-            json!({"handoff_key": "f-kind", "project": "shop", "kind": aws, "body": "## State\nok"}),
-        ),
-    ];
+    let fields = credential_in_each_field("handoff_key", "## State\nok", &aws, url);
     for (_, args) in &fields {
         plan.push(call("write_handoff", args.clone()));
     }
@@ -294,24 +302,7 @@ async fn the_secret_corpus_through_kubectl_apply() {
     }
     let aws = format!("AKIA{}", fill("FAKE2345", 16));
     let url = "https://bot:hunter2fake@git.example.com/org/repo";
-    let fields = [
-        (
-            "handoffKey",
-            json!({"handoffKey": format!("k {aws}"), "project": "shop", "body": "ok"}),
-        ),
-        (
-            "project",
-            json!({"handoffKey": "f-project", "project": aws, "body": "ok"}),
-        ),
-        (
-            "repo",
-            json!({"handoffKey": "f-repo", "project": "shop", "repo": url, "body": "ok"}),
-        ),
-        (
-            "kind",
-            json!({"handoffKey": "f-kind", "project": "shop", "kind": aws, "body": "ok"}),
-        ),
-    ];
+    let fields = credential_in_each_field("handoffKey", "ok", &aws, url);
     for (field, spec) in fields {
         let key = spec["handoffKey"].as_str().unwrap_or_default().to_owned();
         let kind = if field == "repo" {
