@@ -224,6 +224,17 @@ impl Outcome {
     pub fn is_balanced(&self) -> bool {
         self.records == self.used + self.ignored + self.skipped
     }
+
+    /// The outcome of reading `turns`, one used record each (tests).
+    #[cfg(test)]
+    pub(crate) fn of_turns(turns: Vec<Turn>) -> Self {
+        Outcome {
+            records: turns.len(),
+            used: turns.len(),
+            turns,
+            ..Outcome::default()
+        }
+    }
 }
 
 /// Where each agent keeps its state (`~/.claude`, `~/.codex`, `~/.grok`).
