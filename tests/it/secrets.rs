@@ -58,6 +58,13 @@ fn names_without_echo(refusal: &str, fragments: &[&str], text: &str) {
     }
 }
 
+/// The keys `nm-<i>` the near misses are written under, sorted.
+fn near_miss_keys(misses: usize) -> Vec<String> {
+    let mut keys: Vec<String> = (0..misses).map(|i| format!("nm-{i}")).collect();
+    keys.sort();
+    keys
+}
+
 /// The fields a writer supplies besides the body, each holding a
 /// credential in turn, as (field, arguments): the AWS key `aws` in the key,
 /// the project and the kind, the password URL `url` in the repo. `key` is
@@ -87,7 +94,6 @@ fn credential_in_each_field(
 async fn the_secret_corpus_through_the_real_mcp_client() {
     let env = common::env();
     let ns = env.namespace("secrets-mcp").await;
-    let handoffs: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let offers: Api<HandoffOffer> = Api::namespaced(env.client().await, &ns);
     let positives = true_positives();
     let misses = near_misses();
@@ -148,18 +154,11 @@ async fn the_secret_corpus_through_the_real_mcp_client() {
         );
     }
 
-    let mut stored: Vec<String> = handoffs
-        .list(&Default::default())
-        .await
-        .expect("list handoffs")
-        .items
-        .iter()
-        .map(|h| h.spec.handoff_key.clone())
-        .collect();
-    stored.sort();
-    let mut want: Vec<String> = (0..misses.len()).map(|i| format!("nm-{i}")).collect();
-    want.sort();
-    assert_eq!(stored, want, "exactly the near misses are stored");
+    assert_eq!(
+        common::objects::stored_keys(env, &ns).await,
+        near_miss_keys(misses.len()),
+        "exactly the near misses are stored"
+    );
     assert!(
         offers
             .list(&Default::default())
@@ -348,13 +347,8 @@ async fn the_secret_corpus_through_kubectl_apply() {
         );
     }
     assert_eq!(
-        handoffs
-            .list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len(),
-        misses.len(),
+        common::objects::stored_keys(env, &ns).await,
+        near_miss_keys(misses.len()),
         "exactly the near misses are stored"
     );
 
