@@ -295,17 +295,8 @@ async fn the_mcp_corpus_refuses_clearly_and_writes_nothing() {
         json!("created"),
         "the bridge stayed up"
     );
-    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
-    let stored: Vec<String> = api
-        .list(&Default::default())
-        .await
-        .expect("list")
-        .items
-        .into_iter()
-        .map(|h| h.spec.handoff_key)
-        .collect();
     assert_eq!(
-        stored,
+        common::objects::stored_keys(env, &ns).await,
         ["still-alive"],
         "a refused input left something behind"
     );
@@ -365,23 +356,19 @@ async fn odd_but_valid_keys_get_correct_results() {
         json!("created"),
         "a body at the limit is fine"
     );
+    let mut want: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();
+    want.push("max-body".to_owned());
+    want.sort();
+    assert_eq!(common::objects::stored_keys(env, &ns).await, want);
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
-    assert_eq!(
-        api.list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len(),
-        keys.len() + 1
-    );
     for key in keys {
-        assert!(
-            api.get_opt(&name_for_key(key))
-                .await
-                .expect("get")
-                .is_some(),
-            "{key}"
-        );
+        let stored = api
+            .get_opt(&name_for_key(key))
+            .await
+            .expect("get")
+            .unwrap_or_else(|| panic!("{key} is not stored"));
+        assert_eq!(stored.spec.handoff_key, key);
+        assert_eq!(stored.spec.body, format!("body of {key}"));
     }
 }
 
@@ -459,13 +446,9 @@ async fn kubectl_apply_refuses_bad_objects_and_stores_nothing() {
         assert!(!out.status.success(), "{case}: accepted: {text}");
         assert!(text.contains(words), "{case}: {words:?} not in {text}");
     }
-    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
-    assert!(
-        api.list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .is_empty(),
+    assert_eq!(
+        common::objects::stored_keys(env, &ns).await,
+        Vec::<String>::new(),
         "something was stored"
     );
 }

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{agent_token, apply_agent_roles, env};
+use common::agents::writer_token;
+use common::{apply_agent_roles, env};
 use handoff_bridge::http::{MISSING_TOKEN, OVERLOADED, REJECTED_TOKEN, UNAVAILABLE};
 use handoff_testkit::bench::memory_mib;
 use handoff_testkit::http::{
@@ -65,14 +66,7 @@ async fn metrics(bridge: &BridgeProcess) -> String {
 /// A writer agent (profile `implement`) in `namespace` and its token.
 async fn writer(env: &TestEnv, namespace: &str, name: &str) -> String {
     apply_agent_roles(env);
-    agent_token(
-        env,
-        namespace,
-        name,
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await
+    writer_token(env, namespace, name).await
 }
 
 fn get_handoff() -> String {
@@ -581,9 +575,13 @@ async fn https_serves_mcp_and_new_connections_see_a_renewed_certificate() {
         &mcp_post(&addr, Some(&token), &get_handoff()),
     )
     .await;
+    let Err(untrusted) = untrusted else {
+        panic!("a client that does not trust the CA is refused");
+    };
+    let reason = format!("{untrusted:#}");
     assert!(
-        untrusted.is_err(),
-        "a client that does not trust the CA is refused"
+        reason.contains("invalid peer certificate"),
+        "refused for its trust, not for another reason: {reason}"
     );
 
     let (cert, key, renewed) = pki.serving();

@@ -286,6 +286,14 @@ fn request(key: &str, body: String) -> HandoffSpec {
     }
 }
 
+/// Writes `body` under `key` (a failure fails the test).
+async fn write(store: &HandoffStore, key: &str, body: &str) {
+    store
+        .write(&request(key, body.to_owned()))
+        .await
+        .unwrap_or_else(|e| panic!("write {key} ({body}): {e}"));
+}
+
 /// Writes `<prefix>-000` … `<prefix>-<keys - 1>` with the body
 /// `<key> <round>`, 8 at a time.
 async fn write_round(store: &HandoffStore, prefix: &str, keys: usize, round: &str) {
@@ -294,10 +302,7 @@ async fn write_round(store: &HandoffStore, prefix: &str, keys: usize, round: &st
             let store = store.clone();
             async move {
                 let key = format!("{prefix}-{i:03}");
-                store
-                    .write(&request(&key, format!("{key} {round}")))
-                    .await
-                    .unwrap_or_else(|e| panic!("write {key} {round}: {e}"));
+                write(&store, &key, &format!("{key} {round}")).await;
             }
         })
         .buffer_unordered(8)
@@ -320,15 +325,9 @@ async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_c
                     let store = store.clone();
                     async move {
                         let key = format!("issue-{i:04}");
-                        store
-                            .write(&request(&key, format!("body {i}")))
-                            .await
-                            .unwrap_or_else(|e| panic!("write {key}: {e}"));
+                        write(&store, &key, &format!("body {i}")).await;
                         if i % 10 == 0 {
-                            store
-                                .write(&request(&key, format!("body {i} v2")))
-                                .await
-                                .unwrap_or_else(|e| panic!("update {key}: {e}"));
+                            write(&store, &key, &format!("body {i} v2")).await;
                         }
                     }
                 })
@@ -819,10 +818,7 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
             .flatten()
             .and_then(|h| h.status?.revision)
     };
-    store
-        .write(&request("after-the-stall", "written once".into()))
-        .await
-        .expect("write");
+    write(&store, "after-the-stall", "written once").await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while revision().await != Some(1) {
         assert!(
@@ -831,10 +827,7 @@ async fn a_leader_cut_off_by_a_stalled_apiserver_steps_down_and_one_leader_write
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    store
-        .write(&request("after-the-stall", "and superseded once".into()))
-        .await
-        .expect("write");
+    write(&store, "after-the-stall", "and superseded once").await;
     let events: Api<Event> = Api::namespaced(client, NAMESPACE);
     let deadline = Instant::now() + Duration::from_secs(30);
     let superseded = loop {
@@ -894,10 +887,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     let pid = controller.pid();
     let store = HandoffStore::new(system.plane.client().await.expect("client"), NAMESPACE);
     let api = system.api().await;
-    store
-        .write(&request("before-the-stall", "mirrored".into()))
-        .await
-        .expect("write");
+    write(&store, "before-the-stall", "mirrored").await;
     assert_eq!(system.converged("the first write").await, 1);
     let errors_before = mirror_errors(&controller).await;
 
@@ -1182,10 +1172,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
     .unwrap_or_else(|e| panic!("controller: {e:#}"));
     let client = system.plane.client().await.expect("client");
     let store = HandoffStore::new(client, NAMESPACE);
-    store
-        .write(&request("before-the-stall", "mirrored".into()))
-        .await
-        .expect("write");
+    write(&store, "before-the-stall", "mirrored").await;
     assert_eq!(system.converged("the first write").await, 1);
     // Nothing pending in either loop that reaches PostgreSQL.
     metric_is(
@@ -1207,10 +1194,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
 
     // PostgreSQL stalls (every backend too) while a write waits for the mirror.
     let frozen = Frozen::postgres(system.postgres.pid());
-    store
-        .write(&request("during-the-stall", "waits for the mirror".into()))
-        .await
-        .expect("write");
+    write(&store, "during-the-stall", "waits for the mirror").await;
     // Whether the mirror call hangs or fails on a timeout, the Handoff loop
     // makes no progress with its pending work.
     let reason = probe_until(&controller, "/healthz", " 503 ", Duration::from_secs(120)).await;

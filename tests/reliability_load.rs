@@ -7,11 +7,12 @@ mod common;
 
 use std::path::Path;
 
+use common::agents::writer_token;
 use common::{agent_token, apply_agent_roles, env};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::memory_mib;
+use handoff_testkit::{BridgeProcess, TestEnv};
 use kube::api::Api;
 use serde_json::json;
 
@@ -19,20 +20,25 @@ use serde_json::json;
 /// (it uses a few tens of MiB), not a speed threshold.
 const BRIDGE_PEAK_CEILING_MIB: f64 = 256.0;
 
+/// A bridge serving `namespace` as admin, logging at `level` (RUST_LOG).
+fn bridge_logging(env: &TestEnv, namespace: &str, level: &str) -> BridgeProcess {
+    BridgeProcess::start_with_env(
+        Path::new(env!("CARGO_BIN_EXE_handoff")),
+        env.kubeconfig_path(),
+        namespace,
+        &[],
+        &[("RUST_LOG", level)],
+    )
+    .unwrap_or_else(|e| panic!("bridge: {e:#}"))
+}
+
 #[tokio::test]
 async fn sixty_four_agents_times_two_hundred_calls() {
     let env = env();
     let ns = env.namespace("load").await;
     apply_agent_roles(env);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
-    let bridge = BridgeProcess::start_with_env(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        env.kubeconfig_path(),
-        &ns,
-        &[],
-        &[("RUST_LOG", "warn")],
-    )
-    .unwrap_or_else(|e| panic!("bridge: {e:#}"));
+    let token = writer_token(env, &ns, "agent").await;
+    let bridge = bridge_logging(env, &ns, "warn");
     let results = common::drive(
         &["http", bridge.url(), &token, ""],
         json!([{"op": "load", "agents": 64, "calls": 200, "project": "load"}]),
@@ -79,14 +85,7 @@ async fn tokens_never_appear_in_the_logs() {
     let ns = env.namespace("no-token-logs").await;
     apply_agent_roles(env);
     let token = agent_token(env, &ns, "agent", Some("refine"), Some("handoff-writer")).await;
-    let bridge = BridgeProcess::start_with_env(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        env.kubeconfig_path(),
-        &ns,
-        &[],
-        &[("RUST_LOG", "debug")],
-    )
-    .unwrap_or_else(|e| panic!("bridge: {e:#}"));
+    let bridge = bridge_logging(env, &ns, "debug");
     let plan = json!([
         {"op": "list_tools"},
         {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "k", "project": "p", "body": "b"}},
@@ -146,7 +145,7 @@ async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
     let env = env();
     let ns = env.namespace("big-project").await;
     apply_agent_roles(env);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let token = writer_token(env, &ns, "agent").await;
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let body = "b".repeat(8 * 1024);
     let created = futures::stream::iter(0..HANDOFFS)
@@ -172,14 +171,7 @@ async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
         .await;
     assert_eq!(created, HANDOFFS);
 
-    let bridge = BridgeProcess::start_with_env(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        env.kubeconfig_path(),
-        &ns,
-        &[],
-        &[("RUST_LOG", "warn")],
-    )
-    .unwrap_or_else(|e| panic!("bridge: {e:#}"));
+    let bridge = bridge_logging(env, &ns, "warn");
     let url = bridge.url().to_owned();
     let pages = tokio::task::spawn_blocking(move || {
         let mut client = McpHttp::connect(&url, &token, "implement").expect("connect");

@@ -50,8 +50,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use handoff_core::time::parse_duration;
+use handoff_transcript::cli::{Loaded, SourceArgs};
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
-use handoff_transcript::{AgentKind, Budget, Locations, Outcome, locate, read_file, read_with};
+use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
 use link::Link;
 
 /// The key variable (the contract's).
@@ -131,24 +132,9 @@ pub struct HookArgs {
 
 /// `handoff rescue`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["session", "file"])))]
 pub struct RescueArgs {
-    /// The agent whose transcript is read: claude, codex or grok.
-    #[arg(long, value_name = "AGENT")]
-    pub agent: AgentKind,
-    /// The session id, located where the agent keeps it.
-    #[arg(long, value_name = "ID")]
-    pub session: Option<String>,
-    /// The transcript file.
-    #[arg(long, value_name = "PATH")]
-    pub file: Option<PathBuf>,
-    /// The session's working directory (locates Claude Code sessions)
-    /// [default: the current directory].
-    #[arg(long, value_name = "DIR")]
-    pub cwd: Option<PathBuf>,
-    /// The agent's own directory [default: ~/.claude, ~/.codex, ~/.grok].
-    #[arg(long, value_name = "DIR")]
-    pub agent_home: Option<PathBuf>,
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// The continuation key.
     #[arg(long, env = KEY_VAR)]
     pub key: String,
@@ -463,7 +449,11 @@ async fn write_rescue(
 /// "approx_tokens"}` (`kept` with a `reason` when a fresh agent-written
 /// handoff stays).
 pub async fn run_rescue(args: RescueArgs) -> anyhow::Result<()> {
-    let (outcome, file, session) = load(&args)?;
+    let Loaded {
+        outcome,
+        file,
+        session,
+    } = args.source.load(Budget::UNLIMITED)?;
     let started = file.as_deref().and_then(rescue::started_at);
     let link = Link::from_env(args.link.namespace.as_deref(), &args.link.profile).await?;
     let existing = get(&link, &args.key).await?;
@@ -475,7 +465,7 @@ pub async fn run_rescue(args: RescueArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let source = Source {
-        agent: args.agent,
+        agent: args.source.agent,
         session: session.as_deref(),
         started,
     };
@@ -487,52 +477,6 @@ pub async fn run_rescue(args: RescueArgs) -> anyhow::Result<()> {
         json!({"outcome": written, "key": args.key, "approx_tokens": tokens})
     );
     Ok(())
-}
-
-/// The transcript of a rescue, its file (for the session's start) and the
-/// session id.
-fn load(args: &RescueArgs) -> anyhow::Result<(Outcome, Option<PathBuf>, Option<String>)> {
-    if let Some(file) = &args.file {
-        if args.session.is_some() || args.cwd.is_some() || args.agent_home.is_some() {
-            bail!(
-                "--file names the transcript: --session, --cwd and --agent-home are not used with it"
-            );
-        }
-        let outcome = read_file(args.agent, file, None, Budget::UNLIMITED)
-            .map_err(|e| anyhow!("--file: {e}"))?
-            .ok_or_else(|| anyhow!("--file {}: no such file", file.display()))?;
-        let session = file.file_stem().map(|s| s.to_string_lossy().into_owned());
-        return Ok((outcome, Some(file.clone()), session));
-    }
-    let session = args
-        .session
-        .clone()
-        .ok_or_else(|| anyhow!("give --session ID or --file PATH"))?;
-    handoff_transcript::check_session_id(&session).map_err(|e| anyhow!("--session: {e}"))?;
-    let cwd = match &args.cwd {
-        Some(dir) => dir.clone(),
-        None => {
-            std::env::current_dir().context("no --cwd, and the current directory is unknown")?
-        }
-    };
-    let mut locations = Locations::from_env();
-    if let Some(home) = &args.agent_home {
-        locations = locations.with_root(args.agent, home.clone());
-    }
-    let file = locate(&locations, args.agent, &session, &cwd);
-    let outcome = match &file {
-        Some(path) => {
-            read_file(args.agent, path, None, Budget::UNLIMITED).map_err(|e| anyhow!("{e}"))?
-        }
-        None => read_with(&locations, args.agent, &session, &cwd, Budget::UNLIMITED),
-    }
-    .ok_or_else(|| {
-        anyhow!(
-            "--session {session}: no {} transcript of it",
-            args.agent.label()
-        )
-    })?;
-    Ok((outcome, file, Some(session)))
 }
 
 #[cfg(test)]

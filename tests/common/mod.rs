@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each suite uses a different subset
 
+pub(crate) mod agents;
+pub(crate) mod objects;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -9,6 +9,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use common::agents::{Served, served, writer_token};
 use common::{Bridge, agent_token, apply_agent_roles, call, env, ok};
 use handoff::hook::stop_reason;
 use handoff_core::api::Handoff;
@@ -215,17 +216,7 @@ fn write(key: &str, body: &str) -> Value {
 #[tokio::test]
 async fn a_scripted_claude_code_session_through_the_bridge() {
     let env = env();
-    let ns = env.namespace("hooks-claude").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(
-        env,
-        &ns,
-        "implement",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served { ns, bridge, token } = served(env, "hooks-claude", "implement").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, &token).expect("token file");
@@ -573,17 +564,11 @@ fn an_unreachable_bridge_lets_the_session_go_on() {
 #[tokio::test]
 async fn the_token_file_is_read_again_at_every_call() {
     let env = env();
-    let ns = env.namespace("hooks-token").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let good = agent_token(
-        env,
-        &ns,
-        "implement",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns,
+        bridge,
+        token: good,
+    } = served(env, "hooks-token", "implement").await;
     let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
     ok(&bridge.drive(&good, "", json!([write("k", "## State\nx")]))[0]);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -634,14 +619,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
     let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
     let bridge = Bridge::start_with(env, &ns, &["--tls-cert", &cert_arg, "--tls-key", &key_arg]);
     assert!(bridge.url.starts_with("https://"), "{}", bridge.url);
-    let token = agent_token(
-        env,
-        &ns,
-        "implement",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let token = writer_token(env, &ns, "implement").await;
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, &token).expect("token");
     let transcript = claude_transcript(dir.path(), 5);
@@ -687,17 +665,6 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
     );
 }
 
-fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
-    assert!(
-        dir.is_dir(),
-        "the shared third-party transcripts are missing: expected them at {} \
-         (../shared/fixtures/transcripts beside the work tree)",
-        dir.display()
-    );
-    dir
-}
-
 /// Rescue on every shared transcript: within the default budget, marked,
 /// idempotent (the second run is `unchanged`, same resourceVersion), and
 /// never over an agent-written handoff newer than the transcript.
@@ -708,10 +675,11 @@ async fn rescue_on_every_shared_transcript() {
     let via = Via::Kubeconfig { namespace: &ns };
     let mut checked = 0;
     for agent in ["claude", "codex"] {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(shared_dir().join(agent))
-            .expect("fixtures")
-            .map(|e| e.expect("entry").path())
-            .collect();
+        let mut files: Vec<PathBuf> =
+            std::fs::read_dir(crate::transcript_shared::shared_dir().join(agent))
+                .expect("fixtures")
+                .map(|e| e.expect("entry").path())
+                .collect();
         files.sort();
         for file in files {
             let name = file
@@ -796,6 +764,47 @@ async fn rescue_on_every_shared_transcript() {
         checked, 8,
         "every shared transcript (5 Claude Code, 3 Codex)"
     );
+}
+
+/// `rescue --agent grok` reads a session of a Grok database given as
+/// `--file grok.db --session ID`, as `handoff transcript read` does: the
+/// session picks its rows (never the other session's) and names the rescue.
+#[tokio::test]
+async fn rescue_reads_a_session_of_a_grok_database() {
+    let env = env();
+    let ns = env.namespace("hooks-rescue-grok").await;
+    let via = Via::Kubeconfig { namespace: &ns };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("grok.db");
+    crate::transcript::grok_db(&db);
+    let db = db.display().to_string();
+    let out = rescue_json(
+        &via,
+        &[
+            "--agent",
+            "grok",
+            "--file",
+            &db,
+            "--session",
+            "sess-a",
+            "--key",
+            "grok/1",
+            "--project",
+            "shop",
+        ],
+    );
+    assert_eq!(out["outcome"], json!("created"), "{out}");
+    let body = stored(&ns, "grok/1").await.expect("rescued").spec.body;
+    assert!(
+        body.starts_with(&format!(
+            "{RESCUE_MARK}: extracted by `handoff rescue` from a Grok CLI transcript \
+             (session `sess-a`)"
+        )),
+        "{body}"
+    );
+    assert!(body.contains("> Ship it"), "the last request: {body}");
+    assert!(body.contains("- bash: npm test"), "the tool call: {body}");
+    assert!(!body.contains("Another session"), "sess-b's rows: {body}");
 }
 
 /// A rescue replaces an agent handoff older than the session (a previous

@@ -460,6 +460,7 @@ fn the_bridge_tls_component_changes_only_the_bridge_and_adds_its_certificate() {
     );
 
     let plain = container_args(find(&default, "Deployment", "handoff-bridge"));
+    assert_eq!(plain.first().map(String::as_str), Some("mcp"), "{plain:?}");
     assert!(
         plain.iter().all(|a| !a.starts_with("--tls-")),
         "config/default serves plain HTTP: {plain:?}"
@@ -1012,14 +1013,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
 async fn the_bridge_writes_pass_the_policy() {
     let env = installed();
     let ns = env.namespace("install-bridge").await;
-    let token = common::agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let token = common::agents::writer_token(env, &ns, "writer").await;
     // The policy is active in this namespace: a forged kubectl write fails ...
     let forged = create_as(
         env,
@@ -1179,9 +1173,13 @@ fn every_example_applies_or_parses() {
                     .get("mcp_servers")
                     .and_then(|s| s.get("handoff"))
                     .unwrap_or_else(|| panic!("{shown}: [mcp_servers.handoff]"));
+                let command = server.get("command").and_then(toml::Value::as_str);
+                let url = server.get("url").and_then(toml::Value::as_str);
                 assert!(
-                    server.get("command").is_some() || server.get("url").is_some(),
-                    "{shown}: a command or a url"
+                    command == Some("handoff")
+                        || url
+                            .is_some_and(|u| u.starts_with("https://") || u.starts_with("http://")),
+                    "{shown}: a command or a url (command {command:?}, url {url:?})"
                 );
                 mcp += 1;
             }
@@ -1239,21 +1237,7 @@ async fn install_token(env: &TestEnv, name: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_bridge_runs_with_its_own_least_privilege_identity() {
     let env = installed();
-    let mut kubeconfig = env.kubeconfig().clone();
-    let bridge_token = install_token(env, "handoff-bridge").await;
-    for auth in &mut kubeconfig.auth_infos {
-        auth.auth_info = Some(kube::config::AuthInfo {
-            token: Some(bridge_token.clone().into()),
-            ..Default::default()
-        });
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("bridge-kubeconfig");
-    std::fs::write(
-        &path,
-        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
-    )
-    .expect("write kubeconfig");
+    let (_dir, path) = bridge_kubeconfig(env).await;
     // The Host allow-list exactly as config/bridge deploys it.
     let built = build(env, "config/default");
     let deployed = &find(&built, "Deployment", "handoff-bridge")["spec"]["template"]["spec"]["containers"]
@@ -1335,17 +1319,22 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
 
 /// A client acting as ServiceAccount `name` of the installation.
 async fn client_as(env: &TestEnv, name: &str) -> kube::Client {
-    let mut kubeconfig = env.kubeconfig().clone();
-    let token = install_token(env, name).await;
-    for auth in &mut kubeconfig.auth_infos {
-        auth.auth_info = Some(kube::config::AuthInfo {
-            token: Some(token.clone().into()),
-            ..Default::default()
-        });
-    }
-    handoff_testkit::client_from(&kubeconfig)
-        .await
-        .expect("client")
+    common::agents::client_with_token(env, &install_token(env, name).await).await
+}
+
+/// A kubeconfig file acting as the installation's handoff-bridge
+/// ServiceAccount, in a new temporary directory (kept while it lives).
+async fn bridge_kubeconfig(env: &TestEnv) -> (tempfile::TempDir, PathBuf) {
+    let token = install_token(env, "handoff-bridge").await;
+    let kubeconfig = common::agents::kubeconfig_with_token(env, &token);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("bridge-kubeconfig");
+    std::fs::write(
+        &path,
+        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
+    )
+    .expect("write kubeconfig");
+    (dir, path)
 }
 
 /// Polls `check` until it holds (bounded; not a speed assertion).
@@ -1470,14 +1459,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     .await;
 
     // The offer loop supersedes a pending offer when its agent's Job starts.
-    let token = common::agent_token(
-        env,
-        &ns,
-        "offerer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let token = common::agents::writer_token(env, &ns, "offerer").await;
     let bridge = common::Bridge::start(env, &ns);
     let offered = tokio::task::block_in_place(|| {
         bridge.drive(
@@ -1530,21 +1512,7 @@ pub(crate) async fn bridge_as_installed_for(
     namespace: Option<&str>,
     extra: &[&str],
 ) -> (handoff_testkit::BridgeProcess, tempfile::TempDir) {
-    let mut kubeconfig = env.kubeconfig().clone();
-    let bridge_token = install_token(env, "handoff-bridge").await;
-    for auth in &mut kubeconfig.auth_infos {
-        auth.auth_info = Some(kube::config::AuthInfo {
-            token: Some(bridge_token.clone().into()),
-            ..Default::default()
-        });
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("bridge-kubeconfig");
-    std::fs::write(
-        &path,
-        serde_json::to_string(&kubeconfig).expect("kubeconfig as JSON (valid YAML)"),
-    )
-    .expect("write kubeconfig");
+    let (dir, path) = bridge_kubeconfig(env).await;
     let binary = Path::new(env!("CARGO_BIN_EXE_handoff"));
     let bridge = match namespace {
         Some(namespace) => handoff_testkit::BridgeProcess::start(binary, &path, namespace, extra),

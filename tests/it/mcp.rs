@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use common::agents::{Served, served, writer_token};
 use common::{Bridge, agent_token, apply_agent_roles, call, drive_stdio, env, err_text, ok};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffStatus, MAX_BODY_CHARS};
@@ -106,7 +107,11 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     );
 
     let stored = crate::revisions::counted(&api, key, 1).await;
-    let rv = stored.metadata.resource_version.clone();
+    let rv = stored
+        .metadata
+        .resource_version
+        .clone()
+        .expect("a stored object has a resourceVersion");
     let labels = stored.metadata.labels.clone().unwrap_or_default();
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));
     assert!(!labels.contains_key("repo"), "org/repo is no label value");
@@ -114,9 +119,9 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
     let unchanged = drive_stdio(env, &ns, "refine", json!([write(key, "shop", body)]));
     assert_eq!(ok(&unchanged[0])["outcome"], json!("unchanged"));
     let after_unchanged = api.get(&name_for_key(key)).await.expect("stored");
-    assert!(rv.is_some(), "a stored object has a resourceVersion");
     assert_eq!(
-        after_unchanged.metadata.resource_version, rv,
+        after_unchanged.metadata.resource_version.as_deref(),
+        Some(rv.as_str()),
         "the unchanged write must not write: the resourceVersion moved"
     );
 
@@ -153,13 +158,15 @@ async fn unchanged_write_creates_no_new_resource_version() {
     let before = crate::revisions::counted(&api, "k", 1)
         .await
         .metadata
-        .resource_version;
+        .resource_version
+        .expect("a stored object has a resourceVersion");
     let again = drive_stdio(
         env,
         &ns,
         "implement",
         json!([write("k", "p", "same"), write("k", "p", "same")]),
     );
+    assert_eq!(again.len(), 2, "{again:?}");
     assert!(
         again
             .iter()
@@ -171,7 +178,8 @@ async fn unchanged_write_creates_no_new_resource_version() {
         .await
         .expect("get")
         .metadata
-        .resource_version;
+        .resource_version
+        .expect("a stored object has a resourceVersion");
     assert_eq!(before, after);
     counter.stop().await;
 }
@@ -217,6 +225,7 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
         .filter_map(|e| e["handoff_key"].as_str())
         .collect();
     assert_eq!(order, expected);
+    assert_eq!(entries.len(), expected.len(), "{entries:?}");
     assert!(
         entries
             .iter()
@@ -234,6 +243,11 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
         let result = ok(&page[0]).clone();
         let items = result["handoffs"].as_array().expect("entries").clone();
         assert!(items.len() <= 2);
+        assert_eq!(
+            items.len(),
+            expected.len().saturating_sub(seen.len()).min(2),
+            "pages of 2 until the last: {items:?}"
+        );
         assert!(
             items
                 .iter()
@@ -267,7 +281,6 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
 async fn bad_inputs_get_clear_errors_and_write_nothing() {
     let env = env();
     let ns = env.namespace("mcp-bad").await;
-    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let huge = "x".repeat(MAX_BODY_CHARS + 1);
     let cases: Vec<(Value, &str)> = vec![
         (
@@ -348,12 +361,9 @@ async fn bad_inputs_get_clear_errors_and_write_nothing() {
                 && e.contains("tools for profile `refine`: get_handoff, write_handoff, list_handoffs, delete_handoff, offer_handoff, list_offers, reject_offer, search_handoffs, list_revisions, diff_handoff")),
         "{unknown}"
     );
-    assert!(
-        api.list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .is_empty(),
+    assert_eq!(
+        common::objects::stored_keys(env, &ns).await,
+        Vec::<String>::new(),
         "a bad input wrote something"
     );
 }
@@ -361,17 +371,11 @@ async fn bad_inputs_get_clear_errors_and_write_nothing() {
 #[tokio::test]
 async fn http_requires_a_token_and_rbac_is_the_real_gate() {
     let env = env();
-    let ns = env.namespace("mcp-http-auth").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let writer = agent_token(
-        env,
-        &ns,
-        "implementer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns,
+        bridge,
+        token: writer,
+    } = served(env, "mcp-http-auth", "implementer").await;
     let fake_groomer = agent_token(
         env,
         &ns,
@@ -463,10 +467,11 @@ async fn http_requires_a_token_and_rbac_is_the_real_gate() {
 #[tokio::test]
 async fn malformed_json_rpc_is_refused_and_the_bridge_stays_up() {
     let env = env();
-    let ns = env.namespace("mcp-malformed").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let Served {
+        ns: _,
+        bridge,
+        token,
+    } = served(env, "mcp-malformed", "agent").await;
     let results = bridge.drive(
         &token,
         "",
@@ -490,10 +495,7 @@ async fn malformed_json_rpc_is_refused_and_the_bridge_stays_up() {
 #[tokio::test]
 async fn concurrent_writers_on_one_key_all_get_an_answer_and_one_object_remains() {
     let env = env();
-    let ns = env.namespace("mcp-concurrent").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let Served { ns, bridge, token } = served(env, "mcp-concurrent", "agent").await;
     let bodies: Vec<String> = (0..32).map(|i| format!("## State\nwriter {i}")).collect();
     let args: Vec<Value> = bodies
         .iter()
@@ -579,7 +581,7 @@ async fn host_allow_list_and_metrics() {
             &metrics_addr,
         ],
     );
-    let token = agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
+    let token = writer_token(env, &ns, "agent").await;
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
     let results = bridge.drive(
         &token,
@@ -653,11 +655,17 @@ fn an_unreachable_apiserver_is_a_retriable_error_not_a_hang() {
         ]),
         &[("KUBECONFIG", &path)],
     );
+    assert_eq!(results.len(), 2, "one answer per call: {results:?}");
     for result in &results {
         let text = err_text(result);
         assert!(
             text.contains("unreachable") && text.contains("retriable"),
             "{text}"
+        );
+        assert!(
+            text.starts_with("the Kubernetes API is unreachable (")
+                && text.ends_with("); retriable: try again shortly"),
+            "the connection's failure, not the call's timeout: {text}"
         );
     }
 }
@@ -765,17 +773,11 @@ async fn stdio_a_profile_without_handoff_tools_sees_no_resources_or_prompts() {
 #[tokio::test]
 async fn http_resources_and_prompts_read_as_the_caller() {
     let env = env();
-    let ns = env.namespace("mcp-resources-rbac").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let writer = agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns,
+        bridge,
+        token: writer,
+    } = served(env, "mcp-resources-rbac", "writer").await;
     let nobody = agent_token(env, &ns, "nobody", Some("implement"), None).await;
     let read = json!([
         {"op": "read_resource", "uri": "handoff://team%2Fk%231"},
@@ -939,14 +941,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
         .delete("first", &Default::default())
         .await
         .expect("invalidate the first token");
-    let mut old = env.kubeconfig().clone();
-    for named in &mut old.auth_infos {
-        named.auth_info = Some(kube::config::AuthInfo {
-            token: Some(first.clone().into()),
-            ..Default::default()
-        });
-    }
-    let old_client = handoff_testkit::client_from(&old).await.expect("client");
+    let old_client = common::agents::client_with_token(env, &first).await;
     common::eventually(
         "the first token to be refused",
         std::time::Duration::from_secs(60),
@@ -1005,17 +1000,11 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
 #[tokio::test]
 async fn the_typescript_sdk_connects_without_schema_warnings() {
     let env = env();
-    let ns = env.namespace("mcp-ts-sdk").await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let Served {
+        ns: _,
+        bridge,
+        token,
+    } = served(env, "mcp-ts-sdk", "writer").await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/ts");
     assert!(
         dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),

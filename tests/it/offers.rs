@@ -6,7 +6,8 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Bridge, agent_token, apply_agent_roles, call, env};
+use common::agents::{Served, client_with_token, groomer_token, served, writer_token};
+use common::{agent_token, call, env};
 use handoff_controller::offers::{Context, run};
 use handoff_core::api::{HandoffOffer, OfferPhase, SupersedeReason};
 use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
@@ -32,26 +33,8 @@ async fn events(ns: &str, reason: &str) -> Vec<Event> {
     common::events_with_reason(env().client().await, ns, reason).await
 }
 
-struct Setup {
-    ns: String,
-    bridge: Bridge,
-    token: String,
-}
-
-async fn setup(prefix: &str) -> Setup {
-    let env = env();
-    let ns = env.namespace(prefix).await;
-    apply_agent_roles(env);
-    let bridge = Bridge::start(env, &ns);
-    let token = agent_token(
-        env,
-        &ns,
-        "architect",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
-    Setup { ns, bridge, token }
+async fn setup(prefix: &str) -> Served {
+    served(env(), prefix, "architect").await
 }
 
 #[tokio::test]
@@ -105,10 +88,21 @@ async fn sixteen_concurrent_offers_leave_exactly_one_offered() {
     );
     let events = events(&s.ns, "Superseded").await;
     assert_eq!(events.len(), superseded, "one Event per superseded offer");
+    let names: Vec<&str> = all
+        .iter()
+        .filter_map(|o| o.metadata.name.as_deref())
+        .collect();
     for o in all.iter().filter(|o| o.phase() == OfferPhase::Superseded) {
         let status = o.status.clone().unwrap_or_default();
         assert_eq!(status.reason, Some(SupersedeReason::NewOffer));
-        assert!(status.superseded_by.is_some());
+        let by = status
+            .superseded_by
+            .expect("a Superseded offer names its substitute");
+        assert!(
+            names.contains(&by.as_str()) && Some(by.as_str()) != o.metadata.name.as_deref(),
+            "{:?} is superseded by {by}, which is not another of {names:?}",
+            o.metadata.name
+        );
     }
 }
 
@@ -394,18 +388,12 @@ async fn label_account(ns: &str, name: &str, labels: Value) {
         .expect("label the ServiceAccount");
 }
 
-/// A client of the shared control plane with `token` as its credentials.
-async fn client_with_token(token: &str) -> kube::Client {
-    let mut kubeconfig = env().kubeconfig().clone();
-    for auth in &mut kubeconfig.auth_infos {
-        auth.auth_info = Some(kube::config::AuthInfo {
-            token: Some(token.to_owned().into()),
-            ..Default::default()
-        });
-    }
-    handoff_testkit::client_from(&kubeconfig)
-        .await
-        .expect("client")
+/// The token of the writer `name`, its ServiceAccount labelled as the
+/// agent `agent` (`handoff.dev/agent`).
+async fn labelled_writer(ns: &str, name: &str, agent: &str) -> String {
+    let token = writer_token(env(), ns, name).await;
+    label_account(ns, name, json!({"handoff.dev/agent": agent})).await;
+    token
 }
 
 /// `kubectl` as `user` (impersonated by the admin): stdout or stderr.
@@ -496,7 +484,8 @@ async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
         "{status}"
     );
     // The patch itself, with the writer's own token.
-    let as_writer: Api<HandoffOffer> = Api::namespaced(client_with_token(&s.token).await, &s.ns);
+    let as_writer: Api<HandoffOffer> =
+        Api::namespaced(client_with_token(env(), &s.token).await, &s.ns);
     let err = as_writer
         .patch_status(
             &name,
@@ -547,32 +536,9 @@ async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
 #[tokio::test]
 async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
     let s = setup("offers-reject").await;
-    let lead = agent_token(
-        env(),
-        &s.ns,
-        "dev-lead",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
-    label_account(&s.ns, "dev-lead", json!({"handoff.dev/agent": "dev-lead"})).await;
-    let other = agent_token(
-        env(),
-        &s.ns,
-        "impl",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
-    label_account(&s.ns, "impl", json!({"handoff.dev/agent": "implement"})).await;
-    let groomer = agent_token(
-        env(),
-        &s.ns,
-        "groomer",
-        Some("refine"),
-        Some("handoff-groomer"),
-    )
-    .await;
+    let lead = labelled_writer(&s.ns, "dev-lead", "dev-lead").await;
+    let other = labelled_writer(&s.ns, "impl", "implement").await;
+    let groomer = groomer_token(env(), &s.ns, "groomer").await;
     let stranger = agent_token(env(), &s.ns, "stranger", Some("implement"), None).await;
     let created = s.bridge.drive(
         &s.token,
@@ -650,9 +616,18 @@ async fn only_the_destination_agent_or_a_groomer_may_reject_an_offer() {
     for name in [&to_lead, &to_tester] {
         let stored = api.get(name).await.expect("offer");
         assert_eq!(stored.phase(), OfferPhase::Rejected);
+        let created = stored
+            .metadata
+            .creation_timestamp
+            .clone()
+            .expect("creationTimestamp");
+        let finished = stored
+            .status
+            .and_then(|s| s.finished_at)
+            .expect("a terminal phase carries finishedAt");
         assert!(
-            stored.status.and_then(|s| s.finished_at).is_some(),
-            "a terminal phase carries finishedAt"
+            finished.0 >= created.0,
+            "finishedAt {finished:?} is before the offer was created ({created:?})"
         );
     }
 }

@@ -43,6 +43,8 @@ const FINALIZERS: &str = "handoff.dev-handoff-finalizers";
 const RESERVED: &str = "handoff.dev-reserved-schedule-keys";
 const ESCALATION: &str = "handoff.dev-schedules-cannot-escalate";
 const CREDENTIALS: &str = handoff_core::secrets::POLICY_NAME;
+/// A merge patch that removes every finalizer.
+const DROP_FINALIZERS: &str = r#"{"metadata":{"finalizers":null}}"#;
 
 /// Asserts `out` is a refusal by `policy` (reason Forbidden) whose message
 /// holds every fragment; returns the message.
@@ -120,18 +122,17 @@ fn create_as(env: &TestEnv, user: &str, manifest: &str) -> Output {
     kubectl_stdin(env, &["create", "-f", "-", "--as", user], manifest)
 }
 
-/// `kubectl -n <ns> patch <kind> <name> --type=<type> -p <patch> --as <user> [extra]`.
+/// `kubectl -n <ns> patch <kind>/<name> --type=merge -p <patch> --as <user> [extra]`.
 fn patch_as(
     env: &TestEnv,
     namespace: &str,
     object: &str,
-    kind: &str,
     patch: &str,
     user: &str,
     extra: &[&str],
 ) -> Output {
     let mut args = vec![
-        "-n", namespace, "patch", object, "--type", kind, "-p", patch, "--as", user,
+        "-n", namespace, "patch", object, "--type", "merge", "-p", patch, "--as", user,
     ];
     args.extend(extra);
     kubectl(env, &args)
@@ -319,15 +320,7 @@ fn a_schedule_needs_the_right_to_create_its_jobs() {
     // The spec is what the controller runs: changing it needs the right too.
     let resume = r#"{"spec":{"suspend":false}}"#;
     refused(
-        patch_as(
-            env,
-            &ns,
-            "brainstormschedule/daily",
-            "merge",
-            resume,
-            &owner,
-            &[],
-        ),
+        patch_as(env, &ns, "brainstormschedule/daily", resume, &owner, &[]),
         "a spec change without the right to create jobs",
         ESCALATION,
         &[
@@ -336,15 +329,7 @@ fn a_schedule_needs_the_right_to_create_its_jobs() {
         ],
     );
     must(
-        patch_as(
-            env,
-            &ns,
-            "brainstormschedule/daily",
-            "merge",
-            resume,
-            &platform,
-            &[],
-        ),
+        patch_as(env, &ns, "brainstormschedule/daily", resume, &platform, &[]),
         "a spec change by the platform owner",
     );
 }
@@ -382,7 +367,7 @@ fn authorship_is_honest_and_permanent() {
     let out = eventually_refused(
         "a spec change that drops createdBy",
         HONEST,
-        || patch_as(env, &ns, "handoff/signed", "merge", strip, &writer, &[]),
+        || patch_as(env, &ns, "handoff/signed", strip, &writer, &[]),
         || {},
     );
     refused(
@@ -395,7 +380,7 @@ fn authorship_is_honest_and_permanent() {
         ],
     );
     refused(
-        patch_as(env, &ns, "handoff/signed", "merge", strip, &other, &[]),
+        patch_as(env, &ns, "handoff/signed", strip, &other, &[]),
         "another writer dropping createdBy",
         HONEST,
         &[
@@ -427,7 +412,7 @@ fn authorship_is_honest_and_permanent() {
     // Changing it to another identity.
     let forged = format!(r#"{{"spec":{{"createdBy":"{other}","body":"claimed for other"}}}}"#);
     refused(
-        patch_as(env, &ns, "handoff/signed", "merge", &forged, &writer, &[]),
+        patch_as(env, &ns, "handoff/signed", &forged, &writer, &[]),
         "createdBy changed to another identity",
         HONEST,
         &[
@@ -443,7 +428,6 @@ fn authorship_is_honest_and_permanent() {
             env,
             &ns,
             "handoff/signed",
-            "merge",
             r#"{"spec":{"body":"rewritten by the controller"}}"#,
             CONTROLLER,
             &[],
@@ -458,7 +442,7 @@ fn authorship_is_honest_and_permanent() {
     // The real new writer signs with its own name: authorship moves honestly.
     let taken = format!(r#"{{"spec":{{"createdBy":"{other}","body":"continued by other"}}}}"#);
     must(
-        patch_as(env, &ns, "handoff/signed", "merge", &taken, &other, &[]),
+        patch_as(env, &ns, "handoff/signed", &taken, &other, &[]),
         "another writer continues under its own name",
     );
     // A metadata-only update claims nothing.
@@ -492,7 +476,6 @@ fn authorship_is_honest_and_permanent() {
             env,
             &ns,
             "handoff/unsigned",
-            "merge",
             r#"{"spec":{"body":"edited"}}"#,
             &other,
             &[],
@@ -546,17 +529,9 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     let out = eventually_refused(
         "a writer adding a finalizer",
         FINALIZERS,
-        || patch_as(env, &ns, "handoff/held", "merge", hold, &writer, &[]),
+        || patch_as(env, &ns, "handoff/held", hold, &writer, &[]),
         || {
-            let _ = patch_as(
-                env,
-                &ns,
-                "handoff/held",
-                "merge",
-                r#"{"metadata":{"finalizers":null}}"#,
-                CONTROLLER,
-                &[],
-            );
+            let _ = patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, CONTROLLER, &[]);
         },
     );
     refused(
@@ -591,7 +566,6 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
             env,
             &ns,
             "handoff/held",
-            "merge",
             hold,
             "sre",
             &["--as-group", "system:masters"],
@@ -606,27 +580,11 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         r#"{{"metadata":{{"labels":{{"project":"shop"}},"finalizers":["{MIRROR_FINALIZER}"]}}}}"#
     );
     must(
-        patch_as(
-            env,
-            &ns,
-            "handoff/held",
-            "merge",
-            &controller_patch,
-            CONTROLLER,
-            &[],
-        ),
+        patch_as(env, &ns, "handoff/held", &controller_patch, CONTROLLER, &[]),
         "the controller adds its finalizer and a label",
     );
     refused(
-        patch_as(
-            env,
-            &ns,
-            "handoff/held",
-            "merge",
-            r#"{"metadata":{"finalizers":null}}"#,
-            &writer,
-            &[],
-        ),
+        patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, &writer, &[]),
         "a writer removing the controller's finalizer",
         FINALIZERS,
         &[
@@ -676,7 +634,6 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
             env,
             &ns,
             "handoff/held",
-            "merge",
             &format!(r#"{{"metadata":{{"finalizers":["{MIRROR_FINALIZER}"]}}}}"#),
             GARBAGE_COLLECTOR,
             &[],
@@ -685,15 +642,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     );
     assert_eq!(finalizers(), [MIRROR_FINALIZER]);
     refused(
-        patch_as(
-            env,
-            &ns,
-            "handoff/held",
-            "merge",
-            r#"{"metadata":{"finalizers":null}}"#,
-            &writer,
-            &[],
-        ),
+        patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, &writer, &[]),
         "a writer removing the controller's finalizer from a terminating handoff",
         FINALIZERS,
         &[&format!(
@@ -706,8 +655,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
             env,
             &ns,
             "handoff/held",
-            "merge",
-            r#"{"metadata":{"finalizers":null}}"#,
+            DROP_FINALIZERS,
             "sre",
             &["--as-group", "system:masters"],
         ),
@@ -730,16 +678,8 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
 async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
     let env = installed();
     let ns = env.namespace("policy-keys").await;
-    let writer_token = common::agent_token(
-        env,
-        &ns,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
-    let refiner_token =
-        common::agent_token(env, &ns, "refiner", Some("refine"), Some("handoff-groomer")).await;
+    let writer_token = common::agents::writer_token(env, &ns, "writer").await;
+    let refiner_token = common::agents::groomer_token(env, &ns, "refiner").await;
     let brainstormer_token = common::agent_token(
         env,
         &ns,
@@ -748,7 +688,7 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
         Some("handoff-writer"),
     )
     .await;
-    common::agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
+    common::agents::groomer_token(env, &ns, "groomer").await;
     let writer = sa(&ns, "writer");
     let refiner = sa(&ns, "refiner");
     let brainstormer = sa(&ns, "brainstormer");
@@ -772,14 +712,7 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
     ));
     // Nor in a namespace without schedules (parameterNotFoundAction: Allow).
     let elsewhere = env.namespace("policy-keys-free").await;
-    let free_writer = common::agent_token(
-        env,
-        &elsewhere,
-        "writer",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let free_writer = common::agents::writer_token(env, &elsewhere, "writer").await;
     let other_bridge = common::Bridge::start(env, &elsewhere);
     let free = tokio::task::block_in_place(|| {
         other_bridge.drive(

@@ -9,6 +9,7 @@ use crate::revisions::Counter;
 
 use std::time::Duration;
 
+use common::agents::writer_token;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
 use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_kube::store::HandoffStore;
@@ -70,14 +71,7 @@ async fn search_ranks_finds_identifiers_and_foreign_words_and_keeps_to_the_calle
         .await
         .expect("postgres");
     apply_agent_roles(env);
-    let reader = agent_token(
-        env,
-        &ns,
-        "reader",
-        Some("implement"),
-        Some("handoff-writer"),
-    )
-    .await;
+    let reader = writer_token(env, &ns, "reader").await;
     let stranger = agent_token(env, &ns, "stranger", Some("implement"), None).await;
     let here = Counter::start(&client, &ns, Some(&url));
     let there = Counter::start(&client, &elsewhere, Some(&url));

@@ -58,11 +58,42 @@ fn names_without_echo(refusal: &str, fragments: &[&str], text: &str) {
     }
 }
 
+/// The keys `nm-<i>` the near misses are written under, sorted.
+fn near_miss_keys(misses: usize) -> Vec<String> {
+    let mut keys: Vec<String> = (0..misses).map(|i| format!("nm-{i}")).collect();
+    keys.sort();
+    keys
+}
+
+/// The fields a writer supplies besides the body, each holding a
+/// credential in turn, as (field, arguments): the AWS key `aws` in the key,
+/// the project and the kind, the password URL `url` in the repo. `key` is
+/// the key's name (`handoff_key` for the tools, `handoffKey` in the spec).
+fn credential_in_each_field(
+    key: &'static str,
+    body: &str,
+    aws: &str,
+    url: &str,
+) -> [(&'static str, Value); 4] {
+    // The key is `f-<field>`, unless the field is the key.
+    let with = |field: &str, value: &str| {
+        let mut args = json!({"project": "shop", "body": body});
+        args[key] = json!(format!("f-{field}"));
+        args[field] = json!(value);
+        args
+    };
+    [
+        (key, with(key, &format!("k {aws}"))),
+        ("project", with("project", aws)),
+        ("repo", with("repo", url)),
+        ("kind", with("kind", aws)),
+    ]
+}
+
 #[tokio::test]
 async fn the_secret_corpus_through_the_real_mcp_client() {
     let env = common::env();
     let ns = env.namespace("secrets-mcp").await;
-    let handoffs: Api<Handoff> = Api::namespaced(env.client().await, &ns);
     let offers: Api<HandoffOffer> = Api::namespaced(env.client().await, &ns);
     let positives = true_positives();
     let misses = near_misses();
@@ -77,24 +108,7 @@ async fn the_secret_corpus_through_the_real_mcp_client() {
         ));
     }
     // (field, arguments): the other fields a writer supplies.
-    let fields = [
-        (
-            "handoff_key",
-            json!({"handoff_key": format!("k {aws}"), "project": "shop", "body": "## State\nok"}),
-        ),
-        (
-            "project",
-            json!({"handoff_key": "f-project", "project": aws, "body": "## State\nok"}),
-        ),
-        (
-            "repo",
-            json!({"handoff_key": "f-repo", "project": "shop", "repo": url, "body": "## State\nok"}),
-        ),
-        (
-            "kind",
-            json!({"handoff_key": "f-kind", "project": "shop", "kind": aws, "body": "## State\nok"}),
-        ),
-    ];
+    let fields = credential_in_each_field("handoff_key", "## State\nok", &aws, url);
     for (_, args) in &fields {
         plan.push(call("write_handoff", args.clone()));
     }
@@ -140,18 +154,11 @@ async fn the_secret_corpus_through_the_real_mcp_client() {
         );
     }
 
-    let mut stored: Vec<String> = handoffs
-        .list(&Default::default())
-        .await
-        .expect("list handoffs")
-        .items
-        .iter()
-        .map(|h| h.spec.handoff_key.clone())
-        .collect();
-    stored.sort();
-    let mut want: Vec<String> = (0..misses.len()).map(|i| format!("nm-{i}")).collect();
-    want.sort();
-    assert_eq!(stored, want, "exactly the near misses are stored");
+    assert_eq!(
+        common::objects::stored_keys(env, &ns).await,
+        near_miss_keys(misses.len()),
+        "exactly the near misses are stored"
+    );
     assert!(
         offers
             .list(&Default::default())
@@ -294,24 +301,7 @@ async fn the_secret_corpus_through_kubectl_apply() {
     }
     let aws = format!("AKIA{}", fill("FAKE2345", 16));
     let url = "https://bot:hunter2fake@git.example.com/org/repo";
-    let fields = [
-        (
-            "handoffKey",
-            json!({"handoffKey": format!("k {aws}"), "project": "shop", "body": "ok"}),
-        ),
-        (
-            "project",
-            json!({"handoffKey": "f-project", "project": aws, "body": "ok"}),
-        ),
-        (
-            "repo",
-            json!({"handoffKey": "f-repo", "project": "shop", "repo": url, "body": "ok"}),
-        ),
-        (
-            "kind",
-            json!({"handoffKey": "f-kind", "project": "shop", "kind": aws, "body": "ok"}),
-        ),
-    ];
+    let fields = credential_in_each_field("handoffKey", "ok", &aws, url);
     for (field, spec) in fields {
         let key = spec["handoffKey"].as_str().unwrap_or_default().to_owned();
         let kind = if field == "repo" {
@@ -357,13 +347,8 @@ async fn the_secret_corpus_through_kubectl_apply() {
         );
     }
     assert_eq!(
-        handoffs
-            .list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .len(),
-        misses.len(),
+        common::objects::stored_keys(env, &ns).await,
+        near_miss_keys(misses.len()),
         "exactly the near misses are stored"
     );
 

@@ -48,13 +48,29 @@ struct Case {
     warnings: &'static [&'static str],
 }
 
+fn case(
+    kind: AgentKind,
+    file: &'static str,
+    counts: (usize, usize, usize, usize),
+    turns: Vec<Turn>,
+    warnings: &'static [&'static str],
+) -> Case {
+    Case {
+        kind,
+        file,
+        counts,
+        turns,
+        warnings,
+    }
+}
+
 fn cases() -> Vec<Case> {
     vec![
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/session.jsonl",
-            counts: (13, 7, 6, 0),
-            turns: vec![
+        case(
+            AgentKind::Claude,
+            "claude/session.jsonl",
+            (13, 7, 6, 0),
+            vec![
                 turn(U, "Why does the parser reject tabs?", &[]),
                 turn(
                     A,
@@ -67,13 +83,13 @@ fn cases() -> Vec<Case> {
                 turn(U, "Here is the failing input:\n\n[image]", &[]),
                 turn(A, "Thanks, that confirms it.", &[]),
             ],
-            warnings: &["1 harness meta record", "1 thinking block"],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/sidechain.jsonl",
-            counts: (6, 3, 3, 0),
-            turns: vec![
+            &["1 harness meta record", "1 thinking block"],
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/sidechain.jsonl",
+            (6, 3, 3, 0),
+            vec![
                 turn(U, "Find the flaky test.", &[]),
                 turn(
                     A,
@@ -81,37 +97,37 @@ fn cases() -> Vec<Case> {
                     &["[tool] Task: Search for flaky tests"],
                 ),
             ],
-            warnings: &["2 sidechain (sub-agent) records"],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/steering.jsonl",
-            counts: (7, 4, 3, 0),
-            turns: vec![
+            &["2 sidechain (sub-agent) records"],
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/steering.jsonl",
+            (7, 4, 3, 0),
+            vec![
                 turn(U, "Build the project.", &[]),
                 turn(A, "", &["[tool] Bash: make"]),
                 turn(U, "Use clang, not gcc.", &[]),
                 turn(A, "Switching to clang as you asked.", &[]),
             ],
-            warnings: &["1 harness meta record"],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/compaction.jsonl",
-            counts: (6, 4, 2, 0),
-            turns: vec![
+            &["1 harness meta record"],
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/compaction.jsonl",
+            (6, 4, 2, 0),
+            vec![
                 turn(U, "Plan the migration.", &[]),
                 turn(A, "Step 1: dump. Step 2: load.", &[]),
                 turn(U, "Do step 1.", &[]),
                 turn(A, "Dumped the database.", &[]),
             ],
-            warnings: &["1 compaction: the turns before it are read from the file"],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/continued.jsonl",
-            counts: (3, 3, 0, 0),
-            turns: vec![
+            &["1 compaction: the turns before it are read from the file"],
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/continued.jsonl",
+            (3, 3, 0, 0),
+            vec![
                 turn(
                     U,
                     "[compaction summary] Summary: the user is migrating the database; step 1 is done.",
@@ -120,36 +136,36 @@ fn cases() -> Vec<Case> {
                 turn(U, "Continue with step 2.", &[]),
                 turn(A, "Loading now.", &[]),
             ],
-            warnings: &["1 compaction summary opens the transcript"],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/malformed.jsonl",
-            counts: (12, 3, 1, 8),
-            turns: vec![
+            &["1 compaction summary opens the transcript"],
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/malformed.jsonl",
+            (12, 3, 1, 8),
+            vec![
                 turn(U, "first", &[]),
                 turn(A, "still here", &[]),
                 turn(U, "kept", &[]),
             ],
-            warnings: &[
+            &[
                 "2 lines are not valid JSON",
                 "4 records have an unexpected shape",
                 "3 content blocks of unknown types",
                 "2 records of unknown types were skipped ((no type) ×1, brand-new-record ×1)",
             ],
-        },
-        Case {
-            kind: AgentKind::Claude,
-            file: "claude/empty.jsonl",
-            counts: (0, 0, 0, 0),
-            turns: vec![],
-            warnings: &[],
-        },
-        Case {
-            kind: AgentKind::Codex,
-            file: "codex/rollout.jsonl",
-            counts: (19, 4, 13, 2),
-            turns: vec![
+        ),
+        case(
+            AgentKind::Claude,
+            "claude/empty.jsonl",
+            (0, 0, 0, 0),
+            vec![],
+            &[],
+        ),
+        case(
+            AgentKind::Codex,
+            "codex/rollout.jsonl",
+            (19, 4, 13, 2),
+            vec![
                 turn(U, "Add a --verbose flag.", &[]),
                 turn(
                     A,
@@ -160,50 +176,46 @@ fn cases() -> Vec<Case> {
                     ],
                 ),
             ],
-            warnings: &[
+            &[
                 "2 encrypted reasoning records",
                 "2 records of unknown types were skipped (brand_new_record ×1, hologram_call ×1)",
             ],
-        },
-        Case {
-            kind: AgentKind::Codex,
-            file: "codex/events-only.jsonl",
-            counts: (4, 2, 2, 0),
-            turns: vec![
+        ),
+        case(
+            AgentKind::Codex,
+            "codex/events-only.jsonl",
+            (4, 2, 2, 0),
+            vec![
                 turn(U, "What changed since yesterday?", &[]),
                 turn(A, "Only the README.", &[]),
             ],
-            warnings: &[
-                "2 event messages were read because the file has no response-item messages",
-            ],
-        },
-        Case {
-            kind: AgentKind::Codex,
-            file: "codex/tool-only.jsonl",
-            counts: (5, 3, 2, 0),
-            turns: vec![
+            &["2 event messages were read because the file has no response-item messages"],
+        ),
+        case(
+            AgentKind::Codex,
+            "codex/tool-only.jsonl",
+            (5, 3, 2, 0),
+            vec![
                 turn(U, "How big is the log?", &[]),
                 turn(A, "It is 4 KB.", &["[tool] shell: du -h app.log"]),
             ],
-            warnings: &[
-                "2 event messages were read because the file has no response-item messages",
-            ],
-        },
-        Case {
-            kind: AgentKind::Codex,
-            file: "codex/legacy.jsonl",
-            counts: (8, 3, 5, 0),
-            turns: vec![
+            &["2 event messages were read because the file has no response-item messages"],
+        ),
+        case(
+            AgentKind::Codex,
+            "codex/legacy.jsonl",
+            (8, 3, 5, 0),
+            vec![
                 turn(U, "List the files.", &[]),
                 turn(A, "a and b.", &["[tool] shell: ls"]),
             ],
-            warnings: &[],
-        },
-        Case {
-            kind: AgentKind::Grok,
-            file: "grok/legacy-session.json",
-            counts: (8, 5, 1, 2),
-            turns: vec![
+            &[],
+        ),
+        case(
+            AgentKind::Grok,
+            "grok/legacy-session.json",
+            (8, 5, 1, 2),
+            vec![
                 turn(U, "Fix the typo in README.md", &[]),
                 turn(
                     A,
@@ -212,11 +224,11 @@ fn cases() -> Vec<Case> {
                 ),
                 turn(U, "Thanks!", &[]),
             ],
-            warnings: &[
+            &[
                 "1 record has an unexpected shape",
                 "1 record of an unknown type was skipped (hologram ×1)",
             ],
-        },
+        ),
     ]
 }
 
@@ -393,7 +405,7 @@ fn codex_sessions_are_found_in_dated_and_archived_directories() {
 }
 
 /// A database with Grok CLI's schema: two sessions, interleaved.
-fn grok_db(path: &Path) {
+pub(crate) fn grok_db(path: &Path) {
     let db = Connection::open(path).unwrap();
     db.execute_batch(
         "CREATE TABLE sessions (id TEXT PRIMARY KEY, model TEXT NOT NULL) STRICT;

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
 
-fn shared_dir() -> PathBuf {
+/// The shared third-party transcripts (a failure when they are missing).
+pub(crate) fn shared_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
     assert!(
         dir.is_dir(),

@@ -365,13 +365,7 @@ mod tests {
             (r#"{"type":"user""#, Disposition::Skipped),
         ];
         for (line, want) in cases {
-            let o = read(&[line]);
-            let got = match (o.used, o.ignored, o.skipped) {
-                (1, 0, 0) => Disposition::Used,
-                (0, 1, 0) => Disposition::Ignored,
-                (0, 0, 1) => Disposition::Skipped,
-                other => panic!("{line}: {other:?}"),
-            };
+            let got = Disposition::of_one(&read(&[line]), line);
             assert_eq!(got, want, "{line}");
         }
     }

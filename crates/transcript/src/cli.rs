@@ -12,7 +12,7 @@ use super::budget::{Budget, DEFAULT_MAX_TURNS};
 use super::files;
 use super::{
     AgentKind, Locations, Outcome, build_continuation_handoff, build_handoff, check_session_id,
-    continue_message, inject_message, read_file, read_with,
+    continue_message, inject_message, locate, read_file, read_with,
 };
 use handoff_core::time::parse_duration;
 
@@ -20,14 +20,16 @@ use handoff_core::time::parse_duration;
 #[derive(Debug, Subcommand)]
 pub enum TranscriptCommand {
     /// Print a transcript as linear turns (JSON).
-    Read(SourceArgs),
+    Read(ReadArgs),
     /// Write a handoff document; print its path, then the launch message.
     Build(BuildArgs),
     /// Remove handoff documents older than --max-age.
     Sweep(SweepArgs),
 }
 
-/// Which transcript to read, and how much of it to keep.
+/// Which transcript to read: the one set of source flags, flattened into
+/// `handoff transcript read|build` and `handoff rescue`, and read by the one
+/// loader, [`SourceArgs::load`], so that the two cannot drift apart.
 #[derive(Debug, Args)]
 pub struct SourceArgs {
     /// The source agent: claude, codex or grok.
@@ -48,6 +50,11 @@ pub struct SourceArgs {
     /// GROK_HOME, else ~/.claude, ~/.codex or ~/.grok].
     #[arg(long, value_name = "DIR")]
     pub agent_home: Option<PathBuf>,
+}
+
+/// How much of a transcript `handoff transcript read|build` keeps.
+#[derive(Debug, Args)]
+pub struct BudgetArgs {
     /// Keep at most this many of the last turns (0: no limit).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_TURNS)]
     pub max_turns: usize,
@@ -56,11 +63,28 @@ pub struct SourceArgs {
     pub max_bytes: usize,
 }
 
+impl BudgetArgs {
+    fn budget(&self) -> Budget {
+        Budget::new(self.max_turns, self.max_bytes)
+    }
+}
+
+/// Arguments of `handoff transcript read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
+}
+
 /// Arguments of `handoff transcript build`.
 #[derive(Debug, Args)]
 pub struct BuildArgs {
     #[command(flatten)]
     pub source: SourceArgs,
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// A task for the destination to continue once it understands the
     /// transcript [default: summarize and wait].
     #[arg(long, value_name = "TASK")]
@@ -90,8 +114,8 @@ pub fn run(command: TranscriptCommand) -> anyhow::Result<()> {
     }
 }
 
-fn read(args: &SourceArgs) -> anyhow::Result<()> {
-    let outcome = load(args)?;
+fn read(args: &ReadArgs) -> anyhow::Result<()> {
+    let outcome = args.source.load(args.budget.budget())?.outcome;
     let mut out = io::stdout().lock();
     serde_json::to_writer_pretty(&mut out, &outcome)?;
     writeln!(out)?;
@@ -103,7 +127,7 @@ fn build(args: &BuildArgs) -> anyhow::Result<()> {
         Some("") => bail!("--task is empty"),
         task => task,
     };
-    let outcome = load(&args.source)?;
+    let outcome = args.source.load(args.budget.budget())?.outcome;
     let kind = args.source.agent;
     let document = match task {
         Some(task) => build_continuation_handoff(&outcome, kind, task),
@@ -147,74 +171,107 @@ fn state_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
         })
 }
 
-/// Reads the transcript the flags name.
-fn load(args: &SourceArgs) -> anyhow::Result<Outcome> {
-    let budget = Budget::new(args.max_turns, args.max_bytes);
-    if let Some(session) = &args.session {
-        check_session_id(session).map_err(|err| anyhow!("--session: {err}"))?;
-    }
-    match (&args.file, &args.session) {
-        (Some(file), session) => load_file(args, file, session.as_deref(), budget),
-        (None, Some(session)) => load_session(args, session, budget),
-        (None, None) => bail!("give --session ID (with --cwd DIR for claude) or --file PATH"),
-    }
+/// A transcript [`SourceArgs`] named, and where it came from.
+#[derive(Debug)]
+pub struct Loaded {
+    pub outcome: Outcome,
+    /// The file read, when there is one: `--file`, or the JSON-lines file
+    /// the session was located in (none for a session in a Grok database).
+    pub file: Option<PathBuf>,
+    /// The session: `--session`, else the stem of `--file`.
+    pub session: Option<String>,
 }
 
-fn load_file(
-    args: &SourceArgs,
-    file: &Path,
-    session: Option<&str>,
-    budget: Budget,
-) -> anyhow::Result<Outcome> {
-    let is_db = args.agent == AgentKind::Grok && file.extension().is_some_and(|e| e == "db");
-    if session.is_some() && !is_db {
-        bail!("--session is not used with --file, except for a Grok .db file");
-    }
-    if args.cwd.is_some() || args.agent_home.is_some() {
-        bail!("--cwd and --agent-home locate a session; they are not used with --file");
-    }
-    if !file.exists() {
-        bail!("--file {}: no such file", file.display());
-    }
-    read_file(args.agent, file, session, budget)
-        .map_err(|err| anyhow!("--file: {err}"))?
-        .ok_or_else(|| {
-            anyhow!(
-                "--file {}: no messages of session {} in it",
-                file.display(),
-                session.unwrap_or_default()
-            )
-        })
-}
-
-fn load_session(args: &SourceArgs, session: &str, budget: Budget) -> anyhow::Result<Outcome> {
-    let kind = args.agent;
-    let cwd = match &args.cwd {
-        Some(dir) => dir.clone(),
-        None => {
-            std::env::current_dir().context("no --cwd, and the current directory is unknown")?
+impl SourceArgs {
+    /// Reads the transcript the flags name, within `budget`.
+    pub fn load(&self, budget: Budget) -> anyhow::Result<Loaded> {
+        if let Some(session) = &self.session {
+            check_session_id(session).map_err(|err| anyhow!("--session: {err}"))?;
         }
-    };
-    let mut locations = Locations::from_env();
-    if let Some(home) = &args.agent_home {
-        locations = locations.with_root(kind, home.clone());
+        match (&self.file, &self.session) {
+            (Some(file), session) => {
+                let outcome = self.load_file(file, session.as_deref(), budget)?;
+                let session = session.clone().or_else(|| {
+                    file.file_stem()
+                        .map(|stem| stem.to_string_lossy().into_owned())
+                });
+                Ok(Loaded {
+                    outcome,
+                    file: Some(file.clone()),
+                    session,
+                })
+            }
+            (None, Some(session)) => self.load_session(session, budget),
+            (None, None) => bail!("give --session ID (with --cwd DIR for claude) or --file PATH"),
+        }
     }
-    let root = locations
-        .root(kind)
+
+    fn load_file(
+        &self,
+        file: &Path,
+        session: Option<&str>,
+        budget: Budget,
+    ) -> anyhow::Result<Outcome> {
+        let is_db = self.agent == AgentKind::Grok && file.extension().is_some_and(|e| e == "db");
+        if session.is_some() && !is_db {
+            bail!("--session is not used with --file, except for a Grok .db file");
+        }
+        if self.cwd.is_some() || self.agent_home.is_some() {
+            bail!("--cwd and --agent-home locate a session; they are not used with --file");
+        }
+        if !file.exists() {
+            bail!("--file {}: no such file", file.display());
+        }
+        read_file(self.agent, file, session, budget)
+            .map_err(|err| anyhow!("--file: {err}"))?
+            .ok_or_else(|| {
+                anyhow!(
+                    "--file {}: no messages of session {} in it",
+                    file.display(),
+                    session.unwrap_or_default()
+                )
+            })
+    }
+
+    fn load_session(&self, session: &str, budget: Budget) -> anyhow::Result<Loaded> {
+        let kind = self.agent;
+        let cwd = match &self.cwd {
+            Some(dir) => dir.clone(),
+            None => {
+                std::env::current_dir().context("no --cwd, and the current directory is unknown")?
+            }
+        };
+        let mut locations = Locations::from_env();
+        if let Some(home) = &self.agent_home {
+            locations = locations.with_root(kind, home.clone());
+        }
+        let root = locations
+            .root(kind)
+            .ok_or_else(|| {
+                anyhow!(
+                    "no {} directory: set HOME or pass --agent-home",
+                    kind.label()
+                )
+            })?
+            .to_path_buf();
+        let file = locate(&locations, kind, session, &cwd);
+        let outcome = match &file {
+            Some(path) => read_file(kind, path, None, budget).map_err(|err| anyhow!("{err}"))?,
+            None => read_with(&locations, kind, session, &cwd, budget),
+        }
         .ok_or_else(|| {
             anyhow!(
-                "no {} directory: set HOME or pass --agent-home",
-                kind.label()
+                "no {} transcript of session {session} under {}",
+                kind.label(),
+                root.display()
             )
-        })?
-        .to_path_buf();
-    read_with(&locations, kind, session, &cwd, budget).ok_or_else(|| {
-        anyhow!(
-            "no {} transcript of session {session} under {}",
-            kind.label(),
-            root.display()
-        )
-    })
+        })?;
+        Ok(Loaded {
+            outcome,
+            file,
+            session: Some(session.to_owned()),
+        })
+    }
 }
 
 /// Parses a size such as `98304`, `96k`, `96KiB` or `1M` (binary units);
@@ -310,10 +367,7 @@ mod tests {
         else {
             panic!("read expected");
         };
-        assert_eq!(
-            Budget::new(args.max_turns, args.max_bytes),
-            Budget::default()
-        );
+        assert_eq!(args.budget.budget(), Budget::default());
     }
 
     #[test]
@@ -358,10 +412,10 @@ mod tests {
             ),
         ];
         for (args, want) in cases {
-            let Ok(TranscriptCommand::Read(source)) = parse(args) else {
+            let Ok(TranscriptCommand::Read(read)) = parse(args) else {
                 panic!("{args:?} should parse");
             };
-            let err = format!("{:#}", load(&source).unwrap_err());
+            let err = format!("{:#}", read.source.load(read.budget.budget()).unwrap_err());
             assert!(err.contains(want), "{args:?}: {err}");
         }
     }

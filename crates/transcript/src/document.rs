@@ -167,15 +167,6 @@ mod tests {
     use super::*;
     use crate::Role;
 
-    fn outcome(turns: Vec<Turn>) -> Outcome {
-        Outcome {
-            records: turns.len(),
-            used: turns.len(),
-            turns,
-            ..Outcome::default()
-        }
-    }
-
     #[test]
     fn turn_values_match_serde() {
         let turns = [
@@ -200,7 +191,7 @@ mod tests {
 
     #[test]
     fn an_empty_transcript_is_an_empty_array() {
-        let doc = build_handoff(&outcome(vec![]), AgentKind::Codex);
+        let doc = build_handoff(&Outcome::of_turns(vec![]), AgentKind::Codex);
         assert!(doc.contains(&format!("{BEGIN}\n[]\n{END}")));
         assert!(doc.contains("Gaps: none noted"));
     }

@@ -286,13 +286,7 @@ mod tests {
         ];
         for (line, want) in cases {
             let o = linearize(AgentKind::Grok, line.as_bytes(), Budget::UNLIMITED);
-            let got = match (o.used, o.ignored, o.skipped) {
-                (1, 0, 0) => Disposition::Used,
-                (0, 1, 0) => Disposition::Ignored,
-                (0, 0, 1) => Disposition::Skipped,
-                other => panic!("{line}: {other:?}"),
-            };
-            assert_eq!(got, want, "{line}");
+            assert_eq!(Disposition::of_one(&o, line), want, "{line}");
         }
     }
 

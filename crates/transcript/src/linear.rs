@@ -30,6 +30,20 @@ pub(crate) enum Disposition {
     Skipped,
 }
 
+#[cfg(test)]
+impl Disposition {
+    /// What became of the one record `outcome` counts (tests read one
+    /// `line`).
+    pub(crate) fn of_one(outcome: &Outcome, line: &str) -> Self {
+        match (outcome.used, outcome.ignored, outcome.skipped) {
+            (1, 0, 0) => Disposition::Used,
+            (0, 1, 0) => Disposition::Ignored,
+            (0, 0, 1) => Disposition::Skipped,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+}
+
 /// Something left out that the destination should know about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Note {

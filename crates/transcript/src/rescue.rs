@@ -289,15 +289,6 @@ mod tests {
         }
     }
 
-    fn outcome(turns: Vec<Turn>) -> Outcome {
-        Outcome {
-            records: turns.len(),
-            used: turns.len(),
-            turns,
-            ..Outcome::default()
-        }
-    }
-
     const SOURCE: Source<'static> = Source {
         agent: AgentKind::Claude,
         session: Some("s-1"),
@@ -306,7 +297,7 @@ mod tests {
 
     #[test]
     fn the_body_has_the_header_the_sections_and_the_extracts() {
-        let o = outcome(vec![
+        let o = Outcome::of_turns(vec![
             turn(Role::User, "Add --format to the CLI", &[]),
             turn(Role::Assistant, "Looking.", &["Read: src/cli.rs"]),
             turn(Role::User, "Also update the README", &[]),
@@ -343,7 +334,7 @@ mod tests {
             "ghp_{}",
             "a1B2c3D4e5".repeat(4).get(..36).unwrap_or_default()
         );
-        let o = outcome(vec![
+        let o = Outcome::of_turns(vec![
             turn(Role::User, &format!("Use the token {token} to push"), &[]),
             turn(
                 Role::Assistant,
@@ -362,7 +353,7 @@ mod tests {
         let long = "word ".repeat(20_000);
         let tools: Vec<String> = (0..500).map(|i| format!("Edit: src/file{i}.rs")).collect();
         let tool_refs: Vec<&str> = tools.iter().map(String::as_str).collect();
-        let o = outcome(vec![
+        let o = Outcome::of_turns(vec![
             turn(Role::User, &long, &[]),
             turn(Role::Assistant, &long, &tool_refs),
             turn(Role::User, &long, &[]),
@@ -393,14 +384,14 @@ mod tests {
             ),
         ];
         for (turns, want) in cases {
-            let b = body(&outcome(turns), SOURCE, DEFAULT_MAX_TOKENS);
+            let b = body(&Outcome::of_turns(turns), SOURCE, DEFAULT_MAX_TOKENS);
             assert!(b.contains(want), "{want}:\n{b}");
         }
     }
 
     #[test]
     fn tools_are_listed_once_at_their_last_use() {
-        let o = outcome(vec![turn(
+        let o = Outcome::of_turns(vec![turn(
             Role::Assistant,
             "",
             &["Read: a", "Read: b", "Read: a"],

@@ -210,7 +210,7 @@ pub struct HandoffStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<i64>,
     /// A cheap estimate of the tokens an agent reads for the body: one token
-    /// per 4 bytes of UTF-8, rounded up (see `controller::handoff::approx_tokens`).
+    /// per 4 bytes of UTF-8, rounded up (see `handoff_core::lint::approx_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approx_tokens: Option<i64>,
     /// `Pending` until the controller has processed the latest generation, then `Current`.

@@ -553,422 +553,421 @@ mod tests {
         wake: Wake,
     }
 
+    impl Case {
+        /// A row: `name` plans the schedule of the default spec with status
+        /// `given` at `now`, its step Job `step`; valid, with no effect
+        /// unless said below.
+        fn row(
+            name: &'static str,
+            given: BrainstormScheduleStatus,
+            step: JobState,
+            now: &'static str,
+        ) -> Self {
+            Case {
+                name,
+                spec: spec(),
+                given,
+                step,
+                now,
+                want: BrainstormScheduleStatus::default(),
+                next: None,
+                ready: ("True", "Scheduled"),
+                effects: vec![],
+                wake: Wake::OnChange,
+            }
+        }
+
+        fn spec(self, spec: BrainstormScheduleSpec) -> Self {
+            Case { spec, ..self }
+        }
+
+        /// What the row plans: the status, the next tick and the wake.
+        fn plans(
+            self,
+            want: BrainstormScheduleStatus,
+            next: Option<&'static str>,
+            wake: Wake,
+        ) -> Self {
+            Case {
+                want,
+                next,
+                wake,
+                ..self
+            }
+        }
+
+        fn effects(self, effects: Vec<Effect>) -> Self {
+            Case { effects, ..self }
+        }
+
+        /// The spec is invalid: Ready=False.
+        fn invalid(self) -> Self {
+            Case {
+                ready: ("False", "InvalidSchedule"),
+                ..self
+            }
+        }
+    }
+
     #[test]
     fn the_transition_table() {
         use JobState::*;
-        let valid = ("True", "Scheduled");
-        let invalid = ("False", "InvalidSchedule");
         let cases = vec![
-            Case {
-                name: "tick: none due yet (09:00 is older than the schedule)",
-                spec: spec(),
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T09:59:30Z",
-                want: idle(None, None),
-                next: Some(T10),
-                ready: valid,
-                effects: vec![],
-                wake: Wake::After(Duration::from_secs(30)),
-            },
-            Case {
-                name: "tick: due, the refine Job starts",
-                spec: spec(),
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T10:02:00Z",
-                want: refining(T10),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![create(Role::Refine, T10), refine_started(T10)],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "tick: already acted on, nothing",
-                spec: spec(),
-                given: idle(
+            Case::row(
+                "tick: none due yet (09:00 is older than the schedule)",
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T09:59:30Z",
+            )
+            .plans(
+                idle(None, None),
+                Some(T10),
+                Wake::After(Duration::from_secs(30)),
+            ),
+            Case::row(
+                "tick: due, the refine Job starts",
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T10:02:00Z",
+            )
+            .plans(refining(T10), Some(T11), Wake::StepRunning)
+            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            Case::row(
+                "tick: already acted on, nothing",
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
                 ),
-                step: Absent,
-                now: "2026-01-01T10:50:00Z",
-                want: idle(
+                Absent,
+                "2026-01-01T10:50:00Z",
+            )
+            .plans(
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
                 ),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "tick: missed, 20 minutes late with the default deadline of 300s",
-                spec: spec(),
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T10:20:00Z",
-                want: idle(Some(T10), None),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![warning(
-                    "MissedSchedule",
-                    format!(
-                        "tick {T10} missed: more than 300s late (startingDeadlineSeconds); not replayed"
-                    ),
-                )],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "tick: 20 minutes late within startingDeadlineSeconds 1800, runs",
-                spec: BrainstormScheduleSpec {
-                    starting_deadline_seconds: Some(1800),
-                    ..spec()
-                },
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T10:20:00Z",
-                want: refining(T10),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![create(Role::Refine, T10), refine_started(T10)],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "tick: down for hours, only the latest tick counts (no burst)",
-                spec: spec(),
-                given: idle(Some(T10), None),
-                step: Absent,
-                now: "2026-01-01T12:01:00Z",
-                want: refining(T12),
-                next: Some("2026-01-01T13:00:00Z"),
-                ready: valid,
-                effects: vec![create(Role::Refine, T12), refine_started(T12)],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "tick: skipped while refine runs",
-                spec: spec(),
-                given: refining(T10),
-                step: Running,
-                now: "2026-01-01T11:02:00Z",
-                want: BrainstormScheduleStatus {
+                Some(T11),
+                IDLE_WAKE,
+            ),
+            Case::row(
+                "tick: missed, 20 minutes late with the default deadline of 300s",
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T10:20:00Z",
+            )
+            .plans(idle(Some(T10), None), Some(T11), IDLE_WAKE)
+            .effects(vec![warning(
+                "MissedSchedule",
+                format!(
+                    "tick {T10} missed: more than 300s late (startingDeadlineSeconds); not replayed"
+                ),
+            )]),
+            Case::row(
+                "tick: 20 minutes late within startingDeadlineSeconds 1800, runs",
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T10:20:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                starting_deadline_seconds: Some(1800),
+                ..spec()
+            })
+            .plans(refining(T10), Some(T11), Wake::StepRunning)
+            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            Case::row(
+                "tick: down for hours, only the latest tick counts (no burst)",
+                idle(Some(T10), None),
+                Absent,
+                "2026-01-01T12:01:00Z",
+            )
+            .plans(
+                refining(T12),
+                Some("2026-01-01T13:00:00Z"),
+                Wake::StepRunning,
+            )
+            .effects(vec![create(Role::Refine, T12), refine_started(T12)]),
+            Case::row(
+                "tick: skipped while refine runs",
+                refining(T10),
+                Running,
+                "2026-01-01T11:02:00Z",
+            )
+            .plans(
+                BrainstormScheduleStatus {
                     last_schedule_time: Some(Time(ts(T11))),
                     ..refining(T10)
                 },
-                next: Some(T12),
-                ready: valid,
-                effects: vec![warning(
-                    "TickSkipped",
-                    format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-                )],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "tick: skipped while brainstorm runs",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Running,
-                now: "2026-01-01T11:02:00Z",
-                want: BrainstormScheduleStatus {
+                Some(T12),
+                Wake::StepRunning,
+            )
+            .effects(vec![warning(
+                "TickSkipped",
+                format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
+            )]),
+            Case::row(
+                "tick: skipped while brainstorm runs",
+                brainstorming(T10, OK),
+                Running,
+                "2026-01-01T11:02:00Z",
+            )
+            .plans(
+                BrainstormScheduleStatus {
                     last_schedule_time: Some(Time(ts(T11))),
                     ..brainstorming(T10, OK)
                 },
-                next: Some(T12),
-                ready: valid,
-                effects: vec![warning(
-                    "TickSkipped",
-                    format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-                )],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "tick: the time zone places it (11:00 in Berlin is 10:00 UTC in winter)",
-                spec: BrainstormScheduleSpec {
-                    schedule: "0 11 * * *".into(),
-                    time_zone: Some("Europe/Berlin".into()),
-                    ..spec()
-                },
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T10:02:00Z",
-                want: refining(T10),
-                next: Some("2026-01-02T10:00:00Z"),
-                ready: valid,
-                effects: vec![create(Role::Refine, T10), refine_started(T10)],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "refine: running, nothing moves",
-                spec: spec(),
-                given: refining(T10),
-                step: Running,
-                now: "2026-01-01T10:30:00Z",
-                want: refining(T10),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "refine: Complete releases the brainstorm Job",
-                spec: spec(),
-                given: refining(T10),
-                step: Complete,
-                now: "2026-01-01T10:30:00Z",
-                want: brainstorming(T10, OK),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, "succeeded"),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "refine: Failed still releases the brainstorm Job",
-                spec: spec(),
-                given: refining(T10),
-                step: Failed,
-                now: "2026-01-01T10:30:00Z",
-                want: brainstorming(T10, FAILED),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, GATE_OPEN),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "refine: a deleted Job counts as failed (never blocks)",
-                spec: spec(),
-                given: refining(T10),
-                step: Absent,
-                now: "2026-01-01T10:30:00Z",
-                want: brainstorming(T10, FAILED),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, GATE_OPEN),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "refine: ends as the next tick is due, brainstorm starts and the tick is skipped",
-                spec: spec(),
-                given: refining(T10),
-                step: Complete,
-                now: "2026-01-01T11:01:00Z",
-                want: BrainstormScheduleStatus {
+                Some(T12),
+                Wake::StepRunning,
+            )
+            .effects(vec![warning(
+                "TickSkipped",
+                format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
+            )]),
+            Case::row(
+                "tick: the time zone places it (11:00 in Berlin is 10:00 UTC in winter)",
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T10:02:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                schedule: "0 11 * * *".into(),
+                time_zone: Some("Europe/Berlin".into()),
+                ..spec()
+            })
+            .plans(
+                refining(T10),
+                Some("2026-01-02T10:00:00Z"),
+                Wake::StepRunning,
+            )
+            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            Case::row(
+                "refine: running, nothing moves",
+                refining(T10),
+                Running,
+                "2026-01-01T10:30:00Z",
+            )
+            .plans(refining(T10), Some(T11), Wake::StepRunning),
+            Case::row(
+                "refine: Complete releases the brainstorm Job",
+                refining(T10),
+                Complete,
+                "2026-01-01T10:30:00Z",
+            )
+            .plans(brainstorming(T10, OK), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, "succeeded"),
+            ]),
+            Case::row(
+                "refine: Failed still releases the brainstorm Job",
+                refining(T10),
+                Failed,
+                "2026-01-01T10:30:00Z",
+            )
+            .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, GATE_OPEN),
+            ]),
+            Case::row(
+                "refine: a deleted Job counts as failed (never blocks)",
+                refining(T10),
+                Absent,
+                "2026-01-01T10:30:00Z",
+            )
+            .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, GATE_OPEN),
+            ]),
+            Case::row(
+                "refine: ends as the next tick is due, brainstorm starts and the tick is skipped",
+                refining(T10),
+                Complete,
+                "2026-01-01T11:01:00Z",
+            )
+            .plans(
+                BrainstormScheduleStatus {
                     last_schedule_time: Some(Time(ts(T11))),
                     ..brainstorming(T10, OK)
                 },
-                next: Some(T12),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, "succeeded"),
-                    warning(
-                        "TickSkipped",
-                        format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-                    ),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "brainstorm: running, nothing moves",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Running,
-                now: "2026-01-01T10:40:00Z",
-                want: brainstorming(T10, OK),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "brainstorm: Complete after a Complete refine, the cycle succeeded",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Complete,
-                now: "2026-01-01T10:45:00Z",
-                want: idle(
+                Some(T12),
+                Wake::StepRunning,
+            )
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, "succeeded"),
+                warning(
+                    "TickSkipped",
+                    format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
+                ),
+            ]),
+            Case::row(
+                "brainstorm: running, nothing moves",
+                brainstorming(T10, OK),
+                Running,
+                "2026-01-01T10:40:00Z",
+            )
+            .plans(brainstorming(T10, OK), Some(T11), Wake::StepRunning),
+            Case::row(
+                "brainstorm: Complete after a Complete refine, the cycle succeeded",
+                brainstorming(T10, OK),
+                Complete,
+                "2026-01-01T10:45:00Z",
+            )
+            .plans(
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
                 ),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![cycle_finished(T10, OK, "2026-01-01T10:45:00Z")],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "brainstorm: Failed, the cycle failed",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Failed,
-                now: "2026-01-01T10:45:00Z",
-                want: idle(
+                Some(T11),
+                IDLE_WAKE,
+            )
+            .effects(vec![cycle_finished(T10, OK, "2026-01-01T10:45:00Z")]),
+            Case::row(
+                "brainstorm: Failed, the cycle failed",
+                brainstorming(T10, OK),
+                Failed,
+                "2026-01-01T10:45:00Z",
+            )
+            .plans(
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(OK), Some(Some(FAILED)), Some(FAILED))),
                 ),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "brainstorm: Complete after a failed refine, the cycle failed",
-                spec: spec(),
-                given: brainstorming(T10, FAILED),
-                step: Complete,
-                now: "2026-01-01T10:45:00Z",
-                want: idle(
+                Some(T11),
+                IDLE_WAKE,
+            )
+            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            Case::row(
+                "brainstorm: Complete after a failed refine, the cycle failed",
+                brainstorming(T10, FAILED),
+                Complete,
+                "2026-01-01T10:45:00Z",
+            )
+            .plans(
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(FAILED), Some(Some(OK)), Some(FAILED))),
                 ),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "brainstorm: a deleted Job counts as failed",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Absent,
-                now: "2026-01-01T10:45:00Z",
-                want: idle(
+                Some(T11),
+                IDLE_WAKE,
+            )
+            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            Case::row(
+                "brainstorm: a deleted Job counts as failed",
+                brainstorming(T10, OK),
+                Absent,
+                "2026-01-01T10:45:00Z",
+            )
+            .plans(
+                idle(
                     Some(T10),
                     Some(cycle(T10, Some(OK), Some(Some(FAILED)), Some(FAILED))),
                 ),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "brainstorm: ends as the next tick is due, the next cycle starts at once",
-                spec: spec(),
-                given: brainstorming(T10, OK),
-                step: Complete,
-                now: "2026-01-01T11:01:00Z",
-                want: BrainstormScheduleStatus {
+                Some(T11),
+                IDLE_WAKE,
+            )
+            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            Case::row(
+                "brainstorm: ends as the next tick is due, the next cycle starts at once",
+                brainstorming(T10, OK),
+                Complete,
+                "2026-01-01T11:01:00Z",
+            )
+            .plans(
+                BrainstormScheduleStatus {
                     last_cycle: Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
                     ..refining(T11)
                 },
-                next: Some(T12),
-                ready: valid,
-                effects: vec![
-                    cycle_finished(T10, OK, "2026-01-01T11:01:00Z"),
-                    create(Role::Refine, T11),
-                    refine_started(T11),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "suspend: a due tick starts nothing and is not consumed",
-                spec: BrainstormScheduleSpec {
-                    suspend: Some(true),
-                    ..spec()
-                },
-                given: idle(None, None),
-                step: Absent,
-                now: "2026-01-01T10:02:00Z",
-                want: idle(None, None),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![],
-                wake: IDLE_WAKE,
-            },
-            Case {
-                name: "suspend: the running cycle still finishes",
-                spec: BrainstormScheduleSpec {
-                    suspend: Some(true),
-                    ..spec()
-                },
-                given: refining(T10),
-                step: Complete,
-                now: "2026-01-01T10:30:00Z",
-                want: brainstorming(T10, OK),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, "succeeded"),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "unknown time zone: Ready=False, nothing else",
-                spec: BrainstormScheduleSpec {
-                    time_zone: Some("Mars/Olympus_Mons".into()),
-                    ..spec()
-                },
-                given: idle(None, None),
-                step: Absent,
-                now: "2026-01-01T10:02:00Z",
-                want: idle(None, None),
-                next: None,
-                ready: invalid,
-                effects: vec![],
-                wake: Wake::OnChange,
-            },
-            Case {
-                name: "invalid cron: Ready=False, nothing else",
-                spec: BrainstormScheduleSpec {
-                    schedule: "61 * * * *".into(),
-                    ..spec()
-                },
-                given: BrainstormScheduleStatus {
+                Some(T12),
+                Wake::StepRunning,
+            )
+            .effects(vec![
+                cycle_finished(T10, OK, "2026-01-01T11:01:00Z"),
+                create(Role::Refine, T11),
+                refine_started(T11),
+            ]),
+            Case::row(
+                "suspend: a due tick starts nothing and is not consumed",
+                idle(None, None),
+                Absent,
+                "2026-01-01T10:02:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                suspend: Some(true),
+                ..spec()
+            })
+            .plans(idle(None, None), Some(T11), IDLE_WAKE),
+            Case::row(
+                "suspend: the running cycle still finishes",
+                refining(T10),
+                Complete,
+                "2026-01-01T10:30:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                suspend: Some(true),
+                ..spec()
+            })
+            .plans(brainstorming(T10, OK), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, "succeeded"),
+            ]),
+            Case::row(
+                "unknown time zone: Ready=False, nothing else",
+                idle(None, None),
+                Absent,
+                "2026-01-01T10:02:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                time_zone: Some("Mars/Olympus_Mons".into()),
+                ..spec()
+            })
+            .plans(idle(None, None), None, Wake::OnChange)
+            .invalid(),
+            Case::row(
+                "invalid cron: Ready=False, nothing else",
+                BrainstormScheduleStatus {
                     next_schedule_time: Some(Time(ts(T11))),
                     ..idle(Some(T10), None)
                 },
-                step: Absent,
-                now: "2026-01-01T10:02:00Z",
-                want: idle(Some(T10), None),
-                next: None,
-                ready: invalid,
-                effects: vec![],
-                wake: Wake::OnChange,
-            },
-            Case {
-                name: "adopted Job: replayed after a lost status write (or by a second \
+                Absent,
+                "2026-01-01T10:02:00Z",
+            )
+            .spec(BrainstormScheduleSpec {
+                schedule: "61 * * * *".into(),
+                ..spec()
+            })
+            .plans(idle(Some(T10), None), None, Wake::OnChange)
+            .invalid(),
+            Case::row(
+                "adopted Job: replayed after a lost status write (or by a second \
                        replica), the tick plans the same Job name, which apply adopts",
-                spec: spec(),
-                given: BrainstormScheduleStatus::default(),
-                step: Absent,
-                now: "2026-01-01T10:04:59Z",
-                want: refining(T10),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    Effect::CreateJob {
-                        role: Role::Refine,
-                        tick: ts(T10),
-                        name: "daily-refine-29454360".into(),
-                    },
-                    refine_started(T10),
-                ],
-                wake: Wake::StepRunning,
-            },
-            Case {
-                name: "adopted Job: a cycle whose refine Job another instance created is \
+                BrainstormScheduleStatus::default(),
+                Absent,
+                "2026-01-01T10:04:59Z",
+            )
+            .plans(refining(T10), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                Effect::CreateJob {
+                    role: Role::Refine,
+                    tick: ts(T10),
+                    name: "daily-refine-29454360".into(),
+                },
+                refine_started(T10),
+            ]),
+            Case::row(
+                "adopted Job: a cycle whose refine Job another instance created is \
                        followed like one's own",
-                spec: spec(),
-                given: refining(T10),
-                step: Failed,
-                now: "2026-01-01T10:06:00Z",
-                want: brainstorming(T10, FAILED),
-                next: Some(T11),
-                ready: valid,
-                effects: vec![
-                    create(Role::Brainstorm, T10),
-                    brainstorm_started(T10, GATE_OPEN),
-                ],
-                wake: Wake::StepRunning,
-            },
+                refining(T10),
+                Failed,
+                "2026-01-01T10:06:00Z",
+            )
+            .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
+            .effects(vec![
+                create(Role::Brainstorm, T10),
+                brainstorm_started(T10, GATE_OPEN),
+            ]),
         ];
         for case in cases {
             let name = case.name;
