@@ -17,7 +17,6 @@ use handoff_controller::schedule::ttl::{DefaultTtl, TtlPolicy};
 use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff_core::names::MIRROR_FINALIZER;
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Retention;
@@ -911,10 +910,7 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirror_is_disabled() {
-    use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-    use kube::api::{Patch, PatchParams};
-
+async fn the_condition_goes_when_the_mirror_is_disabled() {
     let env = common::env();
     let ns = env.namespace("ctl-no-mirror").await;
     let client = env.client().await;
@@ -939,49 +935,22 @@ async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirr
     })
     .await;
     assert!(h.finalizers().is_empty(), "no finalizer is added");
-    // The finalizer as an earlier release applied it, with the labels.
-    let earlier = serde_json::json!({
-        "apiVersion": "handoff.dev/v1alpha1",
-        "kind": "Handoff",
-        "metadata": { "name": name, "labels": h.labels(), "finalizers": [MIRROR_FINALIZER] },
-    });
-    api.patch(
-        &name,
-        &PatchParams::apply(CONTROLLER_FIELD_MANAGER),
-        &Patch::Apply(&earlier),
-    )
-    .await
-    .expect("the earlier release's apply");
-    eventually(
-        "the earlier finalizer removed",
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name).await.ok()?;
-            (h.finalizers().is_empty() && h.labels().contains_key("project")).then_some(())
-        },
-    )
-    .await;
     with_mirror.stop().await;
 
     let without = Setup::new("a").start(client.clone(), &ns);
-    let h = eventually(
-        "finalizer and condition removed",
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name_for_key("k")).await.ok()?;
-            let finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
-            let condition = h
-                .status
-                .as_ref()?
-                .conditions
-                .iter()
-                .any(|c| c.type_ == MIRRORED);
-            (!finalizer && !condition).then_some(h)
-        },
-    )
+    let h = eventually("condition removed", Duration::from_secs(20), || async {
+        let h = api.get(&name_for_key("k")).await.ok()?;
+        let condition = h
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == MIRRORED);
+        (!condition).then_some(h)
+    })
     .await;
     assert_eq!(h.status.and_then(|s| s.revision), Some(1));
-    // Deletion no longer waits for a mirror.
+    // Deletion never waits for a mirror.
     store.delete("k").await.expect("delete");
     eventually("deleted", Duration::from_secs(20), || async {
         api.get_opt(&name_for_key("k"))

@@ -4,13 +4,12 @@
 //! current.
 //!
 //! Decisions are pure functions ([`count`],
-//! [`approx_tokens`], [`metadata_plan`]); [`reconcile`] is the
+//! [`approx_tokens`], [`metadata_plan`]); the reconcile is the
 //! thin I/O shell around them. Its order is chosen so nothing is counted
 //! twice and nothing is lost:
 //!
-//! 1. a terminating object that still carries the `handoff.dev/mirror`
-//!    finalizer of earlier versions: the finalizer is removed, nothing
-//!    else (see "Deletes" below);
+//! 1. a terminating object: nothing (its delete event removes the row,
+//!    see "Deletes" below);
 //! 2. the object: the cached copy holds no body ([`slim`], see "Memory"
 //!    below); when the reconcile must count or mirror ([`needs_body`]) it
 //!    GETs the object (bounded by `--apiserver-timeout`), otherwise only
@@ -30,7 +29,7 @@
 //!    `--event-refresh`: see [`super::events`]); a creation has no Event
 //!    (status revision 1, `updatedAt`, the mirror's history and the audit
 //!    log record it);
-//! 7. metadata (labels; an old mirror finalizer dropped): a server-side apply with the
+//! 7. metadata (labels): a server-side apply with the
 //!    controller's own field manager that names only the labels the object
 //!    lacks or that the controller already owns, so it never fights a
 //!    writer's labels (kubectl, GitOps, the bridge). The bridge's apply
@@ -80,10 +79,7 @@
 //! its watch sees the delete ([`delete_rows`]); a delete it could not
 //! mirror then (PostgreSQL unavailable, the controller stopped, an upsert
 //! racing the delete) is an orphan row that the next resync deletes, with
-//! its history, by the same statement. Earlier versions held the finalizer
-//! `handoff.dev/mirror` until the row was gone: a stopped PostgreSQL then
-//! held every delete, and namespace deletion, indefinitely; it is removed
-//! from objects that still carry it.
+//! its history, by the same statement.
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
 //! `metav1.Time` serializes) when it counted the change — normally within a
@@ -101,17 +97,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::core::DeserializeGuard;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use super::Context;
 use handoff_core::api::naming::labels_for;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
-use handoff_core::names::{CONTROLLER_FIELD_MANAGER, MIRROR_FINALIZER};
-use handoff_kube::loops::{
-    Categorized, Category, UNMANAGED_RECHECK, describe, managed, quoted, tracked, valid_or_report,
-};
+use handoff_core::names::CONTROLLER_FIELD_MANAGER;
+use handoff_kube::loops::{Categorized, Category, quoted};
+use handoff_kube::runner::{Plumbing, Reconcile};
 use handoff_kube::settings::Budget;
 use handoff_mirror::batch::Batcher;
 use handoff_mirror::{MirrorError, Row};
@@ -351,9 +345,8 @@ pub(crate) fn needs_body(h: &Handoff, mirror: bool, owed: bool) -> bool {
     !(counted && mirrored)
 }
 
-/// The metadata the controller applies to `h` (labels it may set; the
-/// mirror finalizer of earlier versions left out, so the apply removes it),
-/// or `None` when `h` already carries exactly that. A label is the
+/// The metadata the controller applies to `h` (the labels it may set), or
+/// `None` when `h` already carries exactly that. A label is the
 /// controller's to set when the object lacks it or the controller already
 /// owns it; a label another writer set is left alone even when it
 /// disagrees with the spec.
@@ -369,12 +362,11 @@ pub(crate) fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
         .into_iter()
         .filter(|(k, _)| !current.contains_key(k) || owned.contains(k))
         .collect();
-    let has_finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
     let owned_now: BTreeMap<String, String> = owned
         .iter()
         .filter_map(|k| current.get(k).map(|v| (k.clone(), v.clone())))
         .collect();
-    if labels == owned_now && !has_finalizer {
+    if labels == owned_now {
         return None;
     }
     let metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
@@ -385,40 +377,24 @@ pub(crate) fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
     }))
 }
 
-/// Reconciles one Handoff (see the module docs for the order). An object
-/// that does not deserialize is reported and skipped (see [`handoff_kube::loops`]).
-pub async fn reconcile(
-    guard: Arc<DeserializeGuard<Handoff>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    if !managed(&guard, &ctx.scope) {
-        return Ok(Action::requeue(UNMANAGED_RECHECK));
-    }
-    tracked(&ctx.progress, guard.as_ref(), async {
-        let Some(h) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics.loops).await else {
-            return Ok(Action::await_change());
-        };
-        let started = std::time::Instant::now();
-        let result = reconcile_inner(h, &ctx).await;
-        ctx.metrics
-            .observe_reconcile(result.is_ok(), started.elapsed());
-        if result.is_ok() {
-            ctx.backoff.forget(&describe(h));
-        }
-        result
-    })
-    .await
-}
+/// The Handoff loop, run by [`handoff_kube::runner`] with the controller's
+/// context: each reconcile is timed and counted.
+impl Reconcile for Context {
+    type Object = Handoff;
+    type Error = Error;
 
-/// What the controller does after a failed reconcile: the one backoff
-/// policy of [`handoff_kube::loops`].
-pub(crate) fn error_policy(
-    guard: Arc<DeserializeGuard<Handoff>>,
-    error: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.backoff
-        .failed_reconcile(guard.as_ref(), error, &ctx.metrics.loops)
+    fn plumbing(&self) -> &Plumbing {
+        &self.plumbing
+    }
+
+    /// Reconciles one Handoff (see the module docs for the order).
+    async fn reconcile(&self, h: &Handoff) -> Result<Action, Error> {
+        let started = std::time::Instant::now();
+        let result = reconcile_inner(h, self).await;
+        self.metrics
+            .observe_reconcile(result.is_ok(), started.elapsed());
+        result
+    }
 }
 
 async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Error> {
@@ -429,7 +405,7 @@ async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Erro
     let name = cached.name_any();
 
     if cached.metadata.deletion_timestamp.is_some() {
-        finalize(cached, ctx, &api).await?;
+        // Terminating: its delete event removes the mirror row.
         return Ok(Action::await_change());
     }
 
@@ -570,39 +546,6 @@ async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(
     Ok(())
 }
 
-/// A terminating Handoff that carries the mirror finalizer of earlier
-/// versions: it is removed (the row goes with [`delete_rows`] or resync).
-async fn finalize(h: &Handoff, ctx: &Context, api: &Api<Handoff>) -> Result<(), Error> {
-    let Some(index) = h.finalizers().iter().position(|f| f == MIRROR_FINALIZER) else {
-        return Ok(());
-    };
-    let remaining: Vec<&String> = h
-        .finalizers()
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != index)
-        .map(|(_, f)| f)
-        .collect();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": h.resource_version(), "finalizers": remaining },
-    });
-    let params = PatchParams {
-        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    match within(
-        ctx,
-        api.patch(&h.name_any(), &params, &Patch::Merge(&patch)),
-    )
-    .await?
-    {
-        // Gone already, or changed meanwhile: the next event decides again.
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(err) => Err(err.into()),
-    }
-}
-
 /// `request` bounded by `--apiserver-timeout`: its own outcome, or
 /// [`Error::ApiTimeout`].
 async fn within<T>(
@@ -637,7 +580,7 @@ pub(crate) async fn delete_rows(
         let (Some(namespace), Some(uid)) = (h.namespace(), h.uid()) else {
             continue;
         };
-        if !ctx.scope.includes(&namespace) {
+        if !ctx.plumbing.scope().includes(&namespace) {
             continue;
         }
         let key = (namespace, h.spec.handoff_key.clone());
@@ -858,7 +801,7 @@ mod tests {
         assert_eq!(conditions[0].reason, "MirrorUnavailable");
     }
 
-    fn object(labels: &[(&str, &str)], owned: &[&str], finalizer: bool) -> Handoff {
+    fn object(labels: &[(&str, &str)], owned: &[&str]) -> Handoff {
         let mut h = Handoff::new("n", spec("b"));
         h.metadata.labels = Some(
             labels
@@ -882,36 +825,27 @@ mod tests {
                 },
             ]);
         }
-        if finalizer {
-            h.metadata.finalizers = Some(vec![MIRROR_FINALIZER.into()]);
-        }
         h
     }
 
     #[test]
     fn labels_are_added_only_where_missing_or_owned() {
-        let plan = metadata_plan(&object(&[], &[], false)).expect("labels missing");
+        let plan = metadata_plan(&object(&[], &[])).expect("labels missing");
         assert_eq!(
             plan["metadata"]["labels"],
             serde_json::json!({"project": "p", "kind": "issue"})
         );
-        assert!(plan["metadata"].get("finalizers").is_none());
 
-        let writer_set = object(&[("project", "other"), ("kind", "issue")], &[], false);
+        let writer_set = object(&[("project", "other"), ("kind", "issue")], &[]);
         let plan = metadata_plan(&writer_set);
         assert!(plan.is_none(), "a writer's labels are left alone: {plan:?}");
 
-        let ours = object(
-            &[("project", "p"), ("kind", "issue")],
-            &["project", "kind"],
-            false,
-        );
+        let ours = object(&[("project", "p"), ("kind", "issue")], &["project", "kind"]);
         assert!(metadata_plan(&ours).is_none(), "already applied");
 
         let stale = object(
             &[("project", "old"), ("kind", "issue")],
             &["project", "kind"],
-            false,
         );
         let plan = metadata_plan(&stale).expect("our label follows the spec");
         assert_eq!(plan["metadata"]["labels"]["project"], "p");
@@ -974,7 +908,7 @@ mod tests {
                 vec!["project", "kind"],
             ),
         ] {
-            let mut h = object(&labels, &owned, false);
+            let mut h = object(&labels, &owned);
             let before = metadata_plan(&h);
             let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
             fields.extend([
@@ -1107,28 +1041,6 @@ mod tests {
         for (h, mirror, owed, want, why) in cases {
             assert_eq!(needs_body(&h, mirror, owed), want, "{why}");
         }
-    }
-
-    #[test]
-    fn the_mirror_finalizer_of_earlier_versions_is_dropped() {
-        let ours = object(
-            &[("project", "p"), ("kind", "issue")],
-            &["project", "kind"],
-            false,
-        );
-        assert!(metadata_plan(&ours).is_none(), "never added");
-        let with = object(
-            &[("project", "p"), ("kind", "issue")],
-            &["project", "kind"],
-            true,
-        );
-        let plan = metadata_plan(&with).expect("finalizer to drop");
-        assert!(plan["metadata"].get("finalizers").is_none());
-        assert_eq!(
-            plan["metadata"]["labels"],
-            serde_json::json!({"project": "p", "kind": "issue"}),
-            "the labels stay"
-        );
     }
 
     #[test]

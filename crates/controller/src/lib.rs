@@ -49,7 +49,7 @@ use futures::StreamExt;
 use kube::Client;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -61,11 +61,12 @@ use tokio_util::sync::CancellationToken;
 use self::leader::{LeaderElector, LeaseConfig};
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
 use handoff_core::api::Handoff;
-use handoff_core::liveness::{Health, Liveness, LoopProgress};
+use handoff_core::liveness::{Health, Liveness};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
 use handoff_core::time::{Clock, SystemClock, parse_duration};
 use handoff_kube::cluster::{NamespaceScope, scoped};
-use handoff_kube::loops::{Backoff, LoopMetrics};
+use handoff_kube::loops::LoopMetrics;
+use handoff_kube::runner::{self, Plumbing};
 use handoff_mirror::batch::{BatchSettings, Batcher, DEFAULT_BATCH_ROWS};
 use handoff_mirror::dsn::PostgresArgs;
 use handoff_mirror::pool::PoolSettings;
@@ -273,18 +274,13 @@ pub struct Context {
     pub writes: Option<Batcher>,
     /// The TTL of each project.
     pub ttl: Arc<dyn TtlPolicy>,
-    /// Consecutive failures per object (the one backoff policy of every loop).
-    pub backoff: Backoff,
     /// Reports Events as the controller (`reportingInstance` = identity).
     pub reporter: Reporter,
-    /// Reports objects that do not deserialize (built once, not per reconcile).
-    pub recorder: Recorder,
-    /// The namespaces this controller manages.
-    pub scope: NamespaceScope,
+    /// The Handoff loop's recorder, backoff, progress (`/healthz`) and
+    /// namespace scope (the scope every loop shares).
+    pub plumbing: Plumbing,
     /// Most time one apiserver request of the Handoff loop or resync takes.
     pub api_timeout: Duration,
-    /// The Handoff loop's progress (`/healthz`).
-    pub progress: Arc<LoopProgress>,
     /// Repeated Events of one object count into one Event's series.
     pub events: events::Series,
     /// The namespaces' lint budgets (the `Linted` condition), cached.
@@ -433,8 +429,13 @@ pub async fn run(
         tracing::info!(%selector, "managing the namespaces whose labels match");
     }
     let ctx = Arc::new(Context {
-        scope: scope.clone(),
-        recorder: Recorder::new(client.clone(), reporter.clone()),
+        plumbing: Plumbing::new(
+            client.clone(),
+            reporter.clone(),
+            metrics.liveness.track("handoff", Duration::ZERO),
+            metrics.loops.clone(),
+        )
+        .with_scope(scope),
         client: client.clone(),
         identity: options.lease.identity.clone(),
         clock,
@@ -447,10 +448,8 @@ pub async fn run(
         }),
         mirror,
         ttl,
-        backoff: Backoff::default(),
         reporter,
         api_timeout: options.api_timeout,
-        progress: metrics.liveness.track("handoff", Duration::ZERO),
         events: events::Series::default(),
         budgets: handoff_kube::settings::Budgets::new(client.clone(), options.api_timeout),
     });
@@ -545,17 +544,12 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         })
         .applied_objects();
     let deleter = handoff::delete_rows(ctx.clone(), deletions, leading.clone());
-    let forget = ctx.clone();
-    let controller = Controller::for_stream(handoffs, cache)
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(options.concurrency.max(1)),
-        )
-        .graceful_shutdown_on(leading.clone().cancelled_owned())
-        .run(handoff::reconcile, handoff::error_policy, ctx.clone())
-        .for_each(move |outcome| {
-            forget.backoff.observe(&outcome, &forget.progress);
-            async {}
-        });
+    let controller = runner::run(
+        Controller::for_stream(handoffs, cache),
+        ctx.clone(),
+        options.concurrency,
+        leading.clone(),
+    );
     let groom = grooming::run(
         ctx.clone(),
         api.clone(),
@@ -575,6 +569,15 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
             .await;
         }
     };
+    let plumbing = |name| {
+        Plumbing::new(
+            ctx.client.clone(),
+            ctx.reporter.clone(),
+            ctx.metrics.liveness.track(name, Duration::ZERO),
+            ctx.metrics.loops.clone(),
+        )
+        .with_scope(ctx.plumbing.scope().clone())
+    };
     let schedules = crate::schedule::reconcile::run(
         Arc::new(
             crate::schedule::reconcile::Context::new(
@@ -582,12 +585,10 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.clock.clone(),
                 &ctx.identity,
             )
-            .with_metrics(ctx.metrics.loops.clone())
-            .with_progress(ctx.metrics.liveness.track("schedule", Duration::ZERO))
-            .with_scope(ctx.scope.clone()),
+            .with_plumbing(plumbing("schedule")),
         ),
         options.namespace.as_deref(),
-        options.concurrency.max(1),
+        options.concurrency,
         leading.clone(),
     );
     let offers = crate::offers::run(
@@ -599,11 +600,10 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
                 ctx.metrics.loops.clone(),
             )
             .with_retention(options.offer_retention, ctx.clock.clone())
-            .with_progress(ctx.metrics.liveness.track("offers", Duration::ZERO))
-            .with_scope(ctx.scope.clone()),
+            .with_plumbing(plumbing("offers")),
         ),
         options.namespace.as_deref(),
-        options.concurrency.max(1),
+        options.concurrency,
         leading.clone(),
     );
     let refresh = events::refresh(ctx.clone(), options.event_refresh, leading.clone());

@@ -34,7 +34,7 @@ pub(crate) async fn resync_once(
 ) -> Result<(usize, usize), ResyncError> {
     let mut rows = mirror.versions(namespace).await?;
     // Rows of namespaces another controller manages are its business.
-    rows.retain(|row| ctx.scope.includes(&row.namespace));
+    rows.retain(|row| ctx.plumbing.scope().includes(&row.namespace));
     let mut pass = Pass::new(rows);
     let (mut written, mut deleted) = (0, 0);
     let mut pages = Pages::new(api, &ListParams::default());
@@ -56,7 +56,7 @@ pub(crate) async fn resync_once(
                 }
             };
             let namespace = h.metadata.namespace.clone().unwrap_or_default();
-            if !ctx.scope.includes(&namespace) {
+            if !ctx.plumbing.scope().includes(&namespace) {
                 continue;
             }
             let key = h.spec.handoff_key.as_str();
