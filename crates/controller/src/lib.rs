@@ -29,6 +29,7 @@
 //! stderr. The rights the loops use are exactly those of
 //! `config/rbac/controller.yaml` (each rule says which loop needs it).
 
+pub(crate) mod backlog;
 pub(crate) mod events;
 pub(crate) mod grooming;
 pub mod handoff;
@@ -37,7 +38,6 @@ pub mod offers;
 pub(crate) mod resync;
 pub mod schedule;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -281,6 +281,8 @@ pub struct Context {
     pub plumbing: Plumbing,
     /// Most time one apiserver request of the Handoff loop or resync takes.
     pub api_timeout: Duration,
+    /// The mirror work owed per key (the Handoff loop's; the metrics report it).
+    pub(crate) backlog: Arc<backlog::Backlog>,
     /// Repeated Events of one object count into one Event's series.
     pub events: events::Series,
     /// The namespaces' lint budgets (the `Linted` condition), cached.
@@ -428,7 +430,10 @@ pub async fn run(
     if !selector.is_empty() {
         tracing::info!(%selector, "managing the namespaces whose labels match");
     }
+    let backlog = Arc::new(backlog::Backlog::default());
+    metrics.report_backlog(backlog.clone());
     let ctx = Arc::new(Context {
+        backlog,
         plumbing: Plumbing::new(
             client.clone(),
             reporter.clone(),
@@ -519,7 +524,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     ctx.metrics.liveness.reset();
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
-    // The cache holds slimmed copies, without bodies (see `handoff::slim`):
+    // The cache holds slimmed copies, without bodies (see `handoff::plan::slim`):
     // its memory is most of the controller's, and grows with the number of
     // handoffs. A reconcile fetches the body when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
@@ -532,7 +537,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
         .default_backoff()
         .modify(|guard: &mut DeserializeGuard<Handoff>| {
             if let Ok(h) = guard.0.as_mut() {
-                handoff::slim(h);
+                handoff::plan::slim(h);
             }
         })
         .reflect(writer)
@@ -629,7 +634,7 @@ pub struct ControllerMetrics {
     mirror_batch_rows: Histogram,
     resync_repairs: Family<RepairLabel, Counter>,
     history_purged: Family<HistoryLabel, Counter>,
-    pending: Mutex<HashMap<(String, String), Instant>>,
+    backlog: Mutex<Option<Arc<backlog::Backlog>>>,
     ready: AtomicBool,
     resyncs: AtomicI64,
     loop_stalled_seconds: Family<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -763,7 +768,7 @@ impl ControllerMetrics {
             mirror_batch_rows,
             resync_repairs,
             history_purged,
-            pending: Mutex::new(HashMap::new()),
+            backlog: Mutex::new(None),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
             loop_stalled_seconds,
@@ -872,34 +877,21 @@ impl ControllerMetrics {
         self.resyncs.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn mirror_pending(&self, key: &(String, String)) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.entry(key.clone()).or_insert_with(Instant::now);
+    /// Reports `backlog` (the Handoff loop's) in the mirror gauges.
+    pub(crate) fn report_backlog(&self, backlog: Arc<backlog::Backlog>) {
+        if let Ok(mut reported) = self.backlog.lock() {
+            *reported = Some(backlog);
         }
-        self.refresh_lag();
-    }
-
-    /// Whether the mirror owes `key` work this process started and has
-    /// not finished (a failed upsert, history append or delete).
-    fn is_mirror_pending(&self, key: &(String, String)) -> bool {
-        self.pending.lock().is_ok_and(|p| p.contains_key(key))
-    }
-
-    fn mirror_caught_up(&self, key: &(String, String)) {
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(key);
-        }
-        self.refresh_lag();
     }
 
     fn refresh_lag(&self) {
-        if let Ok(pending) = self.pending.lock() {
-            let oldest = pending.values().map(Instant::elapsed).max();
-            self.mirror_lag_seconds
-                .set(oldest.map(|d| d.as_secs_f64()).unwrap_or(0.0));
-            self.mirror_pending_rows
-                .set(i64::try_from(pending.len()).unwrap_or(i64::MAX));
-        }
+        let Ok(reported) = self.backlog.lock() else {
+            return;
+        };
+        let (rows, oldest) = reported.as_ref().map_or_else(Default::default, |b| b.lag());
+        self.mirror_lag_seconds.set(oldest.as_secs_f64());
+        self.mirror_pending_rows
+            .set(i64::try_from(rows).unwrap_or(i64::MAX));
     }
 }
 
@@ -1046,15 +1038,17 @@ mod tests {
     }
 
     #[test]
-    fn lag_is_the_oldest_pending_change() {
+    fn the_mirror_gauges_report_the_loops_backlog() {
         let m = ControllerMetrics::new();
+        let backlog = Arc::new(backlog::Backlog::default());
+        m.report_backlog(backlog.clone());
         let key = ("ns".to_owned(), "k".to_owned());
-        m.mirror_pending(&key);
+        backlog.behind(&key);
         assert!(
             m.encode()
                 .contains("handoff_controller_mirror_pending_rows 1")
         );
-        m.mirror_caught_up(&key);
+        backlog.caught_up(&key);
         let text = m.encode();
         assert!(
             text.contains("handoff_controller_mirror_pending_rows 0"),

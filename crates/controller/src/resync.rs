@@ -87,8 +87,8 @@ pub(crate) async fn resync_once(
             }
             let dropped = mirror.record_revision(row).await?;
             ctx.metrics.count_history_purged("cap", dropped);
-            ctx.metrics
-                .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+            ctx.backlog
+                .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         }
     }
     for row in pass.orphans() {
@@ -96,8 +96,8 @@ pub(crate) async fn resync_once(
             .delete(&row.namespace, &row.handoff_key, &row.id)
             .await?;
         ctx.metrics.count_history_purged("deleted", gone.history);
-        ctx.metrics
-            .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+        ctx.backlog
+            .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         if gone.row {
             deleted += 1;
             ctx.metrics.count_repair("deleted");

@@ -1,153 +1,31 @@
-//! The Handoff loop: counts content revisions into `status`, adds the
-//! `project` / `repo` / `kind` labels an object arrived without, announces
-//! superseded revisions as Events and keeps the PostgreSQL mirror's row
-//! current.
+//! The Handoff loop's decisions, pure: what the reconcile observed
+//! ([`Observed`]) → the effects ([`Plan`]), tested as tables. The I/O
+//! around them is [`super`].
 //!
-//! Decisions are pure functions ([`count`],
-//! [`approx_tokens`], [`metadata_plan`]); the reconcile is the
-//! thin I/O shell around them. Its order is chosen so nothing is counted
-//! twice and nothing is lost:
-//!
-//! 1. a terminating object: nothing (its delete event removes the row,
-//!    see "Deletes" below);
-//! 2. the object: the cached copy holds no body ([`slim`], see "Memory"
-//!    below); when the reconcile must count or mirror ([`needs_body`]) it
-//!    GETs the object (bounded by `--apiserver-timeout`), otherwise only
-//!    the metadata step (7) runs;
-//! 3. count: the new status (revision, updatedAt, sizes, the `Linted`
-//!    condition of [`handoff_core::lint`] under the namespace's budget, read
-//!    through the cache of [`handoff_kube::settings`] — a request at most once per
-//!    namespace per [`handoff_kube::settings::BUDGET_TTL`]) is computed;
-//! 4. the mirror row of that status is upserted (rows never move
-//!    backwards, so a retry or a stale copy is harmless) and the `Mirrored`
-//!    condition set from the outcome;
-//! 5. status: one merge patch of the status subresource *carrying the
-//!    resourceVersion that was read*, so a reconcile working on a stale
-//!    cached copy gets 409 and retries instead of counting a revision twice;
-//! 6. the `Superseded` Event, only after that write succeeded (a series
-//!    per object and reason, counted in memory and written once per
-//!    `--event-refresh`: see [`super::events`]); a creation has no Event
-//!    (status revision 1, `updatedAt`, the mirror's history and the audit
-//!    log record it);
-//! 7. metadata (labels): a server-side apply with the
-//!    controller's own field manager that names only the labels the object
-//!    lacks or that the controller already owns, so it never fights a
-//!    writer's labels (kubectl, GitOps, the bridge). The bridge's apply
-//!    carries the labels ([`handoff_kube::store`]), so a bridge-written handoff
-//!    needs none ([`metadata_plan`] is `None`);
-//! 8. the revision is appended to the mirror's history only now that the
-//!    apiserver holds it, so a number is never recorded for other content
-//!    (the same statement drops the key's revisions beyond
-//!    `--history-revisions`);
-//!    a failed mirror write fails the reconcile (retried with backoff)
-//!    after the status was written, so status never waits for PostgreSQL.
-//!
-//! Writes per agent write of new content: the agent's apply and this
-//! loop's status write — two; plus, for an update, the `Superseded`
-//! series' share (one create per series, then at most one update per
-//! refresh interval). A writer that leaves the labels out (kubectl by
-//! hand) costs a third, the metadata apply, once per handoff.
-//!
-//! Memory: the watch cache is most of the controller's memory, and a body
-//! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
-//! keeps no body ([`slim`]). The alternative, kube's metadata-only watch,
-//! would keep even less, but without `status`: every reconcile — and, after
-//! a restart, every object — would need a GET just to learn whether it is
-//! counted and mirrored. With the full watch slimmed before the reflector
-//! stores it, a restart over counted, mirrored objects reads their status
-//! and `Mirrored` condition from the cache and fetches nothing; only a
-//! changed object (one GET per change) or one whose mirror row is not known
-//! current is fetched, and the fetched body lives only while its
-//! reconcile runs. (The `Mirrored` condition is trusted across restarts
-//! and leaderships; a row lost meanwhile — a restored or re-created
-//! database — is resync's to repair, and resync runs as each leadership
-//! starts.) The mirror writes go through the batcher
-//! ([`handoff_mirror::batch`]): concurrent reconciles share transactions.
-//!
-//! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
-//! and, once one found PostgreSQL unavailable, the others fail at once
-//! until a probe gets an answer ([`handoff_mirror::pool::Gate`]): a stalled
-//! server delays only the reconciles in flight when it stalled, by at most
-//! that timeout; every later one counts, writes its status (`Mirrored`
-//! False), labels and Events at apiserver speed, and is retried with
-//! backoff; resync catches the mirror up. Every apiserver request of this
-//! loop is bounded by `--apiserver-timeout`.
-//!
-//! Deletes: the mirror holds no finalizer, so deleting a handoff (or its
-//! namespace) never waits for PostgreSQL. The controller deletes the row
-//! (and, unless `--keep-history-on-delete`, that uid's history) as soon as
-//! its watch sees the delete ([`delete_rows`]); a delete it could not
-//! mirror then (PostgreSQL unavailable, the controller stopped, an upsert
-//! racing the delete) is an orphan row that the next resync deletes, with
-//! its history, by the same statement.
-//!
-//! `status.updatedAt` is the controller's clock (whole seconds, as
-//! `metav1.Time` serializes) when it counted the change — normally within a
-//! second of the write. Before that, [`handoff_kube::store::updated_at`] falls back
-//! to the write time in managedFields; afterwards both the bridge and the
-//! mirror order by this same value.
+//! One decision needs an outcome of I/O: the `Mirrored` condition is the
+//! result of this reconcile's row write, and goes out in the same status
+//! write as the count (two writes per agent write, not three). So the plan
+//! is made in two steps: [`counting`] (the counted status, and whether the
+//! row is to be written) and, once the row write answered, [`plan`] (every
+//! effect). The `Mirrored` condition is always the outcome of a write made
+//! now, or the condition the object already carries when its row is known
+//! current; a failure is never read from anything but the write that failed.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     Condition, FieldsV1, ManagedFieldsEntry, Time,
 };
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
-use super::Context;
+use super::{LINTED, MIRRORED, NOTE_KEY_CHARS};
 use handoff_core::api::naming::labels_for;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
+use handoff_core::lint::approx_tokens;
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-use handoff_kube::loops::{Categorized, Category, quoted};
-use handoff_kube::runner::{Plumbing, Reconcile};
+use handoff_kube::loops::quoted;
 use handoff_kube::settings::Budget;
-use handoff_mirror::batch::Batcher;
-use handoff_mirror::{MirrorError, Row};
-
-/// Characters of a key quoted in an Event's note (keys may be 1 KiB; the
-/// whole note may not).
-pub(crate) const NOTE_KEY_CHARS: usize = 200;
-
-/// The condition that reports the mirror row.
-pub const MIRRORED: &str = "Mirrored";
-pub use handoff_core::lint::{BYTES_PER_TOKEN, approx_tokens};
-
-/// The condition that reports the quality lint of the body.
-pub const LINTED: &str = "Linted";
-
-/// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]).
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The apiserver refused or could not be reached.
-    #[error("apiserver: {0}")]
-    Kube(#[from] kube::Error),
-    /// The mirror could not be written.
-    #[error("mirror: {0}")]
-    Mirror(#[from] MirrorError),
-    /// The object has no namespace (Handoffs are namespaced).
-    #[error("handoff {0} has no namespace")]
-    NoNamespace(String),
-    /// The apiserver did not answer within `--apiserver-timeout`.
-    #[error("apiserver: no answer within {0:?}")]
-    ApiTimeout(Duration),
-}
-
-impl Categorized for Error {
-    fn category(&self) -> Category {
-        match self {
-            Self::Kube(err) => Category::of_kube(err),
-            Self::Mirror(err) => err.category(),
-            Self::NoNamespace(_) => Category::Invalid,
-            Self::ApiTimeout(_) => Category::Transient,
-        }
-    }
-}
 
 /// A time truncated to whole seconds (what `metav1.Time` keeps).
 pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
@@ -156,7 +34,7 @@ pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
 
 /// What counting found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
+pub(crate) enum Change {
     /// First count of this object: revision 1.
     Created,
     /// The content changed: `from` → `to`.
@@ -174,7 +52,7 @@ pub enum Change {
 /// revision goes up by one only when the content hash differs. The
 /// `Linted` condition is set from [`linted_condition`] under `budget`;
 /// other conditions are carried over unchanged.
-pub fn count(
+pub(crate) fn count(
     spec: &HandoffSpec,
     current: Option<&HandoffStatus>,
     generation: Option<i64>,
@@ -377,249 +255,6 @@ pub(crate) fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
     }))
 }
 
-/// The Handoff loop, run by [`handoff_kube::runner`] with the controller's
-/// context: each reconcile is timed and counted.
-impl Reconcile for Context {
-    type Object = Handoff;
-    type Error = Error;
-
-    fn plumbing(&self) -> &Plumbing {
-        &self.plumbing
-    }
-
-    /// Reconciles one Handoff (see the module docs for the order).
-    async fn reconcile(&self, h: &Handoff) -> Result<Action, Error> {
-        let started = std::time::Instant::now();
-        let result = reconcile_inner(h, self).await;
-        self.metrics
-            .observe_reconcile(result.is_ok(), started.elapsed());
-        result
-    }
-}
-
-async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Error> {
-    let namespace = cached
-        .namespace()
-        .ok_or_else(|| Error::NoNamespace(cached.name_any()))?;
-    let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
-    let name = cached.name_any();
-
-    if cached.metadata.deletion_timestamp.is_some() {
-        // Terminating: its delete event removes the mirror row.
-        return Ok(Action::await_change());
-    }
-
-    let owed = ctx
-        .metrics
-        .is_mirror_pending(&(namespace.clone(), cached.spec.handoff_key.clone()));
-    let settled = !needs_body(cached, ctx.writes.is_some(), owed);
-    let fetched;
-    let h = if settled {
-        cached
-    } else {
-        match within(ctx, api.get_opt(&name)).await?? {
-            Some(full) if full.uid() == cached.uid() => {
-                fetched = full;
-                &fetched
-            }
-            // Deleted (or re-created) since: its watch event decides.
-            _ => return Ok(Action::await_change()),
-        }
-    };
-
-    let now = ctx.clock.now();
-    let (mut status, change) = match settled {
-        // Counted at this generation: counting again would find the same.
-        true => (h.status.clone().unwrap_or_default(), Change::Unchanged),
-        false => {
-            let budget = ctx.budgets.budget(&namespace).await;
-            count(
-                &h.spec,
-                h.status.as_ref(),
-                h.metadata.generation,
-                &budget,
-                now,
-            )
-        }
-    };
-    let mut counted = h.clone();
-    counted.status = Some(status.clone());
-    let mirrored = match &ctx.writes {
-        None => {
-            status.conditions.retain(|c| c.type_ != MIRRORED);
-            Ok(None)
-        }
-        // The row is current (the `Mirrored` condition, nothing owed).
-        Some(_) if settled => Ok(None),
-        Some(mirror) => {
-            // The row may go first: rows never move backwards, so if the
-            // status write below loses a race the next reconcile corrects it.
-            let result = mirror_row(ctx, mirror, &counted).await;
-            let condition = match &result {
-                Ok((revision, _)) => mirrored_condition(
-                    true,
-                    format!("the mirror row holds revision {revision}"),
-                    h.metadata.generation,
-                    now,
-                ),
-                Err(err) => mirrored_condition(false, err.to_string(), h.metadata.generation, now),
-            };
-            set_condition(&mut status.conditions, condition);
-            result.map(|(_, pending)| pending)
-        }
-    };
-    let mut current = counted;
-    if h.status.as_ref() != Some(&status) {
-        match within(
-            ctx,
-            write_status(&api, &name, h.resource_version(), &status),
-        )
-        .await?
-        {
-            Ok(written) => current = written,
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                // A newer version exists: its watch event reconciles it.
-                return Ok(Action::requeue(Duration::from_secs(1)));
-            }
-            Err(err) => return Err(err.into()),
-        }
-        // A creation has no Event: status revision 1, `updatedAt`, the
-        // mirror's history and the audit log record it.
-        if let Change::Superseded { from, to } = &change {
-            let note = format!(
-                "Handoff {}: revision {from} superseded by revision {to} (written by {})",
-                quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
-                writer(&h.spec)
-            );
-            ctx.event(&current, "Superseded", note).await;
-        }
-        if change != Change::Unchanged {
-            ctx.metrics.count_revision();
-        }
-    }
-
-    if let Some(plan) = metadata_plan(&current) {
-        let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER);
-        match within(ctx, api.patch(&name, &params, &Patch::Apply(&plan))).await? {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                tracing::info!(handoff = %handoff_kube::store::describe(h), message = %s.message, "labels owned by another writer are left alone");
-            }
-            Err(err) => return Err(err.into()),
-        }
-    }
-    if let (Some(mirror), Some(row)) = (&ctx.writes, mirrored?) {
-        record_revision(ctx, mirror, &row).await?;
-    }
-    Ok(Action::await_change())
-}
-
-/// Writes the row of `h` into the mirror (in a batch); returns the
-/// revision and the row whose revision is still to be recorded in the
-/// history.
-async fn mirror_row(
-    ctx: &Context,
-    mirror: &Batcher,
-    h: &Handoff,
-) -> Result<(i64, Option<Row>), MirrorError> {
-    let Some(row) = Row::of(h)? else {
-        return Ok((0, None));
-    };
-    let key = (row.namespace.clone(), row.handoff_key.clone());
-    ctx.metrics.mirror_pending(&key);
-    mirror.upsert(&row).await.inspect_err(|_| {
-        ctx.metrics.count_mirror_error();
-    })?;
-    Ok((row.revision, Some(row)))
-}
-
-/// Records a revision the apiserver now holds in status, then marks the
-/// key caught up.
-async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(), MirrorError> {
-    let key = (row.namespace.clone(), row.handoff_key.clone());
-    let dropped = mirror
-        .record_revision(row)
-        .await
-        .inspect_err(|_| ctx.metrics.count_mirror_error())?;
-    ctx.metrics.count_history_purged("cap", dropped);
-    ctx.metrics.mirror_caught_up(&key);
-    Ok(())
-}
-
-/// `request` bounded by `--apiserver-timeout`: its own outcome, or
-/// [`Error::ApiTimeout`].
-async fn within<T>(
-    ctx: &Context,
-    request: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<Result<T, kube::Error>, Error> {
-    tokio::time::timeout(ctx.api_timeout, request)
-        .await
-        .map_err(|_| Error::ApiTimeout(ctx.api_timeout))
-}
-
-/// Deletes the mirror row (and, unless `--keep-history-on-delete`, the
-/// history) of each handoff the watch saw deleted, one at a time, until
-/// `stop`. A delete that fails (PostgreSQL unavailable) is left to resync,
-/// which finds the row orphaned; deletes themselves never wait for it.
-pub(crate) async fn delete_rows(
-    ctx: Arc<Context>,
-    mut deleted: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let Some(mirror) = ctx.mirror.clone() else {
-        return;
-    };
-    loop {
-        let h = tokio::select! {
-            () = stop.cancelled() => return,
-            h = deleted.recv() => match h {
-                Some(h) => h,
-                None => return,
-            },
-        };
-        let (Some(namespace), Some(uid)) = (h.namespace(), h.uid()) else {
-            continue;
-        };
-        if !ctx.plumbing.scope().includes(&namespace) {
-            continue;
-        }
-        let key = (namespace, h.spec.handoff_key.clone());
-        match mirror.delete(&key.0, &key.1, &uid).await {
-            Ok(gone) => {
-                ctx.metrics.count_history_purged("deleted", gone.history);
-                ctx.metrics.mirror_caught_up(&key);
-            }
-            Err(err) => {
-                ctx.metrics.count_mirror_error();
-                ctx.metrics.mirror_pending(&key);
-                tracing::info!(handoff = %handoff_kube::store::describe(&h), error = %err, "the mirror row of a deleted handoff is left to resync");
-            }
-        }
-    }
-}
-
-/// Merge-patches the status subresource, conditional on `resource_version`.
-async fn write_status(
-    api: &Api<Handoff>,
-    name: &str,
-    resource_version: Option<String>,
-    status: &HandoffStatus,
-) -> Result<Handoff, kube::Error> {
-    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
-    if let Some(map) = body.as_object_mut() {
-        map.entry("conditions").or_insert(serde_json::json!([]));
-    }
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": resource_version },
-        "status": body,
-    });
-    let params = PatchParams {
-        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
-        ..PatchParams::default()
-    };
-    api.patch_status(name, &params, &Patch::Merge(&patch)).await
-}
-
 fn writer(spec: &HandoffSpec) -> &str {
     spec.created_by
         .as_deref()
@@ -627,16 +262,155 @@ fn writer(spec: &HandoffSpec) -> &str {
         .unwrap_or("an unknown writer")
 }
 
-/// A reference to `h` for Events (kept valid after `h` is deleted).
-pub fn reference(h: &Handoff) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(Handoff::api_version(&()).into_owned()),
-        kind: Some(Handoff::kind(&()).into_owned()),
-        name: h.metadata.name.clone(),
-        namespace: h.metadata.namespace.clone(),
-        uid: h.metadata.uid.clone(),
-        resource_version: h.metadata.resource_version.clone(),
-        field_path: None,
+/// What a reconcile observed of one Handoff.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Observed<'a> {
+    /// The object: fetched (with its body) when it is to be counted or
+    /// mirrored, else the cached copy.
+    pub(crate) handoff: &'a Handoff,
+    /// The namespace's lint budget when the object is to be counted (see
+    /// [`needs_body`]); `None` when it is counted at this generation and its
+    /// row known current: nothing to count or mirror.
+    pub(crate) budget: Option<&'a Budget>,
+    /// Whether the mirror is on.
+    pub(crate) mirror: bool,
+    /// The controller's clock.
+    pub(crate) now: Timestamp,
+}
+
+impl Observed<'_> {
+    fn terminating(&self) -> bool {
+        self.handoff.metadata.deletion_timestamp.is_some()
+    }
+}
+
+/// The first step of the plan: the status as counted, before the row write.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Counting {
+    /// The counted status (its `Mirrored` condition as found; dropped with
+    /// the mirror off).
+    pub(crate) status: HandoffStatus,
+    /// What counting found.
+    pub(crate) change: Change,
+    /// Whether the row of the counted object is to be written now.
+    pub(crate) write_row: bool,
+}
+
+/// What this reconcile's row write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mirroring {
+    /// No row was written (mirror off, or the row is current).
+    Skipped,
+    /// The row holds `revision`; `history` when that revision is to be
+    /// appended to the history (an uncounted object has no row: `false`).
+    Written {
+        /// The revision the row holds.
+        revision: i64,
+        /// Whether the history append follows.
+        history: bool,
+    },
+    /// The write failed, for this reason.
+    Failed(String),
+}
+
+/// Every effect of one reconcile, in the order the apply carries them out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Plan {
+    /// The status to write (a merge patch conditional on the resourceVersion
+    /// read), or `None` when it is unchanged.
+    pub(crate) status: Option<HandoffStatus>,
+    /// The note of the `Superseded` Event, recorded after the status write.
+    pub(crate) superseded: Option<String>,
+    /// A revision was counted (the metric), after the status write.
+    pub(crate) counted: bool,
+    /// The metadata apply ([`metadata_plan`]).
+    pub(crate) labels: Option<serde_json::Value>,
+    /// Append the written row's revision to the history, after the status
+    /// write (so a number is never recorded for content the apiserver does
+    /// not hold).
+    pub(crate) history: bool,
+    /// Fail the reconcile after the rest (retried with backoff): the row
+    /// write failed.
+    pub(crate) retry: bool,
+}
+
+/// The first step: the counted status and whether the row is to be
+/// written. A terminating object is not counted (its delete event removes
+/// the row); a settled one keeps its status.
+pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
+    let h = observed.handoff;
+    let (mut status, change, write_row) = match observed.budget {
+        Some(budget) if !observed.terminating() => {
+            let (status, change) = count(
+                &h.spec,
+                h.status.as_ref(),
+                h.metadata.generation,
+                budget,
+                observed.now,
+            );
+            (status, change, observed.mirror)
+        }
+        _ => (
+            h.status.clone().unwrap_or_default(),
+            Change::Unchanged,
+            false,
+        ),
+    };
+    if !observed.mirror {
+        status.conditions.retain(|c| c.type_ != MIRRORED);
+    }
+    Counting {
+        status,
+        change,
+        write_row,
+    }
+}
+
+/// The second step: every effect, given the row write's outcome.
+pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirroring) -> Plan {
+    if observed.terminating() {
+        return Plan::default();
+    }
+    let h = observed.handoff;
+    let generation = h.metadata.generation;
+    let mut status = counting.status;
+    let (history, retry) = match mirroring {
+        Mirroring::Skipped => (false, false),
+        Mirroring::Written { revision, history } => {
+            let message = format!("the mirror row holds revision {revision}");
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(true, message, generation, observed.now),
+            );
+            (*history, false)
+        }
+        Mirroring::Failed(reason) => {
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(false, reason.clone(), generation, observed.now),
+            );
+            (false, true)
+        }
+    };
+    let status = (h.status.as_ref() != Some(&status)).then_some(status);
+    let written = status.is_some();
+    let superseded = match &counting.change {
+        // A creation has no Event: status revision 1, `updatedAt`, the
+        // mirror's history and the audit log record it.
+        Change::Superseded { from, to } if written => Some(format!(
+            "Handoff {}: revision {from} superseded by revision {to} (written by {})",
+            quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
+            writer(&h.spec)
+        )),
+        _ => None,
+    };
+    Plan {
+        status,
+        superseded,
+        counted: written && counting.change != Change::Unchanged,
+        labels: metadata_plan(h),
+        history,
+        retry,
     }
 }
 
@@ -1043,18 +817,301 @@ mod tests {
         }
     }
 
-    #[test]
-    fn events_regard_the_handoff_at_its_version() {
-        let mut h = Handoff::new("obj", spec("b"));
+    /// A stored handoff as the bridge writes it (labels applied).
+    fn stored(body: &str, generation: i64) -> Handoff {
+        let mut h = Handoff::new("n", spec(body));
         h.metadata.namespace = Some("ns".into());
-        h.metadata.uid = Some("u-1".into());
-        h.metadata.resource_version = Some("42".into());
-        let r = reference(&h);
-        assert_eq!(r.kind.as_deref(), Some("Handoff"));
-        assert_eq!(r.api_version.as_deref(), Some("handoff.dev/v1alpha1"));
-        assert_eq!(r.namespace.as_deref(), Some("ns"));
-        assert_eq!(r.name.as_deref(), Some("obj"));
-        assert_eq!(r.uid.as_deref(), Some("u-1"));
-        assert_eq!(r.resource_version.as_deref(), Some("42"));
+        h.metadata.uid = Some("u".into());
+        h.metadata.generation = Some(generation);
+        h.metadata.resource_version = Some("7".into());
+        h.metadata.labels = Some(labels_for("p", Some("org/repo"), Some("issue")));
+        h
+    }
+
+    /// `h` counted at `observed` (its content then `body`), with a
+    /// `Mirrored` condition (True: row current; False: a failed write) of
+    /// generation `observed`.
+    fn counted_as(mut h: Handoff, body: &str, observed: i64, mirrored: Option<bool>) -> Handoff {
+        let (mut status, _) = count(
+            &spec(body),
+            None,
+            Some(observed),
+            &Budget::default_budget(),
+            at(1),
+        );
+        if let Some(ok) = mirrored {
+            let message = if ok {
+                "the mirror row holds revision 1"
+            } else {
+                "down"
+            };
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(ok, message.into(), Some(observed), at(1)),
+            );
+        }
+        h.status = Some(status);
+        h
+    }
+
+    /// What a plan does, in short.
+    #[derive(Debug, PartialEq)]
+    struct Seen {
+        /// The row is written.
+        row: bool,
+        /// The status patch: its revision and `Mirrored` status.
+        status: Option<(Option<i64>, Option<String>)>,
+        superseded: bool,
+        counted: bool,
+        labels: bool,
+        history: bool,
+        retry: bool,
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seen(
+        row: bool,
+        status: Option<(i64, Option<&str>)>,
+        superseded: bool,
+        counted: bool,
+        labels: bool,
+        history: bool,
+        retry: bool,
+    ) -> Seen {
+        Seen {
+            row,
+            status: status.map(|(r, m)| (Some(r), m.map(str::to_owned))),
+            superseded,
+            counted,
+            labels,
+            history,
+            retry,
+        }
+    }
+
+    #[test]
+    fn every_transition_of_the_handoff_loop_is_planned() {
+        let ok = |revision| Mirroring::Written {
+            revision,
+            history: true,
+        };
+        let down = Mirroring::Failed("PostgreSQL unavailable".into());
+        let unlabelled = {
+            let mut h = counted_as(stored("b", 1), "b", 1, Some(true));
+            h.metadata.labels = None;
+            h
+        };
+        let terminating = {
+            let mut h = stored("b", 1);
+            h.metadata.deletion_timestamp = Some(Time(at(5)));
+            h
+        };
+        let settled = counted_as(stored("b", 1), "b", 1, Some(true));
+        let budget = Budget::default_budget();
+        // (why, object, counted now (not settled), mirror on, the row
+        // write's outcome, what the plan does)
+        let cases = [
+            (
+                "new: revision 1, the row written, its history, no Event",
+                stored("b", 1),
+                true,
+                true,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    true,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "counted and mirrored: nothing",
+                settled.clone(),
+                false,
+                true,
+                Mirroring::Skipped,
+                seen(false, None, false, false, false, false, false),
+            ),
+            (
+                "relabel: only the labels",
+                unlabelled,
+                false,
+                true,
+                Mirroring::Skipped,
+                seen(false, None, false, false, true, false, false),
+            ),
+            (
+                "mirror pending (owed): the row and history again, the status as it is",
+                settled.clone(),
+                true,
+                true,
+                ok(1),
+                seen(true, None, false, false, false, true, false),
+            ),
+            (
+                "mirror failed: counted, Mirrored False, retried, no history",
+                stored("b", 1),
+                true,
+                true,
+                down.clone(),
+                seen(
+                    true,
+                    Some((1, Some("False"))),
+                    false,
+                    true,
+                    false,
+                    false,
+                    true,
+                ),
+            ),
+            (
+                "mirror failed again: the same status, retried",
+                counted_as(stored("b", 1), "b", 1, Some(false)),
+                true,
+                true,
+                Mirroring::Failed("down".into()),
+                seen(true, None, false, false, false, false, true),
+            ),
+            (
+                "mirror caught up: the earlier failure is not carried forward",
+                counted_as(stored("b", 1), "b", 1, Some(false)),
+                true,
+                true,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    false,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "new content: revision 2, Superseded, the row and history",
+                counted_as(stored("c", 2), "b", 1, Some(true)),
+                true,
+                true,
+                ok(2),
+                seen(
+                    true,
+                    Some((2, Some("True"))),
+                    true,
+                    true,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "stale row (same content, a newer generation): rewritten, no revision",
+                counted_as(stored("b", 2), "b", 1, Some(true)),
+                true,
+                true,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    false,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "mirror off: a condition left by an earlier run goes",
+                settled.clone(),
+                true,
+                false,
+                Mirroring::Skipped,
+                seen(false, Some((1, None)), false, false, false, false, false),
+            ),
+            (
+                "delete (terminating): nothing, the delete event removes the row",
+                terminating,
+                true,
+                true,
+                Mirroring::Skipped,
+                seen(false, None, false, false, false, false, false),
+            ),
+        ];
+        for (why, h, count_now, mirror, outcome, want) in cases {
+            let observed = Observed {
+                handoff: &h,
+                budget: count_now.then_some(&budget),
+                mirror,
+                now: at(10),
+            };
+            let counted = counting(&observed);
+            let row = counted.write_row;
+            let plan = plan(&observed, counted, &outcome);
+            let mirrored = |status: &HandoffStatus| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == MIRRORED)
+                    .map(|c| c.status.clone())
+            };
+            let got = Seen {
+                row,
+                status: plan.status.as_ref().map(|s| (s.revision, mirrored(s))),
+                superseded: plan.superseded.is_some(),
+                counted: plan.counted,
+                labels: plan.labels.is_some(),
+                history: plan.history,
+                retry: plan.retry,
+            };
+            assert_eq!(got, want, "{why}");
+        }
+    }
+
+    #[test]
+    fn the_superseded_note_names_the_key_the_revisions_and_the_writer() {
+        let h = counted_as(stored("c", 2), "b", 1, Some(true));
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: &h,
+            budget: Some(&budget),
+            mirror: false,
+            now: at(10),
+        };
+        let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+        assert_eq!(
+            plan.superseded.as_deref(),
+            Some("Handoff \"k\": revision 1 superseded by revision 2 (written by alice)")
+        );
+        let status = plan.status.expect("a status patch");
+        assert_eq!(status.updated_at, Some(Time(at(10))));
+        assert_eq!(status.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn a_failed_row_write_says_why_in_the_condition() {
+        let h = stored("b", 1);
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: &h,
+            budget: Some(&budget),
+            mirror: true,
+            now: at(10),
+        };
+        let failed = Mirroring::Failed("PostgreSQL unavailable".into());
+        let plan = plan(&observed, counting(&observed), &failed);
+        let status = plan.status.expect("a status patch");
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == MIRRORED)
+            .expect("Mirrored");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "MirrorUnavailable")
+        );
+        assert_eq!(condition.message, "PostgreSQL unavailable");
     }
 }
