@@ -149,7 +149,7 @@ pub(crate) fn evict(
 
 /// The series this controller is counting.
 #[derive(Debug)]
-pub struct Series {
+pub(crate) struct Series {
     entries: Mutex<HashMap<Key, Entry>>,
     cap: usize,
     gap: Duration,
@@ -172,7 +172,7 @@ struct Occurrence<'a> {
 
 impl Series {
     /// At most `cap` series, each ending after `gap` without an occurrence.
-    pub fn new(cap: usize, gap: Duration) -> Self {
+    pub(crate) fn new(cap: usize, gap: Duration) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
             cap,
@@ -274,7 +274,7 @@ impl Context {
     /// Boxed: the create and the writes of evicted series make a large
     /// future, which would otherwise be inlined into every loop that
     /// records an Event (and overflowed a worker's stack in debug builds).
-    pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
+    pub(crate) async fn event(&self, h: &Handoff, reason: &str, note: String) {
         Box::pin(self.record_event(h, reason, note)).await;
     }
 

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -258,35 +258,35 @@ impl ControllerOptions {
 }
 
 /// Shared state of the loops.
-pub struct Context {
+pub(crate) struct Context {
     /// The controller's own client.
-    pub client: Client,
+    pub(crate) client: Client,
     /// This replica's identity (Events name it as reporting instance).
-    pub identity: String,
+    pub(crate) identity: String,
     /// Time source.
-    pub clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// Metrics.
-    pub metrics: Arc<ControllerMetrics>,
+    pub(crate) metrics: Arc<ControllerMetrics>,
     /// The mirror, when enabled (resync, deletes).
-    pub mirror: Option<Arc<Mirror>>,
+    pub(crate) mirror: Option<Arc<Mirror>>,
     /// The mirror's batched writes, when enabled (the Handoff loop's rows
     /// and history appends).
-    pub writes: Option<Batcher>,
+    pub(crate) writes: Option<Batcher>,
     /// The TTL of each project.
-    pub ttl: Arc<dyn TtlPolicy>,
+    pub(crate) ttl: Arc<dyn TtlPolicy>,
     /// Reports Events as the controller (`reportingInstance` = identity).
-    pub reporter: Reporter,
+    pub(crate) reporter: Reporter,
     /// The Handoff loop's recorder, backoff, progress (`/healthz`) and
     /// namespace scope (the scope every loop shares).
-    pub plumbing: Plumbing,
+    pub(crate) plumbing: Plumbing,
     /// Most time one apiserver request of the Handoff loop or resync takes.
-    pub api_timeout: Duration,
+    pub(crate) api_timeout: Duration,
     /// The mirror work owed per key (the Handoff loop's; the metrics report it).
     pub(crate) backlog: Arc<backlog::Backlog>,
     /// Repeated Events of one object count into one Event's series.
-    pub events: events::Series,
+    pub(crate) events: events::Series,
     /// The namespaces' lint budgets (the `Linted` condition), cached.
-    pub budgets: handoff_kube::settings::Budgets,
+    pub(crate) budgets: handoff_kube::settings::Budgets,
 }
 
 /// The default of `--concurrency`. Reconciles wait on the apiserver and
@@ -524,9 +524,9 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     ctx.metrics.liveness.reset();
     let api: Api<DeserializeGuard<Handoff>> =
         scoped(ctx.client.clone(), options.namespace.as_deref());
-    // The cache holds slimmed copies, without bodies (see `handoff::plan::slim`):
+    // The cache holds compact copies, without bodies (see `handoff::cached`):
     // its memory is most of the controller's, and grows with the number of
-    // handoffs. A reconcile fetches the body when it needs it.
+    // handoffs. A reconcile fetches the object when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `handoff_kube::loops`).
     let (cache, writer) = reflector::store();
@@ -535,11 +535,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     let (deleted, deletions) = tokio::sync::mpsc::unbounded_channel();
     let handoffs = watcher(api.clone(), watcher::Config::default())
         .default_backoff()
-        .modify(|guard: &mut DeserializeGuard<Handoff>| {
-            if let Ok(h) = guard.0.as_mut() {
-                handoff::plan::slim(h);
-            }
-        })
+        .map_ok(handoff::cached::cached_event)
         .reflect(writer)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(DeserializeGuard(Ok(h)))) = event {

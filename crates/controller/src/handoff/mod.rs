@@ -5,9 +5,9 @@
 //!
 //! One reconcile is observe → [`plan`] → apply:
 //!
-//! - **observe**: the cached copy holds no body ([`plan::slim`], see
+//! - **observe**: the cached copy holds no body ([`cached`], see
 //!   "Memory" below); when the object must be counted or mirrored
-//!   ([`plan::needs_body`]: not counted at this generation, its `Mirrored`
+//!   ([`plan::cached_plan`]: not counted at this generation, its `Mirrored`
 //!   condition not True for it, or mirror work for its key owed in the
 //!   loop's [`crate::backlog::Backlog`]) the reconcile GETs it (bounded by
 //!   `--apiserver-timeout`) and reads the namespace's lint budget (through
@@ -42,11 +42,11 @@
 //!
 //! Memory: the watch cache is most of the controller's memory, and a body
 //! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
-//! keeps no body ([`plan::slim`]). The alternative, kube's metadata-only watch,
+//! keeps no body ([`cached`]). The alternative, kube's metadata-only watch,
 //! would keep even less, but without `status`: every reconcile — and, after
 //! a restart, every object — would need a GET just to learn whether it is
-//! counted and mirrored. With the full watch slimmed before the reflector
-//! stores it, a restart over counted, mirrored objects reads their status
+//! counted and mirrored. With the full watch made compact before the
+//! reflector stores it, a restart over counted, mirrored objects reads their status
 //! and `Mirrored` condition from the cache and fetches nothing; only a
 //! changed object (one GET per change) or one whose mirror row is not known
 //! current is fetched, and the fetched body lives only while its
@@ -79,6 +79,7 @@
 //! to the write time in managedFields; afterwards both the bridge and the
 //! mirror order by this same value.
 
+pub(crate) mod cached;
 pub(crate) mod plan;
 
 use std::sync::Arc;
@@ -89,11 +90,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use self::plan::{Mirroring, Observed, Plan, counting, needs_body, plan};
+use self::cached::CachedHandoff;
+use self::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
 use super::Context;
 use handoff_core::api::{Handoff, HandoffStatus};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-use handoff_kube::loops::{Categorized, Category};
+use handoff_kube::loops::{Categorized, Category, describe};
 use handoff_kube::runner::{Plumbing, Reconcile};
 use handoff_mirror::batch::Batcher;
 use handoff_mirror::{MirrorError, Row};
@@ -138,7 +140,7 @@ impl Categorized for Error {
 /// The Handoff loop, run by [`handoff_kube::runner`] with the controller's
 /// context: each reconcile is timed and counted.
 impl Reconcile for Context {
-    type Object = Handoff;
+    type Object = CachedHandoff;
     type Error = Error;
 
     fn plumbing(&self) -> &Plumbing {
@@ -146,7 +148,7 @@ impl Reconcile for Context {
     }
 
     /// Reconciles one Handoff (see the module docs for the order).
-    async fn reconcile(&self, h: &Handoff) -> Result<Action, Error> {
+    async fn reconcile(&self, h: &CachedHandoff) -> Result<Action, Error> {
         let started = std::time::Instant::now();
         let result = reconcile_inner(h, self).await;
         self.metrics
@@ -156,38 +158,31 @@ impl Reconcile for Context {
 }
 
 /// observe → plan → apply (see the module docs).
-async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action, Error> {
     let namespace = cached
         .namespace()
         .ok_or_else(|| Error::NoNamespace(cached.name_any()))?;
     let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
-    let owed = ctx
-        .backlog
-        .owes(&(namespace.clone(), cached.spec.handoff_key.clone()));
-    let fetch = cached.metadata.deletion_timestamp.is_none()
-        && needs_body(cached, ctx.writes.is_some(), owed);
-    let (fetched, budget) = if fetch {
-        match within(ctx, api.get_opt(&cached.name_any())).await?? {
-            Some(full) if full.uid() == cached.uid() => {
-                (Some(full), Some(ctx.budgets.budget(&namespace).await))
-            }
-            // Deleted (or re-created) since: its watch event decides.
-            _ => return Ok(Action::await_change()),
-        }
-    } else {
-        (None, None)
+    let owed = ctx.backlog.owes(&(namespace.clone(), cached.key.clone()));
+    let mirror = ctx.writes.is_some();
+    if let Some(plan) = cached_plan(cached, mirror, owed) {
+        return apply(ctx, &api, cached, None, plan, None).await;
+    }
+    let h = match within(ctx, api.get_opt(&cached.name_any())).await?? {
+        Some(full) if full.uid() == cached.uid() => full,
+        // Deleted (or re-created) since: its watch event decides.
+        _ => return Ok(Action::await_change()),
     };
+    let budget = ctx.budgets.budget(&namespace).await;
     let observed = Observed {
-        handoff: fetched.as_ref().unwrap_or(cached),
-        budget: budget.as_ref(),
-        mirror: ctx.writes.is_some(),
+        handoff: &h,
+        budget: &budget,
+        mirror,
         now: ctx.clock.now(),
     };
     let counted = counting(&observed);
     let written = match (&ctx.writes, counted.write_row) {
-        (Some(mirror), true) => {
-            Some(write_row(ctx, mirror, observed.handoff, &counted.status).await)
-        }
+        (Some(writes), true) => Some(write_row(ctx, writes, &h, &counted.status).await),
         _ => None,
     };
     let mirroring = match &written {
@@ -199,20 +194,23 @@ async fn reconcile_inner(cached: &Handoff, ctx: &Context) -> Result<Action, Erro
         Some(Err(err)) => Mirroring::Failed(err.to_string()),
     };
     let plan = plan(&observed, counted, &mirroring);
-    apply(ctx, &api, observed.handoff, plan, written).await
+    apply(ctx, &api, cached, Some(&h), plan, written).await
 }
 
-/// Carries out `plan` for `h` (see the module docs for the order);
-/// `written` is the outcome of the row write made for it, if any.
+/// Carries out `plan` for `cached` (see the module docs for the order):
+/// the status is written conditional on the resourceVersion of `fetched`,
+/// the object the plan was made from; `written` is the outcome of the row
+/// write made for it, if any.
 async fn apply(
     ctx: &Context,
     api: &Api<Handoff>,
-    h: &Handoff,
+    cached: &CachedHandoff,
+    fetched: Option<&Handoff>,
     plan: Plan,
     written: Option<Result<Option<Row>, MirrorError>>,
 ) -> Result<Action, Error> {
-    let name = h.name_any();
-    if let Some(status) = &plan.status {
+    let name = cached.name_any();
+    if let (Some(status), Some(h)) = (&plan.status, fetched) {
         let current =
             match within(ctx, write_status(api, &name, h.resource_version(), status)).await? {
                 Ok(current) => current,
@@ -234,7 +232,7 @@ async fn apply(
         match within(ctx, api.patch(&name, &params, &Patch::Apply(labels))).await? {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                tracing::info!(handoff = %handoff_kube::store::describe(h), message = %s.message, "labels owned by another writer are left alone");
+                tracing::info!(handoff = %describe(cached), message = %s.message, "labels owned by another writer are left alone");
             }
             Err(err) => return Err(err.into()),
         }
@@ -301,7 +299,7 @@ async fn within<T>(
 /// which finds the row orphaned; deletes themselves never wait for it.
 pub(crate) async fn delete_rows(
     ctx: Arc<Context>,
-    mut deleted: tokio::sync::mpsc::UnboundedReceiver<Handoff>,
+    mut deleted: tokio::sync::mpsc::UnboundedReceiver<CachedHandoff>,
     stop: tokio_util::sync::CancellationToken,
 ) {
     let Some(mirror) = ctx.mirror.clone() else {
@@ -321,7 +319,7 @@ pub(crate) async fn delete_rows(
         if !ctx.plumbing.scope().includes(&namespace) {
             continue;
         }
-        let key = (namespace, h.spec.handoff_key.clone());
+        let key = (namespace, h.key.clone());
         match mirror.delete(&key.0, &key.1, &uid).await {
             Ok(gone) => {
                 ctx.metrics.count_history_purged("deleted", gone.history);
@@ -330,7 +328,7 @@ pub(crate) async fn delete_rows(
             Err(err) => {
                 ctx.metrics.count_mirror_error();
                 ctx.backlog.behind(&key);
-                tracing::info!(handoff = %handoff_kube::store::describe(&h), error = %err, "the mirror row of a deleted handoff is left to resync");
+                tracing::info!(handoff = %describe(&h), error = %err, "the mirror row of a deleted handoff is left to resync");
             }
         }
     }

@@ -13,12 +13,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    Condition, FieldsV1, ManagedFieldsEntry, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::cached::{CachedHandoff, Mirrored};
 use super::{LINTED, MIRRORED, NOTE_KEY_CHARS};
 use handoff_core::api::naming::labels_for;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
@@ -164,63 +163,22 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
         .collect()
 }
 
-/// Drops from a cached copy what no decision reads, so the controller's
-/// watch cache holds a few hundred bytes per handoff, whatever its body:
-/// the body (a reconcile that needs it fetches the object, see
-/// [`needs_body`]), every annotation (kubectl's last-applied one is a second
-/// copy of the body) and the managedFields of other managers; of the
-/// controller's own entry only the label keys [`owned_labels`] reads stay.
-pub(crate) fn slim(h: &mut Handoff) {
-    h.spec.body = String::new();
-    h.metadata.annotations = None;
-    if let Some(fields) = h.metadata.managed_fields.as_mut() {
-        fields.retain(|m| {
-            m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
-        });
-        for entry in fields.iter_mut() {
-            let labels = entry
-                .fields_v1
-                .as_ref()
-                .and_then(|f| f.0.get("f:metadata")?.get("f:labels").cloned());
-            *entry = ManagedFieldsEntry {
-                manager: entry.manager.take(),
-                fields_v1: labels.map(|labels| {
-                    FieldsV1(serde_json::json!({ "f:metadata": { "f:labels": labels } }))
-                }),
-                ..ManagedFieldsEntry::default()
-            };
-        }
-    }
-}
-
-/// Whether the reconcile of `h` (a slimmed cached copy, see [`slim`]) needs
-/// the object's body, so must fetch the object: when it must count (never
-/// counted, or not at this generation: the spec changed), or when the
-/// mirror row is not known to be current — `mirror` on and the `Mirrored`
-/// condition not True for this generation, or `owed` (this process has
-/// mirror work for the key that failed: say, the history append after the
-/// status write). With the mirror off, a `Mirrored` condition left by an
-/// earlier run is to be removed, which rewrites the status. A counted,
-/// mirrored object (every one, after a restart) needs nothing but the
-/// metadata step: no GET, no write.
-pub(crate) fn needs_body(h: &Handoff, mirror: bool, owed: bool) -> bool {
-    let generation = h.metadata.generation;
-    let Some(status) = h.status.as_ref() else {
-        return true;
+/// Whether the reconcile of `cached` needs the object's body, so must
+/// fetch the object: when it must count (never counted, or not at this
+/// generation: the spec changed), or when the mirror row is not known to be
+/// current — `mirror` on and the `Mirrored` condition not True for this
+/// generation, or `owed` (this process has mirror work for the key that
+/// failed: say, the history append after the status write). With the
+/// mirror off, a `Mirrored` condition left by an earlier run is to be
+/// removed, which rewrites the status. A counted, mirrored object (every
+/// one, after a restart) needs nothing but the label step: no GET, no write.
+pub(crate) fn needs_body(cached: &CachedHandoff, mirror: bool, owed: bool) -> bool {
+    let mirrored = match (mirror, cached.mirrored) {
+        (true, Mirrored::Current) => !owed,
+        (true, _) => false,
+        (false, mirrored) => mirrored == Mirrored::Absent,
     };
-    let counted = status.observed_generation == generation
-        && generation.is_some()
-        && status.revision.is_some()
-        && status.updated_at.is_some()
-        && status.content_hash.is_some()
-        && status.phase == Some(HandoffPhase::Current);
-    let condition = status.conditions.iter().find(|c| c.type_ == MIRRORED);
-    let mirrored = match (mirror, condition) {
-        (true, Some(c)) => c.status == "True" && c.observed_generation == generation && !owed,
-        (true, None) => false,
-        (false, c) => c.is_none(),
-    };
-    !(counted && mirrored)
+    !(cached.counted && mirrored)
 }
 
 /// The metadata the controller applies to `h` (the labels it may set), or
@@ -265,23 +223,15 @@ fn writer(spec: &HandoffSpec) -> &str {
 /// What a reconcile observed of one Handoff.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Observed<'a> {
-    /// The object: fetched (with its body) when it is to be counted or
-    /// mirrored, else the cached copy.
+    /// The object, fetched (with its body): the cache said it is to be
+    /// counted or mirrored ([`cached_plan`]).
     pub(crate) handoff: &'a Handoff,
-    /// The namespace's lint budget when the object is to be counted (see
-    /// [`needs_body`]); `None` when it is counted at this generation and its
-    /// row known current: nothing to count or mirror.
-    pub(crate) budget: Option<&'a Budget>,
+    /// The namespace's lint budget.
+    pub(crate) budget: &'a Budget,
     /// Whether the mirror is on.
     pub(crate) mirror: bool,
     /// The controller's clock.
     pub(crate) now: Timestamp,
-}
-
-impl Observed<'_> {
-    fn terminating(&self) -> bool {
-        self.handoff.metadata.deletion_timestamp.is_some()
-    }
 }
 
 /// The first step of the plan: the status as counted, before the row write.
@@ -334,43 +284,44 @@ pub(crate) struct Plan {
     pub(crate) retry: bool,
 }
 
-/// The first step: the counted status and whether the row is to be
-/// written. A terminating object is not counted (its delete event removes
-/// the row); a settled one keeps its status.
+/// The plan when the cached copy is enough, or `None` when the object is
+/// to be fetched and counted or mirrored ([`needs_body`]; `owed`: the
+/// loop's backlog holds mirror work for its key). A terminating object
+/// gets nothing (its delete event removes the row); a settled one only the
+/// label apply it may need.
+pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> Option<Plan> {
+    if cached.terminating() {
+        return Some(Plan::default());
+    }
+    (!needs_body(cached, mirror, owed)).then(|| Plan {
+        labels: cached.labels.clone(),
+        ..Plan::default()
+    })
+}
+
+/// The first step for a fetched object: the counted status and whether the
+/// row is to be written (with the mirror on).
 pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
     let h = observed.handoff;
-    let (mut status, change, write_row) = match observed.budget {
-        Some(budget) if !observed.terminating() => {
-            let (status, change) = count(
-                &h.spec,
-                h.status.as_ref(),
-                h.metadata.generation,
-                budget,
-                observed.now,
-            );
-            (status, change, observed.mirror)
-        }
-        _ => (
-            h.status.clone().unwrap_or_default(),
-            Change::Unchanged,
-            false,
-        ),
-    };
+    let (mut status, change) = count(
+        &h.spec,
+        h.status.as_ref(),
+        h.metadata.generation,
+        observed.budget,
+        observed.now,
+    );
     if !observed.mirror {
         status.conditions.retain(|c| c.type_ != MIRRORED);
     }
     Counting {
         status,
         change,
-        write_row,
+        write_row: observed.mirror,
     }
 }
 
 /// The second step: every effect, given the row write's outcome.
 pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirroring) -> Plan {
-    if observed.terminating() {
-        return Plan::default();
-    }
     let h = observed.handoff;
     let generation = h.metadata.generation;
     let mut status = counting.status;
@@ -667,8 +618,9 @@ mod tests {
     }
 
     #[test]
-    fn slimming_keeps_what_the_plan_reads() {
+    fn the_cache_keeps_what_the_loop_reads_and_nothing_else() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        use kube::{Resource, ResourceExt};
         let entry = |manager: &str, subresource: Option<&str>| ManagedFieldsEntry {
             manager: Some(manager.into()),
             subresource: subresource.map(Into::into),
@@ -683,7 +635,10 @@ mod tests {
             ),
         ] {
             let mut h = object(&labels, &owned);
-            let before = metadata_plan(&h);
+            h.metadata.namespace = Some("ns".into());
+            h.metadata.uid = Some("u".into());
+            h.metadata.resource_version = Some("7".into());
+            h.metadata.generation = Some(3);
             let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
             fields.extend([
                 entry(BRIDGE_FIELD_MANAGER, None),
@@ -697,23 +652,28 @@ mod tests {
                 ]
                 .into(),
             );
-            slim(&mut h);
-            assert_eq!(metadata_plan(&h), before, "{labels:?} {owned:?}");
-            assert_eq!(h.spec.body, "", "the body is fetched when needed");
-            assert_eq!(h.spec.handoff_key, "k", "the delete watch reads the key");
-            let kept = h.metadata.managed_fields.clone().unwrap_or_default();
-            assert_eq!(kept.len(), usize::from(!owned.is_empty()));
-            assert!(
-                kept.iter()
-                    .all(|m| m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER)
-                        && m.subresource.is_none())
+            let cached = CachedHandoff::of(&h);
+            assert_eq!(cached.labels, metadata_plan(&h), "{labels:?} {owned:?}");
+            assert_eq!(cached.key, "k", "the delete and the backlog read the key");
+            assert_eq!(
+                (
+                    cached.name_any(),
+                    cached.namespace(),
+                    cached.uid(),
+                    cached.resource_version(),
+                    cached.meta().generation,
+                ),
+                (
+                    "n".to_owned(),
+                    Some("ns".to_owned()),
+                    Some("u".to_owned()),
+                    Some("7".to_owned()),
+                    Some(3)
+                )
             );
-            assert_eq!(h.metadata.annotations, None);
-            assert!(
-                kept.iter()
-                    .all(|m| m.time.is_none() && m.operation.is_none()),
-                "only the label keys of the controller's entry stay: {kept:?}"
-            );
+            assert!(cached.labels().is_empty(), "no labels kept: {labels:?}");
+            assert!(cached.annotations().is_empty(), "no annotations kept");
+            assert!(cached.managed_fields().is_empty(), "no managedFields kept");
         }
     }
 
@@ -813,7 +773,11 @@ mod tests {
             ),
         ];
         for (h, mirror, owed, want, why) in cases {
-            assert_eq!(needs_body(&h, mirror, owed), want, "{why}");
+            assert_eq!(
+                needs_body(&CachedHandoff::of(&h), mirror, owed),
+                want,
+                "{why}"
+            );
         }
     }
 
@@ -908,14 +872,14 @@ mod tests {
         };
         let settled = counted_as(stored("b", 1), "b", 1, Some(true));
         let budget = Budget::default_budget();
-        // (why, object, counted now (not settled), mirror on, the row
+        // (why, object, mirror on, mirror work owed for the key, the row
         // write's outcome, what the plan does)
         let cases = [
             (
                 "new: revision 1, the row written, its history, no Event",
                 stored("b", 1),
                 true,
-                true,
+                false,
                 ok(1),
                 seen(
                     true,
@@ -930,16 +894,16 @@ mod tests {
             (
                 "counted and mirrored: nothing",
                 settled.clone(),
-                false,
                 true,
+                false,
                 Mirroring::Skipped,
                 seen(false, None, false, false, false, false, false),
             ),
             (
                 "relabel: only the labels",
                 unlabelled,
-                false,
                 true,
+                false,
                 Mirroring::Skipped,
                 seen(false, None, false, false, true, false, false),
             ),
@@ -955,7 +919,7 @@ mod tests {
                 "mirror failed: counted, Mirrored False, retried, no history",
                 stored("b", 1),
                 true,
-                true,
+                false,
                 down.clone(),
                 seen(
                     true,
@@ -971,7 +935,7 @@ mod tests {
                 "mirror failed again: the same status, retried",
                 counted_as(stored("b", 1), "b", 1, Some(false)),
                 true,
-                true,
+                false,
                 Mirroring::Failed("down".into()),
                 seen(true, None, false, false, false, false, true),
             ),
@@ -979,7 +943,7 @@ mod tests {
                 "mirror caught up: the earlier failure is not carried forward",
                 counted_as(stored("b", 1), "b", 1, Some(false)),
                 true,
-                true,
+                false,
                 ok(1),
                 seen(
                     true,
@@ -995,7 +959,7 @@ mod tests {
                 "new content: revision 2, Superseded, the row and history",
                 counted_as(stored("c", 2), "b", 1, Some(true)),
                 true,
-                true,
+                false,
                 ok(2),
                 seen(
                     true,
@@ -1011,7 +975,7 @@ mod tests {
                 "stale row (same content, a newer generation): rewritten, no revision",
                 counted_as(stored("b", 2), "b", 1, Some(true)),
                 true,
-                true,
+                false,
                 ok(1),
                 seen(
                     true,
@@ -1026,7 +990,7 @@ mod tests {
             (
                 "mirror off: a condition left by an earlier run goes",
                 settled.clone(),
-                true,
+                false,
                 false,
                 Mirroring::Skipped,
                 seen(false, Some((1, None)), false, false, false, false, false),
@@ -1035,21 +999,25 @@ mod tests {
                 "delete (terminating): nothing, the delete event removes the row",
                 terminating,
                 true,
-                true,
+                false,
                 Mirroring::Skipped,
                 seen(false, None, false, false, false, false, false),
             ),
         ];
-        for (why, h, count_now, mirror, outcome, want) in cases {
-            let observed = Observed {
-                handoff: &h,
-                budget: count_now.then_some(&budget),
-                mirror,
-                now: at(10),
+        for (why, h, mirror, owed, outcome, want) in cases {
+            let (row, plan) = match cached_plan(&CachedHandoff::of(&h), mirror, owed) {
+                Some(plan) => (false, plan),
+                None => {
+                    let observed = Observed {
+                        handoff: &h,
+                        budget: &budget,
+                        mirror,
+                        now: at(10),
+                    };
+                    let counted = counting(&observed);
+                    (counted.write_row, plan(&observed, counted, &outcome))
+                }
             };
-            let counted = counting(&observed);
-            let row = counted.write_row;
-            let plan = plan(&observed, counted, &outcome);
             let mirrored = |status: &HandoffStatus| {
                 status
                     .conditions
@@ -1076,7 +1044,7 @@ mod tests {
         let budget = Budget::default_budget();
         let observed = Observed {
             handoff: &h,
-            budget: Some(&budget),
+            budget: &budget,
             mirror: false,
             now: at(10),
         };
@@ -1096,7 +1064,7 @@ mod tests {
         let budget = Budget::default_budget();
         let observed = Observed {
             handoff: &h,
-            budget: Some(&budget),
+            budget: &budget,
             mirror: true,
             now: at(10),
         };
