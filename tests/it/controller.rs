@@ -13,13 +13,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use handoff_controller::handoff::MIRRORED;
-use handoff_controller::schedule::ttl::{DefaultTtl, TtlPolicy};
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Retention;
+use handoff_testkit::controller::{InProcess, Running};
 use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
 use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -27,35 +26,8 @@ use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const LEASE: &str = "handoff-controller";
-
-/// An in-process controller.
-struct Running {
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-    metrics: Arc<ControllerMetrics>,
-}
-
-impl Running {
-    /// Graceful stop: in-flight reconciles finish, the lease is released.
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the controller stops within 30s of a graceful shutdown")
-            .expect("controller task")
-            .expect("controller result");
-    }
-
-    /// A crash: the task is dropped where it stands, the lease stays held.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
 
 struct Setup {
     identity: &'static str,
@@ -85,34 +57,27 @@ impl Setup {
     }
 
     fn start(self, client: Client, namespace: &str) -> Running {
-        let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
-        let lease = common::test_lease(namespace, self.identity);
-        let options = ControllerOptions {
-            namespace: self.selector.is_none().then(|| namespace.to_owned()),
-            namespace_selector: self.selector.unwrap_or_default(),
-            postgres_url: self.postgres_url,
-            resync_interval: Duration::from_secs(2),
-            groom_interval: Duration::from_millis(200),
+        let history = self.history;
+        let (ttl, selector) = (self.ttl, self.selector);
+        let controller = InProcess::new(namespace, self.identity, self.clock).options(|o| {
+            if let Some(selector) = selector {
+                o.namespace = None;
+                o.namespace_selector = selector;
+            }
+            o.mirror_resync_interval = Duration::from_secs(2);
+            o.groom_interval = Duration::from_millis(200);
             // Series counts written soon, so tests can wait for them.
-            event_refresh: Duration::from_millis(200),
-            ttl,
-            history: self.history,
-            ..ControllerOptions::defaults(lease)
-        };
-        let metrics = ControllerMetrics::new();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(controller::run(
-            client,
-            options,
-            self.clock,
-            metrics.clone(),
-            shutdown.clone(),
-        ));
-        Running {
-            shutdown,
-            task,
-            metrics,
+            o.event_refresh = Duration::from_millis(200);
+            o.default_handoff_ttl = ttl;
+            o.history_revisions = history.revisions;
+            o.history_max_age = history.max_age;
+            o.keep_history_on_delete = history.keep_on_delete;
+        });
+        match &self.postgres_url {
+            Some(url) => controller.mirror(url),
+            None => controller,
         }
+        .start(client)
     }
 }
 

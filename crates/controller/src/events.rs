@@ -44,8 +44,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
 use super::handoff::reference;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::loops::bounded_note;
 
@@ -53,8 +53,6 @@ use handoff_kube::loops::bounded_note;
 pub(crate) const SERIES_GAP: Duration = Duration::from_secs(600);
 /// Most series remembered at once.
 pub(crate) const MAX_SERIES: usize = 4096;
-/// How often counted occurrences are written (`--event-refresh`).
-pub(crate) const DEFAULT_EVENT_REFRESH: Duration = Duration::from_secs(60);
 
 /// `(uid of the regarding object, reason)`.
 pub(crate) type Key = (String, String);

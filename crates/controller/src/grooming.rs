@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::cluster::Pages;
 use handoff_kube::loops::quoted;

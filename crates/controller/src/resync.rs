@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::cluster::Pages;
 use handoff_mirror::resync::{Pass, ResyncError};

@@ -92,7 +92,7 @@ use kube::{Resource, ResourceExt};
 
 use self::cached::CachedHandoff;
 use self::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
-use super::Context;
+use crate::run::Context;
 use handoff_core::api::{Handoff, HandoffStatus};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
 use handoff_kube::loops::{Categorized, Category, describe};
