@@ -18,12 +18,12 @@ use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Retention;
-use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::controller::{InProcess, Running, TEST_LEASE};
 use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
 use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 
@@ -619,6 +619,15 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     drop(own);
 }
 
+/// A Lease's `acquireTime` and `renewTime`.
+fn lease_times(lease: &Lease) -> (Timestamp, Timestamp) {
+    let spec = lease.spec.as_ref().expect("a Lease spec");
+    let time = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>| {
+        t.as_ref().expect("a Lease time").0
+    };
+    (time(&spec.acquire_time), time(&spec.renew_time))
+}
+
 async fn holder(client: &Client, namespace: &str) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), namespace)
         .get_opt(LEASE)
@@ -630,7 +639,7 @@ async fn holder(client: &Client, namespace: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() {
+async fn one_leader_writes_and_the_other_takes_over_once_the_lease_expires() {
     let env = common::env();
     let ns = env.namespace("ctl-leader").await;
     let client = env.client().await;
@@ -667,15 +676,34 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
     );
     assert_eq!(holder(&client, &ns).await.as_deref(), Some("a"));
 
-    let stopped = Instant::now();
     a.kill().await;
-    eventually("b takes over", Duration::from_secs(15), || async {
-        (holder(&client, &ns).await.as_deref() == Some("b")).then_some(())
+    // a's last renewal, as the Lease holds it now that a is gone.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let last_renewal = lease_times(&leases.get(LEASE).await.expect("the lease")).1;
+    let taken = eventually("b takes over", Duration::from_secs(30), || async {
+        let lease = leases.get(LEASE).await.ok()?;
+        let spec = lease.spec.as_ref()?;
+        (spec.holder_identity.as_deref() == Some("b")).then(|| lease.clone())
     })
     .await;
-    eprintln!(
-        "b took over {:?} after a stopped (lease duration 3s)",
-        stopped.elapsed()
+    // b takes the lease once a's record stood unchanged for one lease
+    // duration (as b observed it: less the latency of b's read, which the
+    // renew deadline bounds), and before a second lease duration passed.
+    let (lease_duration, renew_deadline, _) = TEST_LEASE;
+    let (acquired, _) = lease_times(&taken);
+    let waited = last_renewal.duration_until(acquired);
+    assert!(
+        waited >= SignedDuration::try_from(lease_duration - renew_deadline).expect("duration"),
+        "b took the lease {waited:?} after a's last renewal: before a's lease expired"
+    );
+    assert!(
+        waited < SignedDuration::try_from(2 * lease_duration).expect("duration"),
+        "b took the lease {waited:?} after a's last renewal: more than a lease duration after it expired"
+    );
+    assert_eq!(
+        taken.spec.as_ref().and_then(|s| s.lease_transitions),
+        Some(1),
+        "one transition: a to b"
     );
     store
         .write(&request("two", "shop", "second", "w"))
