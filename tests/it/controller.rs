@@ -81,6 +81,25 @@ impl Setup {
     }
 }
 
+/// A manual clock at the current second (`metav1.Time` keeps whole
+/// seconds), and that time.
+fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    (t0, Arc::new(ManualClock::new(t0)))
+}
+
+/// Writes `bodies` to `key` one after another, each counted (revisions
+/// 1, 2, …) before the next.
+async fn write_revisions(store: &HandoffStore, api: &Api<Handoff>, key: &str, bodies: &[&str]) {
+    for (revision, body) in (1..).zip(bodies) {
+        store
+            .write(&request(key, "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(api, key, revision).await;
+    }
+}
+
 async fn shared_pg() -> String {
     tokio::task::spawn_blocking(testing::shared_postgres_url)
         .await
@@ -639,7 +658,7 @@ async fn holder(client: &Client, namespace: &str) -> Option<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_leader_writes_and_the_other_takes_over_once_the_lease_expires() {
+async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() {
     let env = common::env();
     let ns = env.namespace("ctl-leader").await;
     let client = env.client().await;
@@ -1073,19 +1092,12 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     let db = pg(&url).await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a").mirror(&url);
     setup.ttl = Some(Duration::from_secs(2 * 3600));
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
-    for (revision, body) in [(1, "v1"), (2, "v2")] {
-        store
-            .write(&request("stale", "shop", body, "w"))
-            .await
-            .expect("write");
-        counted(&api, "stale", revision).await;
-    }
+    write_revisions(&store, &api, "stale", &["v1", "v2"]).await;
     clock.set(t0 + Duration::from_secs(2 * 3600));
     store
         .write(&request("fresh", "shop", "v1", "w"))
@@ -1116,19 +1128,12 @@ async fn resync_forgets_past_revisions_older_than_the_max_age() {
     let db = pg(&url).await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a").mirror(&url);
     setup.history.max_age = Some(Duration::from_secs(3600));
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
-    for (revision, body) in [(1, "v1"), (2, "v2")] {
-        store
-            .write(&request("edited", "shop", body, "w"))
-            .await
-            .expect("write");
-        counted(&api, "edited", revision).await;
-    }
+    write_revisions(&store, &api, "edited", &["v1", "v2"]).await;
     store
         .write(&request("untouched", "shop", "v1", "w"))
         .await
@@ -1337,8 +1342,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     };
     let as_controller = Client::try_from(config).expect("client");
 
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("rbac").mirror(&url);
     setup.ttl = Some(Duration::from_secs(3600));
     setup.clock = clock.clone();
@@ -1480,8 +1484,7 @@ async fn a_schedules_handoff_ttl_grooms_its_project_only() {
 
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a");
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
