@@ -30,7 +30,7 @@ use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
 use handoff_bridge::auth::TokenResolver;
-use handoff_core::names::{CONTROLLER_FIELD_MANAGER, LOCAL_FIELD_MANAGER};
+use handoff_core::names::LOCAL_FIELD_MANAGER;
 use handoff_kube::telemetry::BridgeMetrics;
 use handoff_local::home::{DataVersions, DevHome, DevPorts, DevState, compatible};
 use handoff_local::{
@@ -317,18 +317,16 @@ async fn start_controller(
 ) -> anyhow::Result<(tokio::task::JoinHandle<anyhow::Result<()>>, String, u16)> {
     use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
     use handoff_core::time::SystemClock;
-    let lease = controller::leader::LeaseConfig {
-        name: CONTROLLER_FIELD_MANAGER.into(),
-        namespace: "default".into(),
-        identity: "handoff-dev".into(),
-        lease_duration: Duration::from_secs(15),
-        renew_deadline: Duration::from_secs(10),
-        retry_period: Duration::from_secs(2),
-    };
+    // The flags' defaults: the Lease `handoff-controller` in `default`.
     let options = ControllerOptions {
         namespace_selector: handoff_core::names::UNCLAIMED_NAMESPACES.into(),
-        postgres_url: database_url,
-        ..ControllerOptions::defaults(lease)
+        lease_namespace: Some("default".into()),
+        identity: Some("handoff-dev".into()),
+        ..ControllerOptions::defaults()
+    };
+    let options = match &database_url {
+        Some(url) => options.with_mirror(url),
+        None => options,
     };
     let metrics = ControllerMetrics::new();
     let listener = bind_loopback(preferred).await?;

@@ -20,7 +20,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the reconcile loops (leader-elected).
-    Controller(handoff_controller::ControllerArgs),
+    Controller(handoff_controller::ControllerOptions),
     /// Serve the handoff tools over MCP (stdio or streamable HTTP): the
     /// contract's four, plus the extensions the caller's profile allows.
     Mcp(handoff_bridge::McpArgs),

@@ -11,6 +11,7 @@
 //! it never skips.
 
 pub mod bench;
+pub mod controller;
 pub mod http;
 pub mod mirror;
 pub mod plot;

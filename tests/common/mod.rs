@@ -270,20 +270,3 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
-
-/// The Lease of an in-process controller in a test: `handoff-controller` in
-/// `namespace`, with durations short enough that a stopped leader is
-/// replaced within seconds.
-pub(crate) fn test_lease(
-    namespace: &str,
-    identity: &str,
-) -> handoff_controller::leader::LeaseConfig {
-    handoff_controller::leader::LeaseConfig {
-        name: "handoff-controller".into(),
-        namespace: namespace.to_owned(),
-        identity: identity.into(),
-        lease_duration: std::time::Duration::from_secs(3),
-        renew_deadline: std::time::Duration::from_secs(2),
-        retry_period: std::time::Duration::from_millis(250),
-    }
-}

@@ -13,50 +13,21 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use handoff_controller::handoff::MIRRORED;
-use handoff_controller::schedule::ttl::{DefaultTtl, TtlPolicy};
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
-use handoff_core::names::MIRROR_FINALIZER;
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Retention;
+use handoff_testkit::controller::{InProcess, Running, TEST_LEASE};
 use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
 use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
 const LEASE: &str = "handoff-controller";
-
-/// An in-process controller.
-struct Running {
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-    metrics: Arc<ControllerMetrics>,
-}
-
-impl Running {
-    /// Graceful stop: in-flight reconciles finish, the lease is released.
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(Duration::from_secs(30), self.task)
-            .await
-            .expect("the controller stops within 30s of a graceful shutdown")
-            .expect("controller task")
-            .expect("controller result");
-    }
-
-    /// A crash: the task is dropped where it stands, the lease stays held.
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
 
 struct Setup {
     identity: &'static str,
@@ -86,34 +57,46 @@ impl Setup {
     }
 
     fn start(self, client: Client, namespace: &str) -> Running {
-        let ttl: Arc<dyn TtlPolicy> = Arc::new(DefaultTtl(self.ttl));
-        let lease = common::test_lease(namespace, self.identity);
-        let options = ControllerOptions {
-            namespace: self.selector.is_none().then(|| namespace.to_owned()),
-            namespace_selector: self.selector.unwrap_or_default(),
-            postgres_url: self.postgres_url,
-            resync_interval: Duration::from_secs(2),
-            groom_interval: Duration::from_millis(200),
+        let history = self.history;
+        let (ttl, selector) = (self.ttl, self.selector);
+        let controller = InProcess::new(namespace, self.identity, self.clock).options(|o| {
+            if let Some(selector) = selector {
+                o.namespace = None;
+                o.namespace_selector = selector;
+            }
+            o.mirror_resync_interval = Duration::from_secs(2);
+            o.groom_interval = Duration::from_millis(200);
             // Series counts written soon, so tests can wait for them.
-            event_refresh: Duration::from_millis(200),
-            ttl,
-            history: self.history,
-            ..ControllerOptions::defaults(lease)
-        };
-        let metrics = ControllerMetrics::new();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(controller::run(
-            client,
-            options,
-            self.clock,
-            metrics.clone(),
-            shutdown.clone(),
-        ));
-        Running {
-            shutdown,
-            task,
-            metrics,
+            o.event_refresh = Duration::from_millis(200);
+            o.default_handoff_ttl = ttl;
+            o.history_revisions = history.revisions;
+            o.history_max_age = history.max_age;
+            o.keep_history_on_delete = history.keep_on_delete;
+        });
+        match &self.postgres_url {
+            Some(url) => controller.mirror(url),
+            None => controller,
         }
+        .start(client)
+    }
+}
+
+/// A manual clock at the current second (`metav1.Time` keeps whole
+/// seconds), and that time.
+fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
+    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
+    (t0, Arc::new(ManualClock::new(t0)))
+}
+
+/// Writes `bodies` to `key` one after another, each counted (revisions
+/// 1, 2, …) before the next.
+async fn write_revisions(store: &HandoffStore, api: &Api<Handoff>, key: &str, bodies: &[&str]) {
+    for (revision, body) in (1..).zip(bodies) {
+        store
+            .write(&request(key, "shop", body, "w"))
+            .await
+            .expect("write");
+        counted(api, key, revision).await;
     }
 }
 
@@ -655,6 +638,15 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     drop(own);
 }
 
+/// A Lease's `acquireTime` and `renewTime`.
+fn lease_times(lease: &Lease) -> (Timestamp, Timestamp) {
+    let spec = lease.spec.as_ref().expect("a Lease spec");
+    let time = |t: &Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime>| {
+        t.as_ref().expect("a Lease time").0
+    };
+    (time(&spec.acquire_time), time(&spec.renew_time))
+}
+
 async fn holder(client: &Client, namespace: &str) -> Option<String> {
     Api::<Lease>::namespaced(client.clone(), namespace)
         .get_opt(LEASE)
@@ -703,15 +695,34 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
     );
     assert_eq!(holder(&client, &ns).await.as_deref(), Some("a"));
 
-    let stopped = Instant::now();
     a.kill().await;
-    eventually("b takes over", Duration::from_secs(15), || async {
-        (holder(&client, &ns).await.as_deref() == Some("b")).then_some(())
+    // a's last renewal, as the Lease holds it now that a is gone.
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let last_renewal = lease_times(&leases.get(LEASE).await.expect("the lease")).1;
+    let taken = eventually("b takes over", Duration::from_secs(30), || async {
+        let lease = leases.get(LEASE).await.ok()?;
+        let spec = lease.spec.as_ref()?;
+        (spec.holder_identity.as_deref() == Some("b")).then(|| lease.clone())
     })
     .await;
-    eprintln!(
-        "b took over {:?} after a stopped (lease duration 3s)",
-        stopped.elapsed()
+    // b takes the lease once a's record stood unchanged for one lease
+    // duration (as b observed it: less the latency of b's read, which the
+    // renew deadline bounds), and before a second lease duration passed.
+    let (lease_duration, renew_deadline, _) = TEST_LEASE;
+    let (acquired, _) = lease_times(&taken);
+    let waited = last_renewal.duration_until(acquired);
+    assert!(
+        waited >= SignedDuration::try_from(lease_duration - renew_deadline).expect("duration"),
+        "b took the lease {waited:?} after a's last renewal: before a's lease expired"
+    );
+    assert!(
+        waited < SignedDuration::try_from(2 * lease_duration).expect("duration"),
+        "b took the lease {waited:?} after a's last renewal: more than a lease duration after it expired"
+    );
+    assert_eq!(
+        taken.spec.as_ref().and_then(|s| s.lease_transitions),
+        Some(1),
+        "one transition: a to b"
     );
     store
         .write(&request("two", "shop", "second", "w"))
@@ -911,10 +922,7 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirror_is_disabled() {
-    use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-    use kube::api::{Patch, PatchParams};
-
+async fn the_condition_goes_when_the_mirror_is_disabled() {
     let env = common::env();
     let ns = env.namespace("ctl-no-mirror").await;
     let client = env.client().await;
@@ -939,49 +947,22 @@ async fn an_earlier_releases_finalizer_goes_and_the_condition_goes_when_the_mirr
     })
     .await;
     assert!(h.finalizers().is_empty(), "no finalizer is added");
-    // The finalizer as an earlier release applied it, with the labels.
-    let earlier = serde_json::json!({
-        "apiVersion": "handoff.dev/v1alpha1",
-        "kind": "Handoff",
-        "metadata": { "name": name, "labels": h.labels(), "finalizers": [MIRROR_FINALIZER] },
-    });
-    api.patch(
-        &name,
-        &PatchParams::apply(CONTROLLER_FIELD_MANAGER),
-        &Patch::Apply(&earlier),
-    )
-    .await
-    .expect("the earlier release's apply");
-    eventually(
-        "the earlier finalizer removed",
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name).await.ok()?;
-            (h.finalizers().is_empty() && h.labels().contains_key("project")).then_some(())
-        },
-    )
-    .await;
     with_mirror.stop().await;
 
     let without = Setup::new("a").start(client.clone(), &ns);
-    let h = eventually(
-        "finalizer and condition removed",
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name_for_key("k")).await.ok()?;
-            let finalizer = h.finalizers().iter().any(|f| f == MIRROR_FINALIZER);
-            let condition = h
-                .status
-                .as_ref()?
-                .conditions
-                .iter()
-                .any(|c| c.type_ == MIRRORED);
-            (!finalizer && !condition).then_some(h)
-        },
-    )
+    let h = eventually("condition removed", Duration::from_secs(20), || async {
+        let h = api.get(&name_for_key("k")).await.ok()?;
+        let condition = h
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == MIRRORED);
+        (!condition).then_some(h)
+    })
     .await;
     assert_eq!(h.status.and_then(|s| s.revision), Some(1));
-    // Deletion no longer waits for a mirror.
+    // Deletion never waits for a mirror.
     store.delete("k").await.expect("delete");
     eventually("deleted", Duration::from_secs(20), || async {
         api.get_opt(&name_for_key("k"))
@@ -1111,19 +1092,12 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     let db = pg(&url).await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a").mirror(&url);
     setup.ttl = Some(Duration::from_secs(2 * 3600));
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
-    for (revision, body) in [(1, "v1"), (2, "v2")] {
-        store
-            .write(&request("stale", "shop", body, "w"))
-            .await
-            .expect("write");
-        counted(&api, "stale", revision).await;
-    }
+    write_revisions(&store, &api, "stale", &["v1", "v2"]).await;
     clock.set(t0 + Duration::from_secs(2 * 3600));
     store
         .write(&request("fresh", "shop", "v1", "w"))
@@ -1154,19 +1128,12 @@ async fn resync_forgets_past_revisions_older_than_the_max_age() {
     let db = pg(&url).await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a").mirror(&url);
     setup.history.max_age = Some(Duration::from_secs(3600));
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
-    for (revision, body) in [(1, "v1"), (2, "v2")] {
-        store
-            .write(&request("edited", "shop", body, "w"))
-            .await
-            .expect("write");
-        counted(&api, "edited", revision).await;
-    }
+    write_revisions(&store, &api, "edited", &["v1", "v2"]).await;
     store
         .write(&request("untouched", "shop", "v1", "w"))
         .await
@@ -1375,8 +1342,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     };
     let as_controller = Client::try_from(config).expect("client");
 
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("rbac").mirror(&url);
     setup.ttl = Some(Duration::from_secs(3600));
     setup.clock = clock.clone();
@@ -1518,8 +1484,7 @@ async fn a_schedules_handoff_ttl_grooms_its_project_only() {
 
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
+    let (t0, clock) = manual_clock();
     let mut setup = Setup::new("a");
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);

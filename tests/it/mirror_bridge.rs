@@ -13,51 +13,29 @@ use std::time::{Duration, Instant};
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_bridge::auth::ACCESS_TTL;
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::Handoff;
 use handoff_core::api::HandoffSpec;
-use handoff_core::time::SystemClock;
+use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
+use handoff_testkit::controller::{InProcess, Running};
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
-/// A controller mirroring one namespace into PostgreSQL, for one test.
-struct MirrorController {
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-impl MirrorController {
-    /// Starts a controller for `namespace` (its own Lease there) with the
-    /// mirror at `url`.
-    fn start(client: &kube::Client, namespace: &str, url: &str) -> Self {
-        let shutdown = CancellationToken::new();
-        let lease = common::test_lease(namespace, "a");
-        let options = ControllerOptions {
-            namespace: Some(namespace.to_owned()),
-            postgres_url: Some(url.to_owned()),
-            resync_interval: Duration::from_secs(2),
-            ..ControllerOptions::defaults(lease)
-        };
-        let task = tokio::spawn(controller::run(
-            client.clone(),
-            options,
-            Arc::new(SystemClock),
-            ControllerMetrics::new(),
-            shutdown.clone(),
-        ));
-        Self { shutdown, task }
-    }
-
-    /// Stops the controller; fails the test if it failed.
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("controller");
-    }
+/// A controller of `namespace` mirroring it into PostgreSQL at `url`,
+/// reading `clock`.
+fn mirror_controller(
+    client: &kube::Client,
+    namespace: &str,
+    url: &str,
+    clock: Arc<dyn Clock>,
+) -> Running {
+    InProcess::new(namespace, "a", clock)
+        .mirror(url)
+        .options(|o| o.mirror_resync_interval = Duration::from_secs(2))
+        .start(client.clone())
 }
 
 /// Waits until the mirror holds exactly the `expected` handoffs of `namespace`.
@@ -119,7 +97,11 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
     let groomer = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
     let stranger = agent_token(env, &ns, "stranger", Some("refine"), None).await;
 
-    let controller = MirrorController::start(&client, &ns, &url);
+    // The controller's clock stamps `updatedAt` (whole seconds): moved on
+    // a second every 7 writes, so the listings order by distinct times and
+    // break ties alike.
+    let clock = Arc::new(ManualClock::new(Timestamp::now()));
+    let controller = mirror_controller(&client, &ns, &url, clock.clone());
 
     let store = HandoffStore::new(client.clone(), &ns);
     for i in 0..40 {
@@ -136,7 +118,7 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
             .await
             .expect("write");
         if i % 7 == 0 {
-            tokio::time::sleep(Duration::from_millis(1100)).await;
+            clock.set(clock.now() + SignedDuration::from_secs(1));
         }
     }
     store
@@ -228,7 +210,7 @@ async fn a_revoked_role_binding_stops_mirror_lists_within_the_access_review_ttl(
         .expect("postgres");
     apply_agent_roles(env);
     let token = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
-    let controller = MirrorController::start(&client, &ns, &url);
+    let controller = mirror_controller(&client, &ns, &url, Arc::new(SystemClock));
     HandoffStore::new(client.clone(), &ns)
         .write(&shop("Key 1", "## State\nmirrored"))
         .await
@@ -301,8 +283,8 @@ async fn mirror_rows_of_another_namespace_never_reach_a_caller() {
         Some("handoff-groomer"),
     )
     .await;
-    let controller_a = MirrorController::start(&client, &ns_a, &url);
-    let controller_b = MirrorController::start(&client, &ns_b, &url);
+    let controller_a = mirror_controller(&client, &ns_a, &url, Arc::new(SystemClock));
+    let controller_b = mirror_controller(&client, &ns_b, &url, Arc::new(SystemClock));
 
     // The same project in both namespaces, and one key in both; B's are newer.
     HandoffStore::new(client.clone(), &ns_a)

@@ -905,8 +905,8 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
 /// createdBy rules: the controller passes because it never changes a spec.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies() {
-    use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
     use handoff_core::time::SystemClock;
+    use handoff_testkit::controller::InProcess;
 
     let env = installed();
     let ns = env.namespace("policy-controller").await;
@@ -921,22 +921,14 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         .await
         .expect("postgres");
     // The Lease config/rbac allows: handoff-controller in handoff-system.
-    let lease = common::test_lease(NS, "policy-test");
-    let options = ControllerOptions {
-        namespace: Some(ns.clone()),
-        concurrency: 4,
-        postgres_url: Some(url),
-        resync_interval: Duration::from_secs(60),
-        ..ControllerOptions::defaults(lease)
-    };
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(controller::run(
-        controller_client(env).await,
-        options,
-        Arc::new(SystemClock),
-        ControllerMetrics::new(),
-        shutdown.clone(),
-    ));
+    let controller = InProcess::new(&ns, "policy-test", Arc::new(SystemClock))
+        .mirror(&url)
+        .options(|o| {
+            o.lease_namespace = Some(NS.into());
+            o.concurrency = 4;
+            o.mirror_resync_interval = Duration::from_secs(60);
+        })
+        .start(controller_client(env).await);
 
     // Written by hand as the refine Job's identity, without labels.
     let key = format!("{ns}/daily/refine");
@@ -1017,12 +1009,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         api.get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(30), task)
-        .await
-        .expect("the controller stops")
-        .expect("controller task")
-        .expect("controller result");
+    controller.stop().await;
 }
 
 /// A client acting as the controller's ServiceAccount of the installation.

@@ -10,52 +10,32 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
+use handoff_testkit::controller::{InProcess, Running};
 use kube::api::Api;
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
-/// A controller counting the revisions of one namespace (and mirroring
-/// them when given a PostgreSQL URL), for one test.
-pub(crate) struct Counter {
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-}
+/// The controller other suites count revisions with.
+pub(crate) struct Counter;
 
 impl Counter {
-    /// Starts a controller for `namespace` (its own Lease there).
+    /// Starts a controller for `namespace` (its own Lease there), mirroring
+    /// into `postgres_url` when given.
     pub(crate) fn start(
         client: &kube::Client,
         namespace: &str,
         postgres_url: Option<&str>,
-    ) -> Self {
-        let shutdown = CancellationToken::new();
-        let lease = common::test_lease(namespace, "a");
-        let options = ControllerOptions {
-            namespace: Some(namespace.to_owned()),
-            postgres_url: postgres_url.map(str::to_owned),
-            resync_interval: Duration::from_secs(2),
-            ..ControllerOptions::defaults(lease)
-        };
-        let task = tokio::spawn(controller::run(
-            client.clone(),
-            options,
-            Arc::new(SystemClock),
-            ControllerMetrics::new(),
-            shutdown.clone(),
-        ));
-        Self { shutdown, task }
-    }
-
-    /// Stops the controller; fails the test if it failed.
-    pub(crate) async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("controller");
+    ) -> Running {
+        let controller = InProcess::new(namespace, "a", Arc::new(SystemClock))
+            .options(|o| o.mirror_resync_interval = Duration::from_secs(2));
+        match postgres_url {
+            Some(url) => controller.mirror(url),
+            None => controller,
+        }
+        .start(client.clone())
     }
 }
 

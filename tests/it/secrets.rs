@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use handoff_controller::handoff::LINTED;
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
 use handoff_core::names::SETTINGS_CONFIGMAP;
@@ -25,6 +24,7 @@ use handoff_core::secrets::{self, POLICY_NAME};
 use handoff_core::time::SystemClock;
 use handoff_kube::settings::BUDGET_KEY;
 use handoff_testkit::TestEnv;
+use handoff_testkit::controller::InProcess;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -387,19 +387,7 @@ async fn a_kubectl_written_handoff_gets_the_linted_condition() {
     let env = common::env();
     let ns = env.namespace("secrets-linted").await;
     let client = env.client().await;
-    let lease = common::test_lease(&ns, "only");
-    let options = ControllerOptions {
-        namespace: Some(ns.clone()),
-        ..ControllerOptions::defaults(lease)
-    };
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(controller::run(
-        client.clone(),
-        options,
-        Arc::new(SystemClock),
-        ControllerMetrics::new(),
-        shutdown.clone(),
-    ));
+    let controller = InProcess::new(&ns, "only", Arc::new(SystemClock)).start(client.clone());
     let api: Api<Handoff> = Api::namespaced(client, &ns);
     let name = name_for_key("lint");
     let condition = |want: &'static str| {
@@ -449,12 +437,7 @@ async fn a_kubectl_written_handoff_gets_the_linted_condition() {
     let clean = condition("True").await;
     assert_eq!(clean.reason, "NoWarnings");
 
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(30), task)
-        .await
-        .expect("the controller stops")
-        .expect("controller task")
-        .expect("controller result");
+    controller.stop().await;
 }
 
 /// A body with every section of the skill and about 250 approximate tokens:
@@ -530,19 +513,7 @@ async fn write_handoff_lints_under_the_namespace_budget() {
 /// in `namespace` and counted by a controller run for it.
 async fn linted_with_kubectl(env: &TestEnv, namespace: &str, body: &str) -> Condition {
     let client = env.client().await;
-    let lease = common::test_lease(namespace, "only");
-    let options = ControllerOptions {
-        namespace: Some(namespace.to_owned()),
-        ..ControllerOptions::defaults(lease)
-    };
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let task = tokio::spawn(controller::run(
-        client.clone(),
-        options,
-        Arc::new(SystemClock),
-        ControllerMetrics::new(),
-        shutdown.clone(),
-    ));
+    let controller = InProcess::new(namespace, "only", Arc::new(SystemClock)).start(client.clone());
     let manifest = manifest(
         namespace,
         "budget",
@@ -562,12 +533,7 @@ async fn linted_with_kubectl(env: &TestEnv, namespace: &str, body: &str) -> Cond
         (c.observed_generation == h.metadata.generation).then_some(c)
     })
     .await;
-    shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(30), task)
-        .await
-        .expect("the controller stops")
-        .expect("controller task")
-        .expect("controller result");
+    controller.stop().await;
     condition
 }
 

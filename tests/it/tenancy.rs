@@ -104,27 +104,17 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     let url_pg = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
         .await
         .expect("postgres");
-    let lease = handoff_controller::leader::LeaseConfig {
-        name: "handoff-controller".into(),
-        namespace: a.clone(),
-        identity: "tenancy".into(),
-        lease_duration: std::time::Duration::from_secs(3),
-        renew_deadline: std::time::Duration::from_secs(2),
-        retry_period: std::time::Duration::from_millis(250),
-    };
-    let options = handoff_controller::ControllerOptions {
-        namespace_selector: format!("{}={claim}", handoff_core::names::CONTROLLER_LABEL),
-        postgres_url: Some(url_pg.clone()),
-        ..handoff_controller::ControllerOptions::defaults(lease)
-    };
-    let stop = tokio_util::sync::CancellationToken::new();
-    let controller = tokio::spawn(handoff_controller::run(
-        env.client().await,
-        options,
+    let controller = handoff_testkit::controller::InProcess::new(
+        &a,
+        "tenancy",
         std::sync::Arc::new(handoff_core::time::SystemClock),
-        handoff_controller::ControllerMetrics::new(),
-        stop.clone(),
-    ));
+    )
+    .mirror(&url_pg)
+    .options(|o| {
+        o.namespace = None;
+        o.namespace_selector = format!("{}={claim}", handoff_core::names::CONTROLLER_LABEL);
+    })
+    .start(env.client().await);
     let (bridge, _dir) = bridge_as_installed_for(env, None, &[]).await;
     let (via_pg, _pg_dir) = bridge_as_installed_for(env, None, &["--postgres-url", &url_pg]).await;
     let url = bridge.url().to_owned();
@@ -201,8 +191,7 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
         .filter_map(|h| h["preview"].as_str())
         .collect();
     assert_eq!(seen_pg, ["team a's body"], "{listed_pg:?}");
-    stop.cancel();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(30), controller).await;
+    controller.stop().await;
 
     // Naming the other team's namespace is refused by the apiserver's RBAC
     // (the write is one apply: `patch` is the verb refused).

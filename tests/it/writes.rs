@@ -21,51 +21,22 @@ use std::time::Duration;
 
 use common::{call, drive_stdio, env, eventually, ok};
 use futures::{StreamExt, TryStreamExt};
-use handoff_controller::{self as controller, ControllerMetrics, ControllerOptions};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
+use handoff_testkit::controller::{InProcess, Running};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
-/// An in-process controller for one namespace whose Event refresh never
-/// comes during a test: counted occurrences are written only at its
-/// graceful stop.
-struct Controller {
-    shutdown: CancellationToken,
-    task: JoinHandle<anyhow::Result<()>>,
-}
-
-impl Controller {
-    fn start(client: &Client, namespace: &str, event_refresh: Duration) -> Self {
-        let shutdown = CancellationToken::new();
-        let lease = common::test_lease(namespace, "writes");
-        let options = ControllerOptions {
-            namespace: Some(namespace.to_owned()),
-            event_refresh,
-            ..ControllerOptions::defaults(lease)
-        };
-        let task = tokio::spawn(controller::run(
-            client.clone(),
-            options,
-            Arc::new(SystemClock),
-            ControllerMetrics::new(),
-            shutdown.clone(),
-        ));
-        Self { shutdown, task }
-    }
-
-    /// Graceful stop: in-flight reconciles finish, counted Events are
-    /// written, the lease is released.
-    async fn stop(self) {
-        self.shutdown.cancel();
-        self.task.await.expect("task").expect("controller");
-    }
+/// An in-process controller for `namespace` writing counted Event
+/// occurrences every `event_refresh` (and at its graceful stop).
+fn start_controller(client: &Client, namespace: &str, event_refresh: Duration) -> Running {
+    InProcess::new(namespace, "writes", Arc::new(SystemClock))
+        .options(|o| o.event_refresh = event_refresh)
+        .start(client.clone())
 }
 
 /// One watch event: `(type, name, resourceVersion)`, and the object.
@@ -234,7 +205,7 @@ async fn a_bridge_write_is_two_object_writes_and_updates_share_one_event_series(
     let refresh = Duration::from_secs(3600);
 
     // A new key: the bridge's apply (with its labels) and one status write.
-    let controller = Controller::start(&client, &ns, refresh);
+    let controller = start_controller(&client, &ns, refresh);
     assert_eq!(
         bridge_writes(&ns, vec![write(key, "v1")]).await,
         ["created"]
@@ -267,7 +238,7 @@ async fn a_bridge_write_is_two_object_writes_and_updates_share_one_event_series(
     // Three updates, each counted before the next: two object writes each;
     // one Superseded Event created at the first, its series (3) written
     // once, at the stop.
-    let controller = Controller::start(&client, &ns, refresh);
+    let controller = start_controller(&client, &ns, refresh);
     for (revision, body) in [(2, "v2"), (3, "v3"), (4, "v4")] {
         assert_eq!(
             bridge_writes(&ns, vec![write(key, body)]).await,
@@ -316,7 +287,7 @@ async fn a_refresh_writes_a_series_without_a_stop() {
         body: body.into(),
         created_by: None,
     };
-    let controller = Controller::start(&client, &ns, Duration::from_millis(200));
+    let controller = start_controller(&client, &ns, Duration::from_millis(200));
     for (revision, body) in [(1, "v1"), (2, "v2"), (3, "v3"), (4, "v4")] {
         store.write(&spec(body)).await.expect("write");
         counted(&handoffs, "k", revision).await;
@@ -395,7 +366,7 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     // Counted by the controller: an identical write is unchanged from the
     // answer alone (a fresh store, and a version this process never saw:
     // the status write made it).
-    let controller = Controller::start(&client, &ns, Duration::from_secs(3600));
+    let controller = start_controller(&client, &ns, Duration::from_secs(3600));
     let counted_now = counted(&api, key, 1).await;
     let (outcome, after) = HandoffStore::new(client.clone(), &ns)
         .write(&spec("v2", "admin"))

@@ -44,8 +44,8 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
 use super::handoff::reference;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::loops::bounded_note;
 
@@ -53,8 +53,6 @@ use handoff_kube::loops::bounded_note;
 pub(crate) const SERIES_GAP: Duration = Duration::from_secs(600);
 /// Most series remembered at once.
 pub(crate) const MAX_SERIES: usize = 4096;
-/// How often counted occurrences are written (`--event-refresh`).
-pub(crate) const DEFAULT_EVENT_REFRESH: Duration = Duration::from_secs(60);
 
 /// `(uid of the regarding object, reason)`.
 pub(crate) type Key = (String, String);
@@ -149,7 +147,7 @@ pub(crate) fn evict(
 
 /// The series this controller is counting.
 #[derive(Debug)]
-pub struct Series {
+pub(crate) struct Series {
     entries: Mutex<HashMap<Key, Entry>>,
     cap: usize,
     gap: Duration,
@@ -172,7 +170,7 @@ struct Occurrence<'a> {
 
 impl Series {
     /// At most `cap` series, each ending after `gap` without an occurrence.
-    pub fn new(cap: usize, gap: Duration) -> Self {
+    pub(crate) fn new(cap: usize, gap: Duration) -> Self {
         Self {
             entries: Mutex::new(HashMap::new()),
             cap,
@@ -274,7 +272,7 @@ impl Context {
     /// Boxed: the create and the writes of evicted series make a large
     /// future, which would otherwise be inlined into every loop that
     /// records an Event (and overflowed a worker's stack in debug builds).
-    pub async fn event(&self, h: &Handoff, reason: &str, note: String) {
+    pub(crate) async fn event(&self, h: &Handoff, reason: &str, note: String) {
         Box::pin(self.record_event(h, reason, note)).await;
     }
 

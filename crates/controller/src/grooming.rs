@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::cluster::Pages;
 use handoff_kube::loops::quoted;
@@ -77,7 +77,8 @@ pub(crate) async fn groom_once(
     while let Some(page) = pages.next().await? {
         for h in page.iter().filter_map(|guard| guard.0.as_ref().ok()) {
             let namespace = h.namespace().unwrap_or_default();
-            if h.metadata.deletion_timestamp.is_some() || !ctx.scope.includes(&namespace) {
+            if h.metadata.deletion_timestamp.is_some() || !ctx.plumbing.scope().includes(&namespace)
+            {
                 continue;
             }
             let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);

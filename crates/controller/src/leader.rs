@@ -49,15 +49,24 @@ pub struct LeaseConfig {
 
 impl LeaseConfig {
     /// Checks that `retry_period < renew_deadline < lease_duration`, the
-    /// order that keeps two leaders from overlapping.
+    /// order that keeps two leaders from overlapping; the error names the
+    /// rule broken first.
     pub fn validate(&self) -> Result<(), String> {
         if self.lease_duration.as_secs() < 1 {
             return Err("--lease-duration must be at least 1s".into());
         }
-        if !(self.retry_period < self.renew_deadline && self.renew_deadline < self.lease_duration) {
+        let order = format!(
+            "retry period ({:?}) < renew deadline ({:?}) < lease duration ({:?})",
+            self.retry_period, self.renew_deadline, self.lease_duration
+        );
+        if self.renew_deadline >= self.lease_duration {
             return Err(format!(
-                "lease timings must satisfy retry period ({:?}) < renew deadline ({:?}) < lease duration ({:?})",
-                self.retry_period, self.renew_deadline, self.lease_duration
+                "lease timings must satisfy {order}: the renew deadline is not below the lease duration"
+            ));
+        }
+        if self.retry_period >= self.renew_deadline {
+            return Err(format!(
+                "lease timings must satisfy {order}: the retry period is not below the renew deadline"
             ));
         }
         Ok(())
@@ -326,9 +335,52 @@ mod tests {
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_secs(retry),
         };
-        assert!(config(15, 10, 2).validate().is_ok());
-        assert!(config(15, 15, 2).validate().is_err());
-        assert!(config(15, 10, 10).validate().is_err());
-        assert!(config(0, 0, 0).validate().is_err());
+        let order = |retry: u64, renew: u64, lease: u64| {
+            format!(
+                "lease timings must satisfy retry period ({retry}s) < renew deadline ({renew}s) < lease duration ({lease}s)"
+            )
+        };
+        let cases = [
+            ((15, 10, 2), Ok(())),
+            (
+                (15, 15, 2),
+                Err(format!(
+                    "{}: the renew deadline is not below the lease duration",
+                    order(2, 15, 15)
+                )),
+            ),
+            (
+                (15, 20, 2),
+                Err(format!(
+                    "{}: the renew deadline is not below the lease duration",
+                    order(2, 20, 15)
+                )),
+            ),
+            (
+                (15, 10, 10),
+                Err(format!(
+                    "{}: the retry period is not below the renew deadline",
+                    order(10, 10, 15)
+                )),
+            ),
+            (
+                (15, 16, 20),
+                Err(format!(
+                    "{}: the renew deadline is not below the lease duration",
+                    order(20, 16, 15)
+                )),
+            ),
+            (
+                (0, 0, 0),
+                Err("--lease-duration must be at least 1s".into()),
+            ),
+        ];
+        for ((lease, renew, retry), want) in cases {
+            assert_eq!(
+                config(lease, renew, retry).validate(),
+                want,
+                "{lease} {renew} {retry}"
+            );
+        }
     }
 }

@@ -15,14 +15,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::future::Future;
+
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use handoff_core::api::{HandoffOffer, JobResult, OfferPhase, SupersedeReason};
 use handoff_core::liveness::LoopProgress;
@@ -32,27 +33,22 @@ use handoff_core::names::{
 use handoff_core::offers::{seq_of, slot};
 use handoff_core::schedule::jobs::job_result;
 use handoff_core::time::{Clock, SystemClock};
-use handoff_kube::cluster::NamespaceScope;
 use handoff_kube::cluster::scoped;
-use handoff_kube::loops::{
-    Backoff, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked, valid_or_report,
-};
+use handoff_kube::loops::LoopMetrics;
 use handoff_kube::offers::{OfferError, OfferStore};
+use handoff_kube::runner::{self, Plumbing, Reconcile};
 
 /// Default `--offer-retention`: how long terminal offers are kept.
 pub(crate) const DEFAULT_OFFER_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
-/// What the loops need.
+/// What the loops need besides the runner's [`Plumbing`] (one for both:
+/// they report as one `offers` loop).
 pub struct Context {
     client: Client,
     active_selector: String,
-    recorder: Recorder,
-    metrics: Arc<LoopMetrics>,
-    backoff: Backoff,
     clock: Arc<dyn Clock>,
     retention: Duration,
-    progress: Arc<LoopProgress>,
-    scope: NamespaceScope,
+    plumbing: Plumbing,
 }
 
 impl Context {
@@ -65,15 +61,16 @@ impl Context {
         metrics: Arc<LoopMetrics>,
     ) -> Self {
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            plumbing: Plumbing::new(
+                client.clone(),
+                reporter,
+                LoopProgress::new("offers", Duration::ZERO),
+                metrics,
+            ),
             client,
             active_selector: active_selector.into(),
-            metrics,
-            backoff: Backoff::default(),
             clock: Arc::new(SystemClock),
             retention: DEFAULT_OFFER_RETENTION,
-            progress: LoopProgress::new("offers", std::time::Duration::ZERO),
-            scope: NamespaceScope::All,
         }
     }
 
@@ -84,15 +81,9 @@ impl Context {
         self
     }
 
-    /// Records progress in `progress` (the controller's, for `/healthz`).
-    pub(crate) fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
-        self.progress = progress;
-        self
-    }
-
-    /// Manages only the offers and Jobs of `scope`'s namespaces.
-    pub(crate) fn with_scope(mut self, scope: NamespaceScope) -> Self {
-        self.scope = scope;
+    /// Runs with `plumbing` (the controller's progress, metrics and scope).
+    pub(crate) fn with_plumbing(mut self, plumbing: Plumbing) -> Self {
+        self.plumbing = plumbing;
         self
     }
 
@@ -108,6 +99,45 @@ impl Context {
     }
 }
 
+/// The agent Job loop.
+struct Jobs(Arc<Context>);
+
+/// The offer loop.
+struct Offers(Arc<Context>);
+
+impl Reconcile for Jobs {
+    type Object = Job;
+    type Error = OfferError;
+
+    fn plumbing(&self) -> &Plumbing {
+        &self.0.plumbing
+    }
+
+    /// Applies an agent Job's start or success to the agent's offers.
+    fn reconcile(&self, job: &Job) -> impl Future<Output = Result<Action, OfferError>> + Send {
+        supersede_for_job(job, &self.0)
+    }
+}
+
+impl Reconcile for Offers {
+    type Object = HandoffOffer;
+    type Error = OfferError;
+
+    fn plumbing(&self) -> &Plumbing {
+        &self.0.plumbing
+    }
+
+    /// Converges a slot to at most one `Offered` (the highest-numbered),
+    /// and deletes terminal offers past their retention.
+    async fn reconcile(&self, offer: &HandoffOffer) -> Result<Action, OfferError> {
+        if offer.phase().is_terminal() {
+            retain(offer, &self.0).await
+        } else {
+            converge_slot(offer, &self.0).await
+        }
+    }
+}
+
 /// Runs both loops until `shutdown` resolves (in `namespace`, or all).
 pub async fn run(
     ctx: Arc<Context>,
@@ -117,53 +147,19 @@ pub async fn run(
 ) {
     let jobs: Api<DeserializeGuard<Job>> = scoped(ctx.client.clone(), namespace);
     let offers: Api<DeserializeGuard<HandoffOffer>> = scoped(ctx.client.clone(), namespace);
-    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    let job_loop = Controller::new(jobs, watcher::Config::default().labels(AGENT_LABEL))
-        .with_config(config.clone())
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(reconcile_job, retry, ctx.clone())
-        .for_each(|outcome| {
-            ctx.backoff.observe(&outcome, &ctx.progress);
-            std::future::ready(())
-        });
-    let offer_loop = Controller::new(offers, watcher::Config::default())
-        .with_config(config)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile_offer, retry, ctx.clone())
-        .for_each(|outcome| {
-            ctx.backoff.observe(&outcome, &ctx.progress);
-            std::future::ready(())
-        });
+    let job_loop = runner::run(
+        Controller::new(jobs, watcher::Config::default().labels(AGENT_LABEL)),
+        Arc::new(Jobs(ctx.clone())),
+        concurrency,
+        shutdown.clone(),
+    );
+    let offer_loop = runner::run(
+        Controller::new(offers, watcher::Config::default()),
+        Arc::new(Offers(ctx)),
+        concurrency,
+        shutdown,
+    );
     futures::join!(job_loop, offer_loop);
-}
-
-/// The one backoff policy of [`handoff_kube::loops`].
-fn retry<K: Resource<DynamicType = ()>>(
-    object: Arc<DeserializeGuard<K>>,
-    err: &OfferError,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.backoff
-        .failed_reconcile(object.as_ref(), err, &ctx.metrics)
-}
-
-/// Applies an agent Job's start or success to the agent's offers.
-pub(crate) async fn reconcile_job(
-    guard: Arc<DeserializeGuard<Job>>,
-    ctx: Arc<Context>,
-) -> Result<Action, OfferError> {
-    if !managed(&guard, &ctx.scope) {
-        return Ok(Action::requeue(UNMANAGED_RECHECK));
-    }
-    tracked(&ctx.progress, guard.as_ref(), async {
-        let Some(job) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-            return Ok(Action::await_change());
-        };
-        let action = supersede_for_job(job, &ctx).await?;
-        ctx.backoff.forget(&describe(job));
-        Ok(action)
-    })
-    .await
 }
 
 async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferError> {
@@ -207,30 +203,6 @@ async fn supersede_for_job(job: &Job, ctx: &Context) -> Result<Action, OfferErro
         Some(JobResult::Failed) => {}
     }
     Ok(Action::await_change())
-}
-
-/// Converges a slot to at most one `Offered` (the highest-numbered), and
-/// deletes terminal offers past their retention.
-pub(crate) async fn reconcile_offer(
-    guard: Arc<DeserializeGuard<HandoffOffer>>,
-    ctx: Arc<Context>,
-) -> Result<Action, OfferError> {
-    if !managed(&guard, &ctx.scope) {
-        return Ok(Action::requeue(UNMANAGED_RECHECK));
-    }
-    tracked(&ctx.progress, guard.as_ref(), async {
-        let Some(offer) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-            return Ok(Action::await_change());
-        };
-        let action = if offer.phase().is_terminal() {
-            retain(offer, &ctx).await?
-        } else {
-            converge_slot(offer, &ctx).await?
-        };
-        ctx.backoff.forget(&describe(offer));
-        Ok(action)
-    })
-    .await
 }
 
 /// When a terminal offer is due for deletion: `retention` after it became

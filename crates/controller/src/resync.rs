@@ -13,7 +13,7 @@ use kube::api::{Api, ListParams};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use super::Context;
+use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::cluster::Pages;
 use handoff_kube::loops::{Category, delay};
@@ -35,7 +35,7 @@ pub(crate) async fn resync_once(
 ) -> Result<(usize, usize), ResyncError> {
     let mut rows = mirror.versions(namespace).await?;
     // Rows of namespaces another controller manages are its business.
-    rows.retain(|row| ctx.scope.includes(&row.namespace));
+    rows.retain(|row| ctx.plumbing.scope().includes(&row.namespace));
     let mut pass = Pass::new(rows);
     let (mut written, mut deleted) = (0, 0);
     let mut pages = Pages::new(api, &ListParams::default());
@@ -57,7 +57,7 @@ pub(crate) async fn resync_once(
                 }
             };
             let namespace = h.metadata.namespace.clone().unwrap_or_default();
-            if !ctx.scope.includes(&namespace) {
+            if !ctx.plumbing.scope().includes(&namespace) {
                 continue;
             }
             let key = h.spec.handoff_key.as_str();
@@ -88,8 +88,8 @@ pub(crate) async fn resync_once(
             }
             let dropped = mirror.record_revision(row).await?;
             ctx.metrics.count_history_purged("cap", dropped);
-            ctx.metrics
-                .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+            ctx.backlog
+                .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         }
     }
     for row in pass.orphans() {
@@ -97,8 +97,8 @@ pub(crate) async fn resync_once(
             .delete(&row.namespace, &row.handoff_key, &row.id)
             .await?;
         ctx.metrics.count_history_purged("deleted", gone.history);
-        ctx.metrics
-            .mirror_caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+        ctx.backlog
+            .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
         if gone.row {
             deleted += 1;
             ctx.metrics.count_repair("deleted");

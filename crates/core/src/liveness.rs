@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The default of `--wedged-after`.
-pub(crate) const DEFAULT_WEDGED_AFTER: Duration = Duration::from_secs(300);
+pub const DEFAULT_WEDGED_AFTER: Duration = Duration::from_secs(300);
 
 /// What one loop looks like at one instant (the input of [`health`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,12 +1,14 @@
 //! `handoff-kube`: the Kubernetes layer every process shares — the one
 //! namespace scope and paged list ([`cluster`]), Handoff I/O with one
 //! identity ([`store`]), offer I/O ([`offers`]), a namespace's settings
-//! ([`settings`]), what every reconcile loop shares ([`loops`]), and
+//! ([`settings`]), what every reconcile loop shares ([`loops`]) and the one loop
+//! runner ([`runner`]), and
 //! logging, metrics and the health server ([`telemetry`]).
 
 pub mod cluster;
 pub mod loops;
 pub mod offers;
+pub mod runner;
 pub mod settings;
 pub mod store;
 pub mod telemetry;

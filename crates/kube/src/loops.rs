@@ -1,5 +1,6 @@
 //! What every reconcile loop shares (the Handoff, schedule, offer and agent
-//! Job loops), so each behaves the same under bad objects and failures:
+//! Job loops), so each behaves the same under bad objects and failures;
+//! [`crate::runner`] applies it to every loop:
 //!
 //! - **Guarded objects.** Watches and lists read [`DeserializeGuard`]s: an
 //!   object that does not deserialize (an older stored version, a hand
@@ -167,7 +168,7 @@ impl Backoff {
 /// [`Category::Invalid`] (no retry or restart fixes that); a transient
 /// failure leaves the work pending, so a loop whose every retry fails
 /// shows as wedged.
-pub async fn tracked<K, T, E>(
+pub(crate) async fn tracked<K, T, E>(
     progress: &LoopProgress,
     object: &K,
     work: impl std::future::Future<Output = Result<T, E>>,
@@ -260,18 +261,11 @@ impl LoopMetrics {
             .get_or_create(&KindLabel { kind: kind.into() })
             .inc();
     }
-
-    /// Skipped invalid objects of a `kind` so far.
-    pub fn invalid(&self, kind: &str) -> u64 {
-        self.invalid
-            .get_or_create(&KindLabel { kind: kind.into() })
-            .get()
-    }
 }
 
 /// The object inside a guard, or `None` after reporting it as invalid
 /// (Event, log line, metric): the caller skips it and waits for a change.
-pub async fn valid_or_report<'a, K>(
+pub(crate) async fn valid_or_report<'a, K>(
     guard: &'a DeserializeGuard<K>,
     recorder: &Recorder,
     metrics: &LoopMetrics,
@@ -290,11 +284,14 @@ where
 
 /// How soon an object of a namespace this controller does not manage is
 /// looked at again (the namespace may have been labelled meanwhile).
-pub const UNMANAGED_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
+pub(crate) const UNMANAGED_RECHECK: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Whether the object in `guard` lives in a namespace of `scope` (an
 /// object that does not deserialize still names its namespace).
-pub fn managed<K>(guard: &DeserializeGuard<K>, scope: &crate::cluster::NamespaceScope) -> bool
+pub(crate) fn managed<K>(
+    guard: &DeserializeGuard<K>,
+    scope: &crate::cluster::NamespaceScope,
+) -> bool
 where
     K: Resource<DynamicType = ()>,
 {

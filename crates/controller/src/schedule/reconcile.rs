@@ -23,14 +23,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use std::future::Future;
+
 use handoff_core::schedule::plan::EventType as PlannedType;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use kube::core::DeserializeGuard;
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 
@@ -44,27 +45,20 @@ use handoff_core::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use handoff_core::schedule::jobs::{Role, build_job};
 use handoff_core::schedule::plan::{Effect, JobState, Observed, Plan, Wake, plan, step_job};
 use handoff_core::time::Clock;
-use handoff_kube::cluster::NamespaceScope;
 use handoff_kube::cluster::scoped;
-use handoff_kube::loops::{
-    Backoff, Categorized, Category, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked,
-    valid_or_report,
-};
+use handoff_kube::loops::{Categorized, Category};
+use handoff_kube::runner::{self, Plumbing, Reconcile};
 use handoff_kube::store::{HandoffStore, ListQuery};
 
 /// The default requeue while a step runs, in case a Job event is missed.
 pub(crate) const RUNNING_REQUEUE: Duration = Duration::from_secs(30);
 
-/// What the loop needs.
+/// What the loop needs besides the runner's [`Plumbing`].
 pub struct Context {
     client: Client,
     clock: Arc<dyn Clock>,
-    recorder: Recorder,
     running_requeue: Duration,
-    metrics: Arc<LoopMetrics>,
-    backoff: Backoff,
-    progress: Arc<LoopProgress>,
-    scope: NamespaceScope,
+    plumbing: Plumbing,
 }
 
 impl Context {
@@ -75,31 +69,21 @@ impl Context {
             instance: Some(instance.into()),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            plumbing: Plumbing::new(
+                client.clone(),
+                reporter,
+                LoopProgress::new("schedule", Duration::ZERO),
+                Arc::default(),
+            ),
             client,
             clock,
             running_requeue: RUNNING_REQUEUE,
-            metrics: Arc::default(),
-            backoff: Backoff::default(),
-            progress: LoopProgress::new("schedule", Duration::ZERO),
-            scope: NamespaceScope::All,
         }
     }
 
-    /// Records progress in `progress` (the controller's, for `/healthz`).
-    pub(crate) fn with_progress(mut self, progress: Arc<LoopProgress>) -> Self {
-        self.progress = progress;
-        self
-    }
-    /// Manages only the schedules of `scope`'s namespaces.
-    pub(crate) fn with_scope(mut self, scope: NamespaceScope) -> Self {
-        self.scope = scope;
-        self
-    }
-
-    /// Counts failures and skipped objects in `metrics` (the controller's).
-    pub(crate) fn with_metrics(mut self, metrics: Arc<LoopMetrics>) -> Self {
-        self.metrics = metrics;
+    /// Runs with `plumbing` (the controller's progress, metrics and scope).
+    pub(crate) fn with_plumbing(mut self, plumbing: Plumbing) -> Self {
+        self.plumbing = plumbing;
         self
     }
 
@@ -108,6 +92,22 @@ impl Context {
     pub fn with_running_requeue(mut self, after: Duration) -> Self {
         self.running_requeue = after;
         self
+    }
+}
+
+impl Reconcile for Context {
+    type Object = BrainstormSchedule;
+    type Error = Error;
+
+    fn plumbing(&self) -> &Plumbing {
+        &self.plumbing
+    }
+
+    fn reconcile(
+        &self,
+        schedule: &BrainstormSchedule,
+    ) -> impl Future<Output = Result<Action, Error>> + Send {
+        reconcile_schedule(schedule, self)
     }
 }
 
@@ -150,48 +150,9 @@ pub async fn run(
     let schedules: Api<DeserializeGuard<BrainstormSchedule>> =
         scoped(ctx.client.clone(), namespace);
     let jobs: Api<Job> = scoped(ctx.client.clone(), namespace);
-    let config = kube::runtime::controller::Config::default().concurrency(concurrency);
-    let forget = ctx.clone();
-    Controller::new(schedules, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(SCHEDULE_LABEL))
-        .with_config(config)
-        .graceful_shutdown_on(shutdown.cancelled_owned())
-        .run(reconcile, error_policy, ctx)
-        .for_each(move |outcome| {
-            forget.backoff.observe(&outcome, &forget.progress);
-            std::future::ready(())
-        })
-        .await;
-}
-
-/// The one backoff policy of [`handoff_kube::loops`].
-fn error_policy(
-    guard: Arc<DeserializeGuard<BrainstormSchedule>>,
-    err: &Error,
-    ctx: Arc<Context>,
-) -> Action {
-    ctx.backoff
-        .failed_reconcile(guard.as_ref(), err, &ctx.metrics)
-}
-
-/// The loop's entry: a schedule that does not deserialize is reported and
-/// skipped (see [`handoff_kube::loops`]); a readable one is reconciled.
-pub async fn reconcile(
-    guard: Arc<DeserializeGuard<BrainstormSchedule>>,
-    ctx: Arc<Context>,
-) -> Result<Action, Error> {
-    if !managed(&guard, &ctx.scope) {
-        return Ok(Action::requeue(UNMANAGED_RECHECK));
-    }
-    tracked(&ctx.progress, guard.as_ref(), async {
-        let Some(schedule) = valid_or_report(&guard, &ctx.recorder, &ctx.metrics).await else {
-            return Ok(Action::await_change());
-        };
-        let action = reconcile_schedule(schedule, &ctx).await?;
-        ctx.backoff.forget(&describe(schedule));
-        Ok(action)
-    })
-    .await
+    let controller = Controller::new(schedules, watcher::Config::default())
+        .owns(jobs, watcher::Config::default().labels(SCHEDULE_LABEL));
+    runner::run(controller, ctx, concurrency, shutdown).await;
 }
 
 /// Reconciles one schedule: gather → plan → apply (see the module docs).
@@ -346,7 +307,8 @@ async fn publish(
         secondary: None,
     };
     if let Err(err) = ctx
-        .recorder
+        .plumbing
+        .recorder()
         .publish(&event, &schedule.object_ref(&()))
         .await
     {

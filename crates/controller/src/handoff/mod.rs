@@ -1,0 +1,401 @@
+//! The Handoff loop: counts content revisions into `status`, adds the
+//! `project` / `repo` / `kind` labels an object arrived without, announces
+//! superseded revisions as Events and keeps the PostgreSQL mirror's row
+//! current.
+//!
+//! One reconcile is observe → [`plan`] → apply:
+//!
+//! - **observe**: the cached copy holds no body ([`cached`], see
+//!   "Memory" below); when the object must be counted or mirrored
+//!   ([`plan::cached_plan`]: not counted at this generation, its `Mirrored`
+//!   condition not True for it, or mirror work for its key owed in the
+//!   loop's [`crate::backlog::Backlog`]) the reconcile GETs it (bounded by
+//!   `--apiserver-timeout`) and reads the namespace's lint budget (through
+//!   the cache of [`handoff_kube::settings`]: a request at most once per
+//!   namespace per [`handoff_kube::settings::BUDGET_TTL`]); the clock says
+//!   when.
+//! - **plan** (pure, [`plan`]): the counted status, then, given the row
+//!   write's outcome, every effect: the status patch, the `Superseded`
+//!   Event, the labels, the history append, whether to retry.
+//! - **apply**, in an order chosen so nothing is counted twice and nothing
+//!   is lost: the mirror row first (rows never move backwards, so a retry
+//!   or a stale copy is harmless), its outcome the `Mirrored` condition;
+//!   the status, one merge patch of the status subresource *carrying the
+//!   resourceVersion that was read*, so a reconcile working on a stale
+//!   copy gets 409 and retries instead of counting a revision twice; the
+//!   `Superseded` Event only after that write succeeded (a series per
+//!   object and reason, written once per `--event-refresh`: see
+//!   [`super::events`]); the labels, a server-side apply with the
+//!   controller's own field manager naming only the labels the object
+//!   lacks or the controller already owns, so it never fights a writer's
+//!   labels (the bridge's apply carries them, so a bridge-written handoff
+//!   needs none); the history append only now that the apiserver holds the
+//!   revision (the same statement drops the key's revisions beyond
+//!   `--history-revisions`); last, a failed row write fails the reconcile
+//!   (retried with backoff), so status never waits for PostgreSQL.
+//!
+//! Writes per agent write of new content: the agent's apply and this
+//! loop's status write — two; plus, for an update, the `Superseded`
+//! series' share (one create per series, then at most one update per
+//! refresh interval). A writer that leaves the labels out (kubectl by
+//! hand) costs a third, the metadata apply, once per handoff.
+//!
+//! Memory: the watch cache is most of the controller's memory, and a body
+//! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
+//! keeps no body ([`cached`]). The alternative, kube's metadata-only watch,
+//! would keep even less, but without `status`: every reconcile — and, after
+//! a restart, every object — would need a GET just to learn whether it is
+//! counted and mirrored. With the full watch made compact before the
+//! reflector stores it, a restart over counted, mirrored objects reads their status
+//! and `Mirrored` condition from the cache and fetches nothing; only a
+//! changed object (one GET per change) or one whose mirror row is not known
+//! current is fetched, and the fetched body lives only while its
+//! reconcile runs. (The `Mirrored` condition is trusted across restarts
+//! and leaderships; a row lost meanwhile — a restored or re-created
+//! database — is resync's to repair, and resync runs as each leadership
+//! starts.) The mirror writes go through the batcher
+//! ([`handoff_mirror::batch`]): concurrent reconciles share transactions.
+//!
+//! PostgreSQL stalls: every mirror call is bounded by `--postgres-timeout`
+//! and, once one found PostgreSQL unavailable, the others fail at once
+//! until a probe gets an answer ([`handoff_mirror::pool::Gate`]): a stalled
+//! server delays only the reconciles in flight when it stalled, by at most
+//! that timeout; every later one counts, writes its status (`Mirrored`
+//! False), labels and Events at apiserver speed, and is retried with
+//! backoff; resync catches the mirror up. Every apiserver request of this
+//! loop is bounded by `--apiserver-timeout`.
+//!
+//! Deletes: the mirror holds no finalizer, so deleting a handoff (or its
+//! namespace) never waits for PostgreSQL. The controller deletes the row
+//! (and, unless `--keep-history-on-delete`, that uid's history) as soon as
+//! its watch sees the delete ([`delete_rows`]); a delete it could not
+//! mirror then (PostgreSQL unavailable, the controller stopped, an upsert
+//! racing the delete) is an orphan row that the next resync deletes, with
+//! its history, by the same statement.
+//!
+//! `status.updatedAt` is the controller's clock (whole seconds, as
+//! `metav1.Time` serializes) when it counted the change — normally within a
+//! second of the write. Before that, [`handoff_kube::store::updated_at`] falls back
+//! to the write time in managedFields; afterwards both the bridge and the
+//! mirror order by this same value.
+
+pub(crate) mod cached;
+pub(crate) mod plan;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use self::cached::CachedHandoff;
+use self::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
+use crate::run::Context;
+use handoff_core::api::{Handoff, HandoffStatus};
+use handoff_core::names::CONTROLLER_FIELD_MANAGER;
+use handoff_kube::loops::{Categorized, Category, describe};
+use handoff_kube::runner::{Plumbing, Reconcile};
+use handoff_mirror::batch::Batcher;
+use handoff_mirror::{MirrorError, Row};
+
+/// Characters of a key quoted in an Event's note (keys may be 1 KiB; the
+/// whole note may not).
+pub(crate) const NOTE_KEY_CHARS: usize = 200;
+
+/// The condition that reports the mirror row.
+pub const MIRRORED: &str = "Mirrored";
+
+/// The condition that reports the quality lint of the body.
+pub const LINTED: &str = "Linted";
+
+/// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The apiserver refused or could not be reached.
+    #[error("apiserver: {0}")]
+    Kube(#[from] kube::Error),
+    /// The mirror could not be written.
+    #[error("mirror: {0}")]
+    Mirror(#[from] MirrorError),
+    /// The object has no namespace (Handoffs are namespaced).
+    #[error("handoff {0} has no namespace")]
+    NoNamespace(String),
+    /// The apiserver did not answer within `--apiserver-timeout`.
+    #[error("apiserver: no answer within {0:?}")]
+    ApiTimeout(Duration),
+}
+
+impl Categorized for Error {
+    fn category(&self) -> Category {
+        match self {
+            Self::Kube(err) => Category::of_kube(err),
+            Self::Mirror(err) => err.category(),
+            Self::NoNamespace(_) => Category::Invalid,
+            Self::ApiTimeout(_) => Category::Transient,
+        }
+    }
+}
+/// The Handoff loop, run by [`handoff_kube::runner`] with the controller's
+/// context: each reconcile is timed and counted.
+impl Reconcile for Context {
+    type Object = CachedHandoff;
+    type Error = Error;
+
+    fn plumbing(&self) -> &Plumbing {
+        &self.plumbing
+    }
+
+    /// Reconciles one Handoff (see the module docs for the order).
+    async fn reconcile(&self, h: &CachedHandoff) -> Result<Action, Error> {
+        let started = std::time::Instant::now();
+        let result = reconcile_inner(h, self).await;
+        self.metrics
+            .observe_reconcile(result.is_ok(), started.elapsed());
+        result
+    }
+}
+
+/// observe → plan → apply (see the module docs).
+async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action, Error> {
+    let namespace = cached
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(cached.name_any()))?;
+    let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
+    let owed = ctx.backlog.owes(&(namespace.clone(), cached.key.clone()));
+    let mirror = ctx.writes.is_some();
+    if let Some(plan) = cached_plan(cached, mirror, owed) {
+        return apply(ctx, &api, cached, None, plan, None).await;
+    }
+    let h = match within(ctx, api.get_opt(&cached.name_any())).await?? {
+        Some(full) if full.uid() == cached.uid() => full,
+        // Deleted (or re-created) since: its watch event decides.
+        _ => return Ok(Action::await_change()),
+    };
+    let budget = ctx.budgets.budget(&namespace).await;
+    let observed = Observed {
+        handoff: &h,
+        budget: &budget,
+        mirror,
+        now: ctx.clock.now(),
+    };
+    let counted = counting(&observed);
+    let written = match (&ctx.writes, counted.write_row) {
+        (Some(writes), true) => Some(write_row(ctx, writes, &h, &counted.status).await),
+        _ => None,
+    };
+    let mirroring = match &written {
+        None => Mirroring::Skipped,
+        Some(Ok(row)) => Mirroring::Written {
+            revision: row.as_ref().map_or(0, |r| r.revision),
+            history: row.is_some(),
+        },
+        Some(Err(err)) => Mirroring::Failed(err.to_string()),
+    };
+    let plan = plan(&observed, counted, &mirroring);
+    apply(ctx, &api, cached, Some(&h), plan, written).await
+}
+
+/// Carries out `plan` for `cached` (see the module docs for the order):
+/// the status is written conditional on the resourceVersion of `fetched`,
+/// the object the plan was made from; `written` is the outcome of the row
+/// write made for it, if any.
+async fn apply(
+    ctx: &Context,
+    api: &Api<Handoff>,
+    cached: &CachedHandoff,
+    fetched: Option<&Handoff>,
+    plan: Plan,
+    written: Option<Result<Option<Row>, MirrorError>>,
+) -> Result<Action, Error> {
+    let name = cached.name_any();
+    if let (Some(status), Some(h)) = (&plan.status, fetched) {
+        let current =
+            match within(ctx, write_status(api, &name, h.resource_version(), status)).await? {
+                Ok(current) => current,
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    // A newer version exists: its watch event reconciles it.
+                    return Ok(Action::requeue(Duration::from_secs(1)));
+                }
+                Err(err) => return Err(err.into()),
+            };
+        if let Some(note) = plan.superseded {
+            ctx.event(&current, "Superseded", note).await;
+        }
+        if plan.counted {
+            ctx.metrics.count_revision();
+        }
+    }
+    if let Some(labels) = &plan.labels {
+        let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER);
+        match within(ctx, api.patch(&name, &params, &Patch::Apply(labels))).await? {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::info!(handoff = %describe(cached), message = %s.message, "labels owned by another writer are left alone");
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    match (written, &ctx.writes) {
+        (Some(Err(err)), _) if plan.retry => Err(err.into()),
+        (Some(Ok(Some(row))), Some(mirror)) if plan.history => {
+            record_revision(ctx, mirror, &row).await?;
+            Ok(Action::await_change())
+        }
+        _ => Ok(Action::await_change()),
+    }
+}
+
+/// Writes the row of `h` counted as `status` into the mirror (in a
+/// batch), marking its key behind in the backlog first; `None` for an
+/// object the mirror has no row for yet.
+async fn write_row(
+    ctx: &Context,
+    mirror: &Batcher,
+    h: &Handoff,
+    status: &HandoffStatus,
+) -> Result<Option<Row>, MirrorError> {
+    let mut counted = h.clone();
+    counted.status = Some(status.clone());
+    let Some(row) = Row::of(&counted)? else {
+        return Ok(None);
+    };
+    ctx.backlog
+        .behind(&(row.namespace.clone(), row.handoff_key.clone()));
+    mirror.upsert(&row).await.inspect_err(|_| {
+        ctx.metrics.count_mirror_error();
+    })?;
+    Ok(Some(row))
+}
+
+/// Records a revision the apiserver now holds in status, then marks the
+/// key caught up.
+async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(), MirrorError> {
+    let dropped = mirror
+        .record_revision(row)
+        .await
+        .inspect_err(|_| ctx.metrics.count_mirror_error())?;
+    ctx.metrics.count_history_purged("cap", dropped);
+    ctx.backlog
+        .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+    Ok(())
+}
+
+/// `request` bounded by `--apiserver-timeout`: its own outcome, or
+/// [`Error::ApiTimeout`].
+async fn within<T>(
+    ctx: &Context,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, Error> {
+    tokio::time::timeout(ctx.api_timeout, request)
+        .await
+        .map_err(|_| Error::ApiTimeout(ctx.api_timeout))
+}
+
+/// Deletes the mirror row (and, unless `--keep-history-on-delete`, the
+/// history) of each handoff the watch saw deleted, one at a time, until
+/// `stop`. A delete that fails (PostgreSQL unavailable) is left to resync,
+/// which finds the row orphaned; deletes themselves never wait for it.
+pub(crate) async fn delete_rows(
+    ctx: Arc<Context>,
+    mut deleted: tokio::sync::mpsc::UnboundedReceiver<CachedHandoff>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    let Some(mirror) = ctx.mirror.clone() else {
+        return;
+    };
+    loop {
+        let h = tokio::select! {
+            () = stop.cancelled() => return,
+            h = deleted.recv() => match h {
+                Some(h) => h,
+                None => return,
+            },
+        };
+        let (Some(namespace), Some(uid)) = (h.namespace(), h.uid()) else {
+            continue;
+        };
+        if !ctx.plumbing.scope().includes(&namespace) {
+            continue;
+        }
+        let key = (namespace, h.key.clone());
+        match mirror.delete(&key.0, &key.1, &uid).await {
+            Ok(gone) => {
+                ctx.metrics.count_history_purged("deleted", gone.history);
+                ctx.backlog.caught_up(&key);
+            }
+            Err(err) => {
+                ctx.metrics.count_mirror_error();
+                ctx.backlog.behind(&key);
+                tracing::info!(handoff = %describe(&h), error = %err, "the mirror row of a deleted handoff is left to resync");
+            }
+        }
+    }
+}
+
+/// Merge-patches the status subresource, conditional on `resource_version`.
+async fn write_status(
+    api: &Api<Handoff>,
+    name: &str,
+    resource_version: Option<String>,
+    status: &HandoffStatus,
+) -> Result<Handoff, kube::Error> {
+    let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+    if let Some(map) = body.as_object_mut() {
+        map.entry("conditions").or_insert(serde_json::json!([]));
+    }
+    let patch = serde_json::json!({
+        "metadata": { "resourceVersion": resource_version },
+        "status": body,
+    });
+    let params = PatchParams {
+        field_manager: Some(CONTROLLER_FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch_status(name, &params, &Patch::Merge(&patch)).await
+}
+
+/// A reference to `h` for Events (kept valid after `h` is deleted).
+pub fn reference(h: &Handoff) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Handoff::api_version(&()).into_owned()),
+        kind: Some(Handoff::kind(&()).into_owned()),
+        name: h.metadata.name.clone(),
+        namespace: h.metadata.namespace.clone(),
+        uid: h.metadata.uid.clone(),
+        resource_version: h.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::api::HandoffSpec;
+
+    #[test]
+    fn events_regard_the_handoff_at_its_version() {
+        let mut h = Handoff::new(
+            "obj",
+            HandoffSpec {
+                handoff_key: "k".into(),
+                project: "p".into(),
+                repo: None,
+                kind: None,
+                body: "b".into(),
+                created_by: None,
+            },
+        );
+        h.metadata.namespace = Some("ns".into());
+        h.metadata.uid = Some("u-1".into());
+        h.metadata.resource_version = Some("42".into());
+        let r = reference(&h);
+        assert_eq!(r.kind.as_deref(), Some("Handoff"));
+        assert_eq!(r.api_version.as_deref(), Some("handoff.dev/v1alpha1"));
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+        assert_eq!(r.name.as_deref(), Some("obj"));
+        assert_eq!(r.uid.as_deref(), Some("u-1"));
+        assert_eq!(r.resource_version.as_deref(), Some("42"));
+    }
+}

@@ -1,0 +1,1085 @@
+//! The Handoff loop's decisions, pure: what the reconcile observed
+//! ([`Observed`]) → the effects ([`Plan`]), tested as tables. The I/O
+//! around them is [`super`].
+//!
+//! One decision needs an outcome of I/O: the `Mirrored` condition is the
+//! result of this reconcile's row write, and goes out in the same status
+//! write as the count (two writes per agent write, not three). So the plan
+//! is made in two steps: [`counting`] (the counted status, and whether the
+//! row is to be written) and, once the row write answered, [`plan`] (every
+//! effect). The `Mirrored` condition is always the outcome of a write made
+//! now, or the condition the object already carries when its row is known
+//! current; a failure is never read from anything but the write that failed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::cached::{CachedHandoff, Mirrored};
+use super::{LINTED, MIRRORED, NOTE_KEY_CHARS};
+use handoff_core::api::naming::labels_for;
+use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
+use handoff_core::lint::approx_tokens;
+use handoff_core::names::CONTROLLER_FIELD_MANAGER;
+use handoff_kube::loops::quoted;
+use handoff_kube::settings::Budget;
+
+/// A time truncated to whole seconds (what `metav1.Time` keeps).
+pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
+    Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// What counting found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// First count of this object: revision 1.
+    Created,
+    /// The content changed: `from` → `to`.
+    Superseded {
+        /// The revision replaced.
+        from: i64,
+        /// The new revision.
+        to: i64,
+    },
+    /// Same content as last counted.
+    Unchanged,
+}
+
+/// The status for `spec` at `generation`, given the current status: the
+/// revision goes up by one only when the content hash differs. The
+/// `Linted` condition is set from [`linted_condition`] under `budget`;
+/// other conditions are carried over unchanged.
+pub(crate) fn count(
+    spec: &HandoffSpec,
+    current: Option<&HandoffStatus>,
+    generation: Option<i64>,
+    budget: &Budget,
+    now: Timestamp,
+) -> (HandoffStatus, Change) {
+    let hash = spec.content_hash();
+    let current = current.cloned().unwrap_or_default();
+    let (revision, updated_at, change) = match (current.revision, &current.content_hash) {
+        (Some(rev), Some(h)) if *h == hash => (rev, current.updated_at.clone(), Change::Unchanged),
+        (Some(rev), _) => (
+            rev + 1,
+            Some(Time(whole_seconds(now))),
+            Change::Superseded {
+                from: rev,
+                to: rev + 1,
+            },
+        ),
+        (None, _) => (1, Some(Time(whole_seconds(now))), Change::Created),
+    };
+    let status = HandoffStatus {
+        revision: Some(revision),
+        content_hash: Some(hash),
+        updated_at,
+        body_bytes: Some(i64::try_from(spec.body.len()).unwrap_or(i64::MAX)),
+        approx_tokens: Some(approx_tokens(&spec.body)),
+        phase: Some(HandoffPhase::Current),
+        observed_generation: generation,
+        conditions: current.conditions,
+    };
+    let mut status = status;
+    set_condition(
+        &mut status.conditions,
+        linted_condition(&spec.body, generation, budget, now),
+    );
+    (status, change)
+}
+
+/// The `Linted` condition: `True` (reason `NoWarnings`) when the body
+/// passes [`handoff_core::lint::lint`] under the namespace's budget, else `False`
+/// (reason `Warnings`) with every warning in the message — the same
+/// warnings `write_handoff` returns, for writers that do not use the bridge.
+/// A bad budget setting (the default was used) ends the message.
+pub(crate) fn linted_condition(
+    body: &str,
+    generation: Option<i64>,
+    budget: &Budget,
+    now: Timestamp,
+) -> Condition {
+    let warnings = handoff_core::lint::lint(body, budget.tokens);
+    let (status, reason, mut message) = if warnings.is_empty() {
+        (
+            "True",
+            "NoWarnings",
+            "the body passes the handoff lint".to_owned(),
+        )
+    } else {
+        ("False", "Warnings", handoff_core::lint::summary(&warnings))
+    };
+    if let Some(problem) = &budget.problem {
+        message.push_str(&format!("; {problem}"));
+    }
+    Condition {
+        type_: LINTED.into(),
+        status: status.into(),
+        reason: reason.into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(whole_seconds(now)),
+    }
+}
+
+/// The `Mirrored` condition.
+pub(crate) fn mirrored_condition(
+    ok: bool,
+    message: String,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    Condition {
+        type_: MIRRORED.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: if ok {
+            "RowCurrent"
+        } else {
+            "MirrorUnavailable"
+        }
+        .into(),
+        message,
+        observed_generation: generation,
+        last_transition_time: Time(whole_seconds(now)),
+    }
+}
+
+/// The label keys the controller's field manager owns on `h` (from the
+/// managedFields of its server-side applies).
+fn owned_labels(h: &Handoff) -> Vec<String> {
+    h.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
+        })
+        .filter_map(|m| m.fields_v1.as_ref())
+        .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
+        .flat_map(|labels| labels.keys().filter_map(|k| k.strip_prefix("f:")))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether the reconcile of `cached` needs the object's body, so must
+/// fetch the object: when it must count (never counted, or not at this
+/// generation: the spec changed), or when the mirror row is not known to be
+/// current — `mirror` on and the `Mirrored` condition not True for this
+/// generation, or `owed` (this process has mirror work for the key that
+/// failed: say, the history append after the status write). With the
+/// mirror off, a `Mirrored` condition left by an earlier run is to be
+/// removed, which rewrites the status. A counted, mirrored object (every
+/// one, after a restart) needs nothing but the label step: no GET, no write.
+pub(crate) fn needs_body(cached: &CachedHandoff, mirror: bool, owed: bool) -> bool {
+    let mirrored = match (mirror, cached.mirrored) {
+        (true, Mirrored::Current) => !owed,
+        (true, _) => false,
+        (false, mirrored) => mirrored == Mirrored::Absent,
+    };
+    !(cached.counted && mirrored)
+}
+
+/// The metadata the controller applies to `h` (the labels it may set), or
+/// `None` when `h` already carries exactly that. A label is the
+/// controller's to set when the object lacks it or the controller already
+/// owns it; a label another writer set is left alone even when it
+/// disagrees with the spec.
+pub(crate) fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
+    let current = h.metadata.labels.clone().unwrap_or_default();
+    let owned = owned_labels(h);
+    let desired = labels_for(
+        &h.spec.project,
+        h.spec.repo.as_deref(),
+        h.spec.kind.as_deref(),
+    );
+    let labels: BTreeMap<String, String> = desired
+        .into_iter()
+        .filter(|(k, _)| !current.contains_key(k) || owned.contains(k))
+        .collect();
+    let owned_now: BTreeMap<String, String> = owned
+        .iter()
+        .filter_map(|k| current.get(k).map(|v| (k.clone(), v.clone())))
+        .collect();
+    if labels == owned_now {
+        return None;
+    }
+    let metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
+    Some(serde_json::json!({
+        "apiVersion": "handoff.dev/v1alpha1",
+        "kind": "Handoff",
+        "metadata": metadata,
+    }))
+}
+
+fn writer(spec: &HandoffSpec) -> &str {
+    spec.created_by
+        .as_deref()
+        .filter(|w| !w.is_empty())
+        .unwrap_or("an unknown writer")
+}
+
+/// What a reconcile observed of one Handoff.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Observed<'a> {
+    /// The object, fetched (with its body): the cache said it is to be
+    /// counted or mirrored ([`cached_plan`]).
+    pub(crate) handoff: &'a Handoff,
+    /// The namespace's lint budget.
+    pub(crate) budget: &'a Budget,
+    /// Whether the mirror is on.
+    pub(crate) mirror: bool,
+    /// The controller's clock.
+    pub(crate) now: Timestamp,
+}
+
+/// The first step of the plan: the status as counted, before the row write.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Counting {
+    /// The counted status (its `Mirrored` condition as found; dropped with
+    /// the mirror off).
+    pub(crate) status: HandoffStatus,
+    /// What counting found.
+    pub(crate) change: Change,
+    /// Whether the row of the counted object is to be written now.
+    pub(crate) write_row: bool,
+}
+
+/// What this reconcile's row write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Mirroring {
+    /// No row was written (mirror off, or the row is current).
+    Skipped,
+    /// The row holds `revision`; `history` when that revision is to be
+    /// appended to the history (an uncounted object has no row: `false`).
+    Written {
+        /// The revision the row holds.
+        revision: i64,
+        /// Whether the history append follows.
+        history: bool,
+    },
+    /// The write failed, for this reason.
+    Failed(String),
+}
+
+/// Every effect of one reconcile, in the order the apply carries them out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Plan {
+    /// The status to write (a merge patch conditional on the resourceVersion
+    /// read), or `None` when it is unchanged.
+    pub(crate) status: Option<HandoffStatus>,
+    /// The note of the `Superseded` Event, recorded after the status write.
+    pub(crate) superseded: Option<String>,
+    /// A revision was counted (the metric), after the status write.
+    pub(crate) counted: bool,
+    /// The metadata apply ([`metadata_plan`]).
+    pub(crate) labels: Option<serde_json::Value>,
+    /// Append the written row's revision to the history, after the status
+    /// write (so a number is never recorded for content the apiserver does
+    /// not hold).
+    pub(crate) history: bool,
+    /// Fail the reconcile after the rest (retried with backoff): the row
+    /// write failed.
+    pub(crate) retry: bool,
+}
+
+/// The plan when the cached copy is enough, or `None` when the object is
+/// to be fetched and counted or mirrored ([`needs_body`]; `owed`: the
+/// loop's backlog holds mirror work for its key). A terminating object
+/// gets nothing (its delete event removes the row); a settled one only the
+/// label apply it may need.
+pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> Option<Plan> {
+    if cached.terminating() {
+        return Some(Plan::default());
+    }
+    (!needs_body(cached, mirror, owed)).then(|| Plan {
+        labels: cached.labels.clone(),
+        ..Plan::default()
+    })
+}
+
+/// The first step for a fetched object: the counted status and whether the
+/// row is to be written (with the mirror on).
+pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
+    let h = observed.handoff;
+    let (mut status, change) = count(
+        &h.spec,
+        h.status.as_ref(),
+        h.metadata.generation,
+        observed.budget,
+        observed.now,
+    );
+    if !observed.mirror {
+        status.conditions.retain(|c| c.type_ != MIRRORED);
+    }
+    Counting {
+        status,
+        change,
+        write_row: observed.mirror,
+    }
+}
+
+/// The second step: every effect, given the row write's outcome.
+pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirroring) -> Plan {
+    let h = observed.handoff;
+    let generation = h.metadata.generation;
+    let mut status = counting.status;
+    let (history, retry) = match mirroring {
+        Mirroring::Skipped => (false, false),
+        Mirroring::Written { revision, history } => {
+            let message = format!("the mirror row holds revision {revision}");
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(true, message, generation, observed.now),
+            );
+            (*history, false)
+        }
+        Mirroring::Failed(reason) => {
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(false, reason.clone(), generation, observed.now),
+            );
+            (false, true)
+        }
+    };
+    let status = (h.status.as_ref() != Some(&status)).then_some(status);
+    let written = status.is_some();
+    let superseded = match &counting.change {
+        // A creation has no Event: status revision 1, `updatedAt`, the
+        // mirror's history and the audit log record it.
+        Change::Superseded { from, to } if written => Some(format!(
+            "Handoff {}: revision {from} superseded by revision {to} (written by {})",
+            quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
+            writer(&h.spec)
+        )),
+        _ => None,
+    };
+    Plan {
+        status,
+        superseded,
+        counted: written && counting.change != Change::Unchanged,
+        labels: metadata_plan(h),
+        history,
+        retry,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use handoff_core::names::BRIDGE_FIELD_MANAGER;
+
+    fn spec(body: &str) -> HandoffSpec {
+        HandoffSpec {
+            handoff_key: "k".into(),
+            project: "p".into(),
+            repo: Some("org/repo".into()),
+            kind: Some("issue".into()),
+            body: body.into(),
+            created_by: Some("alice".into()),
+        }
+    }
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).expect("ts")
+    }
+
+    #[test]
+    fn content_hash_covers_content_only() {
+        let base = spec("b");
+        let h = base.content_hash();
+        assert_eq!(h.len(), 16);
+        let mut writer = base.clone();
+        writer.created_by = Some("bob".into());
+        assert_eq!(writer.content_hash(), h, "the writer is not content");
+        for changed in [
+            HandoffSpec {
+                project: "q".into(),
+                ..base.clone()
+            },
+            HandoffSpec {
+                repo: None,
+                ..base.clone()
+            },
+            HandoffSpec {
+                kind: Some("pr".into()),
+                ..base.clone()
+            },
+            HandoffSpec {
+                body: "c".into(),
+                ..base.clone()
+            },
+        ] {
+            assert_ne!(changed.content_hash(), h, "{changed:?}");
+        }
+        let a = HandoffSpec {
+            repo: Some("ab".into()),
+            kind: Some("c".into()),
+            ..base.clone()
+        };
+        let b = HandoffSpec {
+            repo: Some("a".into()),
+            kind: Some("bc".into()),
+            ..base
+        };
+        assert_ne!(a.content_hash(), b.content_hash(), "fields are delimited");
+    }
+
+    #[test]
+    fn revisions_count_content_changes_only() {
+        let (first, change) = count(
+            &spec("one"),
+            None,
+            Some(1),
+            &Budget::default_budget(),
+            at(100),
+        );
+        assert_eq!(change, Change::Created);
+        assert_eq!(first.revision, Some(1));
+        assert_eq!(first.updated_at, Some(Time(at(100))));
+        assert_eq!(first.body_bytes, Some(3));
+        assert_eq!(first.approx_tokens, Some(1));
+        assert_eq!(first.phase, Some(HandoffPhase::Current));
+        assert_eq!(first.observed_generation, Some(1));
+
+        let mut writer_only = spec("one");
+        writer_only.created_by = Some("bob".into());
+        let (same, change) = count(
+            &writer_only,
+            Some(&first),
+            Some(2),
+            &Budget::default_budget(),
+            at(200),
+        );
+        assert_eq!(change, Change::Unchanged);
+        assert_eq!(same.revision, Some(1));
+        assert_eq!(
+            same.updated_at,
+            Some(Time(at(100))),
+            "no content change, no new time"
+        );
+        assert_eq!(same.observed_generation, Some(2));
+
+        let (second, change) = count(
+            &spec("two!"),
+            Some(&same),
+            Some(3),
+            &Budget::default_budget(),
+            at(300),
+        );
+        assert_eq!(change, Change::Superseded { from: 1, to: 2 });
+        assert_eq!(second.revision, Some(2));
+        assert_eq!(second.updated_at, Some(Time(at(300))));
+        assert_eq!(second.body_bytes, Some(4));
+    }
+
+    #[test]
+    fn a_status_without_a_hash_is_recounted_once() {
+        let legacy = HandoffStatus {
+            revision: Some(4),
+            ..HandoffStatus::default()
+        };
+        let (status, change) = count(
+            &spec("x"),
+            Some(&legacy),
+            None,
+            &Budget::default_budget(),
+            at(1),
+        );
+        assert_eq!(change, Change::Superseded { from: 4, to: 5 });
+        let (_, again) = count(
+            &spec("x"),
+            Some(&status),
+            None,
+            &Budget::default_budget(),
+            at(2),
+        );
+        assert_eq!(again, Change::Unchanged);
+    }
+
+    #[test]
+    fn updated_at_is_whole_seconds() {
+        let t = Timestamp::from_millisecond(1_500).expect("ts");
+        let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t);
+        assert_eq!(status.updated_at, Some(Time(at(1))));
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_unchanged() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(1), at(10)),
+        );
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(2), at(20)),
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+        set_condition(
+            &mut conditions,
+            mirrored_condition(false, "down".into(), Some(2), at(30)),
+        );
+        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
+        assert_eq!(conditions[0].reason, "MirrorUnavailable");
+    }
+
+    fn object(labels: &[(&str, &str)], owned: &[&str]) -> Handoff {
+        let mut h = Handoff::new("n", spec("b"));
+        h.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        if !owned.is_empty() {
+            let fields: serde_json::Map<String, serde_json::Value> = owned
+                .iter()
+                .map(|k| (format!("f:{k}"), serde_json::json!({})))
+                .collect();
+            h.metadata.managed_fields = Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                    manager: Some(CONTROLLER_FIELD_MANAGER.into()),
+                    operation: Some("Apply".into()),
+                    fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                        serde_json::json!({"f:metadata": {"f:labels": fields}}),
+                    )),
+                    ..Default::default()
+                },
+            ]);
+        }
+        h
+    }
+
+    #[test]
+    fn labels_are_added_only_where_missing_or_owned() {
+        let plan = metadata_plan(&object(&[], &[])).expect("labels missing");
+        assert_eq!(
+            plan["metadata"]["labels"],
+            serde_json::json!({"project": "p", "kind": "issue"})
+        );
+
+        let writer_set = object(&[("project", "other"), ("kind", "issue")], &[]);
+        let plan = metadata_plan(&writer_set);
+        assert!(plan.is_none(), "a writer's labels are left alone: {plan:?}");
+
+        let ours = object(&[("project", "p"), ("kind", "issue")], &["project", "kind"]);
+        assert!(metadata_plan(&ours).is_none(), "already applied");
+
+        let stale = object(
+            &[("project", "old"), ("kind", "issue")],
+            &["project", "kind"],
+        );
+        let plan = metadata_plan(&stale).expect("our label follows the spec");
+        assert_eq!(plan["metadata"]["labels"]["project"], "p");
+    }
+
+    /// kubectl's client-side apply record.
+    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+    #[test]
+    fn a_writer_that_applies_the_labels_gets_no_metadata_write() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        // What the bridge (`store::desired`) and the scaling bench apply:
+        // the spec and its labels, under the writer's own field manager.
+        for (manager, spec) in [
+            (BRIDGE_FIELD_MANAGER, spec("b")),
+            (
+                "bench-writer",
+                HandoffSpec {
+                    repo: None,
+                    kind: None,
+                    ..spec("b")
+                },
+            ),
+        ] {
+            let labels = labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref());
+            let fields: serde_json::Map<String, serde_json::Value> = labels
+                .keys()
+                .map(|k| (format!("f:{k}"), serde_json::json!({})))
+                .collect();
+            let mut h = Handoff::new("n", spec);
+            h.metadata.labels = Some(labels);
+            h.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some("Apply".into()),
+                fields_v1: Some(FieldsV1(
+                    serde_json::json!({"f:metadata": {"f:labels": fields}, "f:spec": {}}),
+                )),
+                ..Default::default()
+            }]);
+            assert_eq!(metadata_plan(&h), None, "{manager}");
+            // The same object without its labels (kubectl by hand) gets them.
+            h.metadata.labels = None;
+            assert!(metadata_plan(&h).is_some(), "{manager} without labels");
+        }
+    }
+
+    #[test]
+    fn the_cache_keeps_what_the_loop_reads_and_nothing_else() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        use kube::{Resource, ResourceExt};
+        let entry = |manager: &str, subresource: Option<&str>| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            subresource: subresource.map(Into::into),
+            ..Default::default()
+        };
+        for (labels, owned) in [
+            (vec![], vec![]),
+            (vec![("project", "other")], vec![]),
+            (
+                vec![("project", "old"), ("kind", "issue")],
+                vec!["project", "kind"],
+            ),
+        ] {
+            let mut h = object(&labels, &owned);
+            h.metadata.namespace = Some("ns".into());
+            h.metadata.uid = Some("u".into());
+            h.metadata.resource_version = Some("7".into());
+            h.metadata.generation = Some(3);
+            let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
+            fields.extend([
+                entry(BRIDGE_FIELD_MANAGER, None),
+                entry(CONTROLLER_FIELD_MANAGER, Some("status")),
+            ]);
+            h.metadata.managed_fields = Some(fields);
+            h.metadata.annotations = Some(
+                [
+                    (LAST_APPLIED.to_owned(), "{…}".to_owned()),
+                    ("keep".into(), "me".into()),
+                ]
+                .into(),
+            );
+            let cached = CachedHandoff::of(&h);
+            assert_eq!(cached.labels, metadata_plan(&h), "{labels:?} {owned:?}");
+            assert_eq!(cached.key, "k", "the delete and the backlog read the key");
+            assert_eq!(
+                (
+                    cached.name_any(),
+                    cached.namespace(),
+                    cached.uid(),
+                    cached.resource_version(),
+                    cached.meta().generation,
+                ),
+                (
+                    "n".to_owned(),
+                    Some("ns".to_owned()),
+                    Some("u".to_owned()),
+                    Some("7".to_owned()),
+                    Some(3)
+                )
+            );
+            assert!(cached.labels().is_empty(), "no labels kept: {labels:?}");
+            assert!(cached.annotations().is_empty(), "no annotations kept");
+            assert!(cached.managed_fields().is_empty(), "no managedFields kept");
+        }
+    }
+
+    #[test]
+    fn the_body_is_needed_to_count_or_to_mirror() {
+        let condition = |ok: bool, generation: i64| {
+            mirrored_condition(ok, String::new(), Some(generation), at(1))
+        };
+        let object = |generation: i64, status: Option<(i64, Vec<Condition>)>| {
+            let mut h = Handoff::new("n", spec("b"));
+            h.metadata.generation = Some(generation);
+            h.status = status.map(|(observed, conditions)| {
+                let (mut counted, _) = count(
+                    &h.spec,
+                    None,
+                    Some(observed),
+                    &Budget::default_budget(),
+                    at(1),
+                );
+                counted.conditions = conditions;
+                counted
+            });
+            h
+        };
+        let legacy = {
+            let mut h = object(2, Some((2, vec![condition(true, 2)])));
+            if let Some(s) = h.status.as_mut() {
+                s.content_hash = None;
+            }
+            h
+        };
+        let cases = [
+            // (object, mirror on, owed, needs the body, why)
+            (object(1, None), true, false, true, "never counted"),
+            (
+                object(2, Some((1, vec![condition(true, 1)]))),
+                true,
+                false,
+                true,
+                "the spec changed",
+            ),
+            (
+                legacy,
+                true,
+                false,
+                true,
+                "a status without a hash is recounted",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                true,
+                false,
+                false,
+                "counted and mirrored",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                true,
+                true,
+                true,
+                "mirror work owed",
+            ),
+            (
+                object(2, Some((2, vec![condition(false, 2)]))),
+                true,
+                false,
+                true,
+                "the mirror failed",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 1)]))),
+                true,
+                false,
+                true,
+                "mirrored an older generation",
+            ),
+            (
+                object(2, Some((2, vec![]))),
+                true,
+                false,
+                true,
+                "never mirrored",
+            ),
+            (
+                object(2, Some((2, vec![]))),
+                false,
+                false,
+                false,
+                "counted, no mirror",
+            ),
+            (
+                object(2, Some((2, vec![condition(true, 2)]))),
+                false,
+                false,
+                true,
+                "a stale condition to drop",
+            ),
+        ];
+        for (h, mirror, owed, want, why) in cases {
+            assert_eq!(
+                needs_body(&CachedHandoff::of(&h), mirror, owed),
+                want,
+                "{why}"
+            );
+        }
+    }
+
+    /// A stored handoff as the bridge writes it (labels applied).
+    fn stored(body: &str, generation: i64) -> Handoff {
+        let mut h = Handoff::new("n", spec(body));
+        h.metadata.namespace = Some("ns".into());
+        h.metadata.uid = Some("u".into());
+        h.metadata.generation = Some(generation);
+        h.metadata.resource_version = Some("7".into());
+        h.metadata.labels = Some(labels_for("p", Some("org/repo"), Some("issue")));
+        h
+    }
+
+    /// `h` counted at `observed` (its content then `body`), with a
+    /// `Mirrored` condition (True: row current; False: a failed write) of
+    /// generation `observed`.
+    fn counted_as(mut h: Handoff, body: &str, observed: i64, mirrored: Option<bool>) -> Handoff {
+        let (mut status, _) = count(
+            &spec(body),
+            None,
+            Some(observed),
+            &Budget::default_budget(),
+            at(1),
+        );
+        if let Some(ok) = mirrored {
+            let message = if ok {
+                "the mirror row holds revision 1"
+            } else {
+                "down"
+            };
+            set_condition(
+                &mut status.conditions,
+                mirrored_condition(ok, message.into(), Some(observed), at(1)),
+            );
+        }
+        h.status = Some(status);
+        h
+    }
+
+    /// What a plan does, in short.
+    #[derive(Debug, PartialEq)]
+    struct Seen {
+        /// The row is written.
+        row: bool,
+        /// The status patch: its revision and `Mirrored` status.
+        status: Option<(Option<i64>, Option<String>)>,
+        superseded: bool,
+        counted: bool,
+        labels: bool,
+        history: bool,
+        retry: bool,
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn seen(
+        row: bool,
+        status: Option<(i64, Option<&str>)>,
+        superseded: bool,
+        counted: bool,
+        labels: bool,
+        history: bool,
+        retry: bool,
+    ) -> Seen {
+        Seen {
+            row,
+            status: status.map(|(r, m)| (Some(r), m.map(str::to_owned))),
+            superseded,
+            counted,
+            labels,
+            history,
+            retry,
+        }
+    }
+
+    #[test]
+    fn every_transition_of_the_handoff_loop_is_planned() {
+        let ok = |revision| Mirroring::Written {
+            revision,
+            history: true,
+        };
+        let down = Mirroring::Failed("PostgreSQL unavailable".into());
+        let unlabelled = {
+            let mut h = counted_as(stored("b", 1), "b", 1, Some(true));
+            h.metadata.labels = None;
+            h
+        };
+        let terminating = {
+            let mut h = stored("b", 1);
+            h.metadata.deletion_timestamp = Some(Time(at(5)));
+            h
+        };
+        let settled = counted_as(stored("b", 1), "b", 1, Some(true));
+        let budget = Budget::default_budget();
+        // (why, object, mirror on, mirror work owed for the key, the row
+        // write's outcome, what the plan does)
+        let cases = [
+            (
+                "new: revision 1, the row written, its history, no Event",
+                stored("b", 1),
+                true,
+                false,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    true,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "counted and mirrored: nothing",
+                settled.clone(),
+                true,
+                false,
+                Mirroring::Skipped,
+                seen(false, None, false, false, false, false, false),
+            ),
+            (
+                "relabel: only the labels",
+                unlabelled,
+                true,
+                false,
+                Mirroring::Skipped,
+                seen(false, None, false, false, true, false, false),
+            ),
+            (
+                "mirror pending (owed): the row and history again, the status as it is",
+                settled.clone(),
+                true,
+                true,
+                ok(1),
+                seen(true, None, false, false, false, true, false),
+            ),
+            (
+                "mirror failed: counted, Mirrored False, retried, no history",
+                stored("b", 1),
+                true,
+                false,
+                down.clone(),
+                seen(
+                    true,
+                    Some((1, Some("False"))),
+                    false,
+                    true,
+                    false,
+                    false,
+                    true,
+                ),
+            ),
+            (
+                "mirror failed again: the same status, retried",
+                counted_as(stored("b", 1), "b", 1, Some(false)),
+                true,
+                false,
+                Mirroring::Failed("down".into()),
+                seen(true, None, false, false, false, false, true),
+            ),
+            (
+                "mirror caught up: the earlier failure is not carried forward",
+                counted_as(stored("b", 1), "b", 1, Some(false)),
+                true,
+                false,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    false,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "new content: revision 2, Superseded, the row and history",
+                counted_as(stored("c", 2), "b", 1, Some(true)),
+                true,
+                false,
+                ok(2),
+                seen(
+                    true,
+                    Some((2, Some("True"))),
+                    true,
+                    true,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "stale row (same content, a newer generation): rewritten, no revision",
+                counted_as(stored("b", 2), "b", 1, Some(true)),
+                true,
+                false,
+                ok(1),
+                seen(
+                    true,
+                    Some((1, Some("True"))),
+                    false,
+                    false,
+                    false,
+                    true,
+                    false,
+                ),
+            ),
+            (
+                "mirror off: a condition left by an earlier run goes",
+                settled.clone(),
+                false,
+                false,
+                Mirroring::Skipped,
+                seen(false, Some((1, None)), false, false, false, false, false),
+            ),
+            (
+                "delete (terminating): nothing, the delete event removes the row",
+                terminating,
+                true,
+                false,
+                Mirroring::Skipped,
+                seen(false, None, false, false, false, false, false),
+            ),
+        ];
+        for (why, h, mirror, owed, outcome, want) in cases {
+            let (row, plan) = match cached_plan(&CachedHandoff::of(&h), mirror, owed) {
+                Some(plan) => (false, plan),
+                None => {
+                    let observed = Observed {
+                        handoff: &h,
+                        budget: &budget,
+                        mirror,
+                        now: at(10),
+                    };
+                    let counted = counting(&observed);
+                    (counted.write_row, plan(&observed, counted, &outcome))
+                }
+            };
+            let mirrored = |status: &HandoffStatus| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == MIRRORED)
+                    .map(|c| c.status.clone())
+            };
+            let got = Seen {
+                row,
+                status: plan.status.as_ref().map(|s| (s.revision, mirrored(s))),
+                superseded: plan.superseded.is_some(),
+                counted: plan.counted,
+                labels: plan.labels.is_some(),
+                history: plan.history,
+                retry: plan.retry,
+            };
+            assert_eq!(got, want, "{why}");
+        }
+    }
+
+    #[test]
+    fn the_superseded_note_names_the_key_the_revisions_and_the_writer() {
+        let h = counted_as(stored("c", 2), "b", 1, Some(true));
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: &h,
+            budget: &budget,
+            mirror: false,
+            now: at(10),
+        };
+        let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+        assert_eq!(
+            plan.superseded.as_deref(),
+            Some("Handoff \"k\": revision 1 superseded by revision 2 (written by alice)")
+        );
+        let status = plan.status.expect("a status patch");
+        assert_eq!(status.updated_at, Some(Time(at(10))));
+        assert_eq!(status.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn a_failed_row_write_says_why_in_the_condition() {
+        let h = stored("b", 1);
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: &h,
+            budget: &budget,
+            mirror: true,
+            now: at(10),
+        };
+        let failed = Mirroring::Failed("PostgreSQL unavailable".into());
+        let plan = plan(&observed, counting(&observed), &failed);
+        let status = plan.status.expect("a status patch");
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == MIRRORED)
+            .expect("Mirrored");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "MirrorUnavailable")
+        );
+        assert_eq!(condition.message, "PostgreSQL unavailable");
+    }
+}
