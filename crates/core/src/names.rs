@@ -14,9 +14,10 @@ pub const BRIDGE_FIELD_MANAGER: &str = "handoff-bridge";
 /// Field manager of objects the local control plane installs (CRDs, RBAC).
 pub const LOCAL_FIELD_MANAGER: &str = "handoff-envtest";
 
-/// The finalizer earlier releases kept on a Handoff until its mirror row
-/// was deleted; the controller now only removes it (deletes never wait for
-/// PostgreSQL).
+/// A finalizer name reserved to the controller: the finalizers policy
+/// (config/policy) lets only the controller add or remove finalizers on a
+/// Handoff. The controller sets none today (deletes never wait for
+/// PostgreSQL); the policy tests use this name.
 pub const MIRROR_FINALIZER: &str = "handoff.dev/mirror";
 
 /// Label of a Handoff: its project (when a valid label value).
