@@ -25,7 +25,6 @@ use handoff_testkit::http::{addr_of, flood, metric, scrape};
 use handoff_testkit::previous::Previous;
 use handoff_testkit::rpc::McpHttp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::config::AuthInfo;
 
 const ITERATIONS: usize = 300;
 const WARMUP: usize = 30;
@@ -48,15 +47,8 @@ fn main() -> anyhow::Result<()> {
     let previous =
         Previous::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md"));
     let plane = rt.block_on(bench::plane())?;
-    let mut config = rt.block_on(kube::Config::from_custom_kubeconfig(
-        plane.kubeconfig().clone(),
-        &Default::default(),
-    ))?;
-    config.auth_info = AuthInfo {
-        token: Some(TOKEN.to_owned().into()),
-        ..Default::default()
-    };
-    let direct: Api<Handoff> = Api::namespaced(kube::Client::try_from(config)?, "default");
+    let direct: Api<Handoff> =
+        Api::namespaced(rt.block_on(bench::agent_client(&plane))?, "default");
 
     let bridge = BridgeProcess::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),

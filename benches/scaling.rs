@@ -41,7 +41,6 @@ use handoff_testkit::previous::{Previous, beside};
 use handoff_testkit::rpc::McpHttp;
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::{Api, Patch, PatchParams};
-use kube::config::AuthInfo;
 
 const NAMESPACE: &str = "default";
 const PROJECTS: usize = 100;
@@ -369,15 +368,10 @@ fn write_rounds(
 
 /// The Handoffs of the namespace as the agent (its static token).
 fn agent_api(rt: &tokio::runtime::Runtime, plane: &ControlPlane) -> anyhow::Result<Api<Handoff>> {
-    let mut config = rt.block_on(kube::Config::from_custom_kubeconfig(
-        plane.kubeconfig().clone(),
-        &Default::default(),
-    ))?;
-    config.auth_info = AuthInfo {
-        token: Some(TOKEN.to_owned().into()),
-        ..Default::default()
-    };
-    Ok(Api::namespaced(kube::Client::try_from(config)?, NAMESPACE))
+    Ok(Api::namespaced(
+        rt.block_on(bench::agent_client(plane))?,
+        NAMESPACE,
+    ))
 }
 
 fn measure(rt: &tokio::runtime::Runtime, system: &System) -> anyhow::Result<Vec<Stage>> {

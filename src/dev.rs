@@ -332,19 +332,7 @@ async fn start_controller(
     let listener = bind_loopback(preferred).await?;
     let port = listener.local_addr()?.port();
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let (served, ready, live, stop) = (
-        metrics.clone(),
-        metrics.clone(),
-        metrics.clone(),
-        shutdown.clone(),
-    );
-    tokio::spawn(handoff_kube::telemetry::serve_endpoints(
-        listener,
-        Arc::new(move || served.encode()),
-        Arc::new(move || ready.is_ready()),
-        Arc::new(move || live.live()),
-        async move { stop.cancelled().await },
-    ));
+    metrics.serve(listener, shutdown.clone());
     let task = tokio::spawn(controller::run(
         client,
         options,

@@ -38,6 +38,19 @@ pub async fn plane() -> anyhow::Result<ControlPlane> {
     crate::plane_with_admin_token_and(TOKEN, "bench", options).await
 }
 
+/// A client of `plane` that authenticates with [`TOKEN`] (as the agent of
+/// the benchmarks, not as the admin).
+pub async fn agent_client(plane: &ControlPlane) -> anyhow::Result<kube::Client> {
+    let mut config =
+        kube::Config::from_custom_kubeconfig(plane.kubeconfig().clone(), &Default::default())
+            .await?;
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(TOKEN.to_owned().into()),
+        ..Default::default()
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
 /// The apiserver's count of writes (`apiserver_request_total` of the verbs
 /// APPLY, PATCH, POST, PUT and DELETE) since it started, by what they wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -119,6 +119,17 @@ impl Bridge {
     pub(crate) fn drive(&self, token: &str, profile: &str, plan: Value) -> Vec<Value> {
         drive(&["http", self.process.url(), token, profile], plan, &[])
     }
+
+    /// Calls `tool` once per argument object in `args_list`, all at once, with
+    /// `token` and no profile header; the answers, in the order of the list.
+    pub(crate) fn concurrent(&self, token: &str, tool: &str, args_list: Vec<Value>) -> Vec<Value> {
+        let plan = serde_json::json!([{"op": "concurrent", "tool": tool, "args_list": args_list}]);
+        let mut results = self.drive(token, "", plan);
+        match results[0]["results"].take() {
+            Value::Array(answers) => answers,
+            other => panic!("a concurrent step answers a list, got {other}"),
+        }
+    }
 }
 
 /// Applies `config/rbac/agent_roles.yaml` (the ClusterRoles agents are bound to).

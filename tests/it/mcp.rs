@@ -501,14 +501,9 @@ async fn concurrent_writers_on_one_key_all_get_an_answer_and_one_object_remains(
         .iter()
         .map(|b| json!({"handoff_key": "contended", "project": "shop", "body": b}))
         .collect();
-    let results = bridge.drive(
-        &token,
-        "",
-        json!([{"op": "concurrent", "tool": "write_handoff", "args_list": args}]),
-    );
-    let answers = results[0]["results"].as_array().expect("results");
+    let answers = bridge.concurrent(&token, "write_handoff", args);
     assert_eq!(answers.len(), 32);
-    for answer in answers {
+    for answer in &answers {
         assert_eq!(
             answer["is_error"],
             json!(false),

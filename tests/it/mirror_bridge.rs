@@ -11,6 +11,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::objects::shop;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_bridge::auth::ACCESS_TTL;
 use handoff_core::api::Handoff;
@@ -51,18 +52,6 @@ async fn await_mirror(client: &kube::Client, url: &str, namespace: &str, expecte
             "the mirror of {namespace} did not catch up"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// A handoff of project `shop`.
-fn shop(key: &str, body: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: Some("org/a".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some("writer".into()),
     }
 }
 

@@ -49,14 +49,9 @@ async fn sixteen_concurrent_offers_leave_exactly_one_offered() {
             )
         })
         .collect();
-    let results = s.bridge.drive(
-        &s.token,
-        "",
-        json!([{"op": "concurrent", "tool": "offer_handoff", "args_list": args}]),
-    );
-    let answers = results[0]["results"].as_array().expect("answers");
+    let answers = s.bridge.concurrent(&s.token, "offer_handoff", args);
     assert_eq!(answers.len(), 16);
-    for a in answers {
+    for a in &answers {
         assert_eq!(a["is_error"], json!(false), "{a}");
     }
     let all = offers(&s.ns).await;
@@ -340,12 +335,7 @@ async fn offers_to_two_destinations_in_parallel_both_land() {
             )
         })
         .collect();
-    let results = s.bridge.drive(
-        &s.token,
-        "",
-        json!([{"op": "concurrent", "tool": "offer_handoff", "args_list": args}]),
-    );
-    for a in results[0]["results"].as_array().expect("answers") {
+    for a in &s.bridge.concurrent(&s.token, "offer_handoff", args) {
         assert_eq!(a["is_error"], json!(false), "{a}");
     }
     let all = offers(&s.ns).await;

@@ -9,9 +9,10 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::objects::shop;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
@@ -56,17 +57,6 @@ pub(crate) async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Han
     .await
 }
 
-fn spec(key: &str, body: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: Some("org/a".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some("writer".into()),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_sixteen_store_writers_expecting_a_revision_wins() {
     let env = env();
@@ -76,7 +66,7 @@ async fn one_of_sixteen_store_writers_expecting_a_revision_wins() {
     let counter = Counter::start(&client, &ns, None);
     let store = HandoffStore::new(client.clone(), &ns);
     store
-        .write(&spec("shared", "v1"))
+        .write(&shop("shared", "v1"))
         .await
         .expect("first write");
     counted(&api, "shared", 1).await;
@@ -87,7 +77,7 @@ async fn one_of_sixteen_store_writers_expecting_a_revision_wins() {
             let body = format!("writer {i}");
             (
                 body.clone(),
-                store.write_if_at(&spec("shared", &body), 1).await,
+                store.write_if_at(&shop("shared", &body), 1).await,
             )
         }
     });
@@ -125,7 +115,7 @@ async fn one_of_sixteen_store_writers_expecting_a_revision_wins() {
     // A stale expectation (revision 1, now 2) writes nothing.
     let before = stored.metadata.resource_version.clone();
     let stale = store
-        .write_if_at(&spec("shared", "stale"), 1)
+        .write_if_at(&shop("shared", "stale"), 1)
         .await
         .expect_err("stale");
     assert_eq!(
@@ -148,12 +138,12 @@ async fn one_of_sixteen_store_writers_expecting_a_revision_wins() {
 
     // At the current revision the write goes ahead; on a missing key it cannot.
     let (outcome, _) = store
-        .write_if_at(&spec("shared", "v3"), 2)
+        .write_if_at(&shop("shared", "v3"), 2)
         .await
         .expect("current");
     assert_eq!(outcome, WriteOutcome::Updated);
     let missing = store
-        .write_if_at(&spec("nobody", "x"), 1)
+        .write_if_at(&shop("nobody", "x"), 1)
         .await
         .expect_err("missing")
         .to_string();
@@ -200,12 +190,7 @@ async fn one_of_sixteen_mcp_writers_expecting_a_revision_wins() {
     let args: Vec<Value> = (0..16)
         .map(|i| write(&format!("writer {i}"), Some(1)))
         .collect();
-    let results = bridge.drive(
-        &token,
-        "",
-        json!([{"op": "concurrent", "tool": "write_handoff", "args_list": args}]),
-    );
-    let answers = results[0]["results"].as_array().expect("results");
+    let answers = bridge.concurrent(&token, "write_handoff", args);
     let winners: Vec<&Value> = answers
         .iter()
         .filter(|a| a["is_error"] == json!(false))
@@ -286,7 +271,7 @@ async fn five_revisions_listed_paged_and_diffed_from_the_mirror() {
         |n: usize| -> String { (1..=n).map(|i| format!("- step {i}\n")).collect::<String>() };
     for n in 1..=5 {
         store
-            .write(&spec("five", &format!("## Done\n{}", body(n))))
+            .write(&shop("five", &format!("## Done\n{}", body(n))))
             .await
             .expect("write");
         counted(&api, "five", i64::try_from(n).expect("small")).await;

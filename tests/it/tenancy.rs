@@ -3,6 +3,7 @@
 //! tokens from `kubectl create token` and the real MCP client.
 
 use crate::common;
+use crate::common::objects::stored_keys;
 use crate::install::{bridge_as_installed_for, installed, kubectl, must, root};
 
 use handoff_core::api::Handoff;
@@ -326,33 +327,20 @@ async fn handoff_move_takes_a_project_into_a_teams_namespace() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let shared_api: Api<Handoff> = Api::namespaced(env.client().await, &shared);
     let team_api: Api<Handoff> = Api::namespaced(env.client().await, &team);
-    let keys = |api: Api<Handoff>| async move {
-        let mut keys: Vec<String> = api
-            .list(&Default::default())
-            .await
-            .expect("list")
-            .items
-            .into_iter()
-            .map(|h| h.spec.handoff_key)
-            .collect();
-        keys.sort();
-        keys
-    };
 
     let planned = tokio::task::block_in_place(|| run(&["--dry-run"]));
     assert_eq!(planned.lines().count(), 2, "{planned}");
     assert_eq!(
-        keys(shared_api.clone()).await,
+        stored_keys(env, &shared).await,
         ["blog#1", "shop#1", "shop#2"]
     );
-    assert_eq!(keys(team_api.clone()).await, Vec::<String>::new());
+    assert_eq!(stored_keys(env, &team).await, Vec::<String>::new());
 
     let done = tokio::task::block_in_place(|| run(&[]));
     assert_eq!(done.matches("moved ").count(), 2, "{done}");
-    assert_eq!(keys(shared_api).await, ["blog#1"]);
-    assert_eq!(keys(team_api.clone()).await, ["shop#1", "shop#2"]);
+    assert_eq!(stored_keys(env, &shared).await, ["blog#1"]);
+    assert_eq!(stored_keys(env, &team).await, ["shop#1", "shop#2"]);
     let copy = team_api
         .get(&name_for_key("shop#1"))
         .await

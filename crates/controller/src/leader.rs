@@ -335,52 +335,31 @@ mod tests {
             renew_deadline: Duration::from_secs(renew),
             retry_period: Duration::from_secs(retry),
         };
-        let order = |retry: u64, renew: u64, lease: u64| {
-            format!(
-                "lease timings must satisfy retry period ({retry}s) < renew deadline ({renew}s) < lease duration ({lease}s)"
-            )
-        };
+        const RENEW: &str = "the renew deadline is not below the lease duration";
+        const RETRY: &str = "the retry period is not below the renew deadline";
+        // (lease, renew, retry) in seconds, and the rule it breaks (none: valid).
         let cases = [
-            ((15, 10, 2), Ok(())),
-            (
-                (15, 15, 2),
-                Err(format!(
-                    "{}: the renew deadline is not below the lease duration",
-                    order(2, 15, 15)
-                )),
-            ),
-            (
-                (15, 20, 2),
-                Err(format!(
-                    "{}: the renew deadline is not below the lease duration",
-                    order(2, 20, 15)
-                )),
-            ),
-            (
-                (15, 10, 10),
-                Err(format!(
-                    "{}: the retry period is not below the renew deadline",
-                    order(10, 10, 15)
-                )),
-            ),
-            (
-                (15, 16, 20),
-                Err(format!(
-                    "{}: the renew deadline is not below the lease duration",
-                    order(20, 16, 15)
-                )),
-            ),
-            (
-                (0, 0, 0),
-                Err("--lease-duration must be at least 1s".into()),
-            ),
+            ((15, 10, 2), None),
+            ((15, 15, 2), Some(RENEW)),
+            ((15, 20, 2), Some(RENEW)),
+            ((15, 10, 10), Some(RETRY)),
+            ((15, 16, 20), Some(RENEW)),
         ];
-        for ((lease, renew, retry), want) in cases {
+        for ((lease, renew, retry), broken) in cases {
+            let want = broken.map_or(Ok(()), |rule| {
+                Err(format!(
+                    "lease timings must satisfy retry period ({retry}s) < renew deadline ({renew}s) < lease duration ({lease}s): {rule}"
+                ))
+            });
             assert_eq!(
                 config(lease, renew, retry).validate(),
                 want,
                 "{lease} {renew} {retry}"
             );
         }
+        assert_eq!(
+            config(0, 0, 0).validate(),
+            Err("--lease-duration must be at least 1s".into())
+        );
     }
 }

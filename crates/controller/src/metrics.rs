@@ -12,6 +12,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use tokio_util::sync::CancellationToken;
 
 use crate::backlog;
 use handoff_core::liveness::{Health, Liveness};
@@ -194,6 +195,19 @@ impl ControllerMetrics {
                 Err(reason)
             }
         }
+    }
+
+    /// Serves `/metrics`, `/healthz` and `/readyz` from these metrics on
+    /// `listener` until `shutdown`.
+    pub fn serve(self: &Arc<Self>, listener: tokio::net::TcpListener, shutdown: CancellationToken) {
+        let (served, ready, live) = (self.clone(), self.clone(), self.clone());
+        tokio::spawn(handoff_kube::telemetry::serve_endpoints(
+            listener,
+            Arc::new(move || served.encode()),
+            Arc::new(move || ready.is_ready()),
+            Arc::new(move || live.live()),
+            async move { shutdown.cancelled().await },
+        ));
     }
 
     fn refresh_progress(&self) {

@@ -81,17 +81,7 @@ pub async fn run_cli(mut options: ControllerOptions) -> anyhow::Result<()> {
         "handoff controller: metrics on http://{}/metrics",
         listener.local_addr()?
     );
-    let served = metrics.clone();
-    let ready = metrics.clone();
-    let live = metrics.clone();
-    let stop = shutdown.clone();
-    tokio::spawn(handoff_kube::telemetry::serve_endpoints(
-        listener,
-        Arc::new(move || served.encode()),
-        Arc::new(move || ready.is_ready()),
-        Arc::new(move || live.live()),
-        async move { stop.cancelled().await },
-    ));
+    metrics.serve(listener, shutdown.clone());
     let stop = shutdown.clone();
     tokio::spawn(async move {
         handoff_kube::telemetry::shutdown_signal().await;

@@ -239,11 +239,7 @@ fn assistant(record: Record<'_>, out: &mut Linearizer) -> Disposition {
         }
         Content::Absent => {}
     }
-    if used {
-        Disposition::Used
-    } else {
-        Disposition::Ignored
-    }
+    Disposition::used_if(used)
 }
 
 /// The text without `<system-reminder>…</system-reminder>` spans (an

@@ -237,11 +237,7 @@ fn assistant(content: &Content<'_>, out: &mut Linearizer) -> Disposition {
         }
         Content::Absent => {}
     }
-    if used {
-        Disposition::Used
-    } else {
-        Disposition::Ignored
-    }
+    Disposition::used_if(used)
 }
 
 #[cfg(test)]

@@ -30,6 +30,14 @@ pub(crate) enum Disposition {
     Skipped,
 }
 
+impl Disposition {
+    /// A record that may or may not have contributed to a turn: used when it
+    /// did, ignored (read, left out on purpose) when it did not.
+    pub(crate) fn used_if(used: bool) -> Self {
+        if used { Self::Used } else { Self::Ignored }
+    }
+}
+
 #[cfg(test)]
 impl Disposition {
     /// What became of the one record `outcome` counts (tests read one
