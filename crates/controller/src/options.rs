@@ -15,7 +15,7 @@ use clap::Parser;
 
 use crate::leader::LeaseConfig;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
-use handoff_core::time::parse_duration;
+use handoff_core::time::{parse_duration, positive_duration};
 use handoff_mirror::batch::{BatchSettings, DEFAULT_BATCH_ROWS};
 use handoff_mirror::dsn::PostgresArgs;
 use handoff_mirror::{DEFAULT_HISTORY_REVISIONS, Retention};
@@ -128,14 +128,6 @@ pub struct ControllerOptions {
     /// one Event update per interval, however many it counted.
     #[arg(long, env = "HANDOFF_EVENT_REFRESH", value_name = "DURATION", default_value = "1m", value_parser = positive_duration)]
     pub event_refresh: Duration,
-}
-
-/// A [`parse_duration`] above zero.
-fn positive_duration(text: &str) -> Result<Duration, String> {
-    match parse_duration(text)? {
-        Duration::ZERO => Err(format!("{text:?} must be above zero")),
-        d => Ok(d),
-    }
 }
 
 impl ControllerOptions {
@@ -344,6 +336,6 @@ mod tests {
         let err = parse(&["--wedged-after", "0s"])
             .expect_err("zero")
             .to_string();
-        assert!(err.contains("must be above zero"), "{err}");
+        assert!(err.contains("\"0s\": must be longer than zero"), "{err}");
     }
 }
