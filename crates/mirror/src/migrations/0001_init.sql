@@ -1,4 +1,4 @@
--- The PostgreSQL mirror of Handoff objects (see src/mirror/mod.rs).
+-- The PostgreSQL mirror of Handoff objects (see crates/mirror/src/lib.rs).
 -- Typed columns, hand-written SQL, no JSONB.
 
 -- One row per current Handoff: the relational shape of DESIGN §2 plus the

@@ -1,4 +1,4 @@
--- History forgets (see src/mirror/mod.rs, `Retention`): handoff_revisions
+-- History forgets (see crates/mirror/src/history.rs, `Retention`): handoff_revisions
 -- is no longer append-only. A deleted handoff's revisions are deleted with
 -- its row (unless the controller runs with --keep-history-on-delete), each
 -- key keeps at most --history-revisions (the statement that records a

@@ -1,4 +1,4 @@
--- search_handoffs (see src/mirror/search.rs): full-text search over the key
+-- search_handoffs (see crates/mirror/src/search.rs): full-text search over the key
 -- and body of current handoffs.
 --
 -- The `simple` configuration lower-cases and keeps every word as written
@@ -17,7 +17,7 @@
 -- parser's own lower-casing follows the database's locale, and under
 -- `C` (as `initdb --locale=C` makes) it folds ASCII only, so "Überweisung"
 -- would not match "überweisung". Queries are lower-cased the same way
--- (src/mirror/search.rs). The collation needs PostgreSQL built with ICU,
+-- (crates/mirror/src/search.rs). The collation needs PostgreSQL built with ICU,
 -- as Debian's, Ubuntu's and the official images are.
 ALTER TABLE handoffs ADD COLUMN search tsvector GENERATED ALWAYS AS (
     setweight(to_tsvector('simple', lower(handoff_key COLLATE "und-x-icu")), 'A')
