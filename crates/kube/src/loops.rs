@@ -97,13 +97,13 @@ pub fn delay(failures: u32, category: Category) -> Duration {
 
 /// Consecutive failures per object (see the module docs).
 #[derive(Debug, Default)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl Backoff {
     /// Counts a failure of `object` and returns the requeue.
-    pub fn failed(&self, object: &str, category: Category) -> Action {
+    pub(crate) fn failed(&self, object: &str, category: Category) -> Action {
         let failures = match self.failures.lock() {
             Ok(mut map) => {
                 let n = map.entry(object.to_owned()).or_insert(0);
@@ -116,7 +116,7 @@ impl Backoff {
     }
 
     /// `object` reconciled cleanly, or is gone: forget its failures.
-    pub fn forget(&self, object: &str) {
+    pub(crate) fn forget(&self, object: &str) {
         if let Ok(mut map) = self.failures.lock() {
             map.remove(object);
         }
@@ -125,7 +125,7 @@ impl Backoff {
     /// A failed reconcile of `object` (any kind `K`, or a guard of it):
     /// counted by kind and category in `metrics`, logged, and retried after
     /// the policy's pause. Every loop's error policy is this call.
-    pub fn failed_reconcile<K, E>(&self, object: &K, err: &E, metrics: &LoopMetrics) -> Action
+    pub(crate) fn failed_reconcile<K, E>(&self, object: &K, err: &E, metrics: &LoopMetrics) -> Action
     where
         K: Resource<DynamicType = ()>,
         E: Categorized + std::fmt::Display,
@@ -141,7 +141,7 @@ impl Backoff {
     /// was pending comes back as `ObjectNotFound`, and its count goes (and
     /// its pending work in `progress`); other errors are logged at debug
     /// level (the error policy already logged the reconcile's own failure).
-    pub fn observe<K, E>(&self, outcome: &Outcome<K, E>, progress: &LoopProgress)
+    pub(crate) fn observe<K, E>(&self, outcome: &Outcome<K, E>, progress: &LoopProgress)
     where
         K: Resource<DynamicType = ()>,
         E: std::error::Error + 'static,
@@ -157,8 +157,9 @@ impl Backoff {
         }
     }
 
-    /// How many objects are failing now.
-    pub fn failing(&self) -> usize {
+    /// How many objects are failing now (the tests read the map's size).
+    #[cfg(test)]
+    fn failing(&self) -> usize {
         self.failures.lock().map(|m| m.len()).unwrap_or(0)
     }
 }
@@ -184,7 +185,7 @@ where
 }
 
 /// Whether a reconcile's `result` finished its work (see [`tracked`]).
-pub fn done<T, E: Categorized>(result: &Result<T, E>) -> bool {
+pub(crate) fn done<T, E: Categorized>(result: &Result<T, E>) -> bool {
     match result {
         Ok(_) => true,
         Err(err) => err.category() == Category::Invalid,
