@@ -125,7 +125,12 @@ impl Backoff {
     /// A failed reconcile of `object` (any kind `K`, or a guard of it):
     /// counted by kind and category in `metrics`, logged, and retried after
     /// the policy's pause. Every loop's error policy is this call.
-    pub(crate) fn failed_reconcile<K, E>(&self, object: &K, err: &E, metrics: &LoopMetrics) -> Action
+    pub(crate) fn failed_reconcile<K, E>(
+        &self,
+        object: &K,
+        err: &E,
+        metrics: &LoopMetrics,
+    ) -> Action
     where
         K: Resource<DynamicType = ()>,
         E: Categorized + std::fmt::Display,
