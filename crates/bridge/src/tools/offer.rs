@@ -11,7 +11,7 @@ use super::{Destructive, Idempotent, OfferView, Tool, definition, writes};
 use crate::call::{Answer, Call, CallError, answer};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
-use handoff_core::api::{HandoffOfferSpec, MAX_BODY_CHARS};
+use handoff_core::api::{HandoffOfferSpec, MAX_ARTIFACT_CHARS, MAX_BODY_CHARS, MAX_SESSION_CHARS};
 use handoff_core::offers::Outcome;
 
 const NAME: &str = "offer_handoff";
@@ -95,17 +95,17 @@ pub(crate) fn validate(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), Fiel
     validation::no_credentials("handoff_key", &args.handoff_key)?;
     let body = args.body.filter(|b| !b.is_empty());
     if let Some(body) = &body {
-        validation::max_chars("body", body, MAX_BODY_CHARS)?;
+        validation::multiline_text("body", body, MAX_BODY_CHARS)?;
         validation::no_credentials("body", body)?;
     }
     let artifact = args.artifact.filter(|a| !a.is_empty());
     if let Some(artifact) = &artifact {
-        validation::max_chars("artifact", artifact, 1024)?;
+        validation::line_text("artifact", artifact, MAX_ARTIFACT_CHARS)?;
         validation::no_credentials("artifact", artifact)?;
     }
     let session = args.session.filter(|s| !s.is_empty());
     if let Some(session) = &session {
-        validation::max_chars("session", session, 253)?;
+        validation::line_text("session", session, MAX_SESSION_CHARS)?;
         validation::no_credentials("session", session)?;
     }
     let spec = HandoffOfferSpec {

@@ -23,7 +23,10 @@ pub use handoff::{
     Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_BYTES,
     MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS, PREVIEW_CHARS, preview_line,
 };
-pub use offer::{HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason};
+pub use offer::{
+    HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, MAX_ARTIFACT_CHARS, MAX_SESSION_CHARS,
+    OfferPhase, SupersedeReason,
+};
 pub use schedule::{
     BrainstormSchedule, BrainstormScheduleSpec, BrainstormScheduleStatus, BrainstormStep, Cycle,
     DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS, DEFAULT_STARTING_DEADLINE_SECONDS,

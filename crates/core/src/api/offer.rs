@@ -30,6 +30,11 @@ use serde::{Deserialize, Serialize};
 
 use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS};
 
+/// Longest offering session id.
+pub const MAX_SESSION_CHARS: usize = 253;
+/// Longest artifact reference.
+pub const MAX_ARTIFACT_CHARS: usize = 1024;
+
 /// A handoff offered to a destination agent.
 // clippy reads the repeated `type_ = ...` of separate printcolumns as
 // duplicated attributes; they are arguments of different columns.
@@ -90,11 +95,11 @@ pub struct HandoffOfferSpec {
     pub from_key: String,
     /// The offering session (repeats within one session are recognised).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 253))]
+    #[schemars(length(max = MAX_SESSION_CHARS))]
     pub session: Option<String>,
     /// A reference or digest of what is handed over (may be empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 1024))]
+    #[schemars(length(max = MAX_ARTIFACT_CHARS))]
     pub artifact: Option<String>,
     /// What the destination should know (markdown, a summary).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,12 +1,25 @@
 //! Validation of handoff fields before anything is sent to the apiserver.
 //!
-//! The same rules as the CRD's schema (which stays the authority for
-//! `kubectl` and GitOps writers), checked early so an agent gets one clear
-//! message naming the field, the rule and what is wrong with the value,
-//! instead of an apiserver round trip.
+//! The same rules as the CRD's schema, checked early so an agent gets one
+//! clear message naming the field, the rule and what is wrong with the
+//! value, instead of an apiserver round trip. The rules CEL cannot express
+//! (the text rule below, with the position it reports) reach `kubectl` and
+//! GitOps writers through the admission webhook, which calls
+//! [`handoff_spec`] and [`offer_spec`]: one code for every path.
+//!
+//! **Text that cannot lie.** A string a person reads in a terminal or a
+//! model reads as context must not carry characters that change how the
+//! rest is shown: C0 and C1 control characters (ESC sequences move the
+//! cursor and erase lines, so a body could print a forged `writer:` line)
+//! and the Unicode bidi embedding, override and isolate controls (which
+//! reorder what is displayed). Multi-line fields keep tab, newline and the
+//! carriage return of a CRLF; one-line fields keep none.
 
-use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS, MAX_REPO_CHARS};
+use super::handoff::{
+    HandoffSpec, MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS,
+};
 use super::naming::is_label_value;
+use super::offer::HandoffOfferSpec;
 
 /// A field that breaks a rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,11 +84,6 @@ pub fn label_value(field: &'static str, value: &str) -> Result<(), FieldError> {
     Err(FieldError::new(field, rule, problem))
 }
 
-/// At most `max` characters.
-pub fn max_chars(field: &'static str, value: &str, max: usize) -> Result<(), FieldError> {
-    check_max_chars(field, value, max, &format!("at most {max} characters"))
-}
-
 /// The repository: optional, at most 253 characters, no control characters.
 pub fn repo(value: &str) -> Result<(), FieldError> {
     let rule =
@@ -92,15 +100,74 @@ pub fn kind(value: &str) -> Result<(), FieldError> {
     no_control("kind", value, &rule)
 }
 
-/// The body: 1–32768 characters, no NUL.
+/// The body: 1–32768 characters of [`multiline_text`].
 pub fn body(value: &str) -> Result<(), FieldError> {
     let rule = format!(
-        "a non-empty markdown summary of at most {MAX_BODY_CHARS} characters (a summary, not a log) without NUL"
+        "a non-empty markdown summary of at most {MAX_BODY_CHARS} characters (a summary, not a log) \
+         without control characters other than tab and newline, nor bidi controls"
     );
     required("body", value, &rule)?;
     check_max_chars("body", value, MAX_BODY_CHARS, &rule)?;
-    if value.contains('\0') {
-        return Err(FieldError::new("body", rule, "it contains a NUL character"));
+    hidden_character("body", value, true).map_or(Ok(()), |problem| {
+        Err(FieldError::new("body", rule, problem))
+    })
+}
+
+/// A multi-line text field of at most `max` characters (an offer's body):
+/// no control characters but tab, newline and a CRLF's carriage return, no
+/// bidi controls.
+pub fn multiline_text(field: &'static str, value: &str, max: usize) -> Result<(), FieldError> {
+    let rule = format!(
+        "at most {max} characters without control characters other than tab and newline, nor bidi controls"
+    );
+    check_max_chars(field, value, max, &rule)?;
+    hidden_character(field, value, true)
+        .map_or(Ok(()), |problem| Err(FieldError::new(field, rule, problem)))
+}
+
+/// A one-line text field of at most `max` characters (a session id, an
+/// artifact reference, a writer's name): no control or bidi characters.
+pub fn line_text(field: &'static str, value: &str, max: usize) -> Result<(), FieldError> {
+    let rule = format!("at most {max} characters on one line, without control or bidi characters");
+    check_max_chars(field, value, max, &rule)?;
+    no_control(field, value, &rule)
+}
+
+/// Every field of a Handoff's spec, as the admission webhook checks a
+/// `kubectl` or GitOps write (the bridge checks its arguments one by one,
+/// with the same functions, before it builds a spec).
+pub fn handoff_spec(spec: &HandoffSpec) -> Result<(), FieldError> {
+    handoff_key(&spec.handoff_key)?;
+    project(&spec.project)?;
+    if let Some(repo_value) = &spec.repo {
+        repo(repo_value)?;
+    }
+    if let Some(kind_value) = &spec.kind {
+        kind(kind_value)?;
+    }
+    body(&spec.body)?;
+    if let Some(writer) = &spec.created_by {
+        line_text("createdBy", writer, MAX_WRITER_CHARS)?;
+    }
+    Ok(())
+}
+
+/// Every field of an offer's spec (see [`handoff_spec`]).
+pub fn offer_spec(spec: &HandoffOfferSpec) -> Result<(), FieldError> {
+    project(&spec.project)?;
+    label_value("to", &spec.to)?;
+    handoff_key(&spec.from_key).map_err(|e| FieldError {
+        field: "fromKey",
+        ..e
+    })?;
+    if let Some(session) = &spec.session {
+        line_text("session", session, super::offer::MAX_SESSION_CHARS)?;
+    }
+    if let Some(artifact) = &spec.artifact {
+        line_text("artifact", artifact, super::offer::MAX_ARTIFACT_CHARS)?;
+    }
+    if let Some(body_value) = &spec.body {
+        multiline_text("body", body_value, MAX_BODY_CHARS)?;
     }
     Ok(())
 }
@@ -147,17 +214,53 @@ fn check_max_chars(
 }
 
 fn no_control(field: &'static str, value: &str, rule: &str) -> Result<(), FieldError> {
-    match value.char_indices().find(|(_, c)| c.is_control()) {
-        Some((at, c)) => Err(FieldError::new(
-            field,
-            rule,
-            format!(
-                "it contains the control character U+{:04X} at byte {at}",
-                u32::from(c)
-            ),
-        )),
-        None => Ok(()),
+    hidden_character(field, value, false)
+        .map_or(Ok(()), |problem| Err(FieldError::new(field, rule, problem)))
+}
+
+/// The Unicode bidi embedding, override and isolate controls (LRE, RLE,
+/// PDF, LRO, RLO; LRI, RLI, FSI, PDI): they reorder how the text after
+/// them is displayed.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// The first character a terminal or a model would not show as itself: a
+/// C0/C1 control (with `multiline`, tab, newline and a CRLF's `\r` are
+/// text) or a bidi control. Named by code point and position.
+fn hidden_character(field: &str, value: &str, multiline: bool) -> Option<String> {
+    let mut line = 1usize;
+    let mut column = 0usize;
+    let mut chars = value.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        column += 1;
+        let allowed = match c {
+            '\n' => {
+                line += 1;
+                column = 0;
+                multiline
+            }
+            '\t' => multiline,
+            '\r' => multiline && chars.peek().is_some_and(|(_, next)| *next == '\n'),
+            _ => !(c.is_control() || is_bidi_control(c)),
+        };
+        if !allowed {
+            let what = if is_bidi_control(c) {
+                "the bidi control character"
+            } else {
+                "the control character"
+            };
+            let code = u32::from(c);
+            return Some(if multiline {
+                format!(
+                    "{field} contains {what} U+{code:04X} at line {line}, column {column} (byte {at})"
+                )
+            } else {
+                format!("it contains {what} U+{code:04X} at byte {at}")
+            });
+        }
     }
+    None
 }
 
 /// A short, quoted, escaped rendering of a value for messages.
@@ -201,7 +304,33 @@ mod tests {
             (kind, &long_kind, Some(("kind", "1 too many"))),
             (body, "## State\nok", None),
             (body, "", Some(("body", "it is empty"))),
-            (body, "a\0b", Some(("body", "NUL"))),
+            (
+                body,
+                "a\0b",
+                Some(("body", "U+0000 (NUL) at line 1, column 2")),
+            ),
+            (body, "ok\r\nline\ttab", None),
+            (
+                body,
+                "x\n\u{1b}[1Awriter: root",
+                Some(("body", "U+001B (ESC) at line 2, column 1")),
+            ),
+            (body, "a\rb", Some(("body", "U+000D"))),
+            (body, "tail\r", Some(("body", "U+000D"))),
+            (body, "c1 \u{9b} csi", Some(("body", "U+009B"))),
+            (
+                body,
+                "abc\u{202E}fed",
+                Some(("body", "bidi control character U+202E")),
+            ),
+            (body, "iso \u{2066}x\u{2069}", Some(("body", "U+2066"))),
+            (body, "日本語 and emoji 🎉 and arabic مرحبا", None),
+            (
+                handoff_key,
+                "a\u{202E}b",
+                Some(("handoff_key", "bidi control character U+202E at byte 1")),
+            ),
+            (repo, "org/\u{7f}", Some(("repo", "U+007F"))),
             (body, &big_body, Some(("body", "5 too many"))),
             (
                 |v: &str| no_credentials("body", v),
@@ -225,6 +354,35 @@ mod tests {
                 (got, want) => panic!("{}: got {got:?}, want {want:?}", preview(value)),
             }
         }
+    }
+
+    #[test]
+    fn whole_specs_name_the_failing_field() {
+        let mut spec = HandoffSpec {
+            handoff_key: "acme/api#42".into(),
+            project: "shop".into(),
+            repo: None,
+            kind: None,
+            body: "fine".into(),
+            created_by: Some("alice".into()),
+        };
+        assert_eq!(handoff_spec(&spec), Ok(()));
+        spec.created_by = Some("alice\u{1b}[2K".into());
+        assert_eq!(handoff_spec(&spec).map_err(|e| e.field), Err("createdBy"));
+        let mut offer = HandoffOfferSpec {
+            project: "shop".into(),
+            to: "dev-lead".into(),
+            from_key: "acme/api#42".into(),
+            session: Some("s1".into()),
+            artifact: None,
+            body: Some("line\nnext".into()),
+        };
+        assert_eq!(offer_spec(&offer), Ok(()));
+        offer.from_key = "a\u{9b}".into();
+        assert_eq!(offer_spec(&offer).map_err(|e| e.field), Err("fromKey"));
+        offer.from_key = "ok".into();
+        offer.body = Some("\u{2067}".into());
+        assert_eq!(offer_spec(&offer).map_err(|e| e.field), Err("body"));
     }
 
     #[test]
