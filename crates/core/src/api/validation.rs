@@ -250,13 +250,19 @@ fn hidden_character(field: &str, value: &str, multiline: bool) -> Option<String>
             } else {
                 "the control character"
             };
-            let code = u32::from(c);
+            let code = match c {
+                '\0' => "U+0000 (NUL)".to_owned(),
+                '\r' => "U+000D (CR, not part of a CRLF)".to_owned(),
+                '\u{1b}' => "U+001B (ESC)".to_owned(),
+                '\u{7f}' => "U+007F (DEL)".to_owned(),
+                _ => format!("U+{:04X}", u32::from(c)),
+            };
             return Some(if multiline {
                 format!(
-                    "{field} contains {what} U+{code:04X} at line {line}, column {column} (byte {at})"
+                    "{field} contains {what} {code} at line {line}, column {column} (byte {at})"
                 )
             } else {
-                format!("it contains {what} U+{code:04X} at byte {at}")
+                format!("it contains {what} {code} at byte {at}")
             });
         }
     }
