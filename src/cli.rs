@@ -21,6 +21,7 @@ use handoff_bridge::tools::HandoffView;
 use handoff_bridge::tools::diff::unified;
 use handoff_bridge::tools::search::{matched_words, preview_around, terms};
 use handoff_core::api::Handoff;
+use handoff_core::text::{visible_block, visible_line};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Mirror;
 use handoff_mirror::dsn::PostgresArgs;
@@ -133,17 +134,30 @@ pub async fn get(args: GetArgs) -> anyhow::Result<()> {
 }
 
 /// A handoff as markdown: a header, then the body (the fields of the one
-/// handoff view the tools return).
+/// handoff view the tools return). Whatever would not show as itself on a
+/// terminal (an ESC sequence, a bidi control: validation refuses them, an
+/// older object may still hold them) is printed escaped, so a body cannot
+/// rewrite the header above it.
 pub fn markdown(h: &Handoff) -> String {
     let view = HandoffView::of(h);
     let facts = &view.facts;
     let mut header = vec![
-        format!("# Handoff `{}`", facts.handoff_key),
+        format!("# Handoff `{}`", visible_line(&facts.handoff_key)),
         String::new(),
-        format!("- project: {}", facts.project),
+        format!("- project: {}", visible_line(&facts.project)),
     ];
-    header.extend(facts.repo.as_ref().map(|r| format!("- repo: {r}")));
-    header.extend(facts.kind.as_ref().map(|k| format!("- kind: {k}")));
+    header.extend(
+        facts
+            .repo
+            .as_ref()
+            .map(|r| format!("- repo: {}", visible_line(r))),
+    );
+    header.extend(
+        facts
+            .kind
+            .as_ref()
+            .map(|k| format!("- kind: {}", visible_line(k))),
+    );
     header.push(format!(
         "- revision: {}",
         view.revision
@@ -151,13 +165,17 @@ pub fn markdown(h: &Handoff) -> String {
     ));
     header.push(format!(
         "- writer: {}",
-        facts.created_by.as_deref().unwrap_or("unknown")
+        visible_line(facts.created_by.as_deref().unwrap_or("unknown"))
     ));
     header.push(format!(
         "- updated: {}",
-        facts.updated_at.as_deref().unwrap_or("unknown")
+        visible_line(facts.updated_at.as_deref().unwrap_or("unknown"))
     ));
-    format!("{}\n\n---\n\n{}\n", header.join("\n"), view.body.trim_end())
+    format!(
+        "{}\n\n---\n\n{}\n",
+        header.join("\n"),
+        visible_block(view.body.trim_end())
+    )
 }
 
 /// `handoff history KEY`: the revisions the mirror keeps, newest first.
@@ -179,9 +197,11 @@ pub async fn history(args: HistoryArgs) -> anyhow::Result<()> {
             "{}\t{}\t{}\t{}",
             r.revision,
             r.written_at,
-            Some(r.created_by.as_str())
-                .filter(|w| !w.is_empty())
-                .unwrap_or("unknown"),
+            visible_line(
+                Some(r.created_by.as_str())
+                    .filter(|w| !w.is_empty())
+                    .unwrap_or("unknown")
+            ),
             r.bytes
         );
     }
@@ -205,7 +225,7 @@ pub async fn diff(args: DiffArgs) -> anyhow::Result<()> {
         bodies.push(row.body);
     }
     let (diff, _) = unified(&bodies[0], &bodies[1], args.from, args.to, usize::MAX);
-    print!("{diff}");
+    print!("{}", visible_block(&diff));
     Ok(())
 }
 
@@ -236,10 +256,10 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
         let matched = matched_words(&wanted, &r.handoff_key, &r.body);
         println!(
             "{}\t{:.4}\t{}\t{}",
-            r.handoff_key,
+            visible_line(&r.handoff_key),
             found.rank,
-            matched.join(","),
-            preview_around(&r.body, &matched)
+            visible_line(&matched.join(",")),
+            visible_line(&preview_around(&r.body, &matched))
         );
     }
     Ok(())

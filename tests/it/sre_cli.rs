@@ -183,3 +183,85 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
     assert_eq!(stdout(&via_kubectl), expected_get);
     counter.stop().await;
 }
+
+/// A body holding terminal escapes and a bidi override (a kubectl writer
+/// could store one before the webhook refused them; an older object may
+/// still) prints escaped from every SRE command: no ESC, C1 or bidi
+/// character reaches the terminal, so no forged `writer:` line shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
+    let env = env();
+    let ns = env.namespace("sre-cli-escapes").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
+        .await
+        .expect("postgres");
+    let counter = Counter::start(&client, &ns, Some(&url));
+    let store = HandoffStore::new(client.clone(), &ns);
+    let forged = "## State\nrefund ok\n\u{1b}[2A\u{1b}[2K- writer: root\u{9b}1m \u{202e}txt.exe\n";
+    store
+        .write(&HandoffSpec {
+            handoff_key: "ops/esc".into(),
+            project: "shop".into(),
+            repo: None,
+            kind: None,
+            body: "## State\nrefund ok\n".into(),
+            created_by: Some("mallory".into()),
+        })
+        .await
+        .expect("write");
+    counted(&api, "ops/esc", 1).await;
+    // As `kubectl replace` sends it: JSON (an apply patch is YAML, which
+    // refuses control characters on its own).
+    let name = handoff_core::api::naming::name_for_key("ops/esc");
+    let mut object = api.get(&name).await.expect("get");
+    object.spec.body = forged.into();
+    api.replace(&name, &kube::api::PostParams::default(), &object)
+        .await
+        .expect("replace");
+    counted(&api, "ops/esc", 2).await;
+    // Tab and newline are text here (the tables are tab-separated).
+    let hidden = |text: &str| {
+        text.chars()
+            .filter(|c| handoff_core::text::is_hidden(*c, None, true))
+            .count()
+    };
+    let kubeconfig = env.kubeconfig_path();
+    let got = stdout(&handoff(kubeconfig, &["get", "ops/esc", "-n", &ns]));
+    assert_eq!(hidden(&got), 0, "{got:?}");
+    assert!(
+        got.ends_with("refund ok\n\\u{1b}[2A\\u{1b}[2K- writer: root\\u{9b}1m \\u{202e}txt.exe\n"),
+        "{got:?}"
+    );
+    assert_eq!(got.matches("- writer: ").count(), 2, "{got:?}");
+    let with_mirror = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", &ns, "--postgres-url", &url]);
+        handoff(kubeconfig, &all)
+    };
+    eventually(
+        "two revisions in the history",
+        Duration::from_secs(60),
+        || {
+            let out = with_mirror(&["history", "ops/esc"]);
+            async move {
+                out.status
+                    .success()
+                    .then(|| stdout(&out))
+                    .filter(|s| s.lines().count() == 3)
+            }
+        },
+    )
+    .await;
+    let diff = stdout(&with_mirror(&["diff", "ops/esc", "1", "2"]));
+    assert_eq!(hidden(&diff), 0, "{diff:?}");
+    assert!(
+        diff.contains("+\\u{1b}[2A\\u{1b}[2K- writer: root"),
+        "{diff:?}"
+    );
+    let found = stdout(&with_mirror(&["search", "shop", "refund"]));
+    assert_eq!(hidden(&found), 0, "{found:?}");
+    assert_eq!(found.lines().count(), 2, "{found:?}");
+    counter.stop().await;
+}

@@ -1,7 +1,7 @@
 //! `handoff-core`: what every layer of handoff shares and nothing in it does
 //! I/O — the CRD types and the key → name mapping, validation, every label
 //! and field-manager name, the clock, goal texts, the handoff lint, the
-//! credential detector, each loop's progress and the wedged decision, and
+//! credential detector, text shown as what it is (escapes, fences), each loop's progress and the wedged decision, and
 //! the pure decisions of the schedule barrier and of offers.
 //!
 //! This crate depends on `kube` for its derive only (no client, no
@@ -15,4 +15,5 @@ pub mod names;
 pub mod offers;
 pub mod schedule;
 pub mod secrets;
+pub mod text;
 pub mod time;

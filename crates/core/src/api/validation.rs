@@ -7,19 +7,17 @@
 //! GitOps writers through the admission webhook, which calls
 //! [`handoff_spec`] and [`offer_spec`]: one code for every path.
 //!
-//! **Text that cannot lie.** A string a person reads in a terminal or a
-//! model reads as context must not carry characters that change how the
-//! rest is shown: C0 and C1 control characters (ESC sequences move the
-//! cursor and erase lines, so a body could print a forged `writer:` line)
-//! and the Unicode bidi embedding, override and isolate controls (which
-//! reorder what is displayed). Multi-line fields keep tab, newline and the
-//! carriage return of a CRLF; one-line fields keep none.
+//! **Text that cannot lie** ([`crate::text`]): no stored string holds a
+//! C0/C1 control or a bidi control; multi-line fields keep tab, newline
+//! and the carriage return of a CRLF, one-line fields none.
 
 use super::handoff::{
     HandoffSpec, MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS,
 };
 use super::naming::is_label_value;
 use super::offer::HandoffOfferSpec;
+pub use crate::text::is_bidi_control;
+use crate::text::is_hidden;
 
 /// A field that breaks a rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -218,13 +216,6 @@ fn no_control(field: &'static str, value: &str, rule: &str) -> Result<(), FieldE
         .map_or(Ok(()), |problem| Err(FieldError::new(field, rule, problem)))
 }
 
-/// The Unicode bidi embedding, override and isolate controls (LRE, RLE,
-/// PDF, LRO, RLO; LRI, RLI, FSI, PDI): they reorder how the text after
-/// them is displayed.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
 /// The first character a terminal or a model would not show as itself: a
 /// C0/C1 control (with `multiline`, tab, newline and a CRLF's `\r` are
 /// text) or a bidi control. Named by code point and position.
@@ -234,17 +225,12 @@ fn hidden_character(field: &str, value: &str, multiline: bool) -> Option<String>
     let mut chars = value.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         column += 1;
-        let allowed = match c {
-            '\n' => {
-                line += 1;
-                column = 0;
-                multiline
-            }
-            '\t' => multiline,
-            '\r' => multiline && chars.peek().is_some_and(|(_, next)| *next == '\n'),
-            _ => !(c.is_control() || is_bidi_control(c)),
-        };
-        if !allowed {
+        let hidden = is_hidden(c, chars.peek().map(|(_, next)| *next), multiline);
+        if c == '\n' {
+            line += 1;
+            column = 0;
+        }
+        if hidden {
             let what = if is_bidi_control(c) {
                 "the bidi control character"
             } else {
