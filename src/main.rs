@@ -98,7 +98,10 @@ fn main() -> ExitCode {
         Command::Move(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
         }
-        Command::Hook(args) => runtime().and_then(|rt| rt.block_on(handoff::hook::run_hook(args))),
+        Command::Hook(args) => {
+            handoff::hook::run_hook(args);
+            Ok(())
+        }
         Command::Rescue(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::hook::run_rescue(args)))
         }

@@ -28,7 +28,12 @@
 //! bad input, no key), a hook says so in one line (stderr, and a
 //! `systemMessage` the agent shows), exits 0, and is done within
 //! `--timeout` (10 s by default; connecting to the bridge is bounded at 3 s,
-//! the apiserver calls as in the stdio bridge).
+//! the apiserver calls as in the stdio bridge). Its reads are bounded too:
+//! at most 16 MiB of stdin, a transcript's first lines for the session's
+//! start (8 MiB, lines over 1 MiB passed over) and its last 64 MiB for a
+//! rescue; every blocking read runs where the deadline can abandon it
+//! ([`run_hook`]), so a FIFO nobody writes or a line with no end cannot
+//! hold the agent.
 //!
 //! **Rescue marking.** A rescued body starts with
 //! [`rescue::RESCUE_MARK`] (so `get_handoff` shows it, and `list_handoffs`
@@ -53,7 +58,7 @@ use handoff_core::goals;
 use handoff_core::time::parse_duration;
 use handoff_transcript::cli::{Loaded, SourceArgs};
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
-use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
+use handoff_transcript::{AgentKind, Budget, Outcome, read_file_tail};
 use link::Link;
 
 /// The key variable (the contract's).
@@ -245,21 +250,33 @@ fn notice(message: &str) -> Value {
     json!({"systemMessage": message})
 }
 
-/// Runs `handoff hook <event>`: always succeeds (see the module docs).
-pub async fn run_hook(args: HookArgs) -> anyhow::Result<()> {
-    let mut input = String::new();
-    let read = std::io::stdin()
-        .lock()
-        .take(16 << 20)
-        .read_to_string(&mut input);
-    let outcome = match read {
-        Ok(_) => match tokio::time::timeout(args.timeout, hook(&args, &input)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(anyhow!("gave up after {:?}", args.timeout)),
-        },
-        Err(e) => Err(anyhow!("cannot read the hook's input: {e}")),
+/// The most a hook reads of its stdin (an event's JSON is a few KiB).
+const MAX_INPUT_BYTES: u64 = 16 << 20;
+/// The most a hook reads of a transcript: its end
+/// ([`handoff_transcript::read_file_tail`]), whatever the file holds.
+pub const MAX_TRANSCRIPT_BYTES: u64 = 64 << 20;
+
+/// Runs `handoff hook <event>` (see the module docs): prints the agent's
+/// JSON, or a notice, or nothing, within `--timeout`, and never fails.
+/// Every blocking read (stdin, the transcript) runs on a thread of its own
+/// that the deadline abandons, and the runtime is shut down without waiting
+/// for it, so nothing the agent hands over (a FIFO no one writes, a line
+/// with no end) holds the hook past its timeout.
+pub fn run_hook(args: HookArgs) {
+    let event = args.event.hook_event_name();
+    let said = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => {
+            let said = runtime.block_on(within_deadline(args));
+            runtime.shutdown_background();
+            said
+        }
+        Err(err) => Err(anyhow!("cannot start its runtime: {err}")),
     };
-    let output = match outcome {
+    let output = match said {
         Ok(Some(Said::Output(output))) => Some(output),
         Ok(Some(Said::Notice(message))) => {
             eprintln!("{message}");
@@ -267,10 +284,7 @@ pub async fn run_hook(args: HookArgs) -> anyhow::Result<()> {
         }
         Ok(None) => None,
         Err(err) => {
-            let message = format!(
-                "handoff hook {}: {err:#}; the session goes on without it",
-                args.event.hook_event_name()
-            );
+            let message = format!("handoff hook {event}: {err:#}; the session goes on without it");
             eprintln!("{message}");
             Some(notice(&message))
         }
@@ -278,7 +292,53 @@ pub async fn run_hook(args: HookArgs) -> anyhow::Result<()> {
     if let Some(output) = output {
         println!("{output}");
     }
-    Ok(())
+}
+
+/// The hook's work, given up at `--timeout` (and a panic in it is an error,
+/// not a crash).
+async fn within_deadline(args: HookArgs) -> anyhow::Result<Option<Said>> {
+    let timeout = args.timeout;
+    let work = tokio::spawn(async move {
+        let input = off_thread(read_input).await??;
+        hook(&args, &input).await
+    });
+    match tokio::time::timeout(timeout, work).await {
+        Ok(Ok(said)) => said,
+        Ok(Err(failed)) => Err(anyhow!("it stopped unexpectedly: {failed}")),
+        Err(_) => Err(anyhow!("gave up after {timeout:?}")),
+    }
+}
+
+/// The event's JSON from stdin, at most [`MAX_INPUT_BYTES`].
+fn read_input() -> anyhow::Result<String> {
+    let mut input = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut input)
+        .context("cannot read the hook's input")?;
+    if input.len() as u64 > MAX_INPUT_BYTES {
+        bail!("the hook's input is longer than {MAX_INPUT_BYTES} bytes: not an agent's event");
+    }
+    String::from_utf8(input).context("the hook's input is not UTF-8")
+}
+
+/// Runs blocking `work` on a thread of its own, which the deadline can
+/// abandon (tokio's blocking pool would make the runtime wait for it).
+async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("handoff-hook-io".to_owned())
+        .spawn(move || {
+            // The receiver is gone only when the deadline passed.
+            let _ = done.send(work());
+        })
+        .context("cannot start a thread")?;
+    result
+        .await
+        .map_err(|_| anyhow!("its reading thread stopped"))
 }
 
 /// What a hook answers.
@@ -317,8 +377,11 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
             }}))
         }));
     }
-    let transcript = payload.transcript_path.as_deref().filter(|p| p.is_file());
-    let started = transcript.and_then(rescue::started_at);
+    let transcript = payload.transcript_path.clone().filter(|p| p.is_file());
+    let started = match transcript.clone() {
+        Some(path) => off_thread(move || rescue::started_at(&path)).await?,
+        None => None,
+    };
     if let Plan::Keep(_) = plan(existing.as_ref(), started) {
         return Ok(None);
     }
@@ -328,14 +391,26 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
         )));
     }
     let Some(transcript) = transcript else {
-        bail!("no handoff for `{key}` and no transcript_path to rescue one from");
+        match &payload.transcript_path {
+            Some(path) => bail!(
+                "no handoff for `{key}`, and its transcript_path {} is not a regular file to rescue one from",
+                path.display()
+            ),
+            None => bail!("no handoff for `{key}` and no transcript_path to rescue one from"),
+        }
     };
-    let outcome = read_file(
-        args.agent,
-        transcript,
-        payload.session_id.as_deref(),
-        Budget::UNLIMITED,
-    )
+    let (agent, session) = (args.agent, payload.session_id.clone());
+    let path = transcript.clone();
+    let outcome = off_thread(move || {
+        read_file_tail(
+            agent,
+            &path,
+            session.as_deref(),
+            Budget::UNLIMITED,
+            MAX_TRANSCRIPT_BYTES,
+        )
+    })
+    .await?
     .map_err(|e| anyhow!("{e}"))?
     .ok_or_else(|| anyhow!("{}: no such transcript", transcript.display()))?;
     let source = Source {

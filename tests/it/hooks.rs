@@ -881,3 +881,176 @@ async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() 
         "a refused rescue writes nothing"
     );
 }
+
+/// Waits for `child` at most `patience` (a guard against a hung test, not a
+/// speed bound: the hook's own `--timeout` is far shorter), then kills it.
+fn wait_or_kill(mut child: std::process::Child, patience: std::time::Duration) -> Output {
+    let since = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if since.elapsed() > patience {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the hook was still running after {patience:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// The hook's one JSON line (or Null), after checking it exited 0.
+fn answered(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if stdout.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+}
+
+/// A transcript whose first line has no end for 3 GiB (a sparse file), then
+/// one real record: the hook reads a bounded head (for the session's start)
+/// and a bounded tail (for the rescue), and does so under an address-space
+/// limit below the file's size, where reading the line whole cannot work.
+#[tokio::test]
+async fn a_transcript_line_of_gigabytes_is_skipped_within_bounded_memory() {
+    let env = env();
+    let ns = env.namespace("hooks-huge").await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("huge.jsonl");
+    let t = jiff::Timestamp::now().to_string();
+    let record = json!({"type": "user", "timestamp": t, "sessionId": "abc123", "uuid": "u9",
+        "message": {"role": "user", "content": "Ship the refund fix after the huge paste"}});
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::File::create(&path).expect("create");
+        let hole = 3u64 << 30;
+        file.set_len(hole).expect("sparse");
+        file.seek(SeekFrom::Start(hole)).expect("seek");
+        writeln!(file, "\n{record}").expect("record");
+    }
+    let payload = claude("SessionEnd", &path, json!({"reason": "other"}));
+    // `ulimit -v` in KiB: 2 GiB, below the 3 GiB line.
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_handoff"))
+        .args([
+            "hook",
+            "session-end",
+            "--agent",
+            "claude",
+            "--project",
+            "shop",
+        ])
+        .args(["--timeout", "60s"])
+        .env("KUBECONFIG", env.kubeconfig_path())
+        .env("HANDOFF_NAMESPACE", &ns)
+        .env("CONVERSATION_OBJECT_KEY", "shop#huge")
+        .env_remove("HANDOFF_MCP_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("handoff hook runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(payload.to_string().as_bytes())
+        .expect("payload");
+    let out = wait_or_kill(child, std::time::Duration::from_secs(300));
+    let said = answered(&out);
+    let message = said["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("a rescued one was extracted from the transcript (created)"),
+        "{said}"
+    );
+    let rescued = stored(&ns, "shop#huge").await.expect("rescued");
+    assert!(
+        rescued
+            .spec
+            .body
+            .contains("Ship the refund fix after the huge paste"),
+        "{}",
+        rescued.spec.body
+    );
+
+    // A transcript_path that is a FIFO (no writer: opening it would block)
+    // is not read at all.
+    let fifo = dir.path().join("transcript.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let via = Via::Kubeconfig { namespace: &ns };
+    let (success, said, _) = hook(
+        &via,
+        "claude",
+        "session-end",
+        "shop#fifo",
+        &claude("SessionEnd", &fifo, json!({"reason": "other"})),
+    );
+    assert!(success);
+    let message = said["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "no handoff for `shop#fifo`, and its transcript_path {} is not a regular file",
+            fifo.display()
+        )),
+        "{said}"
+    );
+}
+
+/// Stdin that never ends (a pipe whose writer stays open without writing)
+/// and stdin that never stops (`/dev/zero`): each hook exits 0 with one
+/// notice, within its `--timeout`.
+#[test]
+fn endless_input_still_gets_one_answer() {
+    let base = |stdin: Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args([
+                "hook",
+                "session-end",
+                "--agent",
+                "claude",
+                "--project",
+                "shop",
+            ])
+            .args(["--timeout", "2s", "--key", "k"])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env("HANDOFF_MCP_URL", "http://127.0.0.1:9/mcp")
+            .env("HANDOFF_TOKEN", "t")
+            .env_remove("CONVERSATION_OBJECT_KEY")
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("handoff hook runs")
+    };
+    let patience = std::time::Duration::from_secs(120);
+
+    let mut silent = base(Stdio::piped());
+    let writer = silent.stdin.take().expect("stdin");
+    let out = wait_or_kill(silent, patience);
+    drop(writer);
+    let said = answered(&out);
+    assert_eq!(
+        said["systemMessage"],
+        json!("handoff hook SessionEnd: gave up after 2s; the session goes on without it"),
+        "{said}"
+    );
+
+    let zeros = std::fs::File::open("/dev/zero").expect("/dev/zero");
+    let said = answered(&wait_or_kill(base(Stdio::from(zeros)), patience));
+    let message = said["systemMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the hook's input is longer than 16777216 bytes"),
+        "{said}"
+    );
+}

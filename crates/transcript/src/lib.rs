@@ -107,7 +107,7 @@ pub mod rescue;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
@@ -382,6 +382,83 @@ pub fn read_file(
     }
 }
 
+/// [`read_file`] of at most the last `max_bytes` bytes of the file: a
+/// session's end is what a rescue needs, and a hook must be done within its
+/// timeout and its memory whatever the file holds (a first line with no end,
+/// gigabytes of it). In a longer JSON-lines file the line the window cuts
+/// is counted as skipped, and a warning says how much was not read. A Grok
+/// legacy `.json` session (one JSON document) longer than `max_bytes` is
+/// not read (a warning says so); a Grok database is read by session, as
+/// [`read_file`] does.
+pub fn read_file_tail(
+    kind: AgentKind,
+    path: &Path,
+    session: Option<&str>,
+    budget: Budget,
+    max_bytes: u64,
+) -> Result<Option<Outcome>, FileError> {
+    let len = match std::fs::metadata(path) {
+        Ok(meta) => meta.len(),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Ok(Some(Outcome::unreadable(path, &err))),
+    };
+    if len <= max_bytes {
+        return read_file(kind, path, session, budget);
+    }
+    match kind {
+        AgentKind::Claude | AgentKind::Codex => {
+            Ok(Some(read_jsonl_tail(kind, path, budget, len, max_bytes)))
+        }
+        AgentKind::Grok if path.extension().is_some_and(|e| e == "json") => {
+            Ok(Some(Outcome::unreadable(
+                path,
+                &format!("it is {len} bytes, over the {max_bytes}-byte limit of this read"),
+            )))
+        }
+        AgentKind::Grok => read_file(kind, path, session, budget),
+    }
+}
+
+/// The last `max_bytes` of a JSON-lines file of `len` bytes, from the first
+/// whole line in that window.
+fn read_jsonl_tail(
+    kind: AgentKind,
+    path: &Path,
+    budget: Budget,
+    len: u64,
+    max_bytes: u64,
+) -> Outcome {
+    let start = len - max_bytes;
+    let opened = File::open(path).and_then(|mut file| {
+        // The byte before the window says whether it starts a line.
+        file.seek(SeekFrom::Start(start.saturating_sub(1)))?;
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let mut before = [0u8; 1];
+        reader.read_exact(&mut before)?;
+        let cut = before[0] != b'\n';
+        if cut {
+            linear::discard_line(&mut reader)?;
+        }
+        Ok((reader, cut))
+    });
+    let (reader, cut) = match opened {
+        Ok(opened) => opened,
+        Err(err) => return Outcome::unreadable(path, &err),
+    };
+    let mut outcome = linearize(kind, reader.take(max_bytes), budget);
+    if cut {
+        outcome.records += 1;
+        outcome.skipped += 1;
+    }
+    outcome.warnings.insert(
+        0,
+        format!(
+            "the transcript is {len} bytes: only its last {max_bytes} were read (the first {start} bytes were not)"
+        ),
+    );
+    outcome
+}
+
 /// Linearizes a stream of JSON lines of `kind` (Grok: one AI SDK message per
 /// line, as in its database).
 pub fn linearize(kind: AgentKind, reader: impl BufRead, budget: Budget) -> Outcome {
@@ -408,6 +485,49 @@ fn read_jsonl(kind: AgentKind, path: &Path, budget: Budget) -> Option<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tail_read_starts_at_a_whole_line_and_says_what_it_left() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let record = |text: &str| {
+            serde_json::json!({"type": "user", "timestamp": "2026-12-01T10:00:00Z",
+                "message": {"role": "user", "content": text}})
+            .to_string()
+        };
+        let lines = [record("first"), record("second"), record("third")];
+        let text = lines.join("\n") + "\n";
+        std::fs::write(&path, &text).expect("write");
+        let len = text.len() as u64;
+        let last = lines[2].len() as u64 + 1;
+        // (window, records, skipped, the user turn kept: consecutive user
+        // records are one turn)
+        let cases = [
+            (len, 3, 0, vec!["first\n\nsecond\n\nthird"]),
+            (last, 1, 0, vec!["third"]),
+            (last + 3, 2, 1, vec!["third"]),
+        ];
+        for (window, records, skipped, texts) in cases {
+            let o = read_file_tail(AgentKind::Claude, &path, None, Budget::UNLIMITED, window)
+                .expect("a file")
+                .expect("exists");
+            assert_eq!(
+                (o.records, o.skipped),
+                (records, skipped),
+                "{window}: {o:?}"
+            );
+            assert!(o.is_balanced(), "{o:?}");
+            let kept: Vec<&str> = o.turns.iter().map(|t| t.text.as_str()).collect();
+            assert_eq!(kept, texts, "{window}");
+            let warned = o.warnings.iter().any(|w| w.contains("only its last"));
+            assert_eq!(warned, window < len, "{window}: {:?}", o.warnings);
+        }
+        let missing = dir.path().join("none.jsonl");
+        assert_eq!(
+            read_file_tail(AgentKind::Codex, &missing, None, Budget::UNLIMITED, 10),
+            Ok(None)
+        );
+    }
 
     #[test]
     fn agent_kind_parses_names_and_products() {

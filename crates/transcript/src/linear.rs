@@ -358,15 +358,22 @@ fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Re
         return Ok(Line::Complete);
     }
     buf.clear();
+    discard_line(reader)?;
+    Ok(Line::Oversized)
+}
+
+/// Consumes the rest of the current line, its newline included, without
+/// keeping any of it.
+pub(crate) fn discard_line(reader: &mut impl BufRead) -> io::Result<()> {
     loop {
         let available = reader.fill_buf()?;
         if available.is_empty() {
-            break;
+            return Ok(());
         }
         match available.iter().position(|&b| b == b'\n') {
             Some(i) => {
                 reader.consume(i + 1);
-                break;
+                return Ok(());
             }
             None => {
                 let len = available.len();
@@ -374,7 +381,21 @@ fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Re
             }
         }
     }
-    Ok(Line::Oversized)
+}
+
+/// One line of at most `max` bytes, as text: `None` at the end of input,
+/// `Some(None)` for a line that is longer (consumed, not kept) or not
+/// UTF-8. For the scans that look at a transcript's first lines.
+pub(crate) fn next_text_line(
+    reader: &mut impl BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<Option<String>>> {
+    Ok(match read_line(reader, buf, max)? {
+        Line::End => None,
+        Line::Oversized => Some(None),
+        Line::Complete => Some(String::from_utf8(std::mem::take(buf)).ok()),
+    })
 }
 
 /// Streams `reader` line by line through `format`. Blank lines are ignored;

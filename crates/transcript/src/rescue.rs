@@ -30,11 +30,12 @@
 //! with a password). Every piece of transcript text that goes into the body
 //! passes through [`scrub`], and only through it.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
 use jiff::Timestamp;
 
+use super::linear::next_text_line;
 use super::{AgentKind, Outcome, Role};
 
 /// The first characters of every rescued body: how a rescued handoff is
@@ -55,6 +56,10 @@ pub(crate) const RESCUED_KIND: &str = "rescued";
 /// How many leading lines are searched for the transcript's first
 /// timestamp.
 const START_SCAN_LINES: usize = 1_000;
+/// How many leading bytes are searched for it.
+const START_SCAN_BYTES: u64 = 8 << 20;
+/// The longest line looked at for it (a first record is small).
+const START_SCAN_LINE_BYTES: usize = 1 << 20;
 
 /// Most tool calls listed.
 const MAX_TOOLS: usize = 40;
@@ -90,15 +95,26 @@ pub fn rescued_kind(kind: Option<&str>) -> String {
 
 /// When the session began: the first top-level `timestamp` of a JSON-lines
 /// transcript (Claude Code and Codex write one on every record), within
-/// its first lines. `None` when there is none (or the file is not JSON
-/// lines, as a Grok database).
+/// its first [`START_SCAN_LINES`] lines and [`START_SCAN_BYTES`] bytes; a
+/// line longer than [`START_SCAN_LINE_BYTES`] is passed over unread, so a
+/// file whose first line has no end costs at most that. `None` when there
+/// is none (or the file is not JSON lines, as a Grok database).
 pub fn started_at(path: &Path) -> Option<Timestamp> {
     let file = std::fs::File::open(path).ok()?;
-    BufReader::new(file)
-        .lines()
-        .take(START_SCAN_LINES)
-        .map_while(Result::ok)
-        .find_map(|line| line_timestamp(&line))
+    let mut reader = BufReader::new(file.take(START_SCAN_BYTES));
+    let mut buf = Vec::new();
+    for _ in 0..START_SCAN_LINES {
+        match next_text_line(&mut reader, &mut buf, START_SCAN_LINE_BYTES) {
+            Ok(Some(Some(line))) => {
+                if let Some(at) = line_timestamp(&line) {
+                    return Some(at);
+                }
+            }
+            Ok(Some(None)) => {}
+            Ok(None) | Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// The top-level `timestamp` of one JSON line, if it has a valid one.
