@@ -16,6 +16,7 @@ use jiff::Timestamp;
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
     Row {
         id: id.into(),
+        name: handoff_core::api::naming::name_for_key(key),
         namespace: "mirror-rules".into(),
         handoff_key: key.into(),
         project: "p".into(),
