@@ -341,6 +341,15 @@ pub(crate) async fn delete_rows(
             continue;
         }
         let key = (namespace, h.key.clone());
+        if !h.canonical {
+            // Never mirrored, and its key's work is another object's:
+            // only what the mirror may hold of it from before goes.
+            if let Err(err) = mirror.forget(&key.0, &key.1, &uid).await {
+                ctx.metrics.count_mirror_error();
+                tracing::info!(handoff = %describe(&h), error = %err, "what the mirror held of a deleted non-canonical handoff is left to resync");
+            }
+            continue;
+        }
         match mirror.delete(&key.0, &key.1, &uid).await {
             Ok(gone) => {
                 ctx.metrics.count_history_purged("deleted", gone.history);
