@@ -362,6 +362,66 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
             Some(vec!["Warning".to_owned()]),
         );
     }
+    // What docs/operate.md tells an admin to run finds exactly them.
+    let columns = "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,\
+                   KEY:.spec.handoffKey,KEYBOUND:.status.conditions[?(@.type==\"KeyBound\")].reason";
+    let listed = env
+        .kubectl()
+        .args([
+            "get",
+            "handoffs",
+            "-n",
+            &ns,
+            "-o",
+            columns,
+            "--sort-by=.metadata.name",
+        ])
+        .output()
+        .expect("kubectl");
+    let reported: Vec<Vec<String>> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter(|l| l.contains("NameNotDerivedFromKey"))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    let row = |name: &str, key: &str| {
+        [ns.as_str(), name, key, "NameNotDerivedFromKey"]
+            .map(str::to_owned)
+            .to_vec()
+    };
+    let mut want = vec![row(twin_name, VICTIM), row(&squat_name, SQUAT_KEY)];
+    want.sort();
+    check(&mut problems, "the documented kubectl get", reported, want);
+    let events = env
+        .kubectl()
+        .args([
+            "get",
+            "events",
+            "-n",
+            &ns,
+            "--field-selector",
+            "reason=NameNotDerivedFromKey",
+            "-o",
+            "custom-columns=TYPE:.type,OBJECT:.involvedObject.name",
+            "--no-headers",
+        ])
+        .output()
+        .expect("kubectl");
+    let mut warned_objects: Vec<String> = String::from_utf8_lossy(&events.stdout)
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    warned_objects.sort();
+    let mut want = vec![
+        format!("Warning {twin_name}"),
+        format!("Warning {squat_name}"),
+    ];
+    want.sort();
+    check(
+        &mut problems,
+        "the documented kubectl get events",
+        warned_objects,
+        want,
+    );
     check(
         &mut problems,
         "the gauge",
@@ -421,6 +481,125 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
         Some(1),
         "the victim's row stays"
     );
+
+    controller.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync() {
+    let env = env();
+    let ns = env.namespace("twins-legacy").await;
+    let client = env.client().await;
+    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres");
+    let db = testing::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let controller = InProcess::new(&ns, "a", Arc::new(SystemClock))
+        .mirror(&url)
+        .options(|o| o.mirror_resync_interval = Duration::from_secs(1))
+        .start(client.clone());
+    handoff_kube::store::HandoffStore::new(client.clone(), &ns)
+        .write(&spec(VICTIM, "payments victim revision 1", Some("writer")))
+        .await
+        .expect("write");
+    let victim = counted(&api, &name_for_key(VICTIM), 1).await;
+    eventually("the victim mirrored", Duration::from_secs(60), || async {
+        (testing::mirror::converged(&api, &db, &ns).await == Some(1)).then_some(())
+    })
+    .await;
+    let twin = api
+        .create(
+            &PostParams::default(),
+            &Handoff::new("my-handoff", spec(VICTIM, "payments twin", None)),
+        )
+        .await
+        .expect("create the twin");
+    let squat = api
+        .create(
+            &PostParams::default(),
+            &Handoff::new(
+                &name_for_key(SQUATTED),
+                spec(SQUAT_KEY, "payments squat", None),
+            ),
+        )
+        .await
+        .expect("create the squat");
+    counted(&api, "my-handoff", 1).await;
+    counted(&api, &name_for_key(SQUATTED), 1).await;
+
+    // What the previous release wrote for them: the twin's row in place of
+    // the victim's (no name: written before migration 0004), the squat's
+    // row, and history of both.
+    let (twin_uid, squat_uid) = (twin.uid().expect("uid"), squat.uid().expect("uid"));
+    db.execute(
+        "UPDATE handoffs SET id = $2::text::uuid, body = 'payments twin', name = NULL \
+         WHERE namespace = $1 AND handoff_key = $3",
+        &[&ns, &twin_uid, &VICTIM],
+    )
+    .await
+    .expect("the twin's row");
+    for (uid, key, body) in [
+        (&twin_uid, VICTIM, "payments twin"),
+        (&squat_uid, SQUAT_KEY, "payments squat"),
+    ] {
+        db.execute(
+            "INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, \
+                                            body, created_by, written_at) \
+             VALUES ($1, $2, $3::text::uuid, 1, 'shop', $4, '', now())",
+            &[&ns, &key, uid, &body],
+        )
+        .await
+        .expect("history");
+    }
+    db.execute(
+        "INSERT INTO handoffs (id, namespace, handoff_key, project, created_by, body, revision, \
+                               resource_version, created_at, updated_at) \
+         VALUES ($2::text::uuid, $1, $3, 'shop', '', 'payments squat', 1, 1, now(), now())",
+        &[&ns, &squat_uid, &SQUAT_KEY],
+    )
+    .await
+    .expect("the squat's row");
+
+    // The next resync passes: the victim's row is its own again, and only
+    // its history is left.
+    let passes = controller.metrics.resyncs();
+    eventually("two resync passes", Duration::from_secs(60), || async {
+        (controller.metrics.resyncs() >= passes + 2).then_some(())
+    })
+    .await;
+    let rows: Vec<(String, String, String)> = db
+        .query(
+            "SELECT handoff_key, id::text, body FROM handoffs WHERE namespace = $1",
+            &[&ns],
+        )
+        .await
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let victim_uid = victim.uid().expect("uid");
+    assert_eq!(
+        rows,
+        [(
+            VICTIM.to_owned(),
+            victim_uid.clone(),
+            "payments victim revision 1".to_owned()
+        )]
+    );
+    let objects: Vec<String> = db
+        .query(
+            "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
+            &[&ns],
+        )
+        .await
+        .expect("history")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(objects, [victim_uid]);
 
     controller.stop().await;
 }
