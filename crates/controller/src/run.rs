@@ -242,6 +242,8 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `handoff_kube::loops`).
     let (cache, writer) = reflector::store::<DeserializeGuard<handoff::cached::CachedHandoff>>();
+    // The gauge of objects whose name is not derived from their key is
+    // counted from this cache at each scrape (see `metrics`).
     let counted = cache.clone();
     ctx.metrics.report_noncanonical(Some(Box::new(move || {
         counted

@@ -3,10 +3,10 @@
 //! fetch the object — its identity, its key, whether its name is derived
 //! from its key (and, if not, whether that is reported), whether it is
 //! counted at its generation, how its `Mirrored` condition stands and the
-//! label apply it needs, worked out from the full object as the watch delivers it. No
-//! body, no annotations, no managedFields, no condition messages: the cache
-//! is most of the controller's memory and grows with the number of
-//! handoffs (see the module docs of [`super`], "Memory").
+//! label apply it needs, worked out from the full object as the watch
+//! delivers it. No body, no annotations, no managedFields, no condition
+//! messages: the cache is most of the controller's memory and grows with
+//! the number of handoffs (see the module docs of [`super`], "Memory").
 
 use std::borrow::Cow;
 
