@@ -1234,6 +1234,7 @@ async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_a
 fn batch_row(key: &str, uid: &str, revision: i64) -> handoff_mirror::Row {
     handoff_mirror::Row {
         id: uid.into(),
+        name: handoff_core::api::naming::name_for_key(key),
         namespace: "batch-stall".into(),
         handoff_key: key.into(),
         project: "p".into(),

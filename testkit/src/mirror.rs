@@ -1,7 +1,9 @@
 //! The convergence check the controller suites and the reliability suite
 //! share: the set of live, counted Handoffs equals the set of mirror rows,
 //! with equal revisions and the same object uid (a row of a deleted and
-//! re-created handoff is not a match).
+//! re-created handoff is not a match). Only the current handoff of a key
+//! (the object at the name derived from its key) is mirrored, so only
+//! those are counted.
 
 use std::collections::BTreeMap;
 
@@ -9,11 +11,13 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
 
 /// `handoff key → (revision, uid)`.
 pub type Snapshot = BTreeMap<String, (i64, String)>;
 
-/// Every live Handoff of `api`'s namespace at its counted revision (listed
+/// Every live Handoff of `api`'s namespace whose name is derived from its
+/// key, at its counted revision (listed
 /// in pages of 500); `None` while one is not counted yet or is terminating,
 /// or when the apiserver does not answer.
 pub async fn counted_handoffs(api: &Api<Handoff>) -> Option<Snapshot> {
@@ -24,6 +28,9 @@ pub async fn counted_handoffs(api: &Api<Handoff>) -> Option<Snapshot> {
         for h in &page.items {
             if h.metadata.deletion_timestamp.is_some() {
                 return None;
+            }
+            if h.metadata.name.as_deref() != Some(name_for_key(&h.spec.handoff_key).as_str()) {
+                continue;
             }
             let revision = h.status.as_ref().and_then(|s| s.revision)?;
             out.insert(h.spec.handoff_key.clone(), (revision, h.uid()?));

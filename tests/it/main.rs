@@ -33,4 +33,5 @@ mod transcript;
 mod transcript_cli;
 mod transcript_props;
 mod transcript_shared;
+mod twins;
 mod writes;

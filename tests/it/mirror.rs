@@ -1,5 +1,8 @@
 //! The mirror's own rules, checked against a real PostgreSQL: a row never
-//! moves backwards (the `WHERE` of the upsert's `ON CONFLICT` clause); the
+//! moves backwards and is written only by its own object or a newer
+//! incarnation of its name (the `WHERE` of the upsert's `ON CONFLICT`
+//! clause); history reads never cross objects; migration 0004 keeps what
+//! the previous schema held; the
 //! history keeps the newest revisions of a key and forgets an incarnation
 //! with its row (single statements, so only PostgreSQL can prove them);
 //! `handoff mirror purge`, run as the binary, removes what it names and
@@ -16,6 +19,7 @@ use jiff::Timestamp;
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
     Row {
         id: id.into(),
+        name: handoff_core::api::naming::name_for_key(key),
         namespace: "mirror-rules".into(),
         handoff_key: key.into(),
         project: "p".into(),
@@ -51,6 +55,7 @@ async fn an_upsert_never_moves_a_row_backwards() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     let uid = "00000000-0000-4000-8000-000000000001";
     let other = "00000000-0000-4000-8000-000000000002";
+    let twin = "00000000-0000-4000-8000-000000000003";
     let key = format!("k-{}", std::process::id());
     let newest = row(uid, &key, 3, 300);
     assert!(mirror.upsert(&newest).await.expect("upsert"), "first write");
@@ -92,6 +97,15 @@ async fn an_upsert_never_moves_a_row_backwards() {
             true,
             row(other, &key, 1, 10),
             "another incarnation of the key, even older",
+        ),
+        (
+            Row {
+                name: "my-handoff".into(),
+                ..row(twin, &key, 9, 900)
+            },
+            false,
+            row(other, &key, 1, 10),
+            "an object of another name holding the key, even newer",
         ),
     ];
     for (upsert, written, expected, why) in cases {
@@ -516,4 +530,249 @@ async fn a_failed_batch_fails_every_caller_and_writes_nothing() {
     for row in &rows {
         assert_eq!(history(&db, &namespace, &row.handoff_key).await, vec![]);
     }
+}
+
+/// `url` with its database replaced by `database`.
+fn in_database(url: &str, database: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
+    match query {
+        Some(q) => format!("{server}/{database}?{q}"),
+        None => format!("{server}/{database}"),
+    }
+}
+
+#[tokio::test]
+async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing() {
+    let url = handoff_testkit::shared_postgres_url();
+    let db = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    // Kept on delete: forgetting an object ignores the retention.
+    let mirror = mirror_with(
+        &url,
+        Retention {
+            keep_on_delete: true,
+            ..Retention::default()
+        },
+    );
+    let ns = unique("objects");
+    let (current, twin) = (
+        "00000000-0000-4000-8000-0000000000d1",
+        "00000000-0000-4000-8000-0000000000d2",
+    );
+    for n in 1..=2 {
+        let r = revision(&ns, "k", current, n, n);
+        mirror.upsert(&r).await.expect("upsert");
+        mirror.record_revision(&r).await.expect("record");
+    }
+    // History an object of another name left (mirrored before the mirror
+    // refused such objects): later, and at the same revision numbers.
+    for n in 1..=3 {
+        mirror
+            .record_revision(&Row {
+                name: "my-handoff".into(),
+                ..revision(&ns, "k", twin, n, 10 + n)
+            })
+            .await
+            .expect("record");
+    }
+    let numbers = |entries: Vec<handoff_mirror::RevisionEntry>| -> Vec<i64> {
+        entries.into_iter().map(|e| e.revision).collect()
+    };
+    assert_eq!(
+        numbers(
+            mirror
+                .revisions(&ns, "k", None, 10)
+                .await
+                .expect("revisions")
+        ),
+        [2, 1],
+        "the revisions of the key's row's object only"
+    );
+    for n in 1..=2 {
+        assert_eq!(
+            mirror
+                .revision(&ns, "k", n)
+                .await
+                .expect("revision")
+                .map(|r| r.body),
+            Some(format!("{current} revision {n}")),
+            "revision {n} is the current object's"
+        );
+    }
+    assert_eq!(
+        mirror.revision(&ns, "k", 3).await.expect("revision"),
+        None,
+        "the other object's revision 3 is not the key's"
+    );
+
+    assert_eq!(
+        mirror.forget(&ns, "k", twin).await.expect("forget"),
+        Deleted {
+            row: false,
+            history: 3
+        },
+        "its history goes, whatever the retention; the key's row is not its"
+    );
+    assert_eq!(
+        history(&db, &ns, "k").await,
+        [(current.to_owned(), 1), (current.to_owned(), 2)]
+    );
+
+    // A deleted handoff whose history is kept: its revisions still answer.
+    assert_eq!(
+        mirror.delete(&ns, "k", current).await.expect("delete"),
+        Deleted {
+            row: true,
+            history: 0
+        }
+    );
+    assert_eq!(
+        numbers(
+            mirror
+                .revisions(&ns, "k", None, 10)
+                .await
+                .expect("revisions")
+        ),
+        [2, 1]
+    );
+}
+
+#[tokio::test]
+async fn migration_4_keeps_what_the_previous_schema_held() {
+    let url = handoff_testkit::shared_postgres_url();
+    let admin = handoff_testkit::connect_postgres(&url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let database = unique("migrate").replace('-', "_");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .await
+        .expect("create database");
+    let db_url = in_database(&url, &database);
+    let db = handoff_testkit::connect_postgres(&db_url)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    // The schema at version 3, as the previous release left it.
+    db.batch_execute(
+        "CREATE TABLE handoff_schema_migrations (\
+             version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .await
+    .expect("migrations table");
+    for (version, sql) in [
+        (
+            1,
+            include_str!("../../crates/mirror/src/migrations/0001_init.sql"),
+        ),
+        (
+            2,
+            include_str!("../../crates/mirror/src/migrations/0002_history_retention.sql"),
+        ),
+        (
+            3,
+            include_str!("../../crates/mirror/src/migrations/0003_search.sql"),
+        ),
+    ] {
+        db.batch_execute(sql).await.expect("an earlier migration");
+        db.execute(
+            "INSERT INTO handoff_schema_migrations (version) VALUES ($1)",
+            &[&version],
+        )
+        .await
+        .expect("record");
+    }
+    // What the previous upsert allowed: the row of key `k` replaced by an
+    // object of another name (uid t), the current object's (uid a)
+    // history beside it; and an ordinary row.
+    let (a, t, o) = (
+        "00000000-0000-4000-8000-0000000000e1",
+        "00000000-0000-4000-8000-0000000000e2",
+        "00000000-0000-4000-8000-0000000000e3",
+    );
+    db.batch_execute(&format!(
+        "INSERT INTO handoffs (id, namespace, handoff_key, project, created_by, body, revision, \
+                               resource_version, created_at, updated_at) VALUES \
+         ('{t}', 'ns', 'k', 'p', '', 'twin', 1, 30, now(), now()), \
+         ('{o}', 'ns', 'other', 'p', 'w', 'other body', 4, 40, now(), now()); \
+         INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, \
+                                        body, created_by, written_at) VALUES \
+         ('ns', 'k', '{a}', 1, 'p', 'a1', 'w', now() - interval '2 minutes'), \
+         ('ns', 'k', '{a}', 2, 'p', 'a2', 'w', now() - interval '1 minute'), \
+         ('ns', 'k', '{t}', 1, 'p', 't1', '', now())"
+    ))
+    .await
+    .expect("the previous release's rows");
+
+    // The mirror migrates on its first call; nothing is lost.
+    let mirror = Mirror::new(&db_url, true).expect("mirror");
+    let before = rows_of(&db, "ns").await;
+    assert_eq!(
+        mirror.versions(Some("ns")).await.expect("versions").len(),
+        2
+    );
+    let applied: Vec<i32> = db
+        .query(
+            "SELECT version FROM handoff_schema_migrations ORDER BY version",
+            &[],
+        )
+        .await
+        .expect("versions")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(applied, [1, 2, 3, 4]);
+    assert_eq!(rows_of(&db, "ns").await, before, "every row kept");
+    let names: Vec<Option<String>> = db
+        .query("SELECT name FROM handoffs ORDER BY handoff_key", &[])
+        .await
+        .expect("names")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(names, [None, None], "written before the name was recorded");
+
+    // The key's current object takes its row back (a row without a name
+    // may be replaced by the key's object), then its history answers.
+    let current = Row {
+        namespace: "ns".into(),
+        body: "a2".into(),
+        ..row(a, "k", 2, 50)
+    };
+    assert!(mirror.upsert(&current).await.expect("upsert"), "replaced");
+    let revisions: Vec<i64> = mirror
+        .revisions("ns", "k", None, 10)
+        .await
+        .expect("revisions")
+        .into_iter()
+        .map(|e| e.revision)
+        .collect();
+    assert_eq!(revisions, [2, 1]);
+    assert_eq!(
+        mirror
+            .revision("ns", "k", 1)
+            .await
+            .expect("revision")
+            .map(|r| r.body),
+        Some("a1".to_owned())
+    );
+    // The ordinary row, rewritten by its own object, gets its name.
+    let other = Row {
+        namespace: "ns".into(),
+        ..row(o, "other", 4, 40)
+    };
+    assert!(mirror.upsert(&other).await.expect("upsert"), "named");
+    assert!(
+        !mirror.upsert(&other).await.expect("upsert"),
+        "then current"
+    );
+    drop(mirror);
+    drop(db);
+    admin
+        .batch_execute(&format!("DROP DATABASE {database} WITH (FORCE)"))
+        .await
+        .expect("drop database");
 }

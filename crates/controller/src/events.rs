@@ -1,4 +1,5 @@
-//! The controller's Events about Handoffs (`Superseded`, `Groomed`),
+//! The controller's Events about Handoffs (`Superseded`, `Groomed`, and
+//! the Warning `NameNotDerivedFromKey`: see [`event_type`]),
 //! aggregated so a busy key neither floods the namespace nor costs an
 //! Event write per update.
 //!
@@ -48,6 +49,15 @@ use super::handoff::reference;
 use crate::run::Context;
 use handoff_core::api::Handoff;
 use handoff_kube::loops::bounded_note;
+
+/// The type of an Event of `reason`: `Warning` for an object an admin must
+/// act on (one whose name is not derived from its key), else `Normal`.
+pub(crate) fn event_type(reason: &str) -> &'static str {
+    match reason {
+        super::handoff::NAME_NOT_DERIVED => "Warning",
+        _ => "Normal",
+    }
+}
 
 /// A series ends when its reason did not occur for this long.
 pub(crate) const SERIES_GAP: Duration = Duration::from_secs(600);
@@ -376,7 +386,7 @@ impl Context {
             action: Some(reason.to_owned()),
             reason: Some(reason.to_owned()),
             note: Some(note.to_owned()),
-            type_: Some("Normal".into()),
+            type_: Some(event_type(reason).into()),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
             reporting_controller: Some(self.reporter.controller.clone()),
@@ -455,6 +465,17 @@ mod tests {
             last: t0 + Duration::from_secs(last),
             observed: Timestamp::UNIX_EPOCH,
             regarding: ObjectReference::default(),
+        }
+    }
+
+    #[test]
+    fn only_an_object_to_act_on_is_a_warning() {
+        for (reason, want) in [
+            ("NameNotDerivedFromKey", "Warning"),
+            ("Superseded", "Normal"),
+            ("Groomed", "Normal"),
+        ] {
+            assert_eq!(event_type(reason), want, "{reason}");
         }
     }
 

@@ -1,7 +1,15 @@
 //! The controller's metrics (prefix `handoff_controller_`): reconciles,
 //! revisions, grooming, the mirror (errors, lag and pending rows, which
 //! report the Handoff loop's backlog, batch sizes, resync repairs, history
-//! purges), leadership and each loop's progress (`/healthz`).
+//! purges), leadership, each loop's progress (`/healthz`) and the
+//! Handoffs whose name is not derived from their key.
+//!
+//! `noncanonical_handoffs` is a gauge, not a counter: an admin asks how
+//! many such objects exist now (and whether deleting them worked), which a
+//! counter of sightings cannot say across restarts and leaderships. It is
+//! counted at each scrape from the Handoff loop's watch cache, which holds
+//! every object, so it is exact for the leader and needs no bookkeeping of
+//! creates and deletes (0 on a replica that does not lead).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,6 +41,8 @@ pub struct ControllerMetrics {
     resync_repairs: Family<RepairLabel, Counter>,
     history_purged: Family<HistoryLabel, Counter>,
     backlog: Mutex<Option<Arc<backlog::Backlog>>>,
+    noncanonical: Gauge,
+    noncanonical_count: Mutex<Option<NoncanonicalCount>>,
     pub(crate) ready: AtomicBool,
     resyncs: AtomicI64,
     loop_stalled_seconds: Family<LoopLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
@@ -42,6 +52,10 @@ pub struct ControllerMetrics {
     /// Each loop's progress, judged by `--wedged-after` (`/healthz`).
     pub liveness: Arc<Liveness>,
 }
+
+/// Counts the Handoffs whose name is not derived from their key (the
+/// Handoff loop's watch cache).
+pub(crate) type NoncanonicalCount = Box<dyn Fn() -> usize + Send + Sync>;
 
 /// `loop` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -61,7 +75,8 @@ pub(crate) struct ResultLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub(crate) struct HistoryLabel {
     /// `deleted` (with the handoff's row), `cap` (beyond
-    /// `--history-revisions`) or `age` (older than `--history-max-age`).
+    /// `--history-revisions`), `age` (older than `--history-max-age`) or
+    /// `noncanonical` (of an object whose name is not derived from its key).
     pub reason: String,
 }
 
@@ -87,6 +102,7 @@ impl ControllerMetrics {
         let mirror_batch_rows = Histogram::new(exponential_buckets(1.0, 2.0, 10));
         let resync_repairs = Family::<RepairLabel, Counter>::default();
         let history_purged = Family::<HistoryLabel, Counter>::default();
+        let noncanonical = Gauge::default();
         let loops = Arc::new(LoopMetrics::default());
         loops.register(&mut registry);
         let loop_stalled_seconds =
@@ -153,6 +169,11 @@ impl ControllerMetrics {
             "History rows deleted by retention (with a deleted handoff, beyond the cap, by age)",
             history_purged.clone(),
         );
+        registry.register(
+            "noncanonical_handoffs",
+            "Handoffs whose metadata.name is not the name derived from spec.handoffKey (condition KeyBound=False): never mirrored nor listed",
+            noncanonical.clone(),
+        );
         Arc::new(Self {
             registry,
             reconciles,
@@ -167,6 +188,8 @@ impl ControllerMetrics {
             resync_repairs,
             history_purged,
             backlog: Mutex::new(None),
+            noncanonical,
+            noncanonical_count: Mutex::new(None),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
             loop_stalled_seconds,
@@ -180,6 +203,7 @@ impl ControllerMetrics {
     pub fn encode(&self) -> String {
         self.refresh_lag();
         self.refresh_progress();
+        self.refresh_noncanonical();
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
@@ -288,6 +312,22 @@ impl ControllerMetrics {
         self.resyncs.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Reports what `count` counts in `noncanonical_handoffs` (the leader's
+    /// Handoff loop cache); `None` when leadership ends.
+    pub(crate) fn report_noncanonical(&self, count: Option<NoncanonicalCount>) {
+        if let Ok(mut reported) = self.noncanonical_count.lock() {
+            *reported = count;
+        }
+    }
+
+    fn refresh_noncanonical(&self) {
+        let Ok(reported) = self.noncanonical_count.lock() else {
+            return;
+        };
+        let n = reported.as_ref().map_or(0, |count| count());
+        self.noncanonical.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// Reports `backlog` (the Handoff loop's) in the mirror gauges.
     pub(crate) fn report_backlog(&self, backlog: Arc<backlog::Backlog>) {
         if let Ok(mut reported) = self.backlog.lock() {
@@ -330,6 +370,27 @@ mod tests {
         assert!(
             text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 0"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn the_noncanonical_gauge_counts_at_each_scrape() {
+        let m = ControllerMetrics::new();
+        let gauge = "handoff_controller_noncanonical_handoffs ";
+        let text = m.encode();
+        assert!(text.contains(&format!("{gauge}0")), "not leading: {text}");
+        let seen = Arc::new(AtomicI64::new(2));
+        let source = seen.clone();
+        m.report_noncanonical(Some(Box::new(move || {
+            usize::try_from(source.load(Ordering::Relaxed)).unwrap_or_default()
+        })));
+        assert!(m.encode().contains(&format!("{gauge}2")));
+        seen.store(1, Ordering::Relaxed);
+        assert!(m.encode().contains(&format!("{gauge}1")), "one deleted");
+        m.report_noncanonical(None);
+        assert!(
+            m.encode().contains(&format!("{gauge}0")),
+            "leadership ended"
         );
     }
 

@@ -2,7 +2,13 @@
 //! of each leadership and every `--mirror-resync-interval`, and repaired by
 //! the pure plan of [`handoff_mirror::resync`]. An orphan row is deleted
 //! with its object's history (unless `--keep-history-on-delete`), and past
-//! revisions older than `--history-max-age` are dropped. It lives here,
+//! revisions older than `--history-max-age` are dropped. An object whose
+//! name is not derived from its key ([`handoff_kube::store::canonical`]:
+//! a twin or a squat, made where nothing checked the name) is never
+//! mirrored: a pass forgets its row and history, whatever the retention
+//! (they may have been written before the mirror refused such objects),
+//! and does not count it as its key's object, so a row it replaced is
+//! rewritten from the key's current handoff, or deleted. It lives here,
 //! not in the mirror, because it updates the controller's metrics (the
 //! keys the mirror no longer owes work).
 
@@ -38,6 +44,7 @@ pub(crate) async fn resync_once(
     rows.retain(|row| ctx.plumbing.scope().includes(&row.namespace));
     let mut pass = Pass::new(rows);
     let (mut written, mut deleted) = (0, 0);
+    let mut forget = Vec::new();
     let mut pages = Pages::new(api, &ListParams::default());
     loop {
         let page = tokio::time::timeout(ctx.api_timeout, pages.next())
@@ -61,6 +68,12 @@ pub(crate) async fn resync_once(
                 continue;
             }
             let key = h.spec.handoff_key.as_str();
+            if !handoff_kube::store::canonical(&h) {
+                if let Some(uid) = h.metadata.uid.clone() {
+                    forget.push((namespace, key.to_owned(), uid));
+                }
+                continue;
+            }
             let counted = h.status.as_ref().and_then(|s| s.revision);
             match (
                 h.metadata.deletion_timestamp.is_some(),
@@ -90,6 +103,15 @@ pub(crate) async fn resync_once(
             ctx.metrics.count_history_purged("cap", dropped);
             ctx.backlog
                 .caught_up(&(row.namespace.clone(), row.handoff_key.clone()));
+        }
+    }
+    for (namespace, key, uid) in forget {
+        let gone = mirror.forget(&namespace, &key, &uid).await?;
+        ctx.metrics
+            .count_history_purged("noncanonical", gone.history);
+        if gone.row {
+            deleted += 1;
+            ctx.metrics.count_repair("deleted");
         }
     }
     for row in pass.orphans() {

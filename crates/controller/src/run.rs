@@ -188,6 +188,7 @@ pub async fn run(
         let hold = elector.hold(&leading, &shutdown);
         tokio::join!(work, hold);
         metrics.leader.set(0);
+        metrics.report_noncanonical(None);
         // What was pending is the next leader's: no loop runs here now.
         metrics.liveness.reset();
         if shutdown.is_cancelled() {
@@ -240,7 +241,17 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     // handoffs. A reconcile fetches the object when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `handoff_kube::loops`).
-    let (cache, writer) = reflector::store();
+    let (cache, writer) = reflector::store::<DeserializeGuard<handoff::cached::CachedHandoff>>();
+    // The gauge of objects whose name is not derived from their key is
+    // counted from this cache at each scrape (see `metrics`).
+    let counted = cache.clone();
+    ctx.metrics.report_noncanonical(Some(Box::new(move || {
+        counted
+            .state()
+            .iter()
+            .filter(|guard| guard.0.as_ref().is_ok_and(|h| !h.canonical))
+            .count()
+    })));
     // Deleted handoffs go to the mirror's deleter (there is no finalizer:
     // deletes never wait for PostgreSQL; resync removes what it missed).
     let (deleted, deletions) = tokio::sync::mpsc::unbounded_channel();

@@ -3,6 +3,15 @@
 //! module reads it (one revision, or a key's revisions newest first, for
 //! `get_handoff{revision}`, `list_revisions`, `diff_handoff` and `handoff
 //! history`) and expires it by age (resync).
+//!
+//! Reads never cross objects: revision N of a key is revision N of one
+//! object — the object whose row the key has (its current handoff), or,
+//! when the key has no row (deleted, history kept for audit), the object
+//! that recorded the key's newest revision (the `object` of [`REVISION`]
+//! and [`REVISIONS`]). Before migration 0004 a lookup took the newest
+//! revision N of any object naming the key, so an object made by hand
+//! under a name of its own could hide the current handoff's revisions and
+//! serve its own body instead.
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -91,8 +100,8 @@ impl Mirror {
         }
     }
 
-    /// Revision `revision` of `key` from the history (of the newest object
-    /// incarnation that had it).
+    /// Revision `revision` of `key` from the history of the key's object
+    /// (see the module docs).
     pub async fn revision(
         &self,
         namespace: &str,
@@ -101,12 +110,7 @@ impl Mirror {
     ) -> Result<Option<ListedRow>, MirrorError> {
         self.with(|c| async move {
             let row = c
-                .query_opt(
-                    "SELECT handoff_key, project, repo, kind, created_by, body, written_at, revision \
-                     FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2 AND revision = $3 \
-                     ORDER BY written_at DESC LIMIT 1",
-                    &[&namespace, &key, &revision],
-                )
+                .query_opt(REVISION, &[&namespace, &key, &revision])
                 .await?;
             Ok(row.as_ref().map(ListedRow::of))
         })
@@ -114,14 +118,35 @@ impl Mirror {
     }
 }
 
+/// Revision `$3` of key `$2` in namespace `$1`, of the key's object: the
+/// object of the key's row, else the object that recorded the key's
+/// newest revision (a deleted handoff whose history is kept).
+const REVISION: &str = r#"
+WITH object AS (
+    SELECT COALESCE(
+        (SELECT id FROM handoffs WHERE namespace = $1 AND handoff_key = $2),
+        (SELECT handoff_id FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2
+         ORDER BY written_at DESC, revision DESC LIMIT 1)) AS id
+)
+SELECT r.handoff_key, r.project, r.repo, r.kind, r.created_by, r.body, r.written_at, r.revision
+FROM handoff_revisions r, object o
+WHERE r.namespace = $1 AND r.handoff_key = $2 AND r.handoff_id = o.id AND r.revision = $3
+"#;
+
+/// At most `$4` revisions of key `$2` in namespace `$1`, of the key's
+/// object (as [`REVISION`] finds it), newest first, below `$3` when given.
 const REVISIONS: &str = r#"
-SELECT revision, written_at, created_by, bytes FROM (
-    SELECT DISTINCT ON (revision) revision, written_at, created_by, octet_length(body)::bigint AS bytes
-    FROM handoff_revisions
-    WHERE namespace = $1 AND handoff_key = $2 AND ($3::bigint IS NULL OR revision < $3)
-    ORDER BY revision DESC, written_at DESC
-) AS newest
-ORDER BY revision DESC
+WITH object AS (
+    SELECT COALESCE(
+        (SELECT id FROM handoffs WHERE namespace = $1 AND handoff_key = $2),
+        (SELECT handoff_id FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2
+         ORDER BY written_at DESC, revision DESC LIMIT 1)) AS id
+)
+SELECT r.revision, r.written_at, r.created_by, octet_length(r.body)::bigint AS bytes
+FROM handoff_revisions r, object o
+WHERE r.namespace = $1 AND r.handoff_key = $2 AND r.handoff_id = o.id
+  AND ($3::bigint IS NULL OR r.revision < $3)
+ORDER BY r.revision DESC
 LIMIT $4
 "#;
 

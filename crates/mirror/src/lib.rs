@@ -10,10 +10,16 @@
 //! - schema: hand-written SQL in `migrations/*.sql`, embedded with
 //!   `include_str!` and applied at start under an advisory lock (several
 //!   controllers may start at once), recorded in `handoff_schema_migrations`.
-//! - rows never move backwards: an upsert only replaces a row of another
-//!   object incarnation (`id` is the uid) or of an older `(revision,
-//!   resource_version)` — the `WHERE` of its `ON CONFLICT` clause, checked
-//!   against PostgreSQL by the integration suite.
+//! - the mirror holds objects, not guesses: only the current handoff of a
+//!   key (the object whose name is derived from its key,
+//!   [`handoff_kube::store::canonical`]) has a row ([`Row::of`] refuses any
+//!   other), a row is written only by its own object (`id` is the uid) or a
+//!   newer incarnation of the same name, and history reads never cross
+//!   objects (`history`).
+//! - rows never move backwards: an upsert replaces a row only of an older
+//!   `(revision, resource_version)`, or of an older incarnation — the
+//!   `WHERE` of its `ON CONFLICT` clause, checked against PostgreSQL by the
+//!   integration suite.
 //! - `handoff_revisions` holds one row per counted revision, recorded only
 //!   once the revision is stored in the object's status, and forgets (see
 //!   [`Retention`]): a deleted object's revisions go with its row, in the

@@ -8,10 +8,11 @@ use std::time::Duration;
 use crate::{Mirror, MirrorError};
 
 /// The embedded migrations, in order: `(version, SQL)`.
-const MIGRATIONS: [(i32, &str); 3] = [
+const MIGRATIONS: [(i32, &str); 4] = [
     (1, include_str!("migrations/0001_init.sql")),
     (2, include_str!("migrations/0002_history_retention.sql")),
     (3, include_str!("migrations/0003_search.sql")),
+    (4, include_str!("migrations/0004_object_rows.sql")),
 ];
 
 /// The advisory lock key that serializes migrations across processes.

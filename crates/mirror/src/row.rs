@@ -7,12 +7,16 @@ use kube::ResourceExt;
 
 use crate::MirrorError;
 use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
 
 /// One row of `handoffs`: the mirror's copy of a counted Handoff.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// `metadata.uid`.
     pub id: String,
+    /// `metadata.name`: the name derived from the key (the only objects
+    /// the mirror holds).
+    pub name: String,
     /// Namespace.
     pub namespace: String,
     /// `spec.handoffKey`.
@@ -39,7 +43,9 @@ pub struct Row {
 
 impl Row {
     /// The row for `h`; `Ok(None)` while the controller has not counted it
-    /// yet (no `status.revision` / `status.updatedAt`).
+    /// yet (no `status.revision` / `status.updatedAt`). An object whose
+    /// name is not the one derived from its key is refused: it is not the
+    /// key's handoff, and the mirror never holds it.
     pub fn of(h: &Handoff) -> Result<Option<Row>, MirrorError> {
         let Some(status) = h.status.as_ref() else {
             return Ok(None);
@@ -53,6 +59,12 @@ impl Row {
             object: object.clone(),
             problem: problem.to_owned(),
         };
+        if !handoff_kube::store::canonical(h) {
+            return Err(problem(&format!(
+                "its name is not {}, the name derived from its handoffKey",
+                name_for_key(&h.spec.handoff_key)
+            )));
+        }
         let id = h.uid().ok_or_else(|| problem("it has no metadata.uid"))?;
         let namespace = h
             .namespace()
@@ -68,6 +80,7 @@ impl Row {
             .unwrap_or(updated_at.0);
         Ok(Some(Row {
             id,
+            name: h.name_any(),
             namespace,
             handoff_key: h.spec.handoff_key.clone(),
             project: h.spec.project.clone(),

@@ -1,6 +1,16 @@
-//! The controller's writes: upserts (rows never move backwards: the
-//! `WHERE` of the `ON CONFLICT` clause), history appends that keep each
-//! key's cap, and deletes of one incarnation's row and history.
+//! The controller's writes: upserts (rows never move backwards, and a row
+//! is written only by its own object: the `WHERE` of the `ON CONFLICT`
+//! clause), history appends that keep each key's cap, and deletes of one
+//! object's row and history.
+//!
+//! A row belongs to an object: its uid (`id`) and its name. It is updated
+//! by the same uid, or replaced by another object of the same name — a
+//! newer incarnation, since a namespace holds one object per name at a
+//! time — never by an object of another name that names the same key. Rows
+//! written before migration 0004 carry no name and may be replaced by the
+//! key's current object. The controller writes only objects whose name is
+//! derived from their key ([`handoff_kube::store::canonical`]), so the row
+//! of a key is its current handoff's.
 
 use std::collections::HashSet;
 
@@ -20,6 +30,7 @@ pub struct Written {
 /// Rows as the column arrays [`UPSERT`] takes.
 struct Columns<'a> {
     id: Vec<&'a str>,
+    name: Vec<&'a str>,
     namespace: Vec<&'a str>,
     handoff_key: Vec<&'a str>,
     project: Vec<&'a str>,
@@ -37,6 +48,7 @@ impl<'a> Columns<'a> {
     fn of(rows: &[&'a Row]) -> Self {
         Self {
             id: rows.iter().map(|r| r.id.as_str()).collect(),
+            name: rows.iter().map(|r| r.name.as_str()).collect(),
             namespace: rows.iter().map(|r| r.namespace.as_str()).collect(),
             handoff_key: rows.iter().map(|r| r.handoff_key.as_str()).collect(),
             project: rows.iter().map(|r| r.project.as_str()).collect(),
@@ -51,7 +63,7 @@ impl<'a> Columns<'a> {
         }
     }
 
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 12] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 13] {
         [
             &self.id,
             &self.namespace,
@@ -65,6 +77,7 @@ impl<'a> Columns<'a> {
             &self.resource_version,
             &self.created_at,
             &self.updated_at,
+            &self.name,
         ]
     }
 }
@@ -80,25 +93,29 @@ pub struct Deleted {
 
 /// Writes rows given as arrays of their columns (one array per column, the
 /// rows in the same order; no `(namespace, handoff_key)` twice), each
-/// unless the mirror holds it or something newer; returns the keys of the
-/// rows it changed. One row is the arrays of one element.
+/// unless the mirror holds it or something newer, or the key's row belongs
+/// to an object of another name (see the module docs); returns the keys of
+/// the rows it changed. One row is the arrays of one element.
 const UPSERT: &str = r#"
 INSERT INTO handoffs AS h (id, namespace, handoff_key, project, repo, kind, created_by, body,
-                           revision, resource_version, created_at, updated_at)
+                           revision, resource_version, created_at, updated_at, name)
 SELECT u.id::uuid, u.namespace, u.handoff_key, u.project, u.repo, u.kind, u.created_by, u.body,
-       u.revision, u.resource_version, u.created_at, u.updated_at
+       u.revision, u.resource_version, u.created_at, u.updated_at, u.name
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-            $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[], $12::timestamptz[])
+            $8::text[], $9::bigint[], $10::bigint[], $11::timestamptz[], $12::timestamptz[],
+            $13::text[])
      AS u(id, namespace, handoff_key, project, repo, kind, created_by, body,
-          revision, resource_version, created_at, updated_at)
+          revision, resource_version, created_at, updated_at, name)
 ON CONFLICT (namespace, handoff_key) DO UPDATE SET
     id = EXCLUDED.id, project = EXCLUDED.project, repo = EXCLUDED.repo, kind = EXCLUDED.kind,
     created_by = EXCLUDED.created_by, body = EXCLUDED.body, revision = EXCLUDED.revision,
     resource_version = EXCLUDED.resource_version, created_at = EXCLUDED.created_at,
-    updated_at = EXCLUDED.updated_at
-WHERE h.id <> EXCLUDED.id
-   OR h.revision < EXCLUDED.revision
-   OR (h.revision = EXCLUDED.revision AND h.resource_version < EXCLUDED.resource_version)
+    updated_at = EXCLUDED.updated_at, name = EXCLUDED.name
+WHERE (h.id = EXCLUDED.id
+       AND ((h.revision, h.resource_version) < (EXCLUDED.revision, EXCLUDED.resource_version)
+            OR ((h.revision, h.resource_version) = (EXCLUDED.revision, EXCLUDED.resource_version)
+                AND h.name IS NULL)))
+   OR (h.id <> EXCLUDED.id AND (h.name IS NULL OR h.name = EXCLUDED.name))
 RETURNING h.namespace, h.handoff_key
 "#;
 
@@ -129,7 +146,7 @@ WHERE r.namespace = $1 AND r.handoff_key = $2
   AND r.handoff_id = b.handoff_id AND r.revision = b.revision
 "#;
 
-/// Deletes one incarnation's row and, when `$4`, its history, in one
+/// Deletes one object's row and, when `$4`, its history, in one
 /// statement (so one transaction): `(rows, history rows)` deleted.
 const DELETE: &str = r#"
 WITH row AS (
@@ -255,7 +272,30 @@ impl Mirror {
         key: &str,
         id: &str,
     ) -> Result<Deleted, MirrorError> {
-        let purge = !self.retention.keep_on_delete;
+        self.remove(namespace, key, id, !self.retention.keep_on_delete)
+            .await
+    }
+
+    /// Deletes the row and the history of object `id` (uid) naming `key` in
+    /// `namespace`, whatever the retention: an object whose name is not
+    /// derived from its key is not the key's handoff, and what the mirror
+    /// holds of it (written before the mirror refused such objects) goes.
+    pub async fn forget(
+        &self,
+        namespace: &str,
+        key: &str,
+        id: &str,
+    ) -> Result<Deleted, MirrorError> {
+        self.remove(namespace, key, id, true).await
+    }
+
+    async fn remove(
+        &self,
+        namespace: &str,
+        key: &str,
+        id: &str,
+        purge: bool,
+    ) -> Result<Deleted, MirrorError> {
         self.with(|c| async move {
             let counts = c
                 .query_one(DELETE, &[&namespace, &key, &id, &purge])

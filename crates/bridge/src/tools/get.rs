@@ -2,7 +2,9 @@
 //! apiserver. With `revision`, a past one from the history the PostgreSQL
 //! mirror keeps — after a SelfSubjectAccessReview for `get`, since RBAC is
 //! not in that path; without a mirror, `revision` is refused with a message
-//! saying history needs it.
+//! saying history needs it. Revision N is revision N of the key's current
+//! handoff (the object at the name derived from the key, as the current read
+//! is), never of another object holding the key.
 
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;

@@ -3,7 +3,11 @@
 //! sorted and paged here), or — when the bridge has the PostgreSQL mirror —
 //! one indexed page from the mirror, after a SelfSubjectAccessReview for
 //! `list`, since RBAC is not in that path. Both give the same entries in
-//! the same order, and their cursors are the same.
+//! the same order, and their cursors are the same. Both list only the
+//! current handoff of each key (the object whose name is derived from its
+//! key, [`handoff_kube::store::canonical`]): the mirror holds no other, and
+//! the apiserver read skips any other (an object made past the name check,
+//! holding another object's key, must not speak for it).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use rmcp::model::JsonObject;

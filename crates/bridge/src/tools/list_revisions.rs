@@ -3,6 +3,10 @@
 //! first, paged. Gated like `get_handoff{revision}`: a
 //! SelfSubjectAccessReview for `get` (RBAC is not in that path), only the
 //! caller's namespace; without the mirror, an error saying how to turn it on.
+//! The revisions are those of the key's current handoff only (the mirror's
+//! history never crosses objects: see `handoff_mirror`'s history), so an
+//! object holding the key under another name can neither add revisions nor
+//! hide one.
 
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;

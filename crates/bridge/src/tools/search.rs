@@ -11,7 +11,10 @@
 //!   as case-insensitive substrings of key and body, ranked by how often
 //!   they occur.
 //!
-//! Both page with an opaque cursor (the offset of the next page).
+//! Both page with an opaque cursor (the offset of the next page), and both
+//! answer only the current handoff of each key (the object whose name is
+//! derived from its key, [`handoff_kube::store::canonical`]): the mirror
+//! holds no other, and the scan skips any other.
 
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
@@ -228,7 +231,9 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 .caller
                 .store()
                 .scan(&query, SCAN_CAP, |page| {
-                    found.extend(page.iter().filter_map(|h| {
+                    // Only the current handoff of each key is searched.
+                    let current = page.iter().filter(|h| handoff_kube::store::canonical(h));
+                    found.extend(current.filter_map(|h| {
                         occurrences(&wanted, &excluded, &h.spec.handoff_key, &h.spec.body)
                             .filter(|n| *n > 0)
                             .map(|n| (n, sort_key(h), of_handoff(h, n, &wanted)))

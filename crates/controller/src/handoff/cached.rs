@@ -1,11 +1,12 @@
 //! What the Handoff loop's watch cache keeps of a handoff: a purpose-built
 //! [`CachedHandoff`] holding only what the loop reads before it decides to
-//! fetch the object — its identity, its key, whether it is counted at its
-//! generation, how its `Mirrored` condition stands and the label apply it
-//! needs, worked out from the full object as the watch delivers it. No
-//! body, no annotations, no managedFields, no condition messages: the cache
-//! is most of the controller's memory and grows with the number of
-//! handoffs (see the module docs of [`super`], "Memory").
+//! fetch the object — its identity, its key, whether its name is derived
+//! from its key (and, if not, whether that is reported), whether it is
+//! counted at its generation, how its `Mirrored` condition stands and the
+//! label apply it needs, worked out from the full object as the watch
+//! delivers it. No body, no annotations, no managedFields, no condition
+//! messages: the cache is most of the controller's memory and grows with
+//! the number of handoffs (see the module docs of [`super`], "Memory").
 
 use std::borrow::Cow;
 
@@ -16,8 +17,8 @@ use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 
-use super::MIRRORED;
 use super::plan::metadata_plan;
+use super::{KEY_BOUND, MIRRORED};
 use handoff_core::api::{Handoff, HandoffPhase};
 
 /// How the `Mirrored` condition of a cached handoff stands.
@@ -43,6 +44,11 @@ pub(crate) struct CachedHandoff {
     metadata: ObjectMeta,
     /// `spec.handoffKey` (the mirror's key: the backlog, the delete).
     pub(crate) key: String,
+    /// Its name is the one derived from its key: the key's handoff
+    /// ([`handoff_kube::store::canonical`]).
+    pub(crate) canonical: bool,
+    /// Its `KeyBound` condition is False (a non-canonical object reported).
+    pub(crate) unbound_reported: bool,
     /// Counted at its generation (revision, time, hash and phase set).
     pub(crate) counted: bool,
     /// Its `Mirrored` condition.
@@ -73,6 +79,11 @@ impl CachedHandoff {
             }
             Some(_) => Mirrored::Behind,
         };
+        let unbound_reported = status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == KEY_BOUND && c.status == "False")
+        });
         Self {
             metadata: ObjectMeta {
                 name: meta.name.clone(),
@@ -84,6 +95,8 @@ impl CachedHandoff {
                 ..ObjectMeta::default()
             },
             key: h.spec.handoff_key.clone(),
+            canonical: handoff_kube::store::canonical(h),
+            unbound_reported,
             counted,
             mirrored,
             labels: metadata_plan(h),

@@ -3,6 +3,17 @@
 //! superseded revisions as Events and keeps the PostgreSQL mirror's row
 //! current.
 //!
+//! Only the current handoff of a key — the object whose name is derived
+//! from its key ([`handoff_kube::store::canonical`]) — is mirrored. Another
+//! (a *twin*: a name of its own and another object's key; a *squat*: the
+//! name of one key holding another key), made where nothing checked the
+//! name, is reported instead: its `KeyBound` condition is False (reason
+//! `NameNotDerivedFromKey`, the message names the expected name and how to
+//! remove it), one Warning Event says so, and the
+//! `noncanonical_handoffs` gauge counts it; it has no `Mirrored` condition
+//! and no row (resync forgets any it had), and its revisions announce no
+//! `Superseded` Event (they are not the key's).
+//!
 //! One reconcile is observe → [`plan`] → apply:
 //!
 //! - **observe**: the cached copy holds no body ([`cached`], see
@@ -109,6 +120,13 @@ pub const MIRRORED: &str = "Mirrored";
 
 /// The condition that reports the quality lint of the body.
 pub const LINTED: &str = "Linted";
+
+/// The condition that reports, False, an object whose name is not derived
+/// from its key (set on such objects only: name and key never change).
+pub const KEY_BOUND: &str = "KeyBound";
+
+/// The reason of a False [`KEY_BOUND`] and of its Warning Event.
+pub const NAME_NOT_DERIVED: &str = "NameNotDerivedFromKey";
 
 /// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]).
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +241,9 @@ async fn apply(
         if let Some(note) = plan.superseded {
             ctx.event(&current, "Superseded", note).await;
         }
+        if let Some(note) = plan.unbound {
+            ctx.event(&current, NAME_NOT_DERIVED, note).await;
+        }
         if plan.counted {
             ctx.metrics.count_revision();
         }
@@ -320,6 +341,15 @@ pub(crate) async fn delete_rows(
             continue;
         }
         let key = (namespace, h.key.clone());
+        if !h.canonical {
+            // Never mirrored, and its key's work is another object's:
+            // only what the mirror may hold of it from before goes.
+            if let Err(err) = mirror.forget(&key.0, &key.1, &uid).await {
+                ctx.metrics.count_mirror_error();
+                tracing::info!(handoff = %describe(&h), error = %err, "what the mirror held of a deleted non-canonical handoff is left to resync");
+            }
+            continue;
+        }
         match mirror.delete(&key.0, &key.1, &uid).await {
             Ok(gone) => {
                 ctx.metrics.count_history_purged("deleted", gone.history);

@@ -18,8 +18,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::cached::{CachedHandoff, Mirrored};
-use super::{LINTED, MIRRORED, NOTE_KEY_CHARS};
-use handoff_core::api::naming::labels_for;
+use super::{KEY_BOUND, LINTED, MIRRORED, NAME_NOT_DERIVED, NOTE_KEY_CHARS};
+use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
 use handoff_core::lint::approx_tokens;
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
@@ -146,6 +146,29 @@ pub(crate) fn mirrored_condition(
     }
 }
 
+/// The False `KeyBound` condition of `h`, an object whose name is not the
+/// one derived from its key: the message names that name and how to
+/// remove the object.
+pub(crate) fn unbound_condition(h: &Handoff, now: Timestamp) -> Condition {
+    let name = h.name_any();
+    let expected = name_for_key(&h.spec.handoff_key);
+    Condition {
+        type_: KEY_BOUND.into(),
+        status: "False".into(),
+        reason: NAME_NOT_DERIVED.into(),
+        message: format!(
+            "metadata.name {name:?} is not {expected:?}, the name derived from spec.handoffKey {}: \
+             this object is not the key's handoff, so it is neither mirrored nor listed. \
+             Remove it with `kubectl delete handoff {name} -n {}`; the key's handoff \
+             (at {expected:?}) and its history stay",
+            quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
+            h.namespace().unwrap_or_default(),
+        ),
+        observed_generation: h.metadata.generation,
+        last_transition_time: Time(whole_seconds(now)),
+    }
+}
+
 /// The label keys the controller's field manager owns on `h` (from the
 /// managedFields of its server-side applies).
 fn owned_labels(h: &Handoff) -> Vec<String> {
@@ -172,7 +195,13 @@ fn owned_labels(h: &Handoff) -> Vec<String> {
 /// mirror off, a `Mirrored` condition left by an earlier run is to be
 /// removed, which rewrites the status. A counted, mirrored object (every
 /// one, after a restart) needs nothing but the label step: no GET, no write.
+/// An object whose name is not derived from its key is never mirrored: it
+/// needs its body until it is counted, reported (`KeyBound` False) and has
+/// no `Mirrored` condition.
 pub(crate) fn needs_body(cached: &CachedHandoff, mirror: bool, owed: bool) -> bool {
+    if !cached.canonical {
+        return !(cached.counted && cached.unbound_reported && cached.mirrored == Mirrored::Absent);
+    }
     let mirrored = match (mirror, cached.mirrored) {
         (true, Mirrored::Current) => !owed,
         (true, _) => false,
@@ -271,6 +300,9 @@ pub(crate) struct Plan {
     pub(crate) status: Option<HandoffStatus>,
     /// The note of the `Superseded` Event, recorded after the status write.
     pub(crate) superseded: Option<String>,
+    /// The note of the `NameNotDerivedFromKey` Warning Event, recorded
+    /// after the status write that first reports the object.
+    pub(crate) unbound: Option<String>,
     /// A revision was counted (the metric), after the status write.
     pub(crate) counted: bool,
     /// The metadata apply ([`metadata_plan`]).
@@ -300,7 +332,8 @@ pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> O
 }
 
 /// The first step for a fetched object: the counted status and whether the
-/// row is to be written (with the mirror on).
+/// row is to be written (with the mirror on, for the key's handoff only;
+/// another object is reported by its `KeyBound` condition instead).
 pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
     let h = observed.handoff;
     let (mut status, change) = count(
@@ -310,13 +343,17 @@ pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
         observed.budget,
         observed.now,
     );
-    if !observed.mirror {
+    let canonical = handoff_kube::store::canonical(h);
+    if !observed.mirror || !canonical {
         status.conditions.retain(|c| c.type_ != MIRRORED);
+    }
+    if !canonical {
+        set_condition(&mut status.conditions, unbound_condition(h, observed.now));
     }
     Counting {
         status,
         change,
-        write_row: observed.mirror,
+        write_row: observed.mirror && canonical,
     }
 }
 
@@ -345,10 +382,25 @@ pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirr
     };
     let status = (h.status.as_ref() != Some(&status)).then_some(status);
     let written = status.is_some();
+    let canonical = handoff_kube::store::canonical(h);
+    let reported = h.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == KEY_BOUND && c.status == "False")
+    });
+    let unbound = (!canonical && written && !reported).then(|| {
+        format!(
+            "Handoff {} holds key {} but its name is not {:?}, the name derived from the key: \
+             it is neither mirrored nor listed; delete it (the key's handoff stays)",
+            h.name_any(),
+            quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
+            name_for_key(&h.spec.handoff_key),
+        )
+    });
     let superseded = match &counting.change {
         // A creation has no Event: status revision 1, `updatedAt`, the
         // mirror's history and the audit log record it.
-        Change::Superseded { from, to } if written => Some(format!(
+        Change::Superseded { from, to } if written && canonical => Some(format!(
             "Handoff {}: revision {from} superseded by revision {to} (written by {})",
             quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
             writer(&h.spec)
@@ -358,6 +410,7 @@ pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirr
     Plan {
         status,
         superseded,
+        unbound,
         counted: written && counting.change != Change::Unchanged,
         labels: metadata_plan(h),
         history,
@@ -527,7 +580,7 @@ mod tests {
     }
 
     fn object(labels: &[(&str, &str)], owned: &[&str]) -> Handoff {
-        let mut h = Handoff::new("n", spec("b"));
+        let mut h = Handoff::new(&name_for_key("k"), spec("b"));
         h.metadata.labels = Some(
             labels
                 .iter()
@@ -600,7 +653,7 @@ mod tests {
                 .keys()
                 .map(|k| (format!("f:{k}"), serde_json::json!({})))
                 .collect();
-            let mut h = Handoff::new("n", spec);
+            let mut h = Handoff::new(&name_for_key("k"), spec);
             h.metadata.labels = Some(labels);
             h.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
                 manager: Some(manager.into()),
@@ -664,7 +717,7 @@ mod tests {
                     cached.meta().generation,
                 ),
                 (
-                    "n".to_owned(),
+                    name_for_key("k"),
                     Some("ns".to_owned()),
                     Some("u".to_owned()),
                     Some("7".to_owned()),
@@ -683,7 +736,7 @@ mod tests {
             mirrored_condition(ok, String::new(), Some(generation), at(1))
         };
         let object = |generation: i64, status: Option<(i64, Vec<Condition>)>| {
-            let mut h = Handoff::new("n", spec("b"));
+            let mut h = Handoff::new(&name_for_key("k"), spec("b"));
             h.metadata.generation = Some(generation);
             h.status = status.map(|(observed, conditions)| {
                 let (mut counted, _) = count(
@@ -779,11 +832,52 @@ mod tests {
                 "{why}"
             );
         }
+        // An object whose name is not derived from its key: never mirrored.
+        let twin = |status: Option<(i64, Vec<Condition>)>| {
+            let mut h = object(2, status);
+            h.metadata.name = Some("my-handoff".into());
+            h
+        };
+        let unbound = |h: &Handoff| unbound_condition(h, at(1));
+        let reported = {
+            let mut h = twin(Some((2, vec![])));
+            let c = unbound(&h);
+            if let Some(s) = h.status.as_mut() {
+                s.conditions.push(c);
+            }
+            h
+        };
+        let reported_mirrored = {
+            let mut h = reported.clone();
+            if let Some(s) = h.status.as_mut() {
+                s.conditions.push(condition(true, 2));
+            }
+            h
+        };
+        let cases = [
+            (twin(None), true, "never counted"),
+            (twin(Some((2, vec![]))), true, "counted, not reported"),
+            (
+                reported_mirrored,
+                true,
+                "reported, but a Mirrored condition (from before) to drop",
+            ),
+            (reported, false, "counted and reported"),
+        ];
+        for (h, want, why) in cases {
+            for (mirror, owed) in [(true, false), (true, true), (false, false)] {
+                assert_eq!(
+                    needs_body(&CachedHandoff::of(&h), mirror, owed),
+                    want,
+                    "twin: {why} (mirror {mirror}, owed {owed})"
+                );
+            }
+        }
     }
 
     /// A stored handoff as the bridge writes it (labels applied).
     fn stored(body: &str, generation: i64) -> Handoff {
-        let mut h = Handoff::new("n", spec(body));
+        let mut h = Handoff::new(&name_for_key("k"), spec(body));
         h.metadata.namespace = Some("ns".into());
         h.metadata.uid = Some("u".into());
         h.metadata.generation = Some(generation);
@@ -830,6 +924,8 @@ mod tests {
         labels: bool,
         history: bool,
         retry: bool,
+        /// The `KeyBound` status written, and the Warning Event.
+        unbound: (Option<String>, bool),
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -850,7 +946,15 @@ mod tests {
             labels,
             history,
             retry,
+            unbound: (None, false),
         }
+    }
+
+    /// `seen` for an object whose name is not derived from its key: its
+    /// status carries `KeyBound` False; `warned`: the Warning Event.
+    fn unbound(mut seen: Seen, warned: bool) -> Seen {
+        seen.unbound = (Some("False".into()), warned);
+        seen
     }
 
     #[test]
@@ -871,6 +975,30 @@ mod tests {
             h
         };
         let settled = counted_as(stored("b", 1), "b", 1, Some(true));
+        let named = |mut h: Handoff, name: &str| {
+            h.metadata.name = Some(name.into());
+            h
+        };
+        // A twin: a name of its own, another object's key ("k").
+        let twin = named(stored("b", 1), "my-handoff");
+        // A squat: the name of key "k2", holding key "k".
+        let squat = named(stored("b", 1), &name_for_key("k2"));
+        // Mirrored before the mirror refused it.
+        let twin_mirrored = named(settled.clone(), "my-handoff");
+        let twin_reported = {
+            let mut h = named(counted_as(stored("b", 1), "b", 1, None), "my-handoff");
+            let c = unbound_condition(&h, at(1));
+            if let Some(s) = h.status.as_mut() {
+                s.conditions.push(c);
+            }
+            h
+        };
+        let twin_changed = {
+            let mut h = twin_reported.clone();
+            h.spec.body = "c".into();
+            h.metadata.generation = Some(2);
+            h
+        };
         let budget = Budget::default_budget();
         // (why, object, mirror on, mirror work owed for the key, the row
         // write's outcome, what the plan does)
@@ -1003,6 +1131,58 @@ mod tests {
                 Mirroring::Skipped,
                 seen(false, None, false, false, false, false, false),
             ),
+            (
+                "a twin: counted, KeyBound False and a Warning, never mirrored",
+                twin,
+                true,
+                false,
+                Mirroring::Skipped,
+                unbound(
+                    seen(false, Some((1, None)), false, true, false, false, false),
+                    true,
+                ),
+            ),
+            (
+                "a squat: the same",
+                squat,
+                true,
+                false,
+                Mirroring::Skipped,
+                unbound(
+                    seen(false, Some((1, None)), false, true, false, false, false),
+                    true,
+                ),
+            ),
+            (
+                "a twin mirrored before: its Mirrored condition goes, reported",
+                twin_mirrored,
+                true,
+                false,
+                Mirroring::Skipped,
+                unbound(
+                    seen(false, Some((1, None)), false, false, false, false, false),
+                    true,
+                ),
+            ),
+            (
+                "a reported twin: nothing (not even with mirror work owed for its key)",
+                twin_reported,
+                true,
+                true,
+                Mirroring::Skipped,
+                seen(false, None, false, false, false, false, false),
+            ),
+            (
+                "a reported twin's new content: counted, no Superseded, no second Warning",
+                twin_changed,
+                true,
+                false,
+                Mirroring::Skipped,
+                unbound(
+                    seen(false, Some((2, None)), false, true, false, false, false),
+                    false,
+                ),
+            ),
         ];
         for (why, h, mirror, owed, outcome, want) in cases {
             let (row, plan) = match cached_plan(&CachedHandoff::of(&h), mirror, owed) {
@@ -1025,6 +1205,13 @@ mod tests {
                     .find(|c| c.type_ == MIRRORED)
                     .map(|c| c.status.clone())
             };
+            let key_bound = |status: &HandoffStatus| {
+                status
+                    .conditions
+                    .iter()
+                    .find(|c| c.type_ == KEY_BOUND)
+                    .map(|c| c.status.clone())
+            };
             let got = Seen {
                 row,
                 status: plan.status.as_ref().map(|s| (s.revision, mirrored(s))),
@@ -1033,6 +1220,10 @@ mod tests {
                 labels: plan.labels.is_some(),
                 history: plan.history,
                 retry: plan.retry,
+                unbound: (
+                    plan.status.as_ref().and_then(key_bound),
+                    plan.unbound.is_some(),
+                ),
             };
             assert_eq!(got, want, "{why}");
         }
@@ -1056,6 +1247,51 @@ mod tests {
         let status = plan.status.expect("a status patch");
         assert_eq!(status.updated_at, Some(Time(at(10))));
         assert_eq!(status.observed_generation, Some(2));
+    }
+
+    #[test]
+    fn a_twin_is_told_its_expected_name_and_how_to_go() {
+        let mut h = stored("b", 1);
+        h.metadata.name = Some("my-handoff".into());
+        let expected = name_for_key("k");
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: &h,
+            budget: &budget,
+            mirror: true,
+            now: at(10),
+        };
+        let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+        let status = plan.status.expect("a status patch");
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == KEY_BOUND)
+            .expect("KeyBound");
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "NameNotDerivedFromKey")
+        );
+        assert_eq!(
+            condition.message,
+            format!(
+                "metadata.name \"my-handoff\" is not \"{expected}\", the name derived from \
+                 spec.handoffKey \"k\": this object is not the key's handoff, so it is neither \
+                 mirrored nor listed. Remove it with `kubectl delete handoff my-handoff -n ns`; \
+                 the key's handoff (at \"{expected}\") and its history stay"
+            )
+        );
+        assert_eq!(
+            plan.unbound.as_deref(),
+            Some(
+                format!(
+                    "Handoff my-handoff holds key \"k\" but its name is not \"{expected}\", the \
+                     name derived from the key: it is neither mirrored nor listed; delete it \
+                     (the key's handoff stays)"
+                )
+                .as_str()
+            )
+        );
     }
 
     #[test]

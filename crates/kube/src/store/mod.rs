@@ -173,3 +173,40 @@ pub fn describe(h: &Handoff) -> String {
         h.metadata.name.as_deref().unwrap_or_default()
     )
 }
+
+/// Whether `h` is the current handoff of its key: its name is the one
+/// derived from `spec.handoffKey` ([`name_for_key`]). Only such an object
+/// is mirrored or listed; another (a *twin* holding another object's key
+/// under a name of its own, or a *squat* at the name of another key) was
+/// made past the name check and is reported, never served.
+pub fn canonical(h: &Handoff) -> bool {
+    h.metadata.name.as_deref() == Some(name_for_key(&h.spec.handoff_key).as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_name_derived_from_the_key_is_canonical() {
+        let spec = |key: &str| HandoffSpec {
+            handoff_key: key.into(),
+            project: "p".into(),
+            repo: None,
+            kind: None,
+            body: "b".into(),
+            created_by: None,
+        };
+        let cases = [
+            (Some(name_for_key("k")), "k", true, "the derived name"),
+            (Some("my-handoff".to_owned()), "k", false, "a twin"),
+            (Some(name_for_key("k2")), "k3", false, "a squat"),
+            (None, "k", false, "no name"),
+        ];
+        for (name, key, want, why) in cases {
+            let mut h = Handoff::new("x", spec(key));
+            h.metadata.name = name;
+            assert_eq!(canonical(&h), want, "{why}");
+        }
+    }
+}

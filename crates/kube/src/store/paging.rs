@@ -15,6 +15,8 @@ impl HandoffStore {
     /// project is read, but only one page and the `keep` first so far are
     /// in memory at once ([`keep_first`]): memory does not grow with the
     /// project (time does; the PostgreSQL mirror answers from an index).
+    /// Objects whose name is not derived from their key
+    /// ([`super::canonical`]) are neither kept nor counted.
     pub async fn list_first(
         &self,
         query: &ListQuery,
@@ -24,7 +26,9 @@ impl HandoffStore {
         let params = ListParams::default().fields(&project_fields(query));
         let mut first = FirstOf::default();
         let mut pages = Pages::new(&self.api, &params);
-        while let Some(page) = pages.next().await? {
+        while let Some(mut page) = pages.next().await? {
+            // Only the current handoff of each key is listed.
+            page.retain(super::canonical);
             first.total += page.len();
             first.items = keep_first(first.items, page, sort_key, after, keep);
         }

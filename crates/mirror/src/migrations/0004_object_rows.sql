@@ -1,0 +1,15 @@
+-- Rows belong to objects (see crates/mirror/src/write.rs and history.rs):
+-- the mirror holds only the current handoff of each key, the object whose
+-- metadata.name is the name derived from its spec.handoffKey. Before this
+-- migration any object naming a key could replace that key's row (an
+-- object created by hand under a name of its own, holding another
+-- object's key), and the history was read across objects.
+--
+-- `name` is the metadata.name of the object the row was written from. A
+-- row is updated by its own object (same uid), or replaced by another
+-- object of the same name: a newer incarnation, since one namespace holds
+-- one object per name at a time. Rows written before this migration have
+-- no name (NULL) until their object writes them again; such a row may be
+-- replaced by the key's current object (the controller writes only
+-- those), and resync removes the rows and history of every other object.
+ALTER TABLE handoffs ADD COLUMN name TEXT;
