@@ -338,3 +338,17 @@ pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// `handoff name`.
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The handoff key.
+    pub key: String,
+}
+
+/// `handoff name KEY`: the `metadata.name` a Handoff of `KEY` must have
+/// (the admission webhook refuses any other), for writing one by hand:
+/// `name: $(handoff name 'acme/api#42')`.
+pub fn name(args: &NameArgs) {
+    println!("{}", handoff_core::api::naming::name_for_key(&args.key));
+}
