@@ -13,12 +13,15 @@
 //!   kube's admission types over axum, TLS from handoff-kube's reloading
 //!   certificate (cert-manager rotates the mounted Secret in place; a new
 //!   pair serves new handshakes without a restart).
+//! - [`registration`]: config/webhook's ValidatingWebhookConfiguration,
+//!   pointed at a URL (`handoff dev`, the test planes).
 //!
 //! The apiserver calls it for handoff.dev objects only (config/webhook's
 //! `matchConditions`), and with `failurePolicy: Fail`: while no replica
 //! answers, Handoff and offer writes are refused (reads and deletes work).
 
 mod decision;
+pub mod registration;
 mod server;
 
 pub use server::{WebhookArgs, run, serve};
