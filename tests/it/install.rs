@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_testkit::TestEnv;
+use handoff_testkit::{TestEnv, WebhookProcess};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -89,10 +89,44 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{kind}/{name} missing from the build"))
 }
 
+/// The installation's admission webhook: `handoff webhook` as a process on
+/// loopback, serving a certificate from a CA of its own. The test plane
+/// has no cert-manager: this plays its part (and cainjector's, in
+/// [`default_as_installed`]).
+fn webhook() -> &'static WebhookProcess {
+    static WEBHOOK: OnceLock<WebhookProcess> = OnceLock::new();
+    WEBHOOK.get_or_init(|| {
+        WebhookProcess::start(Path::new(env!("CARGO_BIN_EXE_handoff")))
+            .unwrap_or_else(|e| panic!("the admission webhook could not start: {e:#}"))
+    })
+}
+
+/// `config/default` as this plane installs it (a `v1` List for `kubectl
+/// apply -f -`): the kustomize build with its ValidatingWebhookConfiguration
+/// pointed at [`webhook`] (`clientConfig.url`, the CA as `caBundle`), the
+/// rewrite controller-runtime's envtest makes, since the plane's apiserver
+/// cannot reach a Service. Everything else is applied as built.
+pub(crate) fn default_as_installed(env: &TestEnv) -> String {
+    let mut objects = build(env, "config/default");
+    let mut pointed = 0;
+    for o in objects
+        .iter_mut()
+        .filter(|o| o["kind"] == "ValidatingWebhookConfiguration")
+    {
+        webhook()
+            .point(o)
+            .unwrap_or_else(|e| panic!("point the webhook configuration: {e:#}"));
+        pointed += 1;
+    }
+    assert_eq!(pointed, 1, "config/default registers the webhook once");
+    json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()
+}
+
 /// Applies `config/default` once: the namespace first (a server-side dry
-/// run cannot create it for the objects in it), then a dry run of the whole
-/// installation, then the real apply; waits until the admission policy
-/// enforces. (The policy suite, `policy.rs`, shares it.)
+/// run cannot create it for the objects in it), stand-ins for
+/// cert-manager's CRDs, then a dry run of the whole installation, then the
+/// real apply ([`default_as_installed`]); waits until the admission policy
+/// and the webhook enforce. (The policy suite, `policy.rs`, shares it.)
 pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
@@ -108,6 +142,31 @@ pub(crate) fn installed() -> &'static TestEnv {
                 ],
             ),
             "apply the namespace",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "-f",
+                    "tests/fixtures/cert-manager/",
+                ],
+            ),
+            "apply the cert-manager stand-in CRDs",
+        );
+        must(
+            kubectl(
+                env,
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd/issuers.cert-manager.io",
+                    "crd/certificates.cert-manager.io",
+                ],
+            ),
+            "cert-manager stand-in CRDs established",
         );
         must(
             kubectl(
@@ -135,7 +194,11 @@ pub(crate) fn installed() -> &'static TestEnv {
             ),
             "server-side dry run of the postgres overlay",
         );
-        let applied = kubectl(env, &["apply", "--server-side", "-k", "config/default"]);
+        let applied = kubectl_stdin(
+            env,
+            &["apply", "--server-side", "-f", "-"],
+            &default_as_installed(env),
+        );
         let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
         must(applied, "apply config/default");
         assert!(
@@ -143,12 +206,48 @@ pub(crate) fn installed() -> &'static TestEnv {
             "the Deployments must meet the restricted Pod Security Standard: {warnings}"
         );
         wait_for_policy(env);
+        wait_for_webhook(env);
     });
     env
 }
 
+/// The apiserver calls a new webhook once it has loaded its configuration
+/// (asynchronously): retry a twin's create until it is refused by name.
+fn wait_for_webhook(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let twin = "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: webhook-probe\n  namespace: handoff-system\n  labels:\n    project: shop\nspec:\n  handoffKey: \"webhook-probe\"\n  project: shop\n  body: \"state: probing\"\n";
+    loop {
+        let out = kubectl_stdin(env, &["create", "-f", "-"], twin);
+        if !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains(&name_for_key("webhook-probe"))
+        {
+            return;
+        }
+        let _ = kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                "webhook-probe",
+                "--ignore-not-found",
+            ],
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the admission webhook did not start refusing twins within 60 s: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            webhook().log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A Handoff of key `key`, under the name derived from it (the admission
+/// webhook refuses any other).
 fn handoff_yaml(
-    name: &str,
+    key: &str,
     namespace: &str,
     project_label: &str,
     created_by: Option<&str>,
@@ -156,8 +255,9 @@ fn handoff_yaml(
     let created_by = created_by
         .map(|c| format!("  createdBy: \"{c}\"\n"))
         .unwrap_or_default();
+    let name = name_for_key(key);
     format!(
-        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{name}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
+        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{key}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
     )
 }
 
@@ -184,7 +284,14 @@ fn wait_for_policy(env: &TestEnv) {
         }
         let _ = kubectl(
             env,
-            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                &name_for_key(name),
+                "--ignore-not-found",
+            ],
         );
         assert!(
             Instant::now() < deadline,
@@ -211,6 +318,7 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
                 | "ClusterRoleBinding"
                 | "ValidatingAdmissionPolicy"
                 | "ValidatingAdmissionPolicyBinding"
+                | "ValidatingWebhookConfiguration"
         );
         let ns = o["metadata"]["namespace"].as_str();
         if cluster_scoped {
@@ -549,9 +657,15 @@ fn config_default_dry_runs_then_applies() {
             &format!("get {kind}/{name}"),
         );
     }
-    // Applying again changes nothing and fights no one (GitOps re-syncs).
+    // Applying again changes nothing and fights no one (GitOps re-syncs;
+    // on this plane, config/default as installed: its webhook pointed at
+    // the local process).
     must(
-        kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
+        kubectl_stdin(
+            env,
+            &["apply", "--server-side", "-f", "-"],
+            &default_as_installed(env),
+        ),
         "re-apply config/default",
     );
 }
@@ -824,10 +938,18 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     let env = installed();
     let implement = sa("agent-implement");
     // Idempotent against an existing cluster (USE_EXISTING_CLUSTER=true).
-    for name in ["honest", "gitops-style"] {
+    let honest = name_for_key("honest");
+    for key in ["honest", "gitops-style"] {
         let _ = kubectl(
             env,
-            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                &name_for_key(key),
+                "--ignore-not-found",
+            ],
         );
     }
 
@@ -891,7 +1013,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
             NS,
             "patch",
             "handoff",
-            "honest",
+            &honest,
             "--type=merge",
             "-p",
             &patch,
@@ -919,7 +1041,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
             NS,
             "patch",
             "handoff",
-            "honest",
+            &honest,
             "--type=merge",
             "-p",
             r#"{"spec":{"body":"rewritten by someone else"}}"#,
@@ -948,7 +1070,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "label",
                 "handoff",
-                "honest",
+                &honest,
                 "kind=issue",
                 "--as",
                 &sa("agent-incident"),
@@ -965,7 +1087,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "patch",
                 "handoff",
-                "honest",
+                &honest,
                 "--type=merge",
                 "-p",
                 r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
@@ -983,7 +1105,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "patch",
                 "handoff",
-                "honest",
+                &honest,
                 "--type=merge",
                 "-p",
                 r#"{"metadata":{"finalizers":null}}"#,
