@@ -1797,3 +1797,233 @@ async fn the_installed_identities_read_the_namespace_budget() {
     assert_eq!(bridge.budget(NS).await, Budget::default_budget());
     assert_eq!(bridge.budget("default").await, Budget::default_budget());
 }
+
+/// A Handoff manifest (JSON) named `name` with key `key`, no createdBy.
+fn named_handoff(name: &str, namespace: &str, key: &str, body: &str) -> String {
+    json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+           "metadata": {"name": name, "namespace": namespace, "labels": {"project": "shop"}},
+           "spec": {"handoffKey": key, "project": "shop", "body": body}})
+    .to_string()
+}
+
+/// Asserts that `out` failed and its message holds every one of `parts`.
+fn refused_with(out: &Output, what: &str, parts: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{what} was admitted: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for part in parts {
+        assert!(err.contains(part), "{what}: {part:?} not in {err}");
+    }
+}
+
+/// One key, one Handoff, on every path of an installation from
+/// config/default: a twin (a name of its own, another object's key) and a
+/// squat (a key's derived name, another key; a schedule's reserved key's
+/// name included) are refused through kubectl create, server-side apply
+/// under another field manager, client-side apply and replace --force,
+/// each with the name the key must have; the bridge's write of the key
+/// and an honest kubectl write pass; control characters in spec.body are
+/// refused with their position.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
+    let env = installed();
+    let ns = env.namespace("install-twin").await;
+    let token = common::agents::writer_token(env, &ns, "writer").await;
+    let key = "acme/shop#7";
+    let derived = name_for_key(key);
+
+    // The victim: written through the bridge, which derives the name.
+    let bridge = common::Bridge::start(env, &ns);
+    let results = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "implement",
+            json!([{"op": "call", "tool": "write_handoff",
+                    "args": {"handoff_key": key, "project": "shop", "body": "## State\ngenuine"}}]),
+        )
+    });
+    assert_eq!(
+        results[0]["structured"]["outcome"],
+        json!("created"),
+        "{results:?}"
+    );
+
+    let twin = named_handoff("acme-shop-7-mine", &ns, key, "## State\nforged");
+    let expected = [
+        "\"acme-shop-7-mine\"",
+        "\"acme/shop#7\"",
+        derived.as_str(),
+        "handoff name 'acme/shop#7'",
+    ];
+    let paths: [(&str, &[&str]); 4] = [
+        ("kubectl create", &["create", "-f", "-"]),
+        (
+            "kubectl apply --server-side --field-manager=someone-else",
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "-f",
+                "-",
+            ],
+        ),
+        ("kubectl apply (client-side)", &["apply", "-f", "-"]),
+        // replace of a missing object is a NotFound, never a create;
+        // --force deletes and creates, the create is checked.
+        (
+            "kubectl replace --force",
+            &["replace", "--force", "-f", "-"],
+        ),
+    ];
+    for (what, args) in paths {
+        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &twin));
+        refused_with(&out, what, &expected);
+    }
+
+    // A squat: the derived name of another key.
+    let squat = named_handoff(
+        &name_for_key("acme/shop#8"),
+        &ns,
+        "acme/other#9",
+        "## State\nsquatting",
+    );
+    let squat_expected = name_for_key("acme/other#9");
+    for (what, args) in [
+        ("squat by kubectl create", &["create", "-f", "-"][..]),
+        (
+            "squat by kubectl apply --server-side",
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "-f",
+                "-",
+            ][..],
+        ),
+    ] {
+        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &squat));
+        refused_with(&out, what, &["\"acme/other#9\"", &squat_expected]);
+    }
+
+    // A squat at a BrainstormSchedule's reserved key's name, with a key
+    // the reserved-key policy does not reserve: the name is refused.
+    let schedule = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+        "metadata": {"name": "nightly", "namespace": &ns},
+        "spec": {"project": "shop", "schedule": "0 6 * * *", "suspend": true,
+                 "refine": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "agent", "image": "agent:1"}]}}}}},
+                 "brainstorm": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "agent", "image": "agent:1"}]}}}}}}});
+    tokio::task::block_in_place(|| {
+        must(
+            kubectl_stdin(
+                env,
+                &["apply", "--server-side", "-f", "-"],
+                &schedule.to_string(),
+            ),
+            "schedule nightly",
+        )
+    });
+    let reserved_name = name_for_key(&format!("{ns}/nightly/refine"));
+    let at_reserved = named_handoff(&reserved_name, &ns, "someone/else", "## State\nsteer");
+    let out =
+        tokio::task::block_in_place(|| kubectl_stdin(env, &["create", "-f", "-"], &at_reserved));
+    refused_with(
+        &out,
+        "a squat at the schedule's refine key's name",
+        &[
+            &format!("\"{reserved_name}\""),
+            "\"someone/else\"",
+            &name_for_key("someone/else"),
+        ],
+    );
+
+    // Honest kubectl writes under the derived name pass, create and update.
+    let honest_key = "acme/shop#10";
+    let honest_name = name_for_key(honest_key);
+    tokio::task::block_in_place(|| {
+        must(
+            kubectl_stdin(
+                env,
+                &["create", "-f", "-"],
+                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand"),
+            ),
+            "an honest create under the derived name",
+        );
+        must(
+            kubectl_stdin(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=someone-else",
+                    "--force-conflicts",
+                    "-f",
+                    "-",
+                ],
+                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand, edited"),
+            ),
+            "an honest update under the derived name",
+        );
+    });
+
+    // Control characters in spec.body: refused with the field and position.
+    let escaped = named_handoff(
+        &honest_name,
+        &ns,
+        honest_key,
+        "ok\u{1b}[1A\u{1b}[2Kwriter: root",
+    );
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(
+            env,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            &escaped,
+        )
+    });
+    refused_with(
+        &out,
+        "an ESC sequence in spec.body",
+        &["spec.body", "U+001B (ESC)", "line 1, column 3"],
+    );
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(
+            env,
+            &["create", "-f", "-"],
+            &named_handoff(
+                &name_for_key("acme/shop#11"),
+                &ns,
+                "acme/shop#11",
+                "a\u{202e}b",
+            ),
+        )
+    });
+    refused_with(
+        &out,
+        "a bidi override in spec.body",
+        &["spec.body", "U+202E"],
+    );
+
+    // The genuine object is untouched and alone under its key.
+    let listed = Api::<Handoff>::namespaced(env.client().await, &ns)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let of_key: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|h| h.spec.handoff_key == key)
+        .map(|h| h.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(of_key, [derived]);
+}
