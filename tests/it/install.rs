@@ -2027,3 +2027,146 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         .collect();
     assert_eq!(of_key, [derived]);
 }
+
+/// config/default registers the admission webhook fail-closed and keeps it
+/// answering: `failurePolicy: Fail` within 5 s, only handoff.dev content
+/// writes (matchConditions), two replicas spread over nodes with a
+/// PodDisruptionBudget and a readiness probe, a ServiceAccount bound to
+/// nothing, the apiserver let through the NetworkPolicy to its port, and a
+/// cert-manager certificate for its Service whose CA cainjector injects.
+#[test]
+fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
+    let env = common::env();
+    let default = build(env, "config/default");
+    let configuration = find(
+        &default,
+        "ValidatingWebhookConfiguration",
+        "handoff-webhook",
+    );
+    let hooks = configuration["webhooks"].as_array().expect("webhooks");
+    assert_eq!(hooks.len(), 1);
+    let hook = &hooks[0];
+    assert_eq!(hook["failurePolicy"], json!("Fail"));
+    assert_eq!(hook["sideEffects"], json!("None"));
+    assert_eq!(hook["admissionReviewVersions"], json!(["v1"]));
+    assert!(
+        hook["timeoutSeconds"].as_u64().is_some_and(|t| t <= 5),
+        "{hook}"
+    );
+    let rule = &hook["rules"][0];
+    assert_eq!(rule["apiGroups"], json!(["handoff.dev"]));
+    assert_eq!(rule["operations"], json!(["CREATE", "UPDATE"]));
+    assert_eq!(rule["resources"], json!(["handoffs", "handoffoffers"]));
+    let conditions: Vec<&str> = hook["matchConditions"]
+        .as_array()
+        .expect("matchConditions")
+        .iter()
+        .filter_map(|c| c["expression"].as_str())
+        .collect();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.contains("request.kind.group == 'handoff.dev'")),
+        "{conditions:?}"
+    );
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.contains("object.spec != oldObject.spec")),
+        "{conditions:?}"
+    );
+    let service_ref = &hook["clientConfig"]["service"];
+    assert_eq!(service_ref["namespace"], json!(NS));
+    let service = find(
+        &default,
+        "Service",
+        service_ref["name"].as_str().expect("name"),
+    );
+    let deployment = find(&default, "Deployment", "handoff-webhook");
+    assert_eq!(deployment["spec"]["replicas"], json!(2));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert!(
+        pod["affinity"]["podAntiAffinity"].is_object(),
+        "the replicas are spread: {pod}"
+    );
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = find(&default, "PodDisruptionBudget", "handoff-webhook");
+    assert_eq!(pdb["spec"]["minAvailable"], json!(1));
+    let c = &pod["containers"][0];
+    assert_eq!(container_args(deployment)[0], "webhook");
+    assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], json!("HTTPS"));
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"],
+        json!(false)
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    let account = pod["serviceAccountName"]
+        .as_str()
+        .expect("serviceAccountName");
+    find(&default, "ServiceAccount", account);
+    assert!(
+        !default.iter().any(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("RoleBinding" | "ClusterRoleBinding")
+            ) && o["subjects"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["name"] == account))
+        }),
+        "the webhook's ServiceAccount is bound to no role"
+    );
+    let policy = find(&default, "NetworkPolicy", "handoff-webhook");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"],
+        json!(9443)
+    );
+    assert!(
+        policy["spec"]["ingress"][0].get("from").is_none(),
+        "the apiserver is not pod-selectable: every source reaches the port"
+    );
+
+    let annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .expect("inject-ca-from");
+    let (namespace, certificate) = annotation.split_once('/').expect("ns/name");
+    assert_eq!(namespace, NS);
+    let certificate = find(&default, "Certificate", certificate);
+    let dns: Vec<&str> = certificate["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        dns.contains(
+            &format!(
+                "{}.{NS}.svc",
+                service_ref["name"].as_str().unwrap_or_default()
+            )
+            .as_str()
+        ),
+        "{dns:?}"
+    );
+    let secret = certificate["spec"]["secretName"]
+        .as_str()
+        .expect("secretName");
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .any(|v| v["secret"]["secretName"] == secret),
+        "the certificate's Secret is mounted"
+    );
+    find(
+        &default,
+        "Issuer",
+        certificate["spec"]["issuerRef"]["name"]
+            .as_str()
+            .expect("issuer"),
+    );
+}
