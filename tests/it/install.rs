@@ -92,7 +92,9 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 /// The installation's admission webhook: `handoff webhook` as a process on
 /// loopback, serving a certificate from a CA of its own. The test plane
 /// has no cert-manager: this plays its part (and cainjector's, in
-/// [`default_as_installed`]).
+/// [`default_as_installed`]). Against an existing cluster
+/// (`USE_EXISTING_CLUSTER=true`) config/default is applied as built, and
+/// that cluster must run cert-manager.
 fn webhook() -> &'static WebhookProcess {
     static WEBHOOK: OnceLock<WebhookProcess> = OnceLock::new();
     WEBHOOK.get_or_init(|| {
@@ -108,6 +110,10 @@ fn webhook() -> &'static WebhookProcess {
 /// cannot reach a Service. Everything else is applied as built.
 pub(crate) fn default_as_installed(env: &TestEnv) -> String {
     let mut objects = build(env, "config/default");
+    if env.existing_cluster() {
+        // A real cluster runs cert-manager and the webhook's pods.
+        return json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+    }
     let mut pointed = 0;
     for o in objects
         .iter_mut()
@@ -143,18 +149,21 @@ pub(crate) fn installed() -> &'static TestEnv {
             ),
             "apply the namespace",
         );
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "-f",
-                    "tests/fixtures/cert-manager/",
-                ],
-            ),
-            "apply the cert-manager stand-in CRDs",
-        );
+        // Never over a real cluster's cert-manager.
+        if !env.existing_cluster() {
+            must(
+                kubectl(
+                    env,
+                    &[
+                        "apply",
+                        "--server-side",
+                        "-f",
+                        "tests/fixtures/cert-manager/",
+                    ],
+                ),
+                "apply the cert-manager stand-in CRDs",
+            );
+        }
         must(
             kubectl(
                 env,
@@ -2012,6 +2021,18 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         &out,
         "a bidi override in spec.body",
         &["spec.body", "U+202E"],
+    );
+    let offer = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+        "metadata": {"name": "escaped-offer", "namespace": &ns},
+        "spec": {"project": "shop", "to": "dev-lead", "fromKey": key,
+                 "body": "take it\u{1b}]0;owned\u{7}"}});
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(env, &["create", "-f", "-"], &offer.to_string())
+    });
+    refused_with(
+        &out,
+        "an OSC sequence in an offer's spec.body",
+        &["spec.body", "U+001B (ESC) at line 1, column 8"],
     );
 
     // The genuine object is untouched and alone under its key.
