@@ -143,17 +143,10 @@ impl WebhookProcess {
         &self.tls.ca_cert
     }
 
-    /// config/webhook's ValidatingWebhookConfiguration pointed at this
-    /// process (`clientConfig.url`, this CA as `caBundle`): cert-manager's
-    /// and cainjector's part on a plane without them.
-    pub fn configuration(&self) -> anyhow::Result<serde_json::Value> {
-        let mut configuration = handoff_webhook::registration::configuration()?;
-        self.point(&mut configuration)?;
-        Ok(configuration)
-    }
-
-    /// Points `configuration` (e.g. the one `kubectl kustomize
-    /// config/default` built) at this process.
+    /// Points `configuration` (config/webhook's ValidatingWebhookConfiguration,
+    /// e.g. as `kubectl kustomize config/default` built it) at this process:
+    /// `clientConfig.url`, this CA as `caBundle` (cert-manager's and
+    /// cainjector's part on a plane without them).
     pub fn point(&self, configuration: &mut serde_json::Value) -> anyhow::Result<()> {
         handoff_webhook::registration::point_at(configuration, self.url(), self.ca_pem())
     }
