@@ -11,6 +11,9 @@
 //!   saying so). The mirror's URL is the credential for these: they read
 //!   the namespace given, as the database role allows.
 //!
+//! `handoff name KEY` prints the name a Handoff of `KEY` must have (the
+//! admission webhook refuses any other), for writing one by hand.
+//!
 //! Installed as `kubectl-handoff` (a symlink or copy of the binary) they
 //! are `kubectl handoff get KEY`, …: kubectl passes the same arguments.
 
