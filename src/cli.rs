@@ -11,6 +11,9 @@
 //!   saying so). The mirror's URL is the credential for these: they read
 //!   the namespace given, as the database role allows.
 //!
+//! `handoff name KEY` prints the name a Handoff of `KEY` must have (the
+//! admission webhook refuses any other), for writing one by hand.
+//!
 //! Installed as `kubectl-handoff` (a symlink or copy of the binary) they
 //! are `kubectl handoff get KEY`, …: kubectl passes the same arguments.
 
@@ -357,4 +360,18 @@ pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
         }
     );
     Ok(())
+}
+
+/// `handoff name`.
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The handoff key.
+    pub key: String,
+}
+
+/// `handoff name KEY`: the `metadata.name` a Handoff of `KEY` must have
+/// (the admission webhook refuses any other), for writing one by hand:
+/// `name: $(handoff name 'acme/api#42')`.
+pub fn name(args: &NameArgs) {
+    println!("{}", handoff_core::api::naming::name_for_key(&args.key));
 }

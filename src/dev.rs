@@ -2,6 +2,10 @@
 //!
 //! Starts the local control plane (and PostgreSQL when its binaries are
 //! installed), installs the CRDs and the agent ClusterRoles, starts the
+//! admission webhook in this process on a loopback port (a serving
+//! certificate from a CA made for this run) and registers config/webhook's
+//! ValidatingWebhookConfiguration pointed at it, so a kubectl twin is
+//! refused here as in a cluster; starts the
 //! controller (with the PostgreSQL mirror when PostgreSQL runs; its metrics
 //! on a loopback port) and the MCP bridge on a loopback port (listing from
 //! the mirror when there is one), writes `<dir>/kubeconfig`, `<dir>/env` and
@@ -131,6 +135,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     let client = plane.client().await?;
     install_crds(&client).await?;
     install_agent_rbac(&client).await?;
+    let shutdown = CancellationToken::new();
+    let webhook_url = start_webhook(&client, &dir, shutdown.clone()).await?;
 
     let pg = if postgres::available() {
         eprintln!("handoff dev: starting PostgreSQL …");
@@ -143,7 +149,6 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         None
     };
 
-    let shutdown = CancellationToken::new();
     let database_url = pg.as_ref().map(Postgres::url);
     let (controller, metrics_url, metrics_port) = start_controller(
         client.clone(),
@@ -215,6 +220,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     writeln!(out, "  kubeconfig: {}", kubeconfig.display())?;
     writeln!(out, "  mcp:        {bridge_url}")?;
     writeln!(out, "  controller: {metrics_url}")?;
+    writeln!(out, "  webhook:    {webhook_url}")?;
     writeln!(out, "  data:       {}", dir.display())?;
     writeln!(out, "  logs:       {}", plane.dir().display())?;
     if let Some(pg) = &pg {
@@ -302,6 +308,57 @@ async fn install_agent_rbac(client: &Client) -> anyhow::Result<()> {
             .patch(&name, &params, &Patch::Apply(&binding))
             .await?;
     }
+    Ok(())
+}
+
+/// Serves the admission webhook in this process on a free loopback port
+/// with a certificate for 127.0.0.1 from a CA made for this run (its files
+/// in `<dir>/webhook/`), and registers config/webhook's configuration
+/// pointed at it (replacing the previous run's); returns its URL.
+async fn start_webhook(
+    client: &Client,
+    dir: &Path,
+    shutdown: CancellationToken,
+) -> anyhow::Result<String> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    let tls = handoff_local::ServerTls::generate("handoff-dev-webhook-ca", &["127.0.0.1"])?;
+    let tls_dir = dir.join("webhook");
+    std::fs::create_dir_all(&tls_dir)?;
+    let (cert_path, key_path) = (tls_dir.join("tls.crt"), tls_dir.join("tls.key"));
+    write_private(&key_path, &tls.key)?;
+    write_private(&cert_path, &tls.cert)?;
+    let cert = handoff_kube::tls::ReloadingCert::load(&cert_path, &key_path)?;
+    let acceptor = handoff_kube::tls::acceptor(cert)?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let url = format!("https://{}/validate", listener.local_addr()?);
+    tokio::spawn(async move {
+        if let Err(err) = handoff_webhook::serve(listener, acceptor, shutdown).await {
+            eprintln!("handoff dev: the admission webhook stopped: {err}");
+        }
+    });
+    let mut configuration = handoff_webhook::registration::configuration()?;
+    handoff_webhook::registration::point_at(&mut configuration, &url, &tls.ca_cert)?;
+    let configuration: ValidatingWebhookConfiguration = serde_json::from_value(configuration)?;
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    api.patch(
+        &configuration.name_any(),
+        &PatchParams::apply(LOCAL_FIELD_MANAGER).force(),
+        &Patch::Apply(&configuration),
+    )
+    .await?;
+    Ok(url)
+}
+
+/// Writes `text` to `path`, readable by this user only.
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    out.write_all(text.as_bytes())?;
     Ok(())
 }
 

@@ -14,6 +14,8 @@
 //!                           diff / search, the agents' hooks
 //!  3  handoff-controller    the reconcile loops, leader-elected; the only
 //!     handoff-bridge        crate that assembles loops / the MCP bridge
+//!     handoff-webhook       the validating admission webhook (a Handoff's
+//!                           name is its key's; the text rule for kubectl)
 //!  2  handoff-mirror        the PostgreSQL mirror
 //!  1  handoff-kube          namespace scope, Handoff and offer I/O, settings,
 //!                           the loop runner, telemetry

@@ -66,6 +66,12 @@ enum Command {
     /// Write a rescued handoff extracted from a transcript, unless the key
     /// has an agent-written one newer than the session's start.
     Rescue(handoff::hook::RescueArgs),
+    /// Print the `metadata.name` of the Handoff that holds a key (the only
+    /// name the admission webhook accepts for it).
+    Name(handoff::cli::NameArgs),
+    /// Serve the validating admission webhook (HTTPS): a Handoff's name is
+    /// derived from its key, and the text rule, for every writer.
+    Webhook(handoff_webhook::WebhookArgs),
     /// Run a local control plane (etcd + kube-apiserver, and PostgreSQL when
     /// installed) with the CRDs installed, until Ctrl-C.
     Dev(handoff::dev::DevArgs),
@@ -90,6 +96,11 @@ fn main() -> ExitCode {
         Command::McpHeaders(args) => handoff_bridge::headers::run(args),
         Command::Preamble(args) => handoff_core::goals::run_preamble(args),
         Command::Transcript(command) => handoff_transcript::cli::run(command),
+        Command::Name(args) => {
+            handoff::cli::name(&args);
+            Ok(())
+        }
+        Command::Webhook(args) => runtime().and_then(|rt| rt.block_on(handoff_webhook::run(args))),
         Command::Dev(args) => runtime().and_then(|rt| rt.block_on(handoff::dev::run(args))),
         Command::Controller(args) => {
             runtime().and_then(|rt| rt.block_on(handoff_controller::run_cli(args)))

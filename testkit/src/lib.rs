@@ -32,7 +32,7 @@ pub use handoff_local::{
     Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, assets, client_from,
     install_crds, postgres, process,
 };
-pub use served::{BridgeProcess, ControllerProcess};
+pub use served::{BridgeProcess, ControllerProcess, WebhookProcess};
 
 /// What a test needs to reach the cluster under test.
 #[derive(Clone)]

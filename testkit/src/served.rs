@@ -1,7 +1,8 @@
 //! `handoff` processes started the way a cluster runs them — a separate
 //! process per component — for the integration suites and the benchmarks:
-//! the HTTP bridge ([`BridgeProcess`]) and the controller
-//! ([`ControllerProcess`]). Both are [`Supervised`] children (they die with
+//! the HTTP bridge ([`BridgeProcess`]), the controller
+//! ([`ControllerProcess`]) and the admission webhook ([`WebhookProcess`]).
+//! Each is a [`Supervised`] child (they die with
 //! us), log to a file tests can read, and are found by the address they
 //! print when they start.
 
@@ -9,6 +10,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use handoff_local::ServerTls;
 use handoff_local::process::Supervised;
 
 /// How long a process may take to print its address.
@@ -83,6 +85,93 @@ fn bridge_metrics(line: &str) -> Option<String> {
     line.starts_with("handoff mcp: ")
         .then(|| after(line, "metrics on http://", true))
         .flatten()
+}
+
+/// The URL in the webhook's `handoff webhook: serving <url>` line.
+fn webhook_url(line: &str) -> Option<String> {
+    line.starts_with("handoff webhook: ")
+        .then(|| after(line, "serving ", false))
+        .flatten()
+}
+
+/// A running `handoff webhook` on a free loopback port, serving a
+/// certificate for `127.0.0.1` from a CA of its own (what cert-manager
+/// issues in a cluster); killed on drop.
+pub struct WebhookProcess {
+    served: Served,
+    tls: ServerTls,
+    dir: tempfile::TempDir,
+}
+
+impl WebhookProcess {
+    /// Starts `binary webhook --listen 127.0.0.1:0` with a fresh
+    /// certificate, re-read every 100 ms, and waits for its URL.
+    pub fn start(binary: &Path) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let tls = ServerTls::generate("handoff-test-webhook-ca", &["127.0.0.1"])?;
+        write_pair(dir.path(), &tls)?;
+        let mut command = Command::new(binary);
+        command
+            .args(["webhook", "--listen", "127.0.0.1:0"])
+            .arg("--tls-cert-file")
+            .arg(dir.path().join("tls.crt"))
+            .arg("--tls-key-file")
+            .arg(dir.path().join("tls.key"))
+            .args(["--tls-reload-interval", "100ms"])
+            .env("RUST_LOG", "info");
+        let served = Served::start("handoff webhook", command, webhook_url)?;
+        Ok(Self { served, tls, dir })
+    }
+
+    /// `https://127.0.0.1:<port>/validate`.
+    pub fn url(&self) -> &str {
+        &self.served.address
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> String {
+        self.url()
+            .trim_start_matches("https://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// The CA that signed the certificate served now.
+    pub fn ca_pem(&self) -> &str {
+        &self.tls.ca_cert
+    }
+
+    /// Points `configuration` (config/webhook's ValidatingWebhookConfiguration,
+    /// e.g. as `kubectl kustomize config/default` built it) at this process:
+    /// `clientConfig.url`, this CA as `caBundle` (cert-manager's and
+    /// cainjector's part on a plane without them).
+    pub fn point(&self, configuration: &mut serde_json::Value) -> anyhow::Result<()> {
+        handoff_webhook::registration::point_at(configuration, self.url(), self.ca_pem())
+    }
+
+    /// Rotates the certificate in place, as cert-manager renews the mounted
+    /// Secret: a new CA and serving certificate written over the files.
+    pub fn rotate(&mut self) -> anyhow::Result<()> {
+        let tls = ServerTls::generate("handoff-test-webhook-ca-2", &["127.0.0.1"])?;
+        write_pair(self.dir.path(), &tls)?;
+        self.tls = tls;
+        Ok(())
+    }
+
+    /// Everything the webhook logged so far.
+    pub fn log(&self) -> String {
+        self.served.log()
+    }
+}
+
+fn write_pair(dir: &Path, tls: &ServerTls) -> anyhow::Result<()> {
+    // The key first: a reload that catches the new key with the old
+    // certificate fails and is retried, as with a half-written Secret.
+    std::fs::write(dir.join("tls.key"), &tls.key)?;
+    std::fs::write(dir.join("tls.crt"), &tls.cert)?;
+    Ok(())
 }
 
 /// A running `handoff mcp --listen` on a free loopback port; killed on drop.
@@ -263,12 +352,22 @@ impl ControllerProcess {
 
 #[cfg(test)]
 mod tests {
-    use super::{bridge_metrics, bridge_url, controller_metrics};
+    use super::{bridge_metrics, bridge_url, controller_metrics, webhook_url};
 
     #[test]
     fn the_printed_addresses_are_parsed() {
         type Parser = fn(&str) -> Option<String>;
-        let cases: [(Parser, &str, Option<&str>); 7] = [
+        let cases: [(Parser, &str, Option<&str>); 9] = [
+            (
+                webhook_url,
+                "handoff webhook: serving https://127.0.0.1:9443/validate",
+                Some("https://127.0.0.1:9443/validate"),
+            ),
+            (
+                webhook_url,
+                "handoff mcp: serving http://127.0.0.1:1/mcp",
+                None,
+            ),
             (
                 bridge_metrics,
                 "handoff mcp: metrics on http://127.0.0.1:9464/metrics",

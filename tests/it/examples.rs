@@ -1,5 +1,6 @@
 //! `examples/` apply cleanly against the real apiserver (server-side dry
-//! run), and the `/handoff` skill's frontmatter names the contract's profiles.
+//! run), every example Handoff is named by its key, and the `/handoff`
+//! skill's frontmatter names the contract's profiles.
 
 use std::path::Path;
 
@@ -47,6 +48,45 @@ fn every_example_applies_with_a_server_side_dry_run() {
         applied >= 2,
         "examples/ holds the Handoff and the schedule at least"
     );
+}
+
+/// Every Handoff in `examples/` (any YAML file, any document) has the name
+/// derived from its key: the admission webhook refuses any other, so a
+/// user copying an example must not create a twin.
+#[test]
+fn every_example_handoff_is_named_by_its_key() {
+    let mut files = Vec::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("examples/") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml")
+            ) {
+                files.push(path);
+            }
+        }
+    }
+    let mut handoffs = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let documents: Vec<serde_json::Value> = serde_saphyr::from_str_multiple(&text)
+            .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
+        for doc in documents.iter().filter(|d| d["kind"] == "Handoff") {
+            let key = doc["spec"]["handoffKey"].as_str().expect("handoffKey");
+            assert_eq!(
+                doc["metadata"]["name"].as_str(),
+                Some(handoff_core::api::naming::name_for_key(key).as_str()),
+                "{}: the Handoff of key {key:?} must be named by it",
+                path.display()
+            );
+            handoffs += 1;
+        }
+    }
+    assert!(handoffs >= 1, "examples/handoff.yaml at least");
 }
 
 #[test]

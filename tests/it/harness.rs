@@ -403,3 +403,69 @@ fn suites_share_a_cluster_where_handoff_dev_runs() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `handoff dev` registers the admission webhook: a twin created with
+/// kubectl (a name of its own, another Handoff's key) is refused with the
+/// name the key must have, while the bridge's write of that key (it
+/// derives the name) and a kubectl write under the derived name pass.
+#[test]
+fn handoff_dev_refuses_a_kubectl_twin_with_the_derived_name() {
+    let dir = data_dir();
+    let (child, pids, printed) = start_dev(dir.path(), &[]);
+    assert!(
+        printed
+            .get("webhook")
+            .is_some_and(|url| url.starts_with("https://127.0.0.1:")),
+        "{printed:?}"
+    );
+    let (url, token) = implement_client(dir.path());
+    let results = as_implement(
+        &url,
+        &token,
+        serde_json::json!([{"op": "call", "tool": "write_handoff",
+            "args": {"handoff_key": "dev#twin", "project": "dev", "body": "genuine"}}]),
+    );
+    assert_eq!(
+        results[0]["structured"]["outcome"], "created",
+        "{results:?}"
+    );
+    let kubectl = Assets::locate().expect("assets").bin("kubectl");
+    let create = |name: &str| {
+        let yaml = format!(
+            "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  handoffKey: \"dev#twin\"\n  project: dev\n  body: \"twin\"\n"
+        );
+        let mut child = Command::new(&kubectl)
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubeconfig"))
+            .args(["create", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl runs");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), yaml.as_bytes())
+            .expect("stdin");
+        child.wait_with_output().expect("kubectl output")
+    };
+    let derived = handoff_core::api::naming::name_for_key("dev#twin");
+    let twin = create("my-twin");
+    let stderr = String::from_utf8_lossy(&twin.stderr);
+    assert!(!twin.status.success(), "the twin was created");
+    for part in [
+        "\"my-twin\"",
+        "\"dev#twin\"",
+        &derived,
+        "handoff name 'dev#twin'",
+    ] {
+        assert!(stderr.contains(part), "{part} not in {stderr}");
+    }
+    // The derived name is taken by the genuine object: kubectl meets the
+    // apiserver's own uniqueness, not the webhook.
+    let again = create(&derived);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already exists"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    interrupt(child, &pids);
+}

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_testkit::TestEnv;
+use handoff_testkit::{TestEnv, WebhookProcess};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -89,10 +89,50 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{kind}/{name} missing from the build"))
 }
 
+/// The installation's admission webhook: `handoff webhook` as a process on
+/// loopback, serving a certificate from a CA of its own. The test plane
+/// has no cert-manager: this plays its part (and cainjector's, in
+/// [`default_as_installed`]). Against an existing cluster
+/// (`USE_EXISTING_CLUSTER=true`) config/default is applied as built, and
+/// that cluster must run cert-manager.
+fn webhook() -> &'static WebhookProcess {
+    static WEBHOOK: OnceLock<WebhookProcess> = OnceLock::new();
+    WEBHOOK.get_or_init(|| {
+        WebhookProcess::start(Path::new(env!("CARGO_BIN_EXE_handoff")))
+            .unwrap_or_else(|e| panic!("the admission webhook could not start: {e:#}"))
+    })
+}
+
+/// `config/default` as this plane installs it (a `v1` List for `kubectl
+/// apply -f -`): the kustomize build with its ValidatingWebhookConfiguration
+/// pointed at [`webhook`] (`clientConfig.url`, the CA as `caBundle`), the
+/// rewrite controller-runtime's envtest makes, since the plane's apiserver
+/// cannot reach a Service. Everything else is applied as built.
+pub(crate) fn default_as_installed(env: &TestEnv) -> String {
+    let mut objects = build(env, "config/default");
+    if env.existing_cluster() {
+        // A real cluster runs cert-manager and the webhook's pods.
+        return json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
+    }
+    let mut pointed = 0;
+    for o in objects
+        .iter_mut()
+        .filter(|o| o["kind"] == "ValidatingWebhookConfiguration")
+    {
+        webhook()
+            .point(o)
+            .unwrap_or_else(|e| panic!("point the webhook configuration: {e:#}"));
+        pointed += 1;
+    }
+    assert_eq!(pointed, 1, "config/default registers the webhook once");
+    json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string()
+}
+
 /// Applies `config/default` once: the namespace first (a server-side dry
-/// run cannot create it for the objects in it), then a dry run of the whole
-/// installation, then the real apply; waits until the admission policy
-/// enforces. (The policy suite, `policy.rs`, shares it.)
+/// run cannot create it for the objects in it), stand-ins for
+/// cert-manager's CRDs, then a dry run of the whole installation, then the
+/// real apply ([`default_as_installed`]); waits until the admission policy
+/// and the webhook enforce. (The policy suite, `policy.rs`, shares it.)
 pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
@@ -108,6 +148,34 @@ pub(crate) fn installed() -> &'static TestEnv {
                 ],
             ),
             "apply the namespace",
+        );
+        // Never over a real cluster's cert-manager.
+        if !env.existing_cluster() {
+            must(
+                kubectl(
+                    env,
+                    &[
+                        "apply",
+                        "--server-side",
+                        "-f",
+                        "tests/fixtures/cert-manager/",
+                    ],
+                ),
+                "apply the cert-manager stand-in CRDs",
+            );
+        }
+        must(
+            kubectl(
+                env,
+                &[
+                    "wait",
+                    "--for=condition=Established",
+                    "--timeout=60s",
+                    "crd/issuers.cert-manager.io",
+                    "crd/certificates.cert-manager.io",
+                ],
+            ),
+            "cert-manager stand-in CRDs established",
         );
         must(
             kubectl(
@@ -135,7 +203,11 @@ pub(crate) fn installed() -> &'static TestEnv {
             ),
             "server-side dry run of the postgres overlay",
         );
-        let applied = kubectl(env, &["apply", "--server-side", "-k", "config/default"]);
+        let applied = kubectl_stdin(
+            env,
+            &["apply", "--server-side", "-f", "-"],
+            &default_as_installed(env),
+        );
         let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
         must(applied, "apply config/default");
         assert!(
@@ -143,12 +215,48 @@ pub(crate) fn installed() -> &'static TestEnv {
             "the Deployments must meet the restricted Pod Security Standard: {warnings}"
         );
         wait_for_policy(env);
+        wait_for_webhook(env);
     });
     env
 }
 
+/// The apiserver calls a new webhook once it has loaded its configuration
+/// (asynchronously): retry a twin's create until it is refused by name.
+fn wait_for_webhook(env: &TestEnv) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let twin = "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: webhook-probe\n  namespace: handoff-system\n  labels:\n    project: shop\nspec:\n  handoffKey: \"webhook-probe\"\n  project: shop\n  body: \"state: probing\"\n";
+    loop {
+        let out = kubectl_stdin(env, &["create", "-f", "-"], twin);
+        if !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains(&name_for_key("webhook-probe"))
+        {
+            return;
+        }
+        let _ = kubectl(
+            env,
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                "webhook-probe",
+                "--ignore-not-found",
+            ],
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the admission webhook did not start refusing twins within 60 s: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            webhook().log()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// A Handoff of key `key`, under the name derived from it (the admission
+/// webhook refuses any other).
 fn handoff_yaml(
-    name: &str,
+    key: &str,
     namespace: &str,
     project_label: &str,
     created_by: Option<&str>,
@@ -156,8 +264,9 @@ fn handoff_yaml(
     let created_by = created_by
         .map(|c| format!("  createdBy: \"{c}\"\n"))
         .unwrap_or_default();
+    let name = name_for_key(key);
     format!(
-        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{name}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
+        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels:\n    project: {project_label}\nspec:\n  handoffKey: \"{key}\"\n  project: shop\n  body: \"state: testing the policy\"\n{created_by}"
     )
 }
 
@@ -184,7 +293,14 @@ fn wait_for_policy(env: &TestEnv) {
         }
         let _ = kubectl(
             env,
-            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                &name_for_key(name),
+                "--ignore-not-found",
+            ],
         );
         assert!(
             Instant::now() < deadline,
@@ -211,6 +327,7 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
                 | "ClusterRoleBinding"
                 | "ValidatingAdmissionPolicy"
                 | "ValidatingAdmissionPolicyBinding"
+                | "ValidatingWebhookConfiguration"
         );
         let ns = o["metadata"]["namespace"].as_str();
         if cluster_scoped {
@@ -549,9 +666,15 @@ fn config_default_dry_runs_then_applies() {
             &format!("get {kind}/{name}"),
         );
     }
-    // Applying again changes nothing and fights no one (GitOps re-syncs).
+    // Applying again changes nothing and fights no one (GitOps re-syncs;
+    // on this plane, config/default as installed: its webhook pointed at
+    // the local process).
     must(
-        kubectl(env, &["apply", "--server-side", "-k", "config/default"]),
+        kubectl_stdin(
+            env,
+            &["apply", "--server-side", "-f", "-"],
+            &default_as_installed(env),
+        ),
         "re-apply config/default",
     );
 }
@@ -824,10 +947,18 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     let env = installed();
     let implement = sa("agent-implement");
     // Idempotent against an existing cluster (USE_EXISTING_CLUSTER=true).
-    for name in ["honest", "gitops-style"] {
+    let honest = name_for_key("honest");
+    for key in ["honest", "gitops-style"] {
         let _ = kubectl(
             env,
-            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
+            &[
+                "-n",
+                NS,
+                "delete",
+                "handoff",
+                &name_for_key(key),
+                "--ignore-not-found",
+            ],
         );
     }
 
@@ -891,7 +1022,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
             NS,
             "patch",
             "handoff",
-            "honest",
+            &honest,
             "--type=merge",
             "-p",
             &patch,
@@ -919,7 +1050,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
             NS,
             "patch",
             "handoff",
-            "honest",
+            &honest,
             "--type=merge",
             "-p",
             r#"{"spec":{"body":"rewritten by someone else"}}"#,
@@ -948,7 +1079,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "label",
                 "handoff",
-                "honest",
+                &honest,
                 "kind=issue",
                 "--as",
                 &sa("agent-incident"),
@@ -965,7 +1096,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "patch",
                 "handoff",
-                "honest",
+                &honest,
                 "--type=merge",
                 "-p",
                 r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
@@ -983,7 +1114,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
                 NS,
                 "patch",
                 "handoff",
-                "honest",
+                &honest,
                 "--type=merge",
                 "-p",
                 r#"{"metadata":{"finalizers":null}}"#,
@@ -1674,4 +1805,389 @@ async fn the_installed_identities_read_the_namespace_budget() {
     // bridge is not bound refuses the read: the default, no problem.
     assert_eq!(bridge.budget(NS).await, Budget::default_budget());
     assert_eq!(bridge.budget("default").await, Budget::default_budget());
+}
+
+/// A Handoff manifest (JSON) named `name` with key `key`, no createdBy.
+fn named_handoff(name: &str, namespace: &str, key: &str, body: &str) -> String {
+    json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+           "metadata": {"name": name, "namespace": namespace, "labels": {"project": "shop"}},
+           "spec": {"handoffKey": key, "project": "shop", "body": body}})
+    .to_string()
+}
+
+/// Asserts that `out` failed and its message holds every one of `parts`.
+fn refused_with(out: &Output, what: &str, parts: &[&str]) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "{what} was admitted: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for part in parts {
+        assert!(err.contains(part), "{what}: {part:?} not in {err}");
+    }
+}
+
+/// One key, one Handoff, on every path of an installation from
+/// config/default: a twin (a name of its own, another object's key) and a
+/// squat (a key's derived name, another key; a schedule's reserved key's
+/// name included) are refused through kubectl create, server-side apply
+/// under another field manager, client-side apply and replace --force,
+/// each with the name the key must have; the bridge's write of the key
+/// and an honest kubectl write pass; control characters in spec.body are
+/// refused with their position.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
+    let env = installed();
+    let ns = env.namespace("install-twin").await;
+    let token = common::agents::writer_token(env, &ns, "writer").await;
+    let key = "acme/shop#7";
+    let derived = name_for_key(key);
+
+    // The victim: written through the bridge, which derives the name.
+    let bridge = common::Bridge::start(env, &ns);
+    let results = tokio::task::block_in_place(|| {
+        bridge.drive(
+            &token,
+            "implement",
+            json!([{"op": "call", "tool": "write_handoff",
+                    "args": {"handoff_key": key, "project": "shop", "body": "## State\ngenuine"}}]),
+        )
+    });
+    assert_eq!(
+        results[0]["structured"]["outcome"],
+        json!("created"),
+        "{results:?}"
+    );
+
+    let twin = named_handoff("acme-shop-7-mine", &ns, key, "## State\nforged");
+    let expected = [
+        "\"acme-shop-7-mine\"",
+        "\"acme/shop#7\"",
+        derived.as_str(),
+        "handoff name 'acme/shop#7'",
+    ];
+    let paths: [(&str, &[&str]); 4] = [
+        ("kubectl create", &["create", "-f", "-"]),
+        (
+            "kubectl apply --server-side --field-manager=someone-else",
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "-f",
+                "-",
+            ],
+        ),
+        ("kubectl apply (client-side)", &["apply", "-f", "-"]),
+        // replace of a missing object is a NotFound, never a create;
+        // --force deletes and creates, the create is checked.
+        (
+            "kubectl replace --force",
+            &["replace", "--force", "-f", "-"],
+        ),
+    ];
+    for (what, args) in paths {
+        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &twin));
+        refused_with(&out, what, &expected);
+    }
+
+    // A squat: the derived name of another key.
+    let squat = named_handoff(
+        &name_for_key("acme/shop#8"),
+        &ns,
+        "acme/other#9",
+        "## State\nsquatting",
+    );
+    let squat_expected = name_for_key("acme/other#9");
+    for (what, args) in [
+        ("squat by kubectl create", &["create", "-f", "-"][..]),
+        (
+            "squat by kubectl apply --server-side",
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "-f",
+                "-",
+            ][..],
+        ),
+    ] {
+        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &squat));
+        refused_with(&out, what, &["\"acme/other#9\"", &squat_expected]);
+    }
+
+    // A squat at a BrainstormSchedule's reserved key's name, with a key
+    // the reserved-key policy does not reserve: the name is refused.
+    let schedule = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
+        "metadata": {"name": "nightly", "namespace": &ns},
+        "spec": {"project": "shop", "schedule": "0 6 * * *", "suspend": true,
+                 "refine": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "agent", "image": "agent:1"}]}}}}},
+                 "brainstorm": {"jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "agent", "image": "agent:1"}]}}}}}}});
+    tokio::task::block_in_place(|| {
+        must(
+            kubectl_stdin(
+                env,
+                &["apply", "--server-side", "-f", "-"],
+                &schedule.to_string(),
+            ),
+            "schedule nightly",
+        )
+    });
+    let reserved_name = name_for_key(&format!("{ns}/nightly/refine"));
+    let at_reserved = named_handoff(&reserved_name, &ns, "someone/else", "## State\nsteer");
+    let out =
+        tokio::task::block_in_place(|| kubectl_stdin(env, &["create", "-f", "-"], &at_reserved));
+    refused_with(
+        &out,
+        "a squat at the schedule's refine key's name",
+        &[
+            &format!("\"{reserved_name}\""),
+            "\"someone/else\"",
+            &name_for_key("someone/else"),
+        ],
+    );
+
+    // Honest kubectl writes under the derived name pass, create and update.
+    let honest_key = "acme/shop#10";
+    let honest_name = name_for_key(honest_key);
+    tokio::task::block_in_place(|| {
+        must(
+            kubectl_stdin(
+                env,
+                &["create", "-f", "-"],
+                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand"),
+            ),
+            "an honest create under the derived name",
+        );
+        must(
+            kubectl_stdin(
+                env,
+                &[
+                    "apply",
+                    "--server-side",
+                    "--field-manager=someone-else",
+                    "--force-conflicts",
+                    "-f",
+                    "-",
+                ],
+                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand, edited"),
+            ),
+            "an honest update under the derived name",
+        );
+    });
+
+    // Control characters in spec.body: refused with the field and position.
+    let escaped = named_handoff(
+        &honest_name,
+        &ns,
+        honest_key,
+        "ok\u{1b}[1A\u{1b}[2Kwriter: root",
+    );
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(
+            env,
+            &[
+                "apply",
+                "--server-side",
+                "--field-manager=someone-else",
+                "--force-conflicts",
+                "-f",
+                "-",
+            ],
+            &escaped,
+        )
+    });
+    refused_with(
+        &out,
+        "an ESC sequence in spec.body",
+        &["spec.body", "U+001B (ESC)", "line 1, column 3"],
+    );
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(
+            env,
+            &["create", "-f", "-"],
+            &named_handoff(
+                &name_for_key("acme/shop#11"),
+                &ns,
+                "acme/shop#11",
+                "a\u{202e}b",
+            ),
+        )
+    });
+    refused_with(
+        &out,
+        "a bidi override in spec.body",
+        &["spec.body", "U+202E"],
+    );
+    let offer = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
+        "metadata": {"name": "escaped-offer", "namespace": &ns},
+        "spec": {"project": "shop", "to": "dev-lead", "fromKey": key,
+                 "body": "take it\u{1b}]0;owned\u{7}"}});
+    let out = tokio::task::block_in_place(|| {
+        kubectl_stdin(env, &["create", "-f", "-"], &offer.to_string())
+    });
+    refused_with(
+        &out,
+        "an OSC sequence in an offer's spec.body",
+        &["spec.body", "U+001B (ESC) at line 1, column 8"],
+    );
+
+    // The genuine object is untouched and alone under its key.
+    let listed = Api::<Handoff>::namespaced(env.client().await, &ns)
+        .list(&Default::default())
+        .await
+        .expect("list");
+    let of_key: Vec<String> = listed
+        .items
+        .iter()
+        .filter(|h| h.spec.handoff_key == key)
+        .map(|h| h.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(of_key, [derived]);
+}
+
+/// config/default registers the admission webhook fail-closed and keeps it
+/// answering: `failurePolicy: Fail` within 5 s, only handoff.dev content
+/// writes (matchConditions), two replicas spread over nodes with a
+/// PodDisruptionBudget and a readiness probe, a ServiceAccount bound to
+/// nothing, the apiserver let through the NetworkPolicy to its port, and a
+/// cert-manager certificate for its Service whose CA cainjector injects.
+#[test]
+fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
+    let env = common::env();
+    let default = build(env, "config/default");
+    let configuration = find(
+        &default,
+        "ValidatingWebhookConfiguration",
+        "handoff-webhook",
+    );
+    let hooks = configuration["webhooks"].as_array().expect("webhooks");
+    assert_eq!(hooks.len(), 1);
+    let hook = &hooks[0];
+    assert_eq!(hook["failurePolicy"], json!("Fail"));
+    assert_eq!(hook["sideEffects"], json!("None"));
+    assert_eq!(hook["admissionReviewVersions"], json!(["v1"]));
+    assert!(
+        hook["timeoutSeconds"].as_u64().is_some_and(|t| t <= 5),
+        "{hook}"
+    );
+    let rule = &hook["rules"][0];
+    assert_eq!(rule["apiGroups"], json!(["handoff.dev"]));
+    assert_eq!(rule["operations"], json!(["CREATE", "UPDATE"]));
+    assert_eq!(rule["resources"], json!(["handoffs", "handoffoffers"]));
+    let conditions: Vec<&str> = hook["matchConditions"]
+        .as_array()
+        .expect("matchConditions")
+        .iter()
+        .filter_map(|c| c["expression"].as_str())
+        .collect();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.contains("request.kind.group == 'handoff.dev'")),
+        "{conditions:?}"
+    );
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.contains("object.spec != oldObject.spec")),
+        "{conditions:?}"
+    );
+    let service_ref = &hook["clientConfig"]["service"];
+    assert_eq!(service_ref["namespace"], json!(NS));
+    let service = find(
+        &default,
+        "Service",
+        service_ref["name"].as_str().expect("name"),
+    );
+    let deployment = find(&default, "Deployment", "handoff-webhook");
+    assert_eq!(deployment["spec"]["replicas"], json!(2));
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert!(
+        pod["affinity"]["podAntiAffinity"].is_object(),
+        "the replicas are spread: {pod}"
+    );
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let pdb = find(&default, "PodDisruptionBudget", "handoff-webhook");
+    assert_eq!(pdb["spec"]["minAvailable"], json!(1));
+    let c = &pod["containers"][0];
+    assert_eq!(container_args(deployment)[0], "webhook");
+    assert_eq!(c["readinessProbe"]["httpGet"]["scheme"], json!("HTTPS"));
+    assert_eq!(
+        c["securityContext"]["allowPrivilegeEscalation"],
+        json!(false)
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], json!(true));
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], json!(true));
+    let account = pod["serviceAccountName"]
+        .as_str()
+        .expect("serviceAccountName");
+    find(&default, "ServiceAccount", account);
+    assert!(
+        !default.iter().any(|o| {
+            matches!(
+                o["kind"].as_str(),
+                Some("RoleBinding" | "ClusterRoleBinding")
+            ) && o["subjects"]
+                .as_array()
+                .is_some_and(|s| s.iter().any(|s| s["name"] == account))
+        }),
+        "the webhook's ServiceAccount is bound to no role"
+    );
+    let policy = find(&default, "NetworkPolicy", "handoff-webhook");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"],
+        json!(9443)
+    );
+    assert!(
+        policy["spec"]["ingress"][0].get("from").is_none(),
+        "the apiserver is not pod-selectable: every source reaches the port"
+    );
+
+    let annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        .as_str()
+        .expect("inject-ca-from");
+    let (namespace, certificate) = annotation.split_once('/').expect("ns/name");
+    assert_eq!(namespace, NS);
+    let certificate = find(&default, "Certificate", certificate);
+    let dns: Vec<&str> = certificate["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        dns.contains(
+            &format!(
+                "{}.{NS}.svc",
+                service_ref["name"].as_str().unwrap_or_default()
+            )
+            .as_str()
+        ),
+        "{dns:?}"
+    );
+    let secret = certificate["spec"]["secretName"]
+        .as_str()
+        .expect("secretName");
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .expect("volumes")
+            .iter()
+            .any(|v| v["secret"]["secretName"] == secret),
+        "the certificate's Secret is mounted"
+    );
+    find(
+        &default,
+        "Issuer",
+        certificate["spec"]["issuerRef"]["name"]
+            .as_str()
+            .expect("issuer"),
+    );
 }

@@ -10,6 +10,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admission;
 mod controller;
 mod crd;
 mod examples;

@@ -358,7 +358,13 @@ fn authorship_is_honest_and_permanent() {
         create_as(
             env,
             &writer,
-            &handoff("signed", &ns, "acme/api#1", Some(&writer), &[]),
+            &handoff(
+                &name_for_key("acme/api#1"),
+                &ns,
+                "acme/api#1",
+                Some(&writer),
+                &[],
+            ),
         ),
         "an honest create",
     );
@@ -367,7 +373,16 @@ fn authorship_is_honest_and_permanent() {
     let out = eventually_refused(
         "a spec change that drops createdBy",
         HONEST,
-        || patch_as(env, &ns, "handoff/signed", strip, &writer, &[]),
+        || {
+            patch_as(
+                env,
+                &ns,
+                &format!("handoff/{}", name_for_key("acme/api#1")),
+                strip,
+                &writer,
+                &[],
+            )
+        },
         || {},
     );
     refused(
@@ -380,7 +395,14 @@ fn authorship_is_honest_and_permanent() {
         ],
     );
     refused(
-        patch_as(env, &ns, "handoff/signed", strip, &other, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#1")),
+            strip,
+            &other,
+            &[],
+        ),
         "another writer dropping createdBy",
         HONEST,
         &[
@@ -390,7 +412,18 @@ fn authorship_is_honest_and_permanent() {
     );
     // kubectl replace of a manifest without createdBy (what used to pass).
     let current = must(
-        kubectl(env, &["-n", &ns, "get", "handoff", "signed", "-o", "json"]),
+        kubectl(
+            env,
+            &[
+                "-n",
+                &ns,
+                "get",
+                "handoff",
+                &name_for_key("acme/api#1"),
+                "-o",
+                "json",
+            ],
+        ),
         "get",
     );
     let mut unsigned: Value = serde_json::from_str(&current).expect("json");
@@ -412,7 +445,14 @@ fn authorship_is_honest_and_permanent() {
     // Changing it to another identity.
     let forged = format!(r#"{{"spec":{{"createdBy":"{other}","body":"claimed for other"}}}}"#);
     refused(
-        patch_as(env, &ns, "handoff/signed", &forged, &writer, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#1")),
+            &forged,
+            &writer,
+            &[],
+        ),
         "createdBy changed to another identity",
         HONEST,
         &[
@@ -427,7 +467,7 @@ fn authorship_is_honest_and_permanent() {
         patch_as(
             env,
             &ns,
-            "handoff/signed",
+            &format!("handoff/{}", name_for_key("acme/api#1")),
             r#"{"spec":{"body":"rewritten by the controller"}}"#,
             CONTROLLER,
             &[],
@@ -442,7 +482,14 @@ fn authorship_is_honest_and_permanent() {
     // The real new writer signs with its own name: authorship moves honestly.
     let taken = format!(r#"{{"spec":{{"createdBy":"{other}","body":"continued by other"}}}}"#);
     must(
-        patch_as(env, &ns, "handoff/signed", &taken, &other, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#1")),
+            &taken,
+            &other,
+            &[],
+        ),
         "another writer continues under its own name",
     );
     // A metadata-only update claims nothing.
@@ -454,7 +501,7 @@ fn authorship_is_honest_and_permanent() {
                 &ns,
                 "label",
                 "handoff",
-                "signed",
+                &name_for_key("acme/api#1"),
                 "kind=issue",
                 "--as",
                 &writer,
@@ -467,7 +514,7 @@ fn authorship_is_honest_and_permanent() {
         create_as(
             env,
             &writer,
-            &handoff("unsigned", &ns, "acme/api#2", None, &[]),
+            &handoff(&name_for_key("acme/api#2"), &ns, "acme/api#2", None, &[]),
         ),
         "a create without createdBy",
     );
@@ -475,7 +522,7 @@ fn authorship_is_honest_and_permanent() {
         patch_as(
             env,
             &ns,
-            "handoff/unsigned",
+            &format!("handoff/{}", name_for_key("acme/api#2")),
             r#"{"spec":{"body":"edited"}}"#,
             &other,
             &[],
@@ -490,7 +537,7 @@ fn authorship_is_honest_and_permanent() {
                 &ns,
                 "get",
                 "handoff",
-                "signed",
+                &name_for_key("acme/api#1"),
                 "-o",
                 "jsonpath={.spec.createdBy}",
             ],
@@ -520,7 +567,13 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         create_as(
             env,
             &writer,
-            &handoff("held", &ns, "acme/api#3", Some(&writer), &[]),
+            &handoff(
+                &name_for_key("acme/api#3"),
+                &ns,
+                "acme/api#3",
+                Some(&writer),
+                &[],
+            ),
         ),
         "a create without finalizers",
     );
@@ -529,9 +582,25 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     let out = eventually_refused(
         "a writer adding a finalizer",
         FINALIZERS,
-        || patch_as(env, &ns, "handoff/held", hold, &writer, &[]),
         || {
-            let _ = patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, CONTROLLER, &[]);
+            patch_as(
+                env,
+                &ns,
+                &format!("handoff/{}", name_for_key("acme/api#3")),
+                hold,
+                &writer,
+                &[],
+            )
+        },
+        || {
+            let _ = patch_as(
+                env,
+                &ns,
+                &format!("handoff/{}", name_for_key("acme/api#3")),
+                DROP_FINALIZERS,
+                CONTROLLER,
+                &[],
+            );
         },
     );
     refused(
@@ -549,7 +618,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
             env,
             &writer,
             &handoff(
-                "born-held",
+                &name_for_key("acme/api#4"),
                 &ns,
                 "acme/api#4",
                 Some(&writer),
@@ -565,7 +634,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         patch_as(
             env,
             &ns,
-            "handoff/held",
+            &format!("handoff/{}", name_for_key("acme/api#3")),
             hold,
             "sre",
             &["--as-group", "system:masters"],
@@ -580,11 +649,25 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         r#"{{"metadata":{{"labels":{{"project":"shop"}},"finalizers":["{MIRROR_FINALIZER}"]}}}}"#
     );
     must(
-        patch_as(env, &ns, "handoff/held", &controller_patch, CONTROLLER, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#3")),
+            &controller_patch,
+            CONTROLLER,
+            &[],
+        ),
         "the controller adds its finalizer and a label",
     );
     refused(
-        patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, &writer, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#3")),
+            DROP_FINALIZERS,
+            &writer,
+            &[],
+        ),
         "a writer removing the controller's finalizer",
         FINALIZERS,
         &[
@@ -603,7 +686,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
                 &ns,
                 "delete",
                 "handoff",
-                "held",
+                &name_for_key("acme/api#3"),
                 "--cascade=foreground",
                 "--wait=false",
             ],
@@ -619,7 +702,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
                     &ns,
                     "get",
                     "handoff",
-                    "held",
+                    &name_for_key("acme/api#3"),
                     "-o",
                     "jsonpath={.metadata.finalizers}",
                 ],
@@ -633,7 +716,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         patch_as(
             env,
             &ns,
-            "handoff/held",
+            &format!("handoff/{}", name_for_key("acme/api#3")),
             &format!(r#"{{"metadata":{{"finalizers":["{MIRROR_FINALIZER}"]}}}}"#),
             GARBAGE_COLLECTOR,
             &[],
@@ -642,7 +725,14 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     );
     assert_eq!(finalizers(), [MIRROR_FINALIZER]);
     refused(
-        patch_as(env, &ns, "handoff/held", DROP_FINALIZERS, &writer, &[]),
+        patch_as(
+            env,
+            &ns,
+            &format!("handoff/{}", name_for_key("acme/api#3")),
+            DROP_FINALIZERS,
+            &writer,
+            &[],
+        ),
         "a writer removing the controller's finalizer from a terminating handoff",
         FINALIZERS,
         &[&format!(
@@ -654,14 +744,17 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         patch_as(
             env,
             &ns,
-            "handoff/held",
+            &format!("handoff/{}", name_for_key("acme/api#3")),
             DROP_FINALIZERS,
             "sre",
             &["--as-group", "system:masters"],
         ),
         "system:masters removes the controller's finalizer",
     );
-    let gone = kubectl(env, &["-n", &ns, "get", "handoff", "held"]);
+    let gone = kubectl(
+        env,
+        &["-n", &ns, "get", "handoff", &name_for_key("acme/api#3")],
+    );
     assert!(
         !gone.status.success() && String::from_utf8_lossy(&gone.stderr).contains("NotFound"),
         "the deletion finished"

@@ -32,7 +32,6 @@
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
 //! - [`limits`]: the HTTP limits (flags, defaults).
 //! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
-//! - [`tls`]: the listener's certificate, reloaded when its files change.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
 
 pub mod auth;
@@ -46,7 +45,6 @@ pub(crate) mod prompts;
 pub(crate) mod resources;
 pub(crate) mod server;
 pub mod stdio;
-pub(crate) mod tls;
 pub mod tools;
 
 use std::net::SocketAddr;
@@ -218,12 +216,12 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     args.limits.validate().map_err(anyhow::Error::msg)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => {
-            let cert = tls::ReloadingCert::load(cert, key)?;
+            let cert = handoff_kube::tls::ReloadingCert::load(cert, key)?;
             tokio::spawn(
                 cert.clone()
                     .watch(args.tls_reload_interval, shutdown.clone()),
             );
-            Some(tls::acceptor(cert)?)
+            Some(handoff_kube::tls::acceptor(cert)?)
         }
         _ => None,
     };

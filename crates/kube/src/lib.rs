@@ -3,7 +3,8 @@
 //! identity ([`store`]), offer I/O ([`offers`]), a namespace's settings
 //! ([`settings`]), what every reconcile loop shares ([`loops`]) and the one loop
 //! runner ([`runner`]), and
-//! logging, metrics and the health server ([`telemetry`]).
+//! logging, metrics and the health server ([`telemetry`]), and the TLS
+//! certificate a server reloads when its files change ([`tls`]).
 
 pub mod cluster;
 pub mod loops;
@@ -12,3 +13,4 @@ pub mod runner;
 pub mod settings;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

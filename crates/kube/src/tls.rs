@@ -1,7 +1,8 @@
-//! TLS for the HTTP bridge (`--tls-cert`, `--tls-key`): a certificate chain
-//! and its key in PEM files, such as the `tls.crt` and `tls.key` of a
+//! TLS for what handoff serves (the HTTP bridge's `--tls-cert`/`--tls-key`,
+//! the admission webhook's `--tls-cert-file`/`--tls-key-file`): a certificate
+//! chain and its key in PEM files, such as the `tls.crt` and `tls.key` of a
 //! cert-manager Secret mounted as a volume. The files are re-read every
-//! `--tls-reload-interval`; a changed pair that loads (and whose key matches
+//! reload interval; a changed pair that loads (and whose key matches
 //! the certificate) serves every new handshake, so a rotated certificate
 //! needs no restart. A pair that does not load is reported once and the
 //! previous certificate keeps serving (a rotation caught half-written is
@@ -24,7 +25,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 /// A certificate that follows its files.
-pub(crate) struct ReloadingCert {
+pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
     current: RwLock<Arc<CertifiedKey>>,
@@ -49,8 +50,8 @@ impl ResolvesServerCert for ReloadingCert {
 }
 
 impl ReloadingCert {
-    /// Loads the pair; an error when it does not load (the bridge does not start).
-    pub(crate) fn load(cert_path: &Path, key_path: &Path) -> anyhow::Result<Arc<Self>> {
+    /// Loads the pair; an error when it does not load (the server does not start).
+    pub fn load(cert_path: &Path, key_path: &Path) -> anyhow::Result<Arc<Self>> {
         let (cert, key) = read_pair(cert_path, key_path)?;
         let certified = certified_key(&cert, &key)?;
         Ok(Arc::new(Self {
@@ -63,7 +64,7 @@ impl ReloadingCert {
 
     /// Re-reads the files and serves a changed pair that loads; whether it
     /// changed what is served.
-    pub(crate) fn reload(&self) -> anyhow::Result<bool> {
+    pub fn reload(&self) -> anyhow::Result<bool> {
         let (cert, key) = read_pair(&self.cert_path, &self.key_path)?;
         {
             let mut seen = self
@@ -85,7 +86,7 @@ impl ReloadingCert {
     }
 
     /// Looks at the files every `every` until `shutdown`.
-    pub(crate) async fn watch(self: Arc<Self>, every: Duration, shutdown: CancellationToken) {
+    pub async fn watch(self: Arc<Self>, every: Duration, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -109,7 +110,7 @@ impl ReloadingCert {
 }
 
 /// A TLS acceptor for HTTP/1.1 serving `cert`.
-pub(crate) fn acceptor(cert: Arc<ReloadingCert>) -> anyhow::Result<TlsAcceptor> {
+pub fn acceptor(cert: Arc<ReloadingCert>) -> anyhow::Result<TlsAcceptor> {
     let mut config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()?

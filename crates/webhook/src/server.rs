@@ -1,0 +1,171 @@
+//! The webhook's HTTPS server: `POST /validate` takes an `AdmissionReview`
+//! (kube's admission types) and answers with [`decide`]'s verdict; `GET
+//! /healthz` and `/readyz` answer `ok` for the kubelet's probes (on the
+//! same TLS port).
+//!
+//! Each connection is bounded: the TLS handshake and each request's headers
+//! within [`HANDSHAKE_TIMEOUT`], so a client that connects and stays silent
+//! holds nothing. Shutdown lets open connections finish their request.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Json;
+use axum::routing::{get, post};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use kube::core::DynamicObject;
+use kube::core::admission::{self, AdmissionRequest, AdmissionResponse, AdmissionReview};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::decision::{Operation, Request, Verdict, decide};
+
+/// How long a client has for the TLS handshake, and for each request's headers.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `handoff webhook`.
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// Address to serve HTTPS on (the apiserver calls /validate).
+    #[arg(long, env = "HANDOFF_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
+    pub listen: SocketAddr,
+    /// PEM certificate chain (tls.crt of the cert-manager Secret).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert_file: PathBuf,
+    /// PEM private key of --tls-cert-file (tls.key).
+    #[arg(long, value_name = "FILE")]
+    pub tls_key_file: PathBuf,
+    /// How often the TLS files are checked for a renewed certificate.
+    #[arg(long, default_value = "10s", value_parser = handoff_core::time::positive_duration, value_name = "DURATION")]
+    pub tls_reload_interval: Duration,
+}
+
+/// Serves until Ctrl-C or SIGTERM.
+pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
+    let shutdown = CancellationToken::new();
+    let cert = handoff_kube::tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?;
+    tokio::spawn(
+        cert.clone()
+            .watch(args.tls_reload_interval, shutdown.clone()),
+    );
+    let acceptor = handoff_kube::tls::acceptor(cert)?;
+    let listener = TcpListener::bind(args.listen).await?;
+    println!(
+        "handoff webhook: serving https://{}/validate",
+        listener.local_addr()?
+    );
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        handoff_kube::telemetry::shutdown_signal().await;
+        stop.cancel();
+    });
+    serve(listener, acceptor, shutdown).await?;
+    Ok(())
+}
+
+/// Serves the webhook on `listener` with `tls` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let app = axum::Router::new()
+        .route("/validate", post(validate))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(|| async { "ok" }));
+    let open = TaskTracker::new();
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(err) => {
+                    tracing::warn!(error = %err, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.cancelled() => break,
+        };
+        let (tls, app, shutdown) = (tls.clone(), app.clone(), shutdown.clone());
+        open.spawn(async move {
+            let Ok(Ok(stream)) = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await
+            else {
+                return;
+            };
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(HANDSHAKE_TIMEOUT);
+            let connection =
+                http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = shutdown.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    open.close();
+    open.wait().await;
+    Ok(())
+}
+
+async fn validate(
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(err) => return Json(AdmissionResponse::invalid(err).into_review()),
+    };
+    Json(answer(&request).into_review())
+}
+
+fn spec(object: Option<&DynamicObject>) -> Option<&serde_json::Value> {
+    object.and_then(|o| o.data.get("spec"))
+}
+
+/// The response to one request.
+fn answer(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+    let operation = match request.operation {
+        admission::Operation::Create => Operation::Create,
+        admission::Operation::Update => Operation::Update,
+        admission::Operation::Delete | admission::Operation::Connect => Operation::Other,
+    };
+    let name = request
+        .object
+        .as_ref()
+        .and_then(|o| o.metadata.name.as_deref())
+        .unwrap_or(&request.name);
+    let verdict = decide(&Request {
+        operation,
+        group: &request.kind.group,
+        kind: &request.kind.kind,
+        name,
+        spec: spec(request.object.as_ref()),
+        old_spec: spec(request.old_object.as_ref()),
+    });
+    let response = AdmissionResponse::from(request);
+    match verdict {
+        Verdict::Allowed => response,
+        Verdict::Refused { code, message } => {
+            tracing::info!(
+                namespace = request.namespace.as_deref().unwrap_or_default(),
+                name,
+                kind = %request.kind.kind,
+                user = request.user_info.username.as_deref().unwrap_or_default(),
+                reason = %message,
+                "refused a write"
+            );
+            let mut refused = response.deny(message);
+            refused.result.code = code;
+            refused.result.reason = "Invalid".to_owned();
+            refused
+        }
+    }
+}
