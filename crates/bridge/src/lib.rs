@@ -34,11 +34,13 @@
 //! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
 //! - [`tls`]: the listener's certificate, reloaded when its files change.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
+//! - [`jsonrpc`]: which frames rmcp reads, and the one answer to the rest (pure).
 
 pub mod auth;
 pub mod call;
 pub mod headers;
 pub mod http;
+pub(crate) mod jsonrpc;
 pub mod limits;
 pub(crate) mod listener;
 pub mod profiles;

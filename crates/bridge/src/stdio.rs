@@ -1,13 +1,20 @@
-//! A guarded stdio transport. rmcp silently drops a line that is not
-//! JSON-RPC; an agent (or a human typing into the pipe) would then wait
-//! forever. This guard sits between stdin/stdout and rmcp: every malformed
-//! line (not UTF-8, not JSON, not an object, too long) is answered with a
-//! JSON-RPC error (`-32700` parse error or `-32600` invalid request, `id`
-//! null), valid lines pass through, and one task owns stdout so answers
-//! never interleave. Input is framed as bytes, so no byte sequence ends the
-//! session: only the end of stdin or an error reading it does.
+//! A guarded stdio transport. rmcp drops or answers without an id a line
+//! it cannot read as an MCP message; an agent (or a human typing into the
+//! pipe) would then wait forever for its request's answer. This guard sits
+//! between stdin/stdout and rmcp: every line is judged first
+//! ([`crate::jsonrpc::judge`]): one rmcp reads passes through, a
+//! notification it cannot read is dropped (JSON-RPC answers no
+//! notification), and every other line (not UTF-8, not JSON, not an
+//! object, bad params, too long) is answered with one JSON-RPC error, under
+//! the request's id when it has a usable one (`-32700` parse error,
+//! `-32600` invalid request, `-32602` invalid params). One task owns stdout
+//! so answers never interleave. Input is framed as bytes, so no byte
+//! sequence ends the session: only the end of stdin or an error reading it
+//! does.
 
 use futures::{SinkExt, StreamExt};
+
+use crate::jsonrpc::{INVALID_REQUEST, Refusal, Verdict, judge};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 use tokio_util::bytes::{Buf, Bytes, BytesMut};
@@ -153,16 +160,18 @@ async fn read_input<I: AsyncRead + Unpin>(
         };
         let verdict = match &frame {
             Frame::Line(line) => check(line),
-            Frame::TooLong => Err(rpc_error(
-                -32600,
-                &format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes"),
-            )),
+            Frame::TooLong => Err(Refusal {
+                id: serde_json::Value::Null,
+                code: INVALID_REQUEST,
+                message: format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes"),
+            }
+            .to_line()),
         };
         match verdict {
             Ok(None) => {}
             Ok(Some(message)) => {
                 let mut framed = Vec::with_capacity(message.len() + 1);
-                framed.extend_from_slice(message.as_bytes());
+                framed.extend_from_slice(message);
                 framed.push(b'\n');
                 if let Err(e) = feed.write_all(&framed).await {
                     tracing::info!(error = %e, "the MCP server stopped reading; stdin is no longer read");
@@ -181,27 +190,19 @@ async fn read_input<I: AsyncRead + Unpin>(
 }
 
 /// Judges one line (without its line ending): `Ok(None)` for a blank line
-/// (skipped), `Ok(Some(text))` for a JSON object or array (rmcp judges the
-/// rest); otherwise the JSON-RPC error to answer with.
-pub fn check(line: &[u8]) -> Result<Option<&str>, String> {
-    let text = std::str::from_utf8(line)
-        .map_err(|e| rpc_error(-32700, &format!("Parse error: the line is not UTF-8 ({e})")))?;
-    if text.trim().is_empty() {
-        return Ok(None);
+/// (skipped) or a notification rmcp cannot read (dropped), `Ok(Some(line))`
+/// for a message rmcp reads; otherwise the one JSON-RPC error to answer
+/// with (see [`crate::jsonrpc`]).
+pub fn check(line: &[u8]) -> Result<Option<&[u8]>, String> {
+    match judge(line) {
+        Verdict::Forward => Ok(Some(line)),
+        Verdict::Blank => Ok(None),
+        Verdict::Drop => {
+            tracing::debug!("a notification that is not an MCP message was dropped");
+            Ok(None)
+        }
+        Verdict::Answer(refusal) => Err(refusal.to_line()),
     }
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(v) if v.is_object() || v.is_array() => Ok(Some(text)),
-        Ok(_) => Err(rpc_error(
-            -32600,
-            "Invalid Request: a JSON-RPC message is a JSON object",
-        )),
-        Err(e) => Err(rpc_error(-32700, &format!("Parse error: {e}"))),
-    }
-}
-
-fn rpc_error(code: i64, message: &str) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
-        .to_string()
 }
 
 async fn write_output<O: AsyncWrite + Unpin>(
@@ -317,7 +318,7 @@ mod tests {
     fn classification() {
         let cases: Vec<(&str, &[u8], Option<i64>)> = vec![
             ("a request", PING.as_bytes(), None),
-            ("an array", b"[]", None),
+            ("an array (MCP has no batches)", b"[]", Some(-32600)),
             ("not JSON", b"{garbage", Some(-32700)),
             ("a number", b"42", Some(-32600)),
             ("a string", br#""ping""#, Some(-32600)),
@@ -339,6 +340,18 @@ mod tests {
                 answer["error"]["code"].as_i64().expect("code")
             });
             assert_eq!(got, want, "{case}");
+        }
+        // A request whose params do not fit is answered under its own id.
+        for params in [r#""""#, "-1", "[null]", r#""x""#] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{params}}}"#);
+            let answer = check(line.as_bytes()).expect_err("refused");
+            let answer: Value = serde_json::from_str(&answer).expect("answer is JSON");
+            assert_eq!(
+                (answer["id"].as_i64(), answer["error"]["code"].as_i64()),
+                (Some(9), Some(-32602)),
+                "{params}: {answer}"
+            );
         }
         for blank in [&b""[..], b"  ", b"\t", b"\r"] {
             assert_eq!(check(blank), Ok(None), "{blank:?}");
