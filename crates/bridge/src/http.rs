@@ -17,10 +17,11 @@
 //! could not read (not JSON, not an object, params that do not fit, a
 //! notification that is not an MCP message) is answered `400` with a
 //! JSON-RPC error (under the request's id when it has one), not rmcp's
-//! plain-text `415`. A refusal rmcp makes itself on the headers (`406` for
-//! the `Accept` header, `415` for a `Content-Type` other than JSON, as the
-//! Streamable HTTP transport wants) keeps its status and gets the same
-//! JSON-RPC body, with the text as the message.
+//! plain-text `415`. A `Content-Type` other than JSON is `415` (the HTTP
+//! status for it, which rmcp gives too) with the same JSON-RPC body; a
+//! refusal rmcp makes itself on the headers (e.g. `406` for the `Accept`
+//! header) keeps its status and gets a JSON-RPC body, with rmcp's text as
+//! the message.
 //! Connections (plain or TLS, timeouts) are [`super::listener`]'s.
 
 use std::sync::Arc;
@@ -248,6 +249,22 @@ async fn one_answer(State(max_body_bytes): State<usize>, request: Request, next:
         };
         return json_rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &refusal);
     };
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json")
+        });
+    if !is_json {
+        let refusal = Refusal {
+            id: id_of(&bytes),
+            code: INVALID_REQUEST,
+            message: "Unsupported Media Type: Content-Type must be application/json".to_owned(),
+        };
+        return json_rpc_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, &refusal);
+    }
     let refusal = match judge(&bytes) {
         Verdict::Forward => None,
         Verdict::Blank => Some(Refusal {
@@ -613,6 +630,7 @@ mod tests {
         ];
         for (inner, body, status, error) in cases {
             let request = Request::post("/mcp")
+                .header(header::CONTENT_TYPE, "application/json")
                 .body(Body::from(body))
                 .expect("request");
             let answer = answering(inner).oneshot(request).await.expect("infallible");
@@ -631,7 +649,19 @@ mod tests {
                 }
             }
         }
+        let plain = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from(r#"{"jsonrpc":"2.0","id":"t","method":"ping"}"#))
+            .expect("request");
+        let answer = answering(ok).oneshot(plain).await.expect("infallible");
+        assert_eq!(answer.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let got: serde_json::Value = serde_json::from_str(&text(answer).await).expect("JSON");
+        assert_eq!(
+            (&got["id"], got["error"]["code"].as_i64()),
+            (&serde_json::json!("t"), Some(-32600))
+        );
         let long = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
             .body(Body::from(
                 "{\"x\":\"".to_owned() + &"y".repeat(100) + "\"}",
             ))

@@ -262,10 +262,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     });
     let options = http::HttpOptions {
         allowed_hosts: allowed_hosts(&args.allowed_hosts),
-        budgets: Arc::new(handoff_kube::settings::Budgets::new(
-            acting.clone(),
-            handoff_kube::settings::READ_TIMEOUT,
-        )),
+        budgets: Arc::new(
+            handoff_kube::settings::Budgets::new(
+                acting.clone(),
+                handoff_kube::settings::READ_TIMEOUT,
+            )
+            .counted(metrics.settings_reads().clone()),
+        ),
         offers: OfferSettings {
             acting: Some(acting),
             active_selector: args.active_agent_selector.clone(),

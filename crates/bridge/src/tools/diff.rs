@@ -3,6 +3,19 @@
 //! [`MAX_DIFF_BYTES`] on a line boundary (the result says so). Gated like
 //! `get_handoff{revision}`; without the mirror, an error saying how to turn
 //! it on.
+//!
+//! The work of one call is bounded, so that no caller's diff can starve
+//! another tenant's calls: a line diff of two bodies of a few ten
+//! thousand short lines can take Myers' algorithm many seconds of CPU.
+//! So the diff runs on a blocking thread, never on an async worker; at
+//! most [`MAX_CONCURRENT_DIFFS`] run at once (a call beyond waits its turn,
+//! within the call's timeout); and the search for the smallest diff stops
+//! at [`DIFF_DEADLINE`] (`similar`'s deadline), after which `similar`
+//! finishes with a correct but possibly longer diff, and the answer says
+//! it is approximate. The unified text is rendered hunk by hunk and stops
+//! at [`MAX_DIFF_BYTES`], so a huge diff is never built whole.
+
+use std::time::{Duration, Instant};
 
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
@@ -20,6 +33,17 @@ const NAME: &str = "diff_handoff";
 /// Longest diff answered, in bytes; a longer one is cut.
 pub(crate) const MAX_DIFF_BYTES: usize = 16 * 1024;
 
+/// Longest the search for the smallest diff may run; past it the diff is
+/// finished quickly and is approximate (still correct).
+pub(crate) const DIFF_DEADLINE: Duration = Duration::from_millis(500);
+
+/// Most diffs computed at once in a bridge process (each on a blocking
+/// thread); more wait their turn.
+pub(crate) const MAX_CONCURRENT_DIFFS: usize = 2;
+
+/// The turns of [`MAX_CONCURRENT_DIFFS`].
+static DIFF_TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_CONCURRENT_DIFFS);
+
 /// The row of `diff_handoff` in the tool table.
 pub(crate) const TOOL: Tool = Tool {
     name: NAME,
@@ -29,7 +53,8 @@ pub(crate) const TOOL: Tool = Tool {
         definition::<DiffArgs, DiffResult>(
             NAME,
             "Show what changed in a handoff between two revisions (numbers from list_revisions), as a \
-             unified diff of the bodies (cut when longer than 16 KiB; the answer says so).",
+             unified diff of the bodies (cut when longer than 16 KiB, and approximate when the bodies \
+             take too long to compare; the answer says so).",
             reads(),
         )
     },
@@ -63,6 +88,10 @@ pub struct DiffResult {
     pub diff: String,
     /// True when the diff was cut at 16 KiB.
     pub truncated: bool,
+    /// True when comparing the bodies took too long and the diff is
+    /// approximate: correct, but maybe longer than the smallest.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approximate: bool,
 }
 
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
@@ -105,14 +134,36 @@ pub async fn between(
 ) -> Result<DiffResult, CallError> {
     let old = known(mirror, namespace, key, "from", from).await?;
     let new = known(mirror, namespace, key, "to", to).await?;
-    let (diff, truncated) = unified(&old.body, &new.body, from, to, MAX_DIFF_BYTES);
+    let diffed = off_the_workers(old.body, new.body, from, to).await?;
     Ok(DiffResult {
         handoff_key: key.to_owned(),
         from,
         to,
-        diff,
-        truncated,
+        diff: diffed.text,
+        truncated: diffed.truncated,
+        approximate: diffed.approximate,
     })
+}
+
+/// [`bounded`] with [`DIFF_DEADLINE`], on a blocking thread, in its turn.
+async fn off_the_workers(
+    old: String,
+    new: String,
+    from: i64,
+    to: i64,
+) -> Result<Diffed, CallError> {
+    let turn = DIFF_TURNS
+        .acquire()
+        .await
+        .map_err(|_| CallError::Unsupported("the diff pool is closed".into()))?;
+    let diffed = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + DIFF_DEADLINE;
+        bounded(&old, &new, from, to, MAX_DIFF_BYTES, deadline)
+    })
+    .await
+    .map_err(|e| CallError::Unsupported(format!("the diff failed ({e}); retriable: try again")))?;
+    drop(turn);
+    Ok(diffed)
 }
 
 async fn known(
@@ -135,25 +186,80 @@ async fn known(
         })
 }
 
+/// A rendered diff: its text and how it was bounded.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Diffed {
+    /// The unified diff (empty when identical).
+    pub(crate) text: String,
+    /// Cut at the byte limit (after the last whole line that fits).
+    pub(crate) truncated: bool,
+    /// The deadline stopped the search for the smallest diff.
+    pub(crate) approximate: bool,
+}
+
 /// The unified diff of `old` → `new`, at most `max` bytes (cut after the
-/// last whole line that fits); and whether it was cut.
+/// last whole line that fits); and whether it was cut. No deadline: for
+/// the local CLI.
 pub fn unified(old: &str, new: &str, from: i64, to: i64, max: usize) -> (String, bool) {
-    let diff = similar::TextDiff::from_lines(old, new)
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("revision {from}"), &format!("revision {to}"))
-        .to_string();
-    if diff.len() <= max {
-        return (diff, false);
+    let diff = similar::TextDiff::from_lines(old, new);
+    render(&diff, from, to, max)
+}
+
+/// [`unified`] whose search for the smallest diff stops at `deadline`;
+/// the result says whether it did (the deadline had passed when the diff
+/// was done, so `similar` may have approximated).
+pub(crate) fn bounded(
+    old: &str,
+    new: &str,
+    from: i64,
+    to: i64,
+    max: usize,
+    deadline: Instant,
+) -> Diffed {
+    let diff = similar::TextDiff::configure()
+        .deadline(deadline)
+        .diff_lines(old, new);
+    let approximate = Instant::now() >= deadline && old != new;
+    let (text, truncated) = render(&diff, from, to, max);
+    Diffed {
+        text,
+        truncated,
+        approximate,
     }
-    let mut cut = String::with_capacity(max);
-    for line in diff.split_inclusive('\n') {
-        if cut.len() + line.len() > max {
-            break;
+}
+
+/// The unified text of `diff`, hunk by hunk, stopping after the last whole
+/// line within `max` bytes; and whether it stopped early.
+fn render<'a>(
+    diff: &'a similar::TextDiff<'a, 'a, 'a, str>,
+    from: i64,
+    to: i64,
+    max: usize,
+) -> (String, bool) {
+    let mut unified = diff.unified_diff();
+    unified.context_radius(3);
+    let mut out = String::new();
+    let mut hunks = unified.iter_hunks().peekable();
+    if hunks.peek().is_none() {
+        return (out, false);
+    }
+    let header = format!("--- revision {from}\n+++ revision {to}\n");
+    for line in header
+        .split_inclusive('\n')
+        .map(str::to_owned)
+        .chain(hunks.flat_map(|hunk| {
+            hunk.to_string()
+                .split_inclusive('\n')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        }))
+    {
+        if out.len() + line.len() > max {
+            return (out, true);
         }
-        cut.push_str(line);
+        out.push_str(&line);
     }
-    (cut, true)
+    (out, false)
 }
 
 /// The text of a `diff_handoff` answer.
@@ -172,7 +278,16 @@ pub fn text(result: &DiffResult) -> String {
     } else {
         String::new()
     };
-    format!("{head}:\n\n{}{cut}", result.diff)
+    let approximate = if result.approximate {
+        format!(
+            "\n(approximate: comparing the bodies took longer than {} ms, so this diff is correct but may \
+             be longer than the smallest one)",
+            DIFF_DEADLINE.as_millis()
+        )
+    } else {
+        String::new()
+    };
+    format!("{head}:\n\n{}{cut}{approximate}", result.diff)
 }
 
 #[cfg(test)]
@@ -198,5 +313,74 @@ mod tests {
             unified("same\n", "same\n", 1, 2, 10),
             (String::new(), false)
         );
+    }
+
+    /// Two bodies of `n` short lines with nothing in common but every
+    /// other line: Myers' worst kind of input.
+    fn worst(n: usize) -> (String, String) {
+        let old = (0..n).map(|i| format!("{}\n", i % 7)).collect();
+        let new = (0..n).map(|i| format!("{}\n", (i * 3 + 1) % 11)).collect();
+        (old, new)
+    }
+
+    #[test]
+    fn a_passed_deadline_makes_the_diff_approximate_and_says_so() {
+        let (old, new) = worst(2000);
+        let far = Instant::now() + Duration::from_secs(3600);
+        // (deadline, bodies, approximate)
+        let cases = [
+            (far, (old.as_str(), new.as_str()), false),
+            (Instant::now(), (old.as_str(), new.as_str()), true),
+            (Instant::now(), ("same\n", "same\n"), false),
+        ];
+        for (deadline, (a, b), approximate) in cases {
+            let diffed = bounded(a, b, 1, 2, MAX_DIFF_BYTES, deadline);
+            assert_eq!(diffed.approximate, approximate, "{}", a.len());
+            assert!(diffed.text.len() <= MAX_DIFF_BYTES);
+        }
+        let (old, new) = worst(8000);
+        let approximate = bounded(&old, &new, 1, 2, MAX_DIFF_BYTES, Instant::now());
+        let result = DiffResult {
+            handoff_key: "k".into(),
+            from: 1,
+            to: 2,
+            diff: approximate.text,
+            truncated: approximate.truncated,
+            approximate: approximate.approximate,
+        };
+        let said = text(&result);
+        assert!(said.contains("(diff cut at 16384 bytes;"), "{said}");
+        assert!(
+            said.contains("(approximate: comparing the bodies took longer than 500 ms"),
+            "{said}"
+        );
+        let wire = serde_json::to_value(&result).expect("json");
+        assert_eq!(wire["approximate"], serde_json::json!(true));
+    }
+
+    #[test]
+    fn the_bounded_diff_renders_like_the_whole_one_up_to_the_cut() {
+        let far = Instant::now() + Duration::from_secs(3600);
+        for (old, new, max) in [
+            ("a\nb\n", "a\nc\n", MAX_DIFF_BYTES),
+            ("x\n", "", MAX_DIFF_BYTES),
+            ("", "y\n", 5),
+        ] {
+            let whole = similar::TextDiff::from_lines(old, new)
+                .unified_diff()
+                .context_radius(3)
+                .header("revision 1", "revision 2")
+                .to_string();
+            let diffed = bounded(old, new, 1, 2, max, far);
+            assert!(
+                whole.starts_with(&diffed.text),
+                "{whole:?} vs {:?}",
+                diffed.text
+            );
+            assert_eq!(diffed.truncated, whole.len() > max, "{whole:?}");
+        }
+        let (old, new) = worst(600);
+        let (cut, truncated) = unified(&old, &new, 1, 2, 1000);
+        assert!(truncated && cut.len() <= 1000 && cut.ends_with('\n'));
     }
 }
