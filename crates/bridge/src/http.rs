@@ -554,6 +554,9 @@ mod tests {
             .layer(axum::middleware::from_fn_with_state(64usize, one_answer))
     }
 
+    /// The id and code of the JSON-RPC error expected, if one is.
+    type Refused = Option<(serde_json::Value, i64)>;
+
     #[tokio::test]
     async fn every_post_gets_one_json_rpc_answer() {
         let ok = (
@@ -567,12 +570,7 @@ mod tests {
             "Unsupported Media Type: Content-Type must be application/json",
         );
         // (inner answer, body, status, id, code; None: the inner answer unchanged)
-        let cases: Vec<(
-            _,
-            &'static str,
-            StatusCode,
-            Option<(serde_json::Value, i64)>,
-        )> = vec![
+        let cases: Vec<(_, &'static str, StatusCode, Refused)> = vec![
             (
                 ok,
                 r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
@@ -617,7 +615,7 @@ mod tests {
             ),
             (
                 ok,
-                &"x"[..],
+                "x",
                 StatusCode::BAD_REQUEST,
                 Some((serde_json::Value::Null, -32700)),
             ),

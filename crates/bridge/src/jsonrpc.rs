@@ -170,6 +170,48 @@ fn answer(id: Value, code: i64, message: impl Into<String>) -> Verdict {
     Verdict::Answer(Refusal::new(id, code, message))
 }
 
+/// How a frame rmcp reads bears on the requests in flight (stdio tracks
+/// them: see [`crate::stdio`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Flight {
+    /// A request with this id (as JSON text).
+    Request(Value),
+    /// A cancellation of the request with this id.
+    Cancels(Value),
+    /// Anything else.
+    Other,
+}
+
+/// Pure: what `frame` (one rmcp reads) starts or ends.
+pub(crate) fn flight(frame: &[u8]) -> Flight {
+    let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(frame) else {
+        return Flight::Other;
+    };
+    match (
+        object.get("id"),
+        object.get("method").and_then(Value::as_str),
+    ) {
+        (Some(id), Some(_)) if usable_id(id) => Flight::Request(id.clone()),
+        (None, Some("notifications/cancelled")) => object
+            .get("params")
+            .and_then(|p| p.get("requestId"))
+            .filter(|id| usable_id(id))
+            .map_or(Flight::Other, |id| Flight::Cancels(id.clone())),
+        _ => Flight::Other,
+    }
+}
+
+/// Pure: the id an outgoing line answers (a result or an error), if any.
+pub(crate) fn answered(line: &str) -> Option<Value> {
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else {
+        return None;
+    };
+    if !object.contains_key("result") && !object.contains_key("error") {
+        return None;
+    }
+    object.get("id").filter(|id| usable_id(id)).cloned()
+}
+
 /// The id of a frame if it has one an answer can carry (for refusals made
 /// elsewhere, e.g. HTTP's).
 pub(crate) fn id_of(frame: &[u8]) -> Value {
@@ -201,12 +243,15 @@ fn kind(value: &Value) -> &'static str {
 mod tests {
     use super::*;
 
+    /// The id and code a frame is refused with, if it is.
+    type Refused = Option<(Value, i64)>;
+
     #[test]
     fn every_frame_is_forwarded_dropped_or_answered_once() {
         use Verdict::{Blank, Drop, Forward};
         let refused = |id: Value, code: i64| Some((id, code));
         // (frame, verdict: None for Blank/Forward/Drop given beside, else (id, code))
-        let cases: Vec<(&[u8], Option<Verdict>, Option<(Value, i64)>)> = vec![
+        let cases: Vec<(&[u8], Option<Verdict>, Refused)> = vec![
             (br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, Some(Forward), None),
             (br#"{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}"#, Some(Forward), None),
             (br#"{"jsonrpc":"2.0","id":2,"method":"x-unknown","params":{"a":1}}"#, Some(Forward), None),
@@ -271,6 +316,36 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602,
                 "message": "Invalid params: the params of ping must be an object, got a string"}})
         );
+    }
+
+    #[test]
+    fn requests_cancellations_and_answers_are_told_apart() {
+        for (frame, want) in [
+            (&br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#[..], Flight::Request(json!(1))),
+            (br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}"#, Flight::Cancels(json!("a"))),
+            (br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1.5}}"#, Flight::Other),
+            (br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, Flight::Other),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{}}"#, Flight::Other),
+        ] {
+            assert_eq!(flight(frame), want, "{}", String::from_utf8_lossy(frame));
+        }
+        for (line, want) in [
+            (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, Some(json!(1))),
+            (
+                r#"{"jsonrpc":"2.0","id":"x","error":{"code":1,"message":"m"}}"#,
+                Some(json!("x")),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":2,"method":"sampling/createMessage"}"#,
+                None,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+                None,
+            ),
+        ] {
+            assert_eq!(answered(line), want, "{line}");
+        }
     }
 
     #[test]

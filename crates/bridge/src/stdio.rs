@@ -7,14 +7,25 @@
 //! notification), and every other line (not UTF-8, not JSON, not an
 //! object, bad params, too long) is answered with one JSON-RPC error, under
 //! the request's id when it has a usable one (`-32700` parse error,
-//! `-32600` invalid request, `-32602` invalid params). One task owns stdout
+//! `-32600` invalid request, `-32602` invalid params). A request reusing
+//! the id of one not answered yet (MCP: an id is never reused in a
+//! session) is answered `-32600` under that id instead of reaching rmcp,
+//! which would answer the two only once; the ids in flight are those
+//! forwarded and neither answered nor cancelled. One task owns stdout
 //! so answers never interleave. Input is framed as bytes, so no byte
 //! sequence ends the session: only the end of stdin or an error reading it
 //! does.
 
 use futures::{SinkExt, StreamExt};
 
-use crate::jsonrpc::{INVALID_REQUEST, Refusal, Verdict, judge};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::jsonrpc::{Flight, INVALID_REQUEST, Refusal, Verdict, answered, flight, judge};
+
+/// The ids (as JSON text) of requests forwarded to rmcp and not yet
+/// answered nor cancelled.
+type InFlight = Arc<Mutex<HashSet<String>>>;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 use tokio_util::bytes::{Buf, Bytes, BytesMut};
@@ -41,8 +52,9 @@ where
     let (server_reader, feed) = tokio::io::duplex(PIPE_BYTES);
     let (server_writer, answers) = tokio::io::duplex(PIPE_BYTES);
     let (errors_tx, errors_rx) = mpsc::channel::<String>(64);
-    tokio::spawn(read_input(input, feed, errors_tx));
-    tokio::spawn(write_output(answers, errors_rx, output));
+    let in_flight = InFlight::default();
+    tokio::spawn(read_input(input, feed, errors_tx, in_flight.clone()));
+    tokio::spawn(write_output(answers, errors_rx, output, in_flight));
     (server_reader, server_writer)
 }
 
@@ -144,6 +156,7 @@ async fn read_input<I: AsyncRead + Unpin>(
     input: I,
     mut feed: DuplexStream,
     errors: mpsc::Sender<String>,
+    in_flight: InFlight,
 ) {
     let mut frames = FramedRead::new(input, LineFraming::new(MAX_LINE_BYTES));
     loop {
@@ -159,7 +172,10 @@ async fn read_input<I: AsyncRead + Unpin>(
             }
         };
         let verdict = match &frame {
-            Frame::Line(line) => check(line),
+            Frame::Line(line) => check(line).and_then(|forward| match forward {
+                Some(message) => admit(&in_flight, message).map(|()| Some(message)),
+                None => Ok(None),
+            }),
             Frame::TooLong => Err(Refusal {
                 id: serde_json::Value::Null,
                 code: INVALID_REQUEST,
@@ -205,10 +221,40 @@ pub fn check(line: &[u8]) -> Result<Option<&[u8]>, String> {
     }
 }
 
+/// Records a request rmcp is to read as in flight, or refuses it when
+/// its id already is; a cancellation ends its request's flight.
+fn admit(in_flight: &InFlight, message: &[u8]) -> Result<(), String> {
+    let Ok(mut ids) = in_flight.lock() else {
+        return Ok(());
+    };
+    match flight(message) {
+        Flight::Request(id) => {
+            if ids.insert(id.to_string()) {
+                return Ok(());
+            }
+            Err(Refusal {
+                message: format!(
+                    "Invalid Request: the id {id} is already used by a request not answered yet \
+                     (an id is never reused in a session)"
+                ),
+                id,
+                code: INVALID_REQUEST,
+            }
+            .to_line())
+        }
+        Flight::Cancels(id) => {
+            ids.remove(&id.to_string());
+            Ok(())
+        }
+        Flight::Other => Ok(()),
+    }
+}
+
 async fn write_output<O: AsyncWrite + Unpin>(
     answers: DuplexStream,
     mut errors: mpsc::Receiver<String>,
     output: O,
+    in_flight: InFlight,
 ) {
     let mut answers = FramedRead::new(answers, LinesCodec::new());
     let mut out = FramedWrite::new(output, LinesCodec::new());
@@ -216,7 +262,12 @@ async fn write_output<O: AsyncWrite + Unpin>(
     loop {
         let line = tokio::select! {
             answer = answers.next() => match answer {
-                Some(Ok(line)) => line,
+                Some(Ok(line)) => {
+                    if let (Some(id), Ok(mut ids)) = (answered(&line), in_flight.lock()) {
+                        ids.remove(&id.to_string());
+                    }
+                    line
+                }
                 _ => break,
             },
             error = errors.recv(), if errors_open => match error {
@@ -453,5 +504,47 @@ mod tests {
             assert_eq!(got, format!("{forwarded}\n"), "{case}: forwarded");
             assert_eq!(got_codes, codes, "{case}: answers");
         }
+    }
+
+    #[tokio::test]
+    async fn a_reused_id_in_flight_is_refused_under_it_and_free_once_answered() {
+        let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+        let (mut client_in, stdin) = tokio::io::duplex(4096);
+        let (stdout, client_out) = tokio::io::duplex(4096);
+        let (server_reader, mut server_writer) = guard(stdin, stdout);
+        let mut forwarded = BufReader::new(server_reader).lines();
+        let mut answers = BufReader::new(client_out).lines();
+        let mut next = async || -> Value {
+            let line = answers.next_line().await.expect("read").expect("a line");
+            serde_json::from_str(&line).expect("JSON")
+        };
+        client_in
+            .write_all(format!("{ping}\n{ping}\n").as_bytes())
+            .await
+            .expect("write");
+        assert_eq!(
+            forwarded.next_line().await.expect("read").as_deref(),
+            Some(ping)
+        );
+        let refusal = next().await;
+        assert_eq!(
+            (refusal["id"].as_i64(), refusal["error"]["code"].as_i64()),
+            (Some(7), Some(-32600)),
+            "{refusal}"
+        );
+        server_writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n")
+            .await
+            .expect("answer");
+        assert_eq!(next().await["result"], serde_json::json!({}));
+        client_in
+            .write_all(format!("{ping}\n").as_bytes())
+            .await
+            .expect("write");
+        assert_eq!(
+            forwarded.next_line().await.expect("read").as_deref(),
+            Some(ping),
+            "answered, the id is free again"
+        );
     }
 }
