@@ -5,15 +5,18 @@
 //! it on.
 //!
 //! The work of one call is bounded, so that no caller's diff can starve
-//! another tenant's calls: a line diff of two bodies of a few ten
-//! thousand short lines can take Myers' algorithm many seconds of CPU.
-//! So the diff runs on a blocking thread, never on an async worker; at
-//! most [`MAX_CONCURRENT_DIFFS`] run at once (a call beyond waits its turn,
-//! within the call's timeout); and the search for the smallest diff stops
+//! another tenant's calls: a line diff of two bodies of ~16,000 short lines
+//! can take Myers' algorithm seconds of CPU. So the diff runs on a thread
+//! of its own, never on an async worker, at a lower CPU priority (nice
+//! [`DIFF_NICE`], so the workers serving other calls win the CPU); at most
+//! [`MAX_CONCURRENT_DIFFS`] run at once in a process (a call beyond waits
+//! its turn, within the call's timeout; a call that times out leaves its
+//! diff to finish in its turn); and the search for the smallest diff stops
 //! at [`DIFF_DEADLINE`] (`similar`'s deadline), after which `similar`
 //! finishes with a correct but possibly longer diff, and the answer says
-//! it is approximate. The unified text is rendered hunk by hunk and stops
-//! at [`MAX_DIFF_BYTES`], so a huge diff is never built whole.
+//! it is approximate. The unified text is written line by line into a
+//! buffer that stops at [`MAX_DIFF_BYTES`], so a huge diff is never built
+//! whole.
 
 use std::time::{Duration, Instant};
 
@@ -37,9 +40,13 @@ pub(crate) const MAX_DIFF_BYTES: usize = 16 * 1024;
 /// finished quickly and is approximate (still correct).
 pub(crate) const DIFF_DEADLINE: Duration = Duration::from_millis(500);
 
-/// Most diffs computed at once in a bridge process (each on a blocking
-/// thread); more wait their turn.
-pub(crate) const MAX_CONCURRENT_DIFFS: usize = 2;
+/// Most diffs computed at once in a bridge process (each on a thread of
+/// its own); more wait their turn. One: a bridge replica keeps its other
+/// cores for the calls of everyone else.
+pub(crate) const MAX_CONCURRENT_DIFFS: usize = 1;
+
+/// The nice value of a diff's thread (Linux; 0 is the default, 19 the lowest).
+const DIFF_NICE: i32 = 19;
 
 /// The turns of [`MAX_CONCURRENT_DIFFS`].
 static DIFF_TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_CONCURRENT_DIFFS);
@@ -145,25 +152,48 @@ pub async fn between(
     })
 }
 
-/// [`bounded`] with [`DIFF_DEADLINE`], on a blocking thread, in its turn.
+/// [`bounded`] with [`DIFF_DEADLINE`], on a thread of its own at a lower
+/// priority, in its turn (the turn is the thread's until it is done).
 async fn off_the_workers(
     old: String,
     new: String,
     from: i64,
     to: i64,
 ) -> Result<Diffed, CallError> {
+    let retriable = |why: String| CallError::Unsupported(format!("{why}; retriable: try again"));
     let turn = DIFF_TURNS
         .acquire()
         .await
-        .map_err(|_| CallError::Unsupported("the diff pool is closed".into()))?;
-    let diffed = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + DIFF_DEADLINE;
-        bounded(&old, &new, from, to, MAX_DIFF_BYTES, deadline)
-    })
-    .await
-    .map_err(|e| CallError::Unsupported(format!("the diff failed ({e}); retriable: try again")))?;
-    drop(turn);
-    Ok(diffed)
+        .map_err(|_| retriable("the diffs are closed".into()))?;
+    let (done, diffed) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("handoff-diff".into())
+        .spawn(move || {
+            lower_priority();
+            let deadline = Instant::now() + DIFF_DEADLINE;
+            let _ = done.send(bounded(&old, &new, from, to, MAX_DIFF_BYTES, deadline));
+            drop(turn);
+        })
+        .map_err(|e| retriable(format!("cannot start the diff ({e})")))?;
+    diffed
+        .await
+        .map_err(|_| retriable("the diff stopped without an answer".into()))
+}
+
+/// Lowers the calling thread's CPU priority to [`DIFF_NICE`]. On Linux
+/// `setpriority` with a thread id changes that one thread (the process's
+/// other threads keep theirs); elsewhere nothing is changed. A refusal
+/// (a sandbox without the call) leaves the priority as it was.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: both calls take plain integers and touch no memory of ours;
+    // they read the calling thread's id and set its nice value.
+    unsafe {
+        let thread = libc::syscall(libc::SYS_gettid);
+        if libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, DIFF_NICE) != 0 {
+            tracing::debug!("cannot lower the diff thread's priority");
+        }
+    }
 }
 
 async fn known(
@@ -228,8 +258,8 @@ pub(crate) fn bounded(
     }
 }
 
-/// The unified text of `diff`, hunk by hunk, stopping after the last whole
-/// line within `max` bytes; and whether it stopped early.
+/// The unified text of `diff`, written line by line and stopped after the
+/// last whole line within `max` bytes; and whether it stopped early.
 fn render<'a>(
     diff: &'a similar::TextDiff<'a, 'a, 'a, str>,
     from: i64,
@@ -237,29 +267,63 @@ fn render<'a>(
     max: usize,
 ) -> (String, bool) {
     let mut unified = diff.unified_diff();
-    unified.context_radius(3);
-    let mut out = String::new();
-    let mut hunks = unified.iter_hunks().peekable();
-    if hunks.peek().is_none() {
-        return (out, false);
+    let (old, new) = (format!("revision {from}"), format!("revision {to}"));
+    unified.context_radius(3).header(&old, &new);
+    let mut capped = Capped {
+        out: Vec::new(),
+        line: Vec::new(),
+        max,
+        cut: false,
+    };
+    // An error is the cut: the writer refuses the first line over `max`.
+    let _ = unified.to_writer(&mut capped);
+    if !capped.cut && !capped.line.is_empty() {
+        let line = std::mem::take(&mut capped.line);
+        capped.keep(&line);
     }
-    let header = format!("--- revision {from}\n+++ revision {to}\n");
-    for line in header
-        .split_inclusive('\n')
-        .map(str::to_owned)
-        .chain(hunks.flat_map(|hunk| {
-            hunk.to_string()
-                .split_inclusive('\n')
-                .map(str::to_owned)
-                .collect::<Vec<_>>()
-        }))
-    {
-        if out.len() + line.len() > max {
-            return (out, true);
+    (
+        String::from_utf8_lossy(&capped.out).into_owned(),
+        capped.cut,
+    )
+}
+
+/// A writer keeping whole lines up to `max` bytes, then refusing.
+struct Capped {
+    out: Vec<u8>,
+    line: Vec<u8>,
+    max: usize,
+    cut: bool,
+}
+
+impl Capped {
+    /// Keeps `line` if it fits; else marks the cut.
+    fn keep(&mut self, line: &[u8]) -> bool {
+        if self.out.len() + line.len() > self.max {
+            self.cut = true;
+            return false;
         }
-        out.push_str(&line);
+        self.out.extend_from_slice(line);
+        true
     }
-    (out, false)
+}
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for piece in buf.split_inclusive(|b| *b == b'\n') {
+            self.line.extend_from_slice(piece);
+            if self.line.ends_with(b"\n") {
+                let line = std::mem::take(&mut self.line);
+                if !self.keep(&line) {
+                    return Err(std::io::Error::other("the diff is cut here"));
+                }
+            }
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The text of a `diff_handoff` answer.
