@@ -518,14 +518,21 @@ mod tests {
             let line = answers.next_line().await.expect("read").expect("a line");
             serde_json::from_str(&line).expect("JSON")
         };
+        // A third request marks the end of what is forwarded.
+        let other = r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#;
         client_in
-            .write_all(format!("{ping}\n{ping}\n").as_bytes())
+            .write_all(format!("{ping}\n{ping}\n{other}\n").as_bytes())
             .await
             .expect("write");
-        assert_eq!(
-            forwarded.next_line().await.expect("read").as_deref(),
-            Some(ping)
-        );
+        let mut passed = Vec::new();
+        while let Some(line) = forwarded.next_line().await.expect("read") {
+            let last = line == other;
+            passed.push(line);
+            if last {
+                break;
+            }
+        }
+        assert_eq!(passed, [ping, other], "the reused id is not forwarded");
         let refusal = next().await;
         assert_eq!(
             (refusal["id"].as_i64(), refusal["error"]["code"].as_i64()),
