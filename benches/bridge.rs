@@ -14,6 +14,12 @@
 //! Then the same agent's `get_handoff` quiet and during a flood of requests
 //! with distinct invalid tokens (64 in flight, bounded in count), as a
 //! ratio: what a valid agent feels while someone hammers the bridge.
+//!
+//! Last, a bridge with the PostgreSQL mirror: one caller's `get_handoff`
+//! quiet and while four other callers diff, back to back, two revisions of
+//! [`DIFF_LINES`] short lines with little in common (the worst kind of
+//! input for a line diff) — the p99 ratio the diff's bounds keep small.
+//! `HANDOFF_BENCH_DIFF_ONLY=1` runs that part alone.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +37,11 @@ const WARMUP: usize = 30;
 /// Requests with distinct invalid tokens in the flood, and how many at once.
 const FLOOD: usize = 20_000;
 const FLOOD_IN_FLIGHT: usize = 64;
+/// Lines of each revision in the diff under load, and how many callers diff at once.
+const DIFF_LINES: usize = 16_000;
+const DIFFERS: usize = 4;
+/// The section of BENCHMARKS.md with the diff-under-load ratio.
+const DIFF_SECTION: &str = "Another caller during four worst-case diffs";
 /// The section of BENCHMARKS.md with the ratios (and the previous run's).
 const SECTION: &str = "Bridge vs direct";
 
@@ -49,6 +60,26 @@ fn main() -> anyhow::Result<()> {
     let plane = rt.block_on(bench::plane())?;
     let direct: Api<Handoff> =
         Api::namespaced(rt.block_on(bench::agent_client(&plane))?, "default");
+    if std::env::var_os("HANDOFF_BENCH_DIFF_ONLY").is_some() {
+        let key = "bench/get#1";
+        rt.block_on(direct.patch(
+            &name_for_key(key),
+            &PatchParams::apply("bench-direct").force(),
+            &Patch::Apply(&Handoff::new(
+                &name_for_key(key),
+                HandoffSpec {
+                    handoff_key: key.into(),
+                    project: "bench".into(),
+                    repo: None,
+                    kind: None,
+                    body: "steady body".into(),
+                    created_by: Some("bench".into()),
+                },
+            )),
+        ))?;
+        under_diffs(&rt, &plane, &direct, key)?.print(previous.as_ref());
+        return Ok(());
+    }
 
     let bridge = BridgeProcess::start(
         std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
@@ -127,6 +158,7 @@ fn main() -> anyhow::Result<()> {
     }
     let flooded = under_flood(&rt, &bridge, &mut http, key)?;
     drop(bridge);
+    let diffed = under_diffs(&rt, &plane, &direct, key)?;
 
     let stats: Vec<(f64, f64)> = rows
         .iter_mut()
@@ -170,6 +202,7 @@ fn main() -> anyhow::Result<()> {
         );
     }
     flooded.print();
+    diffed.print(previous.as_ref());
     drop(plane);
     Ok(())
 }
@@ -278,6 +311,188 @@ impl Flooded {
             "| flood / quiet | {:.2} | {:.2} | ≤ 3 at the median |",
             flood_median / quiet_median,
             flood_p99 / quiet_p99
+        );
+    }
+}
+
+/// Two revisions of [`DIFF_LINES`] one-digit lines with little in common
+/// (32,000 characters each, within a body's limit).
+fn worst_bodies() -> (String, String) {
+    let old = (0..DIFF_LINES).map(|i| format!("{}\n", i % 7)).collect();
+    let new = (0..DIFF_LINES)
+        .map(|i| format!("{}\n", (i * 3 + 1) % 10))
+        .collect();
+    (old, new)
+}
+
+/// One caller's `get_handoff`, quiet and during the diffs.
+struct Diffs {
+    one_diff: Duration,
+    quiet: Vec<Duration>,
+    loaded: Vec<Duration>,
+    diffs: usize,
+    failed: usize,
+    unanswered: usize,
+    approximate: bool,
+}
+
+fn under_diffs(
+    rt: &tokio::runtime::Runtime,
+    plane: &handoff_testkit::ControlPlane,
+    direct: &Api<Handoff>,
+    get_key: &str,
+) -> anyhow::Result<Diffs> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    let postgres = handoff_testkit::Postgres::start()?;
+    let url = postgres.url();
+    let mirror = handoff_mirror::Mirror::new(&url, true)?;
+    rt.block_on(mirror.versions(Some("default")))?;
+    let bridge = BridgeProcess::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
+        plane.kubeconfig_path(),
+        "default",
+        &["--postgres-url", &url],
+    )?;
+    let key = "bench/diff#1";
+    let (old, new) = worst_bodies();
+    let mut caller = McpHttp::connect(bridge.url(), TOKEN, "refine")?;
+    caller.call(
+        "write_handoff",
+        serde_json::json!({"handoff_key": key, "project": "bench", "body": new}),
+    )?;
+    let uid = rt
+        .block_on(direct.get(&name_for_key(key)))?
+        .metadata
+        .uid
+        .ok_or_else(|| anyhow::anyhow!("the handoff has no uid"))?;
+    // Both revisions straight into the history, as the controller would
+    // record them for this object.
+    for (revision, body) in [(1, &old), (2, &new)] {
+        let row = handoff_mirror::Row {
+            id: uid.clone(),
+            namespace: "default".into(),
+            handoff_key: key.into(),
+            project: "bench".into(),
+            repo: None,
+            kind: None,
+            created_by: "bench".into(),
+            body: body.clone(),
+            revision,
+            resource_version: revision,
+            created_at: k8s_openapi::jiff::Timestamp::now(),
+            updated_at: k8s_openapi::jiff::Timestamp::now(),
+        };
+        rt.block_on(mirror.upsert(&row))?;
+        rt.block_on(mirror.record_revision(&row))?;
+    }
+    let diff_args = serde_json::json!({"handoff_key": key, "from": 1, "to": 2});
+    let t = Instant::now();
+    let answer = caller.call("diff_handoff", diff_args.clone())?;
+    let one_diff = t.elapsed();
+    let approximate = answer["approximate"] == serde_json::json!(true);
+
+    let get = serde_json::json!({"handoff_key": get_key});
+    let mut quiet = Vec::with_capacity(ITERATIONS);
+    for _ in 0..WARMUP + ITERATIONS {
+        let t = Instant::now();
+        caller.call("get_handoff", get.clone())?;
+        quiet.push(t.elapsed());
+    }
+    quiet.drain(..WARMUP);
+    eprintln!("bench: {DIFFERS} callers diffing {DIFF_LINES}-line revisions back to back …");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let differs: Vec<_> = (0..DIFFERS)
+        .map(|_| {
+            let (stop, done, failed) = (stop.clone(), done.clone(), failed.clone());
+            let (url, args) = (bridge.url().to_owned(), diff_args.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let answered = McpHttp::connect(&url, TOKEN, "refine")
+                        .and_then(|mut c| c.call("diff_handoff", args.clone()));
+                    let counter = if answered.is_ok() { &done } else { &failed };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        })
+        .collect();
+    // Wait until every differ has a diff in progress, then sample.
+    std::thread::sleep(Duration::from_millis(200));
+    // At most ITERATIONS samples, and at most a minute of them (a bridge
+    // whose diffs stall its workers answers slowly).
+    let mut loaded = Vec::with_capacity(ITERATIONS);
+    let sampling = Instant::now();
+    let mut unanswered = 0;
+    while loaded.len() < ITERATIONS && sampling.elapsed() < Duration::from_secs(60) {
+        let t = Instant::now();
+        // A call that fails (no answer within the call timeout) counts with
+        // the time it took to fail.
+        if caller.call("get_handoff", get.clone()).is_err() {
+            unanswered += 1;
+        }
+        loaded.push(t.elapsed());
+    }
+    stop.store(true, Ordering::Relaxed);
+    for differ in differs {
+        let _ = differ.join();
+    }
+    drop(bridge);
+    drop(postgres);
+    Ok(Diffs {
+        one_diff,
+        quiet,
+        loaded,
+        diffs: done.load(Ordering::Relaxed),
+        failed: failed.load(Ordering::Relaxed),
+        unanswered,
+        approximate,
+    })
+}
+
+impl Diffs {
+    fn print(mut self, previous: Option<&Previous>) {
+        let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
+        let (loaded_median, loaded_p99) = median_p99(&mut self.loaded);
+        println!("\n## {DIFF_SECTION} ({} cores)\n", bench::cores());
+        println!(
+            "A bridge with the PostgreSQL mirror; revisions of {DIFF_LINES} one-digit lines with little in common. \
+             One diff alone took {:.0} ms (approximate: {}). While {DIFFERS} callers diffed back to back \
+             ({} diffs answered, {} failed), another caller called `get_handoff` ({} of its calls failed).\n",
+            self.one_diff.as_secs_f64() * 1000.0,
+            self.approximate,
+            self.diffs,
+            self.failed,
+            self.unanswered
+        );
+        println!(
+            "| get_handoff (another caller) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
+        );
+        println!(
+            "| quiet | {} | {quiet_median:.0} | {quiet_p99:.0} |",
+            self.quiet.len()
+        );
+        println!(
+            "| during {DIFFERS} diffs | {} | {loaded_median:.0} | {loaded_p99:.0} |",
+            self.loaded.len()
+        );
+        let label = "diffs / quiet";
+        let before = |column: &str| {
+            previous
+                .and_then(|was| was.cell(DIFF_SECTION, label, column))
+                .unwrap_or_else(|| "—".into())
+        };
+        println!(
+            "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
+            previous.map_or("none", Previous::date)
+        );
+        println!(
+            "| {label} | {:.2} | {:.2} | {} / {} | p99 ≤ 3 |",
+            loaded_median / quiet_median,
+            loaded_p99 / quiet_p99,
+            before("median"),
+            before("p99")
         );
     }
 }

@@ -820,24 +820,44 @@ fn fuzz_line(rng: &mut Rng, n: usize) -> (Vec<u8>, Expect) {
             let line = format!("{}\r{}", request(id, "ping"), request(second, "ping"));
             (line.into_bytes(), Expect::Error(-32700))
         }
-        // A JSON object or array that is not an MCP message: rmcp answers
-        // Invalid Request without an id (even to by-position params, which
-        // JSON-RPC allows and MCP does not).
-        860..=949 => {
-            let message = match rng.below(7) {
-                0 => json!({}),
-                1 => json!({"jsonrpc": "2.0", "id": id}),
-                2 => json!({"jsonrpc": "2.0", "id": id, "method": "ping", "result": {}}),
-                3 => json!({"jsonrpc": "1.0", "id": id, "method": "ping"}),
-                4 => json!([request(id, "ping")]),
-                5 => {
-                    json!({"jsonrpc": "2.0", "id": id, "method": format!("x-fuzz/{}", rng.text(12)),
+        // A JSON object or array that is not an MCP message: the guard
+        // answers Invalid Request (or Invalid params, for by-position
+        // params, which JSON-RPC allows and MCP does not) under the id when
+        // the message has a usable one, else without an id.
+        860..=949 => match rng.below(7) {
+            0 => (b"{}".to_vec(), Expect::Error(-32600)),
+            1 => (
+                json!({"jsonrpc": "2.0", "id": id}).to_string().into_bytes(),
+                Expect::Answer(id),
+            ),
+            2 => (
+                json!({"jsonrpc": "2.0", "id": id, "method": "ping", "result": {}})
+                    .to_string()
+                    .into_bytes(),
+                Expect::Answer(id),
+            ),
+            3 => (
+                json!({"jsonrpc": "1.0", "id": id, "method": "ping"})
+                    .to_string()
+                    .into_bytes(),
+                Expect::Answer(id),
+            ),
+            4 => (
+                json!([request(id, "ping")]).to_string().into_bytes(),
+                Expect::Error(-32600),
+            ),
+            5 => (
+                json!({"jsonrpc": "2.0", "id": id, "method": format!("x-fuzz/{}", rng.text(12)),
                     "params": [rng.value(1), rng.value(1)]})
-                }
-                _ => json!({rng.text(6): rng.value(2)}),
-            };
-            (message.to_string().into_bytes(), Expect::Error(-32600))
-        }
+                .to_string()
+                .into_bytes(),
+                Expect::Answer(id),
+            ),
+            _ => (
+                json!({rng.text(6): rng.value(2)}).to_string().into_bytes(),
+                Expect::Error(-32600),
+            ),
+        },
         // Blank lines.
         950..=997 => (
             rng.pick(&["", " ", "\t", "\r", " \r"]).as_bytes().to_vec(),

@@ -17,6 +17,7 @@ mod examples;
 mod harness;
 mod hooks;
 mod install;
+mod jsonrpc_fuzz;
 mod mcp;
 mod mirror;
 mod mirror_bridge;

@@ -356,3 +356,164 @@ async fn handoff_move_takes_a_project_into_a_teams_namespace() {
         Some("shop")
     );
 }
+
+/// A ServiceAccount is an agent only in its own namespace: team-b's admin
+/// labels a team-b account `handoff.dev/agent=dev-lead` and lets it read
+/// team-a's offers; through the bridge it may not reject team-a's offer to
+/// dev-lead (it is no agent of team-a), even though it may patch offer
+/// status in team-b (a groomer there is none in team-a). A team-a account
+/// labelled otherwise is refused as another agent; team-a's real dev-lead
+/// rejects the offer.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_teams_account_labelled_as_the_destination_may_not_reject_its_offers() {
+    let env = installed();
+    let a = env.namespace("offers-team-a").await;
+    let b = env.namespace("offers-team-b").await;
+    onboard(env, &a);
+    onboard(env, &b);
+    let apply = |yaml: String, what: &str| {
+        let file = root().join("target").join(format!("tenancy-{what}.yaml"));
+        std::fs::write(&file, yaml).expect("manifest");
+        must(
+            kubectl(env, &["apply", "-f", &file.display().to_string()]),
+            what,
+        );
+    };
+    apply(
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dev-lead\n  namespace: {a}\n  labels:\n    handoff.dev/agent: dev-lead\n    handoff.dev/profile: implement\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dev-lead-writer\n  namespace: {a}\n\
+             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: handoff-writer\n\
+             subjects:\n  - kind: ServiceAccount\n    name: dev-lead\n    namespace: {a}\n\
+             ---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dev-lead\n  namespace: {b}\n  labels:\n    handoff.dev/agent: dev-lead\n    handoff.dev/profile: implement\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dev-lead-groomer\n  namespace: {b}\n\
+             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: handoff-groomer\n\
+             subjects:\n  - kind: ServiceAccount\n    name: dev-lead\n    namespace: {b}\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: read-offers\n  namespace: {a}\n\
+             rules:\n  - apiGroups: [\"handoff.dev\"]\n    resources: [\"handoffoffers\"]\n    verbs: [\"get\", \"list\"]\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: team-b-dev-lead-reads-offers\n  namespace: {a}\n\
+             roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: read-offers\n\
+             subjects:\n  - kind: ServiceAccount\n    name: dev-lead\n    namespace: {b}\n"
+        ),
+        "offers-accounts",
+    );
+    let (bridge, _dir) = bridge_as_installed_for(env, None, &[]).await;
+    let url = bridge.url().to_owned();
+    let in_a = format!("{url}/ns/{a}");
+    let implement = token(env, &a, "agent-implement");
+    let lead_a = token(env, &a, "dev-lead");
+    let lead_b = token(env, &b, "dev-lead");
+
+    let offered = drive(
+        &url,
+        &implement,
+        json!([
+            write("k", "over to you"),
+            common::call(
+                "offer_handoff",
+                json!({"project": "shop", "to": "dev-lead", "handoff_key": "k"})
+            )
+        ]),
+    );
+    let name = common::ok(&offered[1])["offer"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an offer: {offered:?}"))
+        .to_owned();
+    let reject = json!([common::call("reject_offer", json!({"offer": name}))]);
+
+    let listed = drive(
+        &in_a,
+        &lead_b,
+        json!([common::call("list_offers", json!({"project": "shop"}))]),
+    );
+    assert_eq!(
+        common::ok(&listed[0])["offers"][0]["name"],
+        json!(name),
+        "team b's account may read team a's offers: {listed:?}"
+    );
+    let by_b = drive(&in_a, &lead_b, reject.clone());
+    assert_eq!(
+        common::err_text(&by_b[0]),
+        format!(
+            "reject_offer: only the destination agent \"dev-lead\" may reject offer {name}; the caller \
+             system:serviceaccount:{b}:dev-lead is a ServiceAccount of namespace {b}, labelled \
+             handoff.dev/agent=dev-lead there, and no agent of namespace {a}, where the offer is (an agent is \
+             a ServiceAccount of the offer's namespace) (nor may it patch handoffoffers/status itself, as a \
+             groomer may)"
+        )
+    );
+    let by_implement = drive(&url, &implement, reject.clone());
+    assert_eq!(
+        common::err_text(&by_implement[0]),
+        format!(
+            "reject_offer: only the destination agent \"dev-lead\" may reject offer {name}; the caller \
+             system:serviceaccount:{a}:agent-implement is labelled handoff.dev/agent=implement (nor may it \
+             patch handoffoffers/status itself, as a groomer may)"
+        )
+    );
+    let offers = Api::<handoff_core::api::HandoffOffer>::namespaced(env.client().await, &a);
+    assert_eq!(
+        offers.get(&name).await.expect("offer").phase(),
+        handoff_core::api::OfferPhase::Offered,
+        "the refusals changed nothing"
+    );
+    let by_lead = drive(&url, &lead_a, reject);
+    assert_eq!(
+        common::ok(&by_lead[0])["offer"]["phase"],
+        json!("Rejected"),
+        "{by_lead:?}"
+    );
+}
+
+/// `handoff_mcp_settings_reads_total` on the bridge's /metrics page.
+async fn settings_reads(bridge: &handoff_testkit::BridgeProcess) -> u64 {
+    let addr = bridge.metrics_addr().expect("the bridge serves /metrics");
+    let page = handoff_testkit::http::scrape(&addr)
+        .await
+        .expect("scrape /metrics");
+    page.lines()
+        .find_map(|l| l.strip_prefix("handoff_mcp_settings_reads_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no settings reads counter: {page}"))
+}
+
+/// No read with the bridge's identity for a caller who may not write
+/// there: a writer of one team names sixty other namespaces; each write is
+/// refused by the apiserver's RBAC, and the bridge reads no namespace's
+/// `handoff-settings` for it. Its write in its own namespace reads that
+/// namespace's once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_write_makes_the_bridge_read_no_settings() {
+    let env = installed();
+    let a = env.namespace("settings-deputy").await;
+    onboard(env, &a);
+    let (bridge, _dir) =
+        bridge_as_installed_for(env, None, &["--metrics-listen", "127.0.0.1:0"]).await;
+    let url = bridge.url().to_owned();
+    let writer = token(env, &a, "agent-implement");
+    let user = format!("system:serviceaccount:{a}:agent-implement");
+    assert_eq!(settings_reads(&bridge).await, 0, "nothing read at start");
+    for i in 0..60 {
+        let elsewhere = format!("{a}-other-{i}");
+        let answer = drive(
+            &format!("{url}/ns/{elsewhere}"),
+            &writer,
+            json!([write("k", "not here")]),
+        );
+        let refusal = common::err_text(&answer[0]);
+        assert!(
+            refusal.contains(&format!(
+                "is forbidden: User \"{user}\" cannot patch resource \"handoffs\""
+            )) && refusal.contains(&format!("in the namespace \"{elsewhere}\"")),
+            "{refusal}"
+        );
+    }
+    assert_eq!(
+        settings_reads(&bridge).await,
+        0,
+        "refused writes made the bridge read settings"
+    );
+    let own = drive(&url, &writer, json!([write("k", "here")]));
+    assert_eq!(common::ok(&own[0])["outcome"], "created", "{own:?}");
+    assert_eq!(settings_reads(&bridge).await, 1, "the own write reads once");
+}

@@ -8,16 +8,28 @@
 //! `--max-in-flight` admitted, the rest 503 + `Retry-After` at once), the
 //! request timeout (503 + `Retry-After`), the body limit (a declared
 //! Content-Length over `--max-body-bytes` is 413 before anything is read or
-//! authenticated; rmcp stops a streamed body at the same limit), then
+//! authenticated; a streamed body is stopped at the same limit), then
 //! authentication. A caller that is not authenticated only ever reads one
 //! of the fixed texts below, never the apiserver's wording.
+//!
+//! An authenticated POST gets exactly one JSON-RPC answer: its body is
+//! judged before rmcp sees it ([`crate::jsonrpc::judge`]), and a body rmcp
+//! could not read (not JSON, not an object, params that do not fit, a
+//! notification that is not an MCP message) is answered `400` with a
+//! JSON-RPC error (under the request's id when it has one), not rmcp's
+//! plain-text `415`. A `Content-Type` other than JSON is `415` (the HTTP
+//! status for it, which rmcp gives too) with the same JSON-RPC body; a
+//! refusal rmcp makes itself on the headers (e.g. `406` for the `Accept`
+//! header) keeps its status and gets a JSON-RPC body, with rmcp's text as
+//! the message.
 //! Connections (plain or TLS, timeouts) are [`super::listener`]'s.
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -27,6 +39,7 @@ use tower::{BoxError, ServiceBuilder};
 
 use super::auth::{AuthError, NamespaceError, PROFILE_HEADER, TokenResolver, bearer_token};
 use super::call::OfferSettings;
+use super::jsonrpc::{INVALID_REQUEST, PARSE_ERROR, Refusal, Verdict, id_of, judge};
 use super::limits::Limits;
 use super::server::HandoffServer;
 use handoff_kube::settings::Budgets;
@@ -121,6 +134,10 @@ pub(crate) fn router(
     let app = axum::Router::new()
         .route_service("/mcp", service.clone())
         .route_service(NAMESPACE_ROUTE, service)
+        .layer(axum::middleware::from_fn_with_state(
+            options.limits.max_body_bytes,
+            one_answer,
+        ))
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
     guarded(app, &options.limits, metrics)
 }
@@ -211,6 +228,94 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.dec();
     }
+}
+
+/// Most bytes of a plain-text refusal of rmcp's turned into a JSON-RPC error.
+const MAX_REFUSAL_BYTES: usize = 64 * 1024;
+
+/// Gives an authenticated POST exactly one JSON-RPC answer (see the module
+/// docs): a body rmcp could not read is answered `400` here; a plain-text
+/// client error of rmcp's keeps its status and gets a JSON-RPC body.
+async fn one_answer(State(max_body_bytes): State<usize>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, max_body_bytes).await else {
+        let refusal = Refusal {
+            id: serde_json::Value::Null,
+            code: INVALID_REQUEST,
+            message: TOO_LARGE.to_owned(),
+        };
+        return json_rpc_error(StatusCode::PAYLOAD_TOO_LARGE, &refusal);
+    };
+    let is_json = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            let essence = v.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json")
+        });
+    if !is_json {
+        let refusal = Refusal {
+            id: id_of(&bytes),
+            code: INVALID_REQUEST,
+            message: "Unsupported Media Type: Content-Type must be application/json".to_owned(),
+        };
+        return json_rpc_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, &refusal);
+    }
+    let refusal = match judge(&bytes) {
+        Verdict::Forward => None,
+        Verdict::Blank => Some(Refusal {
+            id: serde_json::Value::Null,
+            code: PARSE_ERROR,
+            message: "Parse error: the request body is empty".to_owned(),
+        }),
+        Verdict::Drop => Some(Refusal {
+            id: serde_json::Value::Null,
+            code: INVALID_REQUEST,
+            message: "Invalid Request: a notification the server cannot read".to_owned(),
+        }),
+        Verdict::Answer(refusal) => Some(refusal),
+    };
+    if let Some(refusal) = refusal {
+        return json_rpc_error(StatusCode::BAD_REQUEST, &refusal);
+    }
+    let id = id_of(&bytes);
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let status = response.status();
+    if !status.is_client_error() || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), MAX_REFUSAL_BYTES)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_else(|_| status.to_string());
+    json_rpc_error(
+        status,
+        &Refusal {
+            id,
+            code: INVALID_REQUEST,
+            message: text,
+        },
+    )
+}
+
+fn json_rpc_error(status: StatusCode, refusal: &Refusal) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        refusal.to_line(),
+    )
+        .into_response()
 }
 
 /// Serves the router on `listener` until `shutdown` is cancelled.
@@ -434,5 +539,134 @@ mod tests {
                 .encode()
                 .contains("handoff_mcp_http_refusals_total{reason=\"too_large\"} 1")
         );
+    }
+
+    /// `/mcp` behind [`one_answer`], where the inner service answers
+    /// `inner` (status, content type, body) to whatever reaches it.
+    fn answering(inner: (StatusCode, &'static str, &'static str)) -> axum::Router {
+        axum::Router::new()
+            .route(
+                "/mcp",
+                post(move || async move {
+                    (inner.0, [(header::CONTENT_TYPE, inner.1)], inner.2).into_response()
+                }),
+            )
+            .layer(axum::middleware::from_fn_with_state(64usize, one_answer))
+    }
+
+    /// The id and code of the JSON-RPC error expected, if one is.
+    type Refused = Option<(serde_json::Value, i64)>;
+
+    #[tokio::test]
+    async fn every_post_gets_one_json_rpc_answer() {
+        let ok = (
+            StatusCode::OK,
+            "application/json",
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        );
+        let unsupported = (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "text/plain",
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+        // (inner answer, body, status, id, code; None: the inner answer unchanged)
+        let cases: Vec<(_, &'static str, StatusCode, Refused)> = vec![
+            (
+                ok,
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+                StatusCode::OK,
+                None,
+            ),
+            (
+                ok,
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":""}"#,
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::json!(1), -32602)),
+            ),
+            (
+                ok,
+                r#"{"jsonrpc":"2.0","id":"s","method":"tools/list","params":[null]}"#,
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::json!("s"), -32602)),
+            ),
+            (
+                ok,
+                "{not json",
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::Value::Null, -32700)),
+            ),
+            (
+                ok,
+                "",
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::Value::Null, -32700)),
+            ),
+            (
+                ok,
+                "-1",
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::Value::Null, -32600)),
+            ),
+            (
+                ok,
+                r#"{"jsonrpc":"2.0","method":"ping","params":5}"#,
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::Value::Null, -32600)),
+            ),
+            (
+                ok,
+                "x",
+                StatusCode::BAD_REQUEST,
+                Some((serde_json::Value::Null, -32700)),
+            ),
+            (
+                unsupported,
+                r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#,
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                Some((serde_json::json!(4), -32600)),
+            ),
+        ];
+        for (inner, body, status, error) in cases {
+            let request = Request::post("/mcp")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .expect("request");
+            let answer = answering(inner).oneshot(request).await.expect("infallible");
+            assert_eq!(answer.status(), status, "{body}");
+            let got = text(answer).await;
+            match error {
+                None => assert_eq!(got, inner.2, "{body}"),
+                Some((id, code)) => {
+                    let got: serde_json::Value =
+                        serde_json::from_str(&got).expect("a JSON-RPC body");
+                    assert_eq!(
+                        (&got["id"], got["error"]["code"].as_i64()),
+                        (&id, Some(code)),
+                        "{body}: {got}"
+                    );
+                }
+            }
+        }
+        let plain = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from(r#"{"jsonrpc":"2.0","id":"t","method":"ping"}"#))
+            .expect("request");
+        let answer = answering(ok).oneshot(plain).await.expect("infallible");
+        assert_eq!(answer.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        let got: serde_json::Value = serde_json::from_str(&text(answer).await).expect("JSON");
+        assert_eq!(
+            (&got["id"], got["error"]["code"].as_i64()),
+            (&serde_json::json!("t"), Some(-32600))
+        );
+        let long = Request::post("/mcp")
+            .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+            .body(Body::from(
+                "{\"x\":\"".to_owned() + &"y".repeat(100) + "\"}",
+            ))
+            .expect("request");
+        let answer = answering(ok).oneshot(long).await.expect("infallible");
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let got: serde_json::Value = serde_json::from_str(&text(answer).await).expect("JSON");
+        assert_eq!(got["error"]["message"], TOO_LARGE);
     }
 }

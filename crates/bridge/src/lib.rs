@@ -33,11 +33,13 @@
 //! - [`limits`]: the HTTP limits (flags, defaults).
 //! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
+//! - [`jsonrpc`]: which frames rmcp reads, and the one answer to the rest (pure).
 
 pub mod auth;
 pub mod call;
 pub mod headers;
 pub mod http;
+pub(crate) mod jsonrpc;
 pub mod limits;
 pub(crate) mod listener;
 pub mod profiles;
@@ -258,10 +260,13 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     });
     let options = http::HttpOptions {
         allowed_hosts: allowed_hosts(&args.allowed_hosts),
-        budgets: Arc::new(handoff_kube::settings::Budgets::new(
-            acting.clone(),
-            handoff_kube::settings::READ_TIMEOUT,
-        )),
+        budgets: Arc::new(
+            handoff_kube::settings::Budgets::new(
+                acting.clone(),
+                handoff_kube::settings::READ_TIMEOUT,
+            )
+            .counted(metrics.settings_reads().clone()),
+        ),
         offers: OfferSettings {
             acting: Some(acting),
             active_selector: args.active_agent_selector.clone(),

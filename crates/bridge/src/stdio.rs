@@ -1,13 +1,31 @@
-//! A guarded stdio transport. rmcp silently drops a line that is not
-//! JSON-RPC; an agent (or a human typing into the pipe) would then wait
-//! forever. This guard sits between stdin/stdout and rmcp: every malformed
-//! line (not UTF-8, not JSON, not an object, too long) is answered with a
-//! JSON-RPC error (`-32700` parse error or `-32600` invalid request, `id`
-//! null), valid lines pass through, and one task owns stdout so answers
-//! never interleave. Input is framed as bytes, so no byte sequence ends the
-//! session: only the end of stdin or an error reading it does.
+//! A guarded stdio transport. rmcp drops or answers without an id a line
+//! it cannot read as an MCP message; an agent (or a human typing into the
+//! pipe) would then wait forever for its request's answer. This guard sits
+//! between stdin/stdout and rmcp: every line is judged first
+//! ([`crate::jsonrpc::judge`]): one rmcp reads passes through, a
+//! notification it cannot read is dropped (JSON-RPC answers no
+//! notification), and every other line (not UTF-8, not JSON, not an
+//! object, bad params, too long) is answered with one JSON-RPC error, under
+//! the request's id when it has a usable one (`-32700` parse error,
+//! `-32600` invalid request, `-32602` invalid params). A request reusing
+//! the id of one not answered yet (MCP: an id is never reused in a
+//! session) is answered `-32600` under that id instead of reaching rmcp,
+//! which would answer the two only once; the ids in flight are those
+//! forwarded and neither answered nor cancelled. One task owns stdout
+//! so answers never interleave. Input is framed as bytes, so no byte
+//! sequence ends the session: only the end of stdin or an error reading it
+//! does.
 
 use futures::{SinkExt, StreamExt};
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::jsonrpc::{Flight, INVALID_REQUEST, Refusal, Verdict, answered, flight, judge};
+
+/// The ids (as JSON text) of requests forwarded to rmcp and not yet
+/// answered nor cancelled.
+type InFlight = Arc<Mutex<HashSet<String>>>;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc;
 use tokio_util::bytes::{Buf, Bytes, BytesMut};
@@ -34,8 +52,9 @@ where
     let (server_reader, feed) = tokio::io::duplex(PIPE_BYTES);
     let (server_writer, answers) = tokio::io::duplex(PIPE_BYTES);
     let (errors_tx, errors_rx) = mpsc::channel::<String>(64);
-    tokio::spawn(read_input(input, feed, errors_tx));
-    tokio::spawn(write_output(answers, errors_rx, output));
+    let in_flight = InFlight::default();
+    tokio::spawn(read_input(input, feed, errors_tx, in_flight.clone()));
+    tokio::spawn(write_output(answers, errors_rx, output, in_flight));
     (server_reader, server_writer)
 }
 
@@ -137,6 +156,7 @@ async fn read_input<I: AsyncRead + Unpin>(
     input: I,
     mut feed: DuplexStream,
     errors: mpsc::Sender<String>,
+    in_flight: InFlight,
 ) {
     let mut frames = FramedRead::new(input, LineFraming::new(MAX_LINE_BYTES));
     loop {
@@ -152,17 +172,22 @@ async fn read_input<I: AsyncRead + Unpin>(
             }
         };
         let verdict = match &frame {
-            Frame::Line(line) => check(line),
-            Frame::TooLong => Err(rpc_error(
-                -32600,
-                &format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes"),
-            )),
+            Frame::Line(line) => check(line).and_then(|forward| match forward {
+                Some(message) => admit(&in_flight, message).map(|()| Some(message)),
+                None => Ok(None),
+            }),
+            Frame::TooLong => Err(Refusal {
+                id: serde_json::Value::Null,
+                code: INVALID_REQUEST,
+                message: format!("Invalid Request: a line longer than {MAX_LINE_BYTES} bytes"),
+            }
+            .to_line()),
         };
         match verdict {
             Ok(None) => {}
             Ok(Some(message)) => {
                 let mut framed = Vec::with_capacity(message.len() + 1);
-                framed.extend_from_slice(message.as_bytes());
+                framed.extend_from_slice(message);
                 framed.push(b'\n');
                 if let Err(e) = feed.write_all(&framed).await {
                     tracing::info!(error = %e, "the MCP server stopped reading; stdin is no longer read");
@@ -181,33 +206,55 @@ async fn read_input<I: AsyncRead + Unpin>(
 }
 
 /// Judges one line (without its line ending): `Ok(None)` for a blank line
-/// (skipped), `Ok(Some(text))` for a JSON object or array (rmcp judges the
-/// rest); otherwise the JSON-RPC error to answer with.
-pub fn check(line: &[u8]) -> Result<Option<&str>, String> {
-    let text = std::str::from_utf8(line)
-        .map_err(|e| rpc_error(-32700, &format!("Parse error: the line is not UTF-8 ({e})")))?;
-    if text.trim().is_empty() {
-        return Ok(None);
-    }
-    match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(v) if v.is_object() || v.is_array() => Ok(Some(text)),
-        Ok(_) => Err(rpc_error(
-            -32600,
-            "Invalid Request: a JSON-RPC message is a JSON object",
-        )),
-        Err(e) => Err(rpc_error(-32700, &format!("Parse error: {e}"))),
+/// (skipped) or a notification rmcp cannot read (dropped), `Ok(Some(line))`
+/// for a message rmcp reads; otherwise the one JSON-RPC error to answer
+/// with (see [`crate::jsonrpc`]).
+pub fn check(line: &[u8]) -> Result<Option<&[u8]>, String> {
+    match judge(line) {
+        Verdict::Forward => Ok(Some(line)),
+        Verdict::Blank => Ok(None),
+        Verdict::Drop => {
+            tracing::debug!("a notification that is not an MCP message was dropped");
+            Ok(None)
+        }
+        Verdict::Answer(refusal) => Err(refusal.to_line()),
     }
 }
 
-fn rpc_error(code: i64, message: &str) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}})
-        .to_string()
+/// Records a request rmcp is to read as in flight, or refuses it when
+/// its id already is; a cancellation ends its request's flight.
+fn admit(in_flight: &InFlight, message: &[u8]) -> Result<(), String> {
+    let Ok(mut ids) = in_flight.lock() else {
+        return Ok(());
+    };
+    match flight(message) {
+        Flight::Request(id) => {
+            if ids.insert(id.to_string()) {
+                return Ok(());
+            }
+            Err(Refusal {
+                message: format!(
+                    "Invalid Request: the id {id} is already used by a request not answered yet \
+                     (an id is never reused in a session)"
+                ),
+                id,
+                code: INVALID_REQUEST,
+            }
+            .to_line())
+        }
+        Flight::Cancels(id) => {
+            ids.remove(&id.to_string());
+            Ok(())
+        }
+        Flight::Other => Ok(()),
+    }
 }
 
 async fn write_output<O: AsyncWrite + Unpin>(
     answers: DuplexStream,
     mut errors: mpsc::Receiver<String>,
     output: O,
+    in_flight: InFlight,
 ) {
     let mut answers = FramedRead::new(answers, LinesCodec::new());
     let mut out = FramedWrite::new(output, LinesCodec::new());
@@ -215,7 +262,12 @@ async fn write_output<O: AsyncWrite + Unpin>(
     loop {
         let line = tokio::select! {
             answer = answers.next() => match answer {
-                Some(Ok(line)) => line,
+                Some(Ok(line)) => {
+                    if let (Some(id), Ok(mut ids)) = (answered(&line), in_flight.lock()) {
+                        ids.remove(&id.to_string());
+                    }
+                    line
+                }
                 _ => break,
             },
             error = errors.recv(), if errors_open => match error {
@@ -317,7 +369,7 @@ mod tests {
     fn classification() {
         let cases: Vec<(&str, &[u8], Option<i64>)> = vec![
             ("a request", PING.as_bytes(), None),
-            ("an array", b"[]", None),
+            ("an array (MCP has no batches)", b"[]", Some(-32600)),
             ("not JSON", b"{garbage", Some(-32700)),
             ("a number", b"42", Some(-32600)),
             ("a string", br#""ping""#, Some(-32600)),
@@ -339,6 +391,18 @@ mod tests {
                 answer["error"]["code"].as_i64().expect("code")
             });
             assert_eq!(got, want, "{case}");
+        }
+        // A request whose params do not fit is answered under its own id.
+        for params in [r#""""#, "-1", "[null]", r#""x""#] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{params}}}"#);
+            let answer = check(line.as_bytes()).expect_err("refused");
+            let answer: Value = serde_json::from_str(&answer).expect("answer is JSON");
+            assert_eq!(
+                (answer["id"].as_i64(), answer["error"]["code"].as_i64()),
+                (Some(9), Some(-32602)),
+                "{params}: {answer}"
+            );
         }
         for blank in [&b""[..], b"  ", b"\t", b"\r"] {
             assert_eq!(check(blank), Ok(None), "{blank:?}");
@@ -440,5 +504,54 @@ mod tests {
             assert_eq!(got, format!("{forwarded}\n"), "{case}: forwarded");
             assert_eq!(got_codes, codes, "{case}: answers");
         }
+    }
+
+    #[tokio::test]
+    async fn a_reused_id_in_flight_is_refused_under_it_and_free_once_answered() {
+        let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+        let (mut client_in, stdin) = tokio::io::duplex(4096);
+        let (stdout, client_out) = tokio::io::duplex(4096);
+        let (server_reader, mut server_writer) = guard(stdin, stdout);
+        let mut forwarded = BufReader::new(server_reader).lines();
+        let mut answers = BufReader::new(client_out).lines();
+        let mut next = async || -> Value {
+            let line = answers.next_line().await.expect("read").expect("a line");
+            serde_json::from_str(&line).expect("JSON")
+        };
+        // A third request marks the end of what is forwarded.
+        let other = r#"{"jsonrpc":"2.0","id":8,"method":"ping"}"#;
+        client_in
+            .write_all(format!("{ping}\n{ping}\n{other}\n").as_bytes())
+            .await
+            .expect("write");
+        let mut passed = Vec::new();
+        while let Some(line) = forwarded.next_line().await.expect("read") {
+            let last = line == other;
+            passed.push(line);
+            if last {
+                break;
+            }
+        }
+        assert_eq!(passed, [ping, other], "the reused id is not forwarded");
+        let refusal = next().await;
+        assert_eq!(
+            (refusal["id"].as_i64(), refusal["error"]["code"].as_i64()),
+            (Some(7), Some(-32600)),
+            "{refusal}"
+        );
+        server_writer
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n")
+            .await
+            .expect("answer");
+        assert_eq!(next().await["result"], serde_json::json!({}));
+        client_in
+            .write_all(format!("{ping}\n").as_bytes())
+            .await
+            .expect("write");
+        assert_eq!(
+            forwarded.next_line().await.expect("read").as_deref(),
+            Some(ping),
+            "answered, the id is free again"
+        );
     }
 }

@@ -10,6 +10,12 @@
 //! problem (the controller puts it in the `Linted` condition's message; both
 //! log it).
 //!
+//! The bridge reads a namespace's budget only after the caller's own
+//! write there succeeded, never beside or before it: a caller whose RBAC
+//! refuses the write must not make the bridge read anything with its own
+//! identity (a confused deputy, and a read per namespace the caller names).
+//! Its reads are counted ([`Budgets::counted`]).
+//!
 //! Reads are cached per namespace for [`BUDGET_TTL`] (a missing ConfigMap
 //! and a forbidden read too), so a change takes effect within that time and
 //! steady-state writes add no request. A read that fails otherwise (an
@@ -103,6 +109,7 @@ pub struct Budgets {
     client: Client,
     timeout: Duration,
     cache: Mutex<HashMap<String, (Instant, Found)>>,
+    reads: Option<prometheus_client::metrics::counter::Counter>,
 }
 
 impl Budgets {
@@ -112,7 +119,14 @@ impl Budgets {
             client,
             timeout,
             cache: Mutex::default(),
+            reads: None,
         }
+    }
+
+    /// These budgets, counting each read of the ConfigMap in `reads`.
+    pub fn counted(mut self, reads: prometheus_client::metrics::counter::Counter) -> Self {
+        self.reads = Some(reads);
+        self
     }
 
     /// The budget of `namespace`: cached, else read (one GET).
@@ -141,6 +155,9 @@ impl Budgets {
 
     /// One read; `None` when it failed in a way worth asking again.
     async fn read(&self, namespace: &str) -> Option<Found> {
+        if let Some(reads) = &self.reads {
+            reads.inc();
+        }
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         match tokio::time::timeout(self.timeout, api.get_opt(SETTINGS_CONFIGMAP)).await {
             Ok(Ok(map)) => {

@@ -71,13 +71,15 @@ pub struct BridgeMetrics {
     reviews: Family<ReviewLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
     in_flight: Gauge,
+    settings_reads: Counter,
 }
 
 impl BridgeMetrics {
     /// Registers `handoff_mcp_tool_calls_total`,
     /// `handoff_mcp_tool_call_duration_seconds`,
-    /// `handoff_mcp_identity_reviews_total`, `handoff_mcp_http_refusals_total`
-    /// and `handoff_mcp_http_requests_in_flight`.
+    /// `handoff_mcp_identity_reviews_total`, `handoff_mcp_http_refusals_total`,
+    /// `handoff_mcp_http_requests_in_flight` and
+    /// `handoff_mcp_settings_reads_total`.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("handoff_mcp");
         let calls = Family::<ToolCallLabels, Counter>::default();
@@ -87,6 +89,12 @@ impl BridgeMetrics {
         let reviews = Family::<ReviewLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
         let in_flight = Gauge::default();
+        let settings_reads = Counter::default();
+        registry.register(
+            "settings_reads",
+            "Reads of a namespace's handoff-settings ConfigMap the bridge made with its own identity",
+            settings_reads.clone(),
+        );
         registry.register(
             "identity_reviews",
             "SelfSubjectReviews the bridge made to identify bearer tokens, by result",
@@ -119,7 +127,13 @@ impl BridgeMetrics {
             reviews,
             refusals,
             in_flight,
+            settings_reads,
         })
+    }
+
+    /// The counter of settings reads (see [`crate::settings::Budgets::counted`]).
+    pub fn settings_reads(&self) -> &Counter {
+        &self.settings_reads
     }
 
     /// Counts one identity review.

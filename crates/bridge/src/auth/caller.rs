@@ -143,12 +143,23 @@ impl Caller {
             .map(String::as_str)
     }
 
-    /// The agent this caller is: the label `handoff.dev/agent` of its
-    /// ServiceAccount (`None` for other users, unlabelled accounts and
-    /// accounts the bridge may not read). Over HTTP read with the bridge's
-    /// identity when the token was resolved; over stdio with the caller's
-    /// own, on first need.
+    /// The agent this caller is in the namespace of its call: the label
+    /// `handoff.dev/agent` of its ServiceAccount, when that account lives
+    /// in this namespace. An account of another namespace is no agent here,
+    /// whatever its label says: a team's admin labels its own accounts, and
+    /// that must not make them another team's agents. `None` too for other
+    /// users, unlabelled accounts and accounts the bridge may not read.
     pub async fn agent(&self) -> Result<Option<&str>, kube::Error> {
+        let label = self.agent_label().await?;
+        let home = service_account_of(self.username().await?).map(|(namespace, _)| namespace);
+        Ok(label.filter(|_| home == Some(self.store.namespace())))
+    }
+
+    /// The label `handoff.dev/agent` of the caller's ServiceAccount, in
+    /// whichever namespace it lives (for messages; [`Caller::agent`] is the
+    /// identity). Over HTTP read with the bridge's identity when the token
+    /// was resolved; over stdio with the caller's own, on first need.
+    pub(crate) async fn agent_label(&self) -> Result<Option<&str>, kube::Error> {
         self.agent
             .get_or_try_init(|| async {
                 let username = self.username().await?.to_owned();
@@ -156,6 +167,12 @@ impl Caller {
             })
             .await
             .map(Option::as_deref)
+    }
+
+    /// The namespace of the caller's ServiceAccount, if it is one and its
+    /// name is known.
+    pub(crate) fn account_namespace(&self) -> Option<&str> {
+        service_account_of(self.known_username()).map(|(namespace, _)| namespace)
     }
 
     /// The name if already known (for messages; never a request).

@@ -21,8 +21,12 @@
 //! from the `X-Handoff-Profile` request header. A header can therefore pick
 //! a profile, but never widen what RBAC allows. The same read gives the
 //! agent the caller is (label `handoff.dev/agent`): the destination an offer
-//! names may reject it. A caller whose ServiceAccount lives in another
-//! namespace gets its profile from the header only, and is no agent.
+//! names may reject it. An account is an agent only in its own namespace:
+//! called in another (a `/mcp/ns/<namespace>` route), it is no agent there,
+//! whatever its label, so one team's admin cannot make an account another
+//! team's agent ([`Caller::agent`]). A caller whose ServiceAccount the
+//! bridge may not read gets its profile from the header only, and is no
+//! agent.
 //!
 //! When the bridge answers from the PostgreSQL mirror instead of the
 //! apiserver, RBAC is not in the path, so the bridge asks first: a

@@ -3,10 +3,14 @@
 //!
 //! Who may: the caller must first be able to `get` the offer with its own
 //! credentials (RBAC, before anything is done with the bridge's identity);
-//! then it must be the destination — its ServiceAccount labelled
-//! `handoff.dev/agent=<spec.to>` — or a caller whose own RBAC lets it patch
-//! `handoffoffers/status` (a groomer). The phase is then written with the
-//! bridge's identity (agents have no right on the status subresource).
+//! then it must be the destination in the offer's namespace — a
+//! ServiceAccount *of that namespace* labelled `handoff.dev/agent=<spec.to>`
+//! ([`crate::auth::Caller::agent`]: another namespace's account is no agent
+//! here, whatever its own admin labelled it) — or a caller whose own RBAC
+//! lets it patch `handoffoffers/status` in that namespace (a groomer; a
+//! SelfSubjectAccessReview with its own credentials). The phase is then
+//! written with the bridge's identity (agents have no right on the status
+//! subresource). A refusal says which of the two the caller is not.
 //! Only a pending (`Offered`) or taken-up (`Accepted`) offer can be
 //! rejected; rejecting a rejected one changes nothing.
 
@@ -68,6 +72,12 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
         .map_err(|e| call.kube_error(e))?
         .map(str::to_owned);
     if agent.as_deref() != Some(offer.spec.to.as_str()) {
+        let label = call
+            .caller
+            .agent_label()
+            .await
+            .map_err(|e| call.kube_error(e))?
+            .map(str::to_owned);
         let grooms = call
             .caller
             .may_on("handoffoffers/status", "patch")
@@ -79,10 +89,19 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 .username()
                 .await
                 .map_err(|e| call.kube_error(e))?;
+            let home = call.caller.account_namespace();
+            let account = match home {
+                Some(home) if home != call.namespace() => Account::Elsewhere {
+                    home,
+                    label: label.as_deref(),
+                },
+                _ => Account::Here(label.as_deref()),
+            };
             return Err(CallError::Refused(not_the_destination(
                 &offer,
+                call.namespace(),
                 user,
-                agent.as_deref(),
+                account,
             )));
         }
     }
@@ -102,13 +121,40 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     Ok(answer(&result, text(&args.offer)))
 }
 
-/// The refusal of a caller that is not the offer's destination.
-pub(crate) fn not_the_destination(offer: &HandoffOffer, user: &str, agent: Option<&str>) -> String {
+/// What the caller's ServiceAccount is, for a refusal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Account<'a> {
+    /// In the offer's namespace (or not a ServiceAccount), with this agent label.
+    Here(Option<&'a str>),
+    /// A ServiceAccount of namespace `home`, not the offer's, with this label.
+    Elsewhere {
+        home: &'a str,
+        label: Option<&'a str>,
+    },
+}
+
+/// The refusal of a caller that is not the offer's destination in
+/// `namespace` (the offer's) and may not patch its status there either.
+pub(crate) fn not_the_destination(
+    offer: &HandoffOffer,
+    namespace: &str,
+    user: &str,
+    account: Account<'_>,
+) -> String {
     let to = &offer.spec.to;
     let name = offer.metadata.name.as_deref().unwrap_or_default();
-    let is = match agent {
-        Some(agent) => format!("is labelled {AGENT_LABEL}={agent}"),
-        None => format!("is not labelled {AGENT_LABEL}={to}"),
+    let is = match account {
+        Account::Here(Some(agent)) => format!("is labelled {AGENT_LABEL}={agent}"),
+        Account::Here(None) => format!("is not labelled {AGENT_LABEL}={to}"),
+        Account::Elsewhere { home, label } => {
+            let labelled = label
+                .map(|l| format!(", labelled {AGENT_LABEL}={l} there,"))
+                .unwrap_or_default();
+            format!(
+                "is a ServiceAccount of namespace {home}{labelled} and no agent of namespace {namespace}, \
+                 where the offer is (an agent is a ServiceAccount of the offer's namespace)"
+            )
+        }
     };
     format!(
         "reject_offer: only the destination agent {to:?} may reject offer {name}; the caller {user} {is} \
@@ -150,13 +196,32 @@ mod tests {
         );
         let user = "system:serviceaccount:ns:impl";
         assert_eq!(
-            not_the_destination(&offer, user, None),
+            not_the_destination(&offer, "ns", user, Account::Here(None)),
             "reject_offer: only the destination agent \"dev-lead\" may reject offer dev-lead-abc-1; the caller \
              system:serviceaccount:ns:impl is not labelled handoff.dev/agent=dev-lead (nor may it patch \
              handoffoffers/status itself, as a groomer may)"
         );
-        assert!(not_the_destination(&offer, user, Some("tester")).contains(
-            "the caller system:serviceaccount:ns:impl is labelled handoff.dev/agent=tester"
-        ));
+        assert!(
+            not_the_destination(&offer, "ns", user, Account::Here(Some("tester"))).contains(
+                "the caller system:serviceaccount:ns:impl is labelled handoff.dev/agent=tester"
+            )
+        );
+        let elsewhere = Account::Elsewhere {
+            home: "team-b",
+            label: Some("dev-lead"),
+        };
+        assert_eq!(
+            not_the_destination(
+                &offer,
+                "team-a",
+                "system:serviceaccount:team-b:dev-lead",
+                elsewhere
+            ),
+            "reject_offer: only the destination agent \"dev-lead\" may reject offer dev-lead-abc-1; the caller \
+             system:serviceaccount:team-b:dev-lead is a ServiceAccount of namespace team-b, labelled \
+             handoff.dev/agent=dev-lead there, and no agent of namespace team-a, where the offer is (an agent is \
+             a ServiceAccount of the offer's namespace) (nor may it patch handoffoffers/status itself, as a \
+             groomer may)"
+        );
     }
 }

@@ -14,7 +14,7 @@
 //! addition to the contract's result, which clients that do not know it
 //! ignore. The body is linted under its namespace's budget
 //! ([`handoff_kube::settings`], cached; a bad setting is logged and the default
-//! used).
+//! used), read only after the write succeeded.
 
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
@@ -112,10 +112,11 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 }),
         }
     };
-    // The namespace's budget is cached; when it is not, its read runs
-    // beside the write, so a write never waits for it in sequence.
-    let (written, budget) = tokio::join!(write, call.budgets.budget(store.namespace()));
-    let (outcome, stored) = written?;
+    // The namespace's budget is read (or found cached) only once the
+    // caller's own write succeeded: a caller RBAC refuses makes the bridge
+    // read nothing with its identity (handoff_kube::settings).
+    let (outcome, stored) = write.await?;
+    let budget = call.budgets.budget(store.namespace()).await;
     let result = WriteResult {
         outcome,
         warnings: lint::lint(&stored.spec.body, budget.tokens),
