@@ -372,6 +372,7 @@ fn under_diffs(
     for (revision, body) in [(1, &old), (2, &new)] {
         let row = handoff_mirror::Row {
             id: uid.clone(),
+            name: name_for_key(key),
             namespace: "default".into(),
             handoff_key: key.into(),
             project: "bench".into(),
