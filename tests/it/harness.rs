@@ -409,7 +409,7 @@ fn suites_share_a_cluster_where_handoff_dev_runs() {
 /// name the key must have, while the bridge's write of that key (it
 /// derives the name) and a kubectl write under the derived name pass.
 #[test]
-fn handoff_dev_refuses_a_kubectl_twin_with_the_derived_name() {
+fn handoff_dev_refuses_twins_and_squats_on_every_kubectl_path() {
     let dir = data_dir();
     let (child, pids, printed) = start_dev(dir.path(), &[]);
     assert!(
@@ -430,14 +430,16 @@ fn handoff_dev_refuses_a_kubectl_twin_with_the_derived_name() {
         "{results:?}"
     );
     let kubectl = Assets::locate().expect("assets").bin("kubectl");
-    let create = |name: &str| {
+    // `kubectl <args> -f -` with a Handoff named `name` holding `key`.
+    let run = |args: &[&str], name: &str, key: &str| {
         let yaml = format!(
-            "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  handoffKey: \"dev#twin\"\n  project: dev\n  body: \"twin\"\n"
+            "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n  handoffKey: {key:?}\n  project: dev\n  body: \"not the genuine one\"\n"
         );
         let mut child = Command::new(&kubectl)
             .arg("--kubeconfig")
             .arg(dir.path().join("kubeconfig"))
-            .args(["create", "-f", "-"])
+            .args(args)
+            .args(["-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -448,20 +450,40 @@ fn handoff_dev_refuses_a_kubectl_twin_with_the_derived_name() {
         child.wait_with_output().expect("kubectl output")
     };
     let derived = handoff_core::api::naming::name_for_key("dev#twin");
-    let twin = create("my-twin");
-    let stderr = String::from_utf8_lossy(&twin.stderr);
-    assert!(!twin.status.success(), "the twin was created");
-    for part in [
-        "\"my-twin\"",
-        "\"dev#twin\"",
-        &derived,
-        "handoff name 'dev#twin'",
-    ] {
-        assert!(stderr.contains(part), "{part} not in {stderr}");
+    // A twin (a name of its own, the genuine key) through every way kubectl
+    // creates; a squat (the genuine name, another key) the same way.
+    let paths: [&[&str]; 4] = [
+        &["create"],
+        &["apply", "--server-side", "--field-manager=someone-else"],
+        &["apply"],
+        &["replace", "--force"],
+    ];
+    for path in paths {
+        let twin = run(path, "my-twin", "dev#twin");
+        let stderr = String::from_utf8_lossy(&twin.stderr);
+        assert!(!twin.status.success(), "{path:?}: the twin was created");
+        for part in [
+            "\"my-twin\"",
+            "\"dev#twin\"",
+            &derived,
+            "handoff name 'dev#twin'",
+        ] {
+            assert!(stderr.contains(part), "{path:?}: {part} not in {stderr}");
+        }
+        let squatted = handoff_core::api::naming::name_for_key("dev#other");
+        let squat = run(path, &squatted, "dev#squatter");
+        let stderr = String::from_utf8_lossy(&squat.stderr);
+        assert!(!squat.status.success(), "{path:?}: the squat was created");
+        assert!(
+            stderr.contains(&format!(
+                "is not the name of spec.handoffKey \"dev#squatter\""
+            )),
+            "{path:?}: {stderr}"
+        );
     }
     // The derived name is taken by the genuine object: kubectl meets the
     // apiserver's own uniqueness, not the webhook.
-    let again = create(&derived);
+    let again = run(&["create"], &derived, "dev#twin");
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("already exists"),
         "{}",

@@ -820,7 +820,10 @@ async fn http_resources_and_prompts_read_as_the_caller() {
         got[1]
     );
     let text = got[2]["messages"][0]["text"].as_str().unwrap_or_default();
-    assert!(text.ends_with("\n\nthe body"), "{text}");
+    assert!(
+        text.ends_with("\n\n~~~markdown prior-handoff\nthe body\n~~~\n"),
+        "{text}"
+    );
 
     let refused = bridge.drive(&nobody, "", plan(json!({"op": "list_resource_templates"})));
     assert_eq!(refused[0]["templates"].as_array().map(Vec::len), Some(1));
