@@ -475,9 +475,7 @@ fn handoff_dev_refuses_twins_and_squats_on_every_kubectl_path() {
         let stderr = String::from_utf8_lossy(&squat.stderr);
         assert!(!squat.status.success(), "{path:?}: the squat was created");
         assert!(
-            stderr.contains(&format!(
-                "is not the name of spec.handoffKey \"dev#squatter\""
-            )),
+            stderr.contains("is not the name of spec.handoffKey \"dev#squatter\""),
             "{path:?}: {stderr}"
         );
     }
