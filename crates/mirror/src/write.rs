@@ -122,8 +122,11 @@ RETURNING h.namespace, h.handoff_key
 /// Records a revision and keeps the key's newest `$11` (by `written_at`,
 /// then revision) in one statement, reading only that key's rows. The
 /// revision is inserted only when it is among the newest `$11` (a stale
-/// record of an old revision adds nothing); the rows it displaces are
-/// deleted. Returns the rows deleted.
+/// record of an old revision adds nothing) and only while the object's row
+/// is there (the row is written first; a record that arrives after the
+/// object's delete removed its row and history would bring back a revision
+/// of a deleted handoff); the rows it displaces are deleted. Returns the
+/// rows deleted.
 const RECORD_REVISION: &str = r#"
 WITH inserted AS (
     INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, repo,
@@ -133,6 +136,8 @@ WITH inserted AS (
     WHERE (SELECT count(*) FROM handoff_revisions
            WHERE namespace = $1 AND handoff_key = $2
              AND (written_at, revision) > ($10::timestamptz, $4::bigint)) < $11::bigint
+      AND EXISTS (SELECT 1 FROM handoffs
+                  WHERE namespace = $1 AND handoff_key = $2 AND id = $3::text::uuid)
     ON CONFLICT DO NOTHING
     RETURNING 1
 ), beyond AS (
