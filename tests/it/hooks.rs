@@ -91,13 +91,7 @@ fn hook(
         .write_all(payload.to_string().as_bytes())
         .expect("payload");
     let out = child.wait_with_output().expect("hook output");
-    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let json = if stdout.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
-    };
+    let json = stdout_json(&out);
     (
         out.status.success(),
         json,
@@ -900,7 +894,16 @@ fn wait_or_kill(mut child: std::process::Child, patience: std::time::Duration) -
     child.wait_with_output().expect("output")
 }
 
-/// The hook's one JSON line (or Null), after checking it exited 0.
+/// The hook's one JSON line on stdout, or Null when it printed nothing.
+fn stdout_json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if stdout.is_empty() {
+        return Value::Null;
+    }
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+}
+
+/// [`stdout_json`], after checking the hook exited 0.
 fn answered(out: &Output) -> Value {
     assert!(
         out.status.success(),
@@ -908,11 +911,7 @@ fn answered(out: &Output) -> Value {
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    if stdout.is_empty() {
-        return Value::Null;
-    }
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {stdout}"))
+    stdout_json(out)
 }
 
 /// A transcript whose first line has no end for 3 GiB (a sparse file), then

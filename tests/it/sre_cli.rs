@@ -38,6 +38,31 @@ fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `handoff <args> -n <ns> --postgres-url <url>`.
+fn with_mirror(kubeconfig: &Path, ns: &str, url: &str, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["-n", ns, "--postgres-url", url]);
+    handoff(kubeconfig, &all)
+}
+
+/// `handoff history KEY` once it lists `revisions` revisions (and its header).
+async fn history_of(kubeconfig: &Path, ns: &str, url: &str, key: &str, revisions: usize) -> String {
+    eventually(
+        &format!("{revisions} revisions of {key} in the history"),
+        Duration::from_secs(60),
+        || {
+            let out = with_mirror(kubeconfig, ns, url, &["history", key]);
+            async move {
+                out.status
+                    .success()
+                    .then(|| stdout(&out))
+                    .filter(|s| s.lines().count() == revisions + 1)
+            }
+        },
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
     let env = env();
@@ -117,25 +142,8 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         );
     }
 
-    let with_mirror = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["-n", &ns, "--postgres-url", &url]);
-        handoff(kubeconfig, &all)
-    };
-    let history = eventually(
-        "three revisions in the history",
-        Duration::from_secs(60),
-        || {
-            let out = with_mirror(&["history", "ops/42"]);
-            async move {
-                out.status
-                    .success()
-                    .then(|| stdout(&out))
-                    .filter(|s| s.lines().count() == 4)
-            }
-        },
-    )
-    .await;
+    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &ns, &url, args);
+    let history = history_of(kubeconfig, &ns, &url, "ops/42", 3).await;
     let lines: Vec<Vec<&str>> = history.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(lines[0], ["REVISION", "UPDATED", "WRITER", "BYTES"]);
     for (line, revision) in lines[1..].iter().zip([3usize, 2, 1]) {
@@ -146,17 +154,17 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
     assert_eq!(lines[1][1], at);
 
     assert_eq!(
-        stdout(&with_mirror(&["diff", "ops/42", "2", "3"])),
+        stdout(&mirrored(&["diff", "ops/42", "2", "3"])),
         "--- revision 2\n+++ revision 3\n@@ -1,4 +1,4 @@\n ## State\n-refund job down\n\
          +refund job up\n ## Next\n-restart\n+watch payments_test.go\n"
     );
-    let unknown = stderr(&with_mirror(&["diff", "ops/42", "1", "7"]));
+    let unknown = stderr(&mirrored(&["diff", "ops/42", "1", "7"]));
     assert!(
         unknown.contains("`ops/42` has no revision 7 in the history"),
         "{unknown}"
     );
 
-    let found = stdout(&with_mirror(&["search", "shop", "payments_test.go"]));
+    let found = stdout(&mirrored(&["search", "shop", "payments_test.go"]));
     let rows: Vec<Vec<&str>> = found.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), 2, "{found}");
     assert_eq!(rows[0], ["KEY", "RANK", "MATCHED", "PREVIEW"]);
@@ -235,32 +243,16 @@ async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
         "{got:?}"
     );
     assert_eq!(got.matches("- writer: ").count(), 2, "{got:?}");
-    let with_mirror = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["-n", &ns, "--postgres-url", &url]);
-        handoff(kubeconfig, &all)
-    };
-    eventually(
-        "two revisions in the history",
-        Duration::from_secs(60),
-        || {
-            let out = with_mirror(&["history", "ops/esc"]);
-            async move {
-                out.status
-                    .success()
-                    .then(|| stdout(&out))
-                    .filter(|s| s.lines().count() == 3)
-            }
-        },
-    )
-    .await;
-    let diff = stdout(&with_mirror(&["diff", "ops/esc", "1", "2"]));
+    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &ns, &url, args);
+    let history = history_of(kubeconfig, &ns, &url, "ops/esc", 2).await;
+    assert_eq!(hidden(&history), 0, "{history:?}");
+    let diff = stdout(&mirrored(&["diff", "ops/esc", "1", "2"]));
     assert_eq!(hidden(&diff), 0, "{diff:?}");
     assert!(
         diff.contains("+\\u{1b}[2A\\u{1b}[2K- writer: root"),
         "{diff:?}"
     );
-    let found = stdout(&with_mirror(&["search", "shop", "refund"]));
+    let found = stdout(&mirrored(&["search", "shop", "refund"]));
     assert_eq!(hidden(&found), 0, "{found:?}");
     assert_eq!(found.lines().count(), 2, "{found:?}");
     counter.stop().await;
