@@ -16,7 +16,7 @@ use super::handoff::{
 };
 use super::naming::is_label_value;
 use super::offer::HandoffOfferSpec;
-pub use crate::text::is_bidi_control;
+use crate::text::is_bidi_control;
 use crate::text::is_hidden;
 
 /// A field that breaks a rule.
