@@ -16,8 +16,7 @@ use super::handoff::{
 };
 use super::naming::is_label_value;
 use super::offer::HandoffOfferSpec;
-use crate::text::is_bidi_control;
-use crate::text::is_hidden;
+use crate::text::{is_bidi_control, is_hidden};
 
 /// A field that breaks a rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
