@@ -17,6 +17,7 @@ use handoff_bridge::stdio::MAX_LINE_BYTES;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_BYTES};
 use handoff_testkit::TestEnv;
+use handoff_testkit::rng::SplitMix64;
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -652,46 +653,38 @@ async fn raw_bytes_on_stdio_are_answered_and_the_bridge_keeps_serving() {
     bridge.finish(deadline);
 }
 
-/// SplitMix64: a small deterministic generator, so the fuzz is the same
-/// lines on every run.
-struct Rng(u64);
+/// The fuzz's generator: [`SplitMix64`] and the values built from it.
+struct Rng(SplitMix64);
+
+impl std::ops::Deref for Rng {
+    type Target = SplitMix64;
+    fn deref(&self) -> &SplitMix64 {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rng {
+    fn deref_mut(&mut self) -> &mut SplitMix64 {
+        &mut self.0
+    }
+}
+
+/// The characters `text` mixes in: quotes and backslashes, control
+/// characters, line and paragraph separators, non-Latin and emoji.
+const ODD: &[char] = &[
+    '"', '\\', '\0', '\r', '\n', '\t', '\u{7f}', '\u{2028}', 'é', '日', '😀',
+];
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
-    /// Text of up to `max` characters: ASCII, control characters, quotes
-    /// and backslashes, line and paragraph separators, non-Latin and emoji.
     fn text(&mut self, max: usize) -> String {
-        let odd = [
-            '"', '\\', '\0', '\r', '\n', '\t', '\u{7f}', '\u{2028}', 'é', '日', '😀',
-        ];
-        (0..self.below(max + 1))
-            .map(|_| match self.below(4) {
-                0 => *self.pick(&odd),
-                _ => char::from(b' ' + self.below(95) as u8),
-            })
-            .collect()
+        self.0.text(max, ODD)
     }
 
     fn value(&mut self, depth: usize) -> Value {
         match self.below(if depth == 0 { 5 } else { 7 }) {
             0 => Value::Null,
             1 => json!(self.below(2) == 0),
-            2 => json!(self.next() as i64),
+            2 => json!(self.next_u64() as i64),
             3 => json!(self.below(1000) as f64 / 8.0),
             4 => json!(self.text(12)),
             5 => Value::Array((0..self.below(4)).map(|_| self.value(depth - 1)).collect()),
@@ -791,7 +784,7 @@ fn fuzz_line(rng: &mut Rng, n: usize) -> (Vec<u8>, Expect) {
         600..=649 => {
             let scalar = match rng.below(4) {
                 0 => json!(rng.text(10)),
-                1 => json!(rng.next() as i64),
+                1 => json!(rng.next_u64() as i64),
                 2 => json!(rng.below(2) == 0),
                 _ => Value::Null,
             };
@@ -874,7 +867,7 @@ async fn a_seeded_fuzz_of_json_rpc_lines_gets_one_answer_per_request() {
     const LINES: usize = 3_000;
     let env = env();
     let ns = env.namespace("bad-input-fuzz").await;
-    let mut rng = Rng(SEED);
+    let mut rng = Rng(SplitMix64(SEED));
     let mut input = Vec::new();
     let mut answers_due: HashMap<String, String> = HashMap::new();
     let mut errors_due: HashMap<i64, usize> = HashMap::new();

@@ -16,6 +16,7 @@ pub mod http;
 pub mod mirror;
 pub mod plot;
 pub mod previous;
+pub mod rng;
 pub mod rpc;
 mod served;
 

@@ -22,6 +22,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common;
+use handoff_testkit::rng::SplitMix64;
 use serde_json::{Value, json};
 
 /// The seed CI runs.
@@ -44,36 +45,31 @@ fn seed() -> u64 {
     seed
 }
 
-/// SplitMix64.
-struct Rng(u64);
+/// The fuzz's generator: [`SplitMix64`] and the values built from it.
+struct Rng(SplitMix64);
+
+impl std::ops::Deref for Rng {
+    type Target = SplitMix64;
+    fn deref(&self) -> &SplitMix64 {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Rng {
+    fn deref_mut(&mut self) -> &mut SplitMix64 {
+        &mut self.0
+    }
+}
+
+/// The characters `text` mixes in: quotes, backslash, NUL, ESC, CR, tab,
+/// a line separator, non-Latin and emoji.
+const ODD: &[char] = &[
+    '"', '\\', '\0', '\u{1b}', '\r', '\t', '\u{2028}', 'é', '日', '😀',
+];
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-
     fn text(&mut self, max: usize) -> String {
-        let odd = [
-            '"', '\\', '\0', '\u{1b}', '\r', '\t', '\u{2028}', 'é', '日', '😀',
-        ];
-        (0..self.below(max + 1))
-            .map(|_| match self.below(4) {
-                0 => *self.pick(&odd),
-                _ => char::from(b' ' + self.below(95) as u8),
-            })
-            .collect()
+        self.0.text(max, ODD)
     }
 
     /// A JSON value of any type (as text: huge numbers stay literal).
@@ -81,7 +77,7 @@ impl Rng {
         match self.below(if depth == 0 { 7 } else { 9 }) {
             0 => "null".into(),
             1 => (self.below(2) == 0).to_string(),
-            2 => (self.next() as i64).to_string(),
+            2 => (self.next_u64() as i64).to_string(),
             3 => format!("{}.{}", self.below(1000), self.below(100)),
             4 => "123456789012345678901234567890123456789".into(),
             5 => "-1e308".into(),
@@ -267,7 +263,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
 
 /// `FRAMES` frames and what each is due.
 fn frames(seed: u64) -> Vec<(Vec<u8>, Due)> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64(seed));
     let mut ids = Vec::new();
     let all: Vec<(Vec<u8>, Due)> = (0..FRAMES)
         .map(|n| {
