@@ -170,7 +170,8 @@ pub fn offer_spec(spec: &HandoffOfferSpec) -> Result<(), FieldError> {
 }
 
 /// No credential in a field the writer supplies: the first finding of
-/// [`crate::secrets::find`] is named by its kind and line, never echoed.
+/// [`crate::secrets::find`] is named by its rule id, line and column, never
+/// echoed.
 pub fn no_credentials(field: &'static str, value: &str) -> Result<(), FieldError> {
     match crate::secrets::find(value).first() {
         None => Ok(()),
@@ -178,10 +179,7 @@ pub fn no_credentials(field: &'static str, value: &str) -> Result<(), FieldError
             field,
             "no credentials: a handoff is kept in etcd, its backups and the mirror's history; \
              remove it or name where it lives (e.g. the token in Secret ci/github)",
-            format!(
-                "line {} holds a credential: {} (not shown)",
-                finding.line, finding.kind
-            ),
+            format!("a credential at {} (not shown)", finding.describe()),
         )),
     }
 }

@@ -1,0 +1,88 @@
+//! Credentials recognised by where they stand rather than by their shape:
+//! a password in a URL or an assignment, HTTP authentication headers and
+//! cookies, curl's credentials, and gitleaks' catch-all `generic-api-key`.
+//! These are [`Class::Assignment`] rules: the whole allowlist applies.
+
+use super::{Class, Rule};
+
+pub(super) const RULES: &[Rule] = &[
+    Rule {
+        id: "curl-auth-user",
+        description: "a user and password given to curl (-u / --user)",
+        keywords: &["curl"],
+        pattern: r#"\bcurl\b[^\n]*?(?:\s-u\s*|\s--user[ =])["']?[^\s:"'@]+:(?P<secret>[^\s"']+)"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "curl-auth-header",
+        description: "an Authorization header given to curl (-H)",
+        keywords: &["curl"],
+        pattern: r#"(?i)\bcurl\b[^\n]*?(?:-H|--header)[ =]?["']?authorization:[ \t]*(?:bearer|basic|token|apikey)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "authorization-header",
+        description: "an HTTP Authorization header's credential",
+        keywords: &["authorization"],
+        pattern: r#"(?i)\bauthorization["']?[ \t]*[:=][ \t]*["']?(?:bearer|basic|token|apikey|digest)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{8,}=*)"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "api-key-header",
+        description: "an API key or auth token sent as an HTTP header",
+        keywords: &[
+            "x-api-key",
+            "api-key",
+            "x-auth-token",
+            "apikey",
+            "x-access-token",
+        ],
+        pattern: r#"(?i)\b(?:x-api-key|api-key|apikey|x-auth-token|x-access-token)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{12,})"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "session-cookie",
+        description: "a session cookie sent or set over HTTP",
+        keywords: &["cookie"],
+        pattern: r#"(?i)\b(?:set-)?cookie["']?[ \t]*:[ \t]*(?:[^\n]*?;[ \t]*)?[\w.-]*(?:sess|sid|auth|token|jwt)[\w.-]*=(?P<secret>[A-Za-z0-9._~+/%=-]{16,})"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "password-in-url",
+        description: "a password in a URL's user information",
+        keywords: &["://"],
+        pattern: r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s/@]+)@[^\s/@]",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "password-assignment",
+        description: "a password assigned to a variable, flag or setting",
+        keywords: &["pass", "pwd"],
+        pattern: r#"(?i)(?:password|passwd|passphrase|pass|pwd)\b["']?[ \t]*(?::=|=>|[:=])[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "generic-api-key",
+        description: "a high-entropy value assigned to a name like key, secret or token",
+        keywords: &[
+            "key",
+            "secret",
+            "token",
+            "access",
+            "auth",
+            "api",
+            "credential",
+            "creds",
+        ],
+        pattern: r#"(?i)[\w.-]{0,40}?(?:access|auth|api|credential|creds|key|secret|token)(?:[\w.-]{0,20})["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
+        entropy: 3.7,
+        class: Class::Assignment,
+    },
+];

@@ -1,0 +1,48 @@
+//! What agents working on Kubernetes print: kubeconfig credentials,
+//! bootstrap tokens and the values of Secrets. (A ServiceAccount token is a
+//! JWT: the `jwt` rule names it.)
+
+use super::{Class, Rule};
+
+pub(super) const RULES: &[Rule] = &[
+    Rule {
+        id: "kubeconfig-client-key-data",
+        description: "a kubeconfig user's client key (base64 of a PEM private key)",
+        keywords: &["client-key-data"],
+        pattern: r#"client-key-data["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9+/]{16,}={0,2})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubernetes-bootstrap-token",
+        description: "a Kubernetes bootstrap token (kubeadm join)",
+        keywords: &["token"],
+        pattern: r"(?i)token[\w .-]{0,20}[:= \t]+[\x22\x27]?(?P<secret>[a-z0-9]{6}\.[a-z0-9]{16})\b",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubeconfig-token",
+        description: "a kubeconfig user's bearer token",
+        keywords: &["token"],
+        pattern: r#"(?m)^[ \t-]*(?:token|id-token|refresh-token|access-token)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/-]{20,}={0,2})["']?[ \t]*$"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubernetes-secret-yaml",
+        description: "a value under a Kubernetes Secret's data or stringData",
+        keywords: &["kind: secret"],
+        pattern: r#"(?m)^[ \t]*["']?(?:data|stringData)["']?[ \t]*:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+["']?[\w.-]+["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"'|>{}]{4,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubernetes-secret-json",
+        description: "a value under a Kubernetes Secret's data or stringData, as JSON",
+        keywords: &["\"secret\""],
+        pattern: r#""(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})""#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+];
