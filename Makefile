@@ -5,7 +5,6 @@
 #   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
 #   make crds            regenerate crds/ from the Rust types
-#   make policy          regenerate config/policy/credentials-policy.yaml from the secret rules
 #   make lint / fmt / build / bench
 #   make image IMG=…     build the container image (needs docker or podman)
 #   make set-image IMG=… point config/default at that image
@@ -16,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds policy envtest-assets postgres mcp-sdk bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
 
 all: build
 
@@ -71,9 +70,6 @@ fmt:
 
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
-
-policy:
-	$(CARGO) run --locked -q -- policy --dir config/policy
 
 ## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests),
 ## each beside the previous run's. Takes about 30 minutes on 2 cores plus the release

@@ -33,13 +33,6 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Print the admission policy that refuses credentials (generated from
-    /// the detector's rule table; what config/policy/credentials-policy.yaml holds).
-    Policy {
-        /// Write the policy file into this directory instead of printing.
-        #[arg(long)]
-        dir: Option<PathBuf>,
-    },
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
     Preamble(handoff_core::goals::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
@@ -86,13 +79,6 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd { dir: Some(dir) } => handoff_core::api::write_crds(&dir),
         Command::Crd { dir: None } => handoff_core::api::print_crds(&mut std::io::stdout().lock()),
-        Command::Policy { dir: Some(dir) } => {
-            handoff_core::secrets::write_policy(&dir).map_err(anyhow::Error::from)
-        }
-        Command::Policy { dir: None } => {
-            print!("{}", handoff_core::secrets::admission_policy());
-            Ok(())
-        }
         Command::McpHeaders(args) => handoff_bridge::headers::run(args),
         Command::Preamble(args) => handoff_core::goals::run_preamble(args),
         Command::Transcript(command) => handoff_transcript::cli::run(command),

@@ -42,7 +42,6 @@ const HONEST: &str = "handoff.dev-honest-handoffs";
 const FINALIZERS: &str = "handoff.dev-handoff-finalizers";
 const RESERVED: &str = "handoff.dev-reserved-schedule-keys";
 const ESCALATION: &str = "handoff.dev-schedules-cannot-escalate";
-const CREDENTIALS: &str = handoff_core::secrets::POLICY_NAME;
 /// A merge patch that removes every finalizer.
 const DROP_FINALIZERS: &str = r#"{"metadata":{"finalizers":null}}"#;
 
@@ -198,7 +197,7 @@ fn schedule(
 #[test]
 fn config_policy_installs_each_policy_with_its_binding() {
     let env = installed();
-    for policy in [HONEST, FINALIZERS, RESERVED, ESCALATION, CREDENTIALS] {
+    for policy in [HONEST, FINALIZERS, RESERVED, ESCALATION] {
         let got = must(
             kubectl(
                 env,

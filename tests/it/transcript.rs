@@ -711,3 +711,104 @@ fn sweep_removes_only_our_expired_files() {
         Vec::<PathBuf>::new()
     );
 }
+
+/// The credential corpus (`fill`, `b64`, `issue_credentials`, …).
+mod corpus {
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/secrets/corpus.rs"
+    ));
+
+    pub(super) fn credentials() -> Vec<(&'static str, String)> {
+        issue_credentials()
+    }
+}
+
+/// A Claude Code session in which the user, the assistant and a tool print
+/// every credential of the corpus's issue cases, one per turn.
+fn leaky_session() -> String {
+    let mut lines = Vec::new();
+    let mut parent = serde_json::Value::Null;
+    for (i, (_, text)) in corpus::credentials().iter().enumerate() {
+        let (user, assistant) = (format!("u{i}"), format!("a{i}"));
+        lines.push(serde_json::json!({"type": "user", "uuid": user, "parentUuid": parent,
+            "isSidechain": false, "message": {"role": "user", "content": format!("Use this:\n{text}")}}));
+        lines.push(
+            serde_json::json!({"type": "assistant", "uuid": assistant, "parentUuid": user,
+            "isSidechain": false, "message": {"id": format!("msg_{i}"), "type": "message",
+            "role": "assistant", "content": [
+                {"type": "text", "text": format!("Done with {text}")},
+                {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Bash",
+                 "input": {"command": format!("echo '{text}'")}}]}}),
+        );
+        parent = serde_json::json!(assistant);
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
+    use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let leaky = dir.path().join("leaky.jsonl");
+    fs::write(&leaky, leaky_session()).expect("write the session");
+    let mut files: Vec<(AgentKind, PathBuf)> = vec![(AgentKind::Claude, leaky.clone())];
+    for (kind, sub) in [
+        (AgentKind::Claude, "claude"),
+        (AgentKind::Codex, "codex"),
+        (AgentKind::Grok, "grok"),
+    ] {
+        let mut names: Vec<PathBuf> = fs::read_dir(fixture(sub))
+            .expect("fixture dir")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        names.sort();
+        files.extend(names.into_iter().map(|p| (kind, p)));
+    }
+    let mut rescued = 0;
+    for (kind, path) in &files {
+        let Ok(Some(outcome)) = read_file(*kind, path, None, Budget::UNLIMITED) else {
+            continue;
+        };
+        let source = Source {
+            agent: *kind,
+            session: None,
+            started: None,
+        };
+        for max_tokens in [rescue::MIN_MAX_TOKENS, DEFAULT_MAX_TOKENS, 20_000] {
+            let body = rescue::body(&outcome, source, max_tokens);
+            let found = handoff_core::secrets::find(&body);
+            assert!(
+                found.is_empty(),
+                "{}: {:?}\n{body}",
+                path.display(),
+                found.first().map(|f| f.describe())
+            );
+        }
+        rescued += 1;
+    }
+    assert_eq!(rescued, files.len(), "every fixture is read");
+    let outcome = read_file(AgentKind::Claude, &leaky, None, Budget::UNLIMITED)
+        .expect("read")
+        .expect("a session");
+    let body = rescue::body(
+        &outcome,
+        Source {
+            agent: AgentKind::Claude,
+            session: None,
+            started: None,
+        },
+        20_000,
+    );
+    for rule in [
+        "github-pat",
+        "stripe-access-token",
+        "password-in-url",
+        "private-key",
+    ] {
+        assert!(
+            body.contains(&format!("[redacted: {rule}]")),
+            "{rule} not redacted in\n{body}"
+        );
+    }
+}

@@ -66,7 +66,7 @@ const MAX_TOOLS: usize = 40;
 
 /// Removes credentials from transcript text before it is stored: the one
 /// place transcript text passes on its way into a rescued body. Every
-/// finding of the write check's rule table becomes `[redacted: <kind>]`,
+/// finding of the write check's detector becomes `[redacted: <rule id>]`,
 /// so a rescue is never refused for what the session printed.
 pub(crate) fn scrub(text: &str) -> String {
     handoff_core::secrets::redact(text)
@@ -146,7 +146,9 @@ pub fn body(outcome: &Outcome, source: Source<'_>, max_tokens: usize) -> String 
     loop {
         let text = compose(outcome, source, pool);
         if text.len() <= budget || pool < 400 {
-            return clip(&text, budget);
+            // The extracts are scrubbed one by one; what they form side by
+            // side, or once clipped, is scrubbed as a whole.
+            return scrub(&clip(&scrub(&text), budget));
         }
         pool = pool * 4 / 5;
     }
@@ -360,7 +362,7 @@ mod tests {
         ]);
         let body = body(&o, SOURCE, DEFAULT_MAX_TOKENS);
         assert!(!body.contains(&token), "{body}");
-        assert!(body.contains("[redacted: GitHub token]"), "{body}");
+        assert!(body.contains("[redacted: github-pat]"), "{body}");
         assert_eq!(handoff_core::secrets::find(&body).len(), 0, "{body}");
     }
 

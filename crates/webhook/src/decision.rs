@@ -12,6 +12,11 @@
 //! - **The text rule** ([`validation::handoff_spec`],
 //!   [`validation::offer_spec`]) on a kubectl or GitOps write, as the bridge
 //!   checks its arguments.
+//! - **No credentials** ([`validation::no_credentials_in_handoff`],
+//!   [`validation::no_credentials_in_offer`]): the bridge's detector
+//!   (`handoff_core::secrets`), the same code, so a token the bridge refuses
+//!   cannot be stored with kubectl either. The refusal names the field, the
+//!   rule id, the line and the column, never the secret.
 //!
 //! Both are checked at CREATE and at an UPDATE that changes `spec`; an
 //! UPDATE leaving `spec` alone (the controller's labels, finalizers) is
@@ -80,7 +85,10 @@ pub(crate) fn decide(request: &Request<'_>) -> Verdict {
     match request.kind {
         "Handoff" => handoff(request.name, spec),
         "HandoffOffer" => match serde_json::from_value::<HandoffOfferSpec>(spec.clone()) {
-            Ok(spec) => text_rule(validation::offer_spec(&spec)),
+            Ok(spec) => text_rule(
+                validation::offer_spec(&spec)
+                    .and_then(|()| validation::no_credentials_in_offer(&spec)),
+            ),
             Err(err) => refused(format!("the HandoffOffer's spec does not parse: {err}")),
         },
         _ => Verdict::Allowed,
@@ -92,7 +100,9 @@ fn handoff(name: &str, spec: &Value) -> Verdict {
         Ok(spec) => spec,
         Err(err) => return refused(format!("the Handoff's spec does not parse: {err}")),
     };
-    if let Err(err) = validation::handoff_spec(&spec) {
+    let checked =
+        validation::handoff_spec(&spec).and_then(|()| validation::no_credentials_in_handoff(&spec));
+    if let Err(err) = checked {
         return text_rule(Err(err));
     }
     let key = &spec.handoff_key;
@@ -325,6 +335,55 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn credentials_are_refused_by_rule_and_place_never_echoed() {
+        let key = "acme/api#42";
+        let name = name_for_key(key);
+        let token = format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A");
+        let in_body = spec(key, &format!("## State\nuse {token} here"));
+        let message_of = |spec: &Value, kind: &str, name: &str| {
+            message(decide(&request(
+                Operation::Create,
+                kind,
+                name,
+                Some(spec),
+                None,
+            )))
+        };
+        let got = message_of(&in_body, "Handoff", &name).expect("refused");
+        for part in [
+            "spec.body",
+            "line 2, column 5",
+            "rule github-pat",
+            "not shown",
+        ] {
+            assert!(got.contains(part), "{part:?} not in {got:?}");
+        }
+        assert!(!got.contains(&token), "{got}");
+
+        let in_key = format!("k {token}");
+        let keyed = spec(&in_key, "ok");
+        let got = message_of(&keyed, "Handoff", &name_for_key(&in_key)).expect("refused");
+        assert!(
+            got.contains("spec.handoffKey") && got.contains("rule github-pat"),
+            "{got}"
+        );
+
+        let offer = json!({"project": "shop", "to": "dev-lead", "fromKey": key,
+            "artifact": format!("https://bot:{}@git.shop.internal/r.git", "Zq9Lx2Wm7")});
+        let got = message_of(&offer, "HandoffOffer", "any").expect("refused");
+        assert!(
+            got.contains("spec.artifact") && got.contains("rule password-in-url"),
+            "{got}"
+        );
+
+        let honest = spec(
+            key,
+            "PWD=/home/runner/work/shop/shop_api\nAuthorization: Bearer placeholder",
+        );
+        assert_eq!(message_of(&honest, "Handoff", &name), None);
     }
 
     #[test]

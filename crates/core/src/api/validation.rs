@@ -169,6 +169,38 @@ pub fn offer_spec(spec: &HandoffOfferSpec) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// No credential in any field of a Handoff's spec a writer supplies (the
+/// admission webhook's check; the bridge checks its arguments one by one).
+pub fn no_credentials_in_handoff(spec: &HandoffSpec) -> Result<(), FieldError> {
+    no_credentials("handoff_key", &spec.handoff_key)?;
+    no_credentials("project", &spec.project)?;
+    if let Some(repo) = &spec.repo {
+        no_credentials("repo", repo)?;
+    }
+    if let Some(kind) = &spec.kind {
+        no_credentials("kind", kind)?;
+    }
+    no_credentials("body", &spec.body)
+}
+
+/// No credential in any field of an offer's spec (see
+/// [`no_credentials_in_handoff`]).
+pub fn no_credentials_in_offer(spec: &HandoffOfferSpec) -> Result<(), FieldError> {
+    no_credentials("project", &spec.project)?;
+    no_credentials("to", &spec.to)?;
+    no_credentials("from_key", &spec.from_key)?;
+    for (field, value) in [
+        ("session", &spec.session),
+        ("artifact", &spec.artifact),
+        ("body", &spec.body),
+    ] {
+        if let Some(value) = value {
+            no_credentials(field, value)?;
+        }
+    }
+    Ok(())
+}
+
 /// No credential in a field the writer supplies: the first finding of
 /// [`crate::secrets::find`] is named by its rule id, line and column, never
 /// echoed.
@@ -323,10 +355,10 @@ mod tests {
             (body, &big_body, Some(("body", "5 too many"))),
             (
                 |v: &str| no_credentials("body", v),
-                "## State\nfine\nkey AKIAFAKEFAKEFAKEFAKE",
+                concat!("## State\nfine\nkey ", "AKIA", "QZ7HX3MK2WJ5RT4B"),
                 Some((
                     "body",
-                    "line 3 holds a credential: AWS access key id (not shown)",
+                    "a credential at line 3, column 5: rule aws-access-token (an AWS access key id) (not shown)",
                 )),
             ),
             (|v: &str| no_credentials("repo", v), "org/repo", None),
