@@ -247,6 +247,26 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        // Graph API tokens start `EAA` and a capital; Square's `EAAA`
+        // tokens are at most 64 characters and named first.
+        id: "facebook-page-access-token",
+        description: "a Facebook (Meta Graph API) access token",
+        keywords: &["eaa"],
+        pattern: r"\bEAA[A-Z][A-Za-z0-9]{100,250}\b",
+        entropy: 3.5,
+        class: Class::Prefixed,
+    },
+    Rule {
+        // An app-only bearer token starts with a run of `A`s (zero bytes in
+        // base64); the name `twitter` in the text activates the rule.
+        id: "twitter-bearer-token",
+        description: "a Twitter (X) API bearer token",
+        keywords: &["twitter"],
+        pattern: r"\bA{20,24}[A-Za-z0-9%]{60,120}\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "mattermost-access-token",
         description: "a Mattermost access token, named by its context",
         keywords: &["mattermost"],
