@@ -1,8 +1,23 @@
-//! Cloud providers and their infrastructure services.
+//! Cloud providers and their infrastructure services: AWS, Google Cloud,
+//! Azure, the other public clouds, platforms that host and deploy
+//! applications, and the infrastructure tools that hold their credentials
+//! (Vault, Terraform, Pulumi, Doppler).
+//!
+//! Most of these tokens carry a prefix of the issuer's ([`Class::Prefixed`]).
+//! Where the issuer's key has no prefix (a UUID, 64 hex digits), the rule
+//! asks for the variable or setting the issuer documents for it
+//! (`HEROKU_API_KEY`, `LINODE_TOKEN`, `SCW_SECRET_KEY`); such a rule stays
+//! [`Class::Prefixed`] when the value has a hash's or a UUID's shape, which
+//! the assignment allowlist would drop, since the name already tells.
+//!
+//! A token whose alphabet ends in `-` or `.` cannot end at `\b`, so those
+//! patterns end at the first character outside the alphabet, and the token
+//! is the `secret` group.
 
 use super::{Class, Rule};
 
 pub(super) const RULES: &[Rule] = &[
+    // Amazon Web Services.
     Rule {
         id: "aws-access-token",
         description: "an AWS access key id",
@@ -12,11 +27,442 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "aws-session-token",
+        description: "an AWS STS session token",
+        // The token is base64 of a structure that begins alike in every
+        // token of a generation: `!\n\torigin_ec` (current), `…er/aws`
+        // (older), `…aws` (oldest).
+        keywords: &["b3jpz2lux2vj", "zxivyxdze", "aqodyxdze"],
+        pattern: r"\b(?P<secret>(?:IQoJb3JpZ2luX2Vj|AgoJb3JpZ2luX2Vj|F[Qw]oGZXIvYXdzE|AQoDYXdzE)[A-Za-z0-9+/]{100,}={0,2})",
+        entropy: 3.5,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "aws-secret-access-key",
         description: "an AWS secret access key",
         keywords: &["secret"],
-        pattern: r#"(?i)(?:aws[\w. -]{0,30}secret|secret_?access_?key)[\w. -]{0,30}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9/+]{40})\b"#,
+        // `name = value`, `name value` (`aws configure set`), the prompt of
+        // `aws configure` (`AWS Secret Access Key [None]: value`) or a
+        // container's env entry (`name: AWS_SECRET_ACCESS_KEY`, `value:`).
+        pattern: r#"(?i)(?:aws[\w. -]{0,30}secret|secret_?access_?key)[\w. -]{0,30}(?:\[[^\]\n]{0,40}\])?["']?(?:[ \t]*[:=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*value[ \t]*:[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
+    },
+    Rule {
+        id: "aws-amazon-bedrock-api-key-long-lived",
+        description: "an Amazon Bedrock long-term API key",
+        // `ABSK` and base64 of `BedrockAPIKey-<id>-at-<account>:<secret>`.
+        keywords: &["absk"],
+        pattern: r"\b(?P<secret>ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{60,}={0,2})",
+        entropy: 3.5,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "aws-amazon-bedrock-api-key-short-lived",
+        description: "an Amazon Bedrock short-term API key",
+        // `bedrock-api-key-` and base64 of a presigned
+        // `bedrock.amazonaws.com/?Action=CallWithBearerToken…` URL.
+        keywords: &["bedrock-api-key-"],
+        pattern: r"\b(?P<secret>bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/]{60,}={0,2})",
+        entropy: 3.5,
+        class: Class::Prefixed,
+    },
+    // Google Cloud.
+    Rule {
+        id: "gcp-api-key",
+        description: "a Google Cloud API key",
+        keywords: &["aiza"],
+        pattern: r"\b(?P<secret>AIza[A-Za-z0-9_-]{35})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "google-oauth-access-token",
+        description: "a Google OAuth 2.0 access token",
+        keywords: &["ya29."],
+        pattern: r"\b(?P<secret>ya29\.[A-Za-z0-9_-]{30,})",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "google-oauth-refresh-token",
+        description: "a Google OAuth 2.0 refresh token",
+        keywords: &["1//0"],
+        pattern: r"\b(?P<secret>1//0[A-Za-z0-9_-]{40,})",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "google-oauth-client-secret",
+        description: "a Google OAuth client secret",
+        keywords: &["gocspx-"],
+        pattern: r"\b(?P<secret>GOCSPX-[A-Za-z0-9_-]{28})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "gcp-service-account",
+        description: "a Google Cloud service account key (its private_key_id)",
+        // A key file holds `"type": "service_account"`, the key's id and the
+        // key; the id (40 hex digits) names the file wherever it is pasted,
+        // and the key itself is `private-key`'s.
+        keywords: &["private_key_id"],
+        pattern: r#""private_key_id"[ \t]*:[ \t]*"(?P<secret>[a-f0-9]{40})""#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    // Microsoft Azure.
+    Rule {
+        id: "azure-storage-connection-string",
+        description: "an Azure storage or Cosmos DB account key in a connection string",
+        // A 64-byte key: 86 base64 characters and `==`.
+        keywords: &["accountkey="],
+        pattern: r"(?i)\bAccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "azure-shared-access-key",
+        description: "an Azure Service Bus, Event Hubs or IoT Hub shared access key",
+        // A 32-byte key: 43 base64 characters and `=`.
+        keywords: &["sharedaccesskey="],
+        pattern: r"(?i)\bSharedAccessKey=(?P<secret>[A-Za-z0-9+/]{43}=)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "azure-sas-token",
+        description: "an Azure shared access signature (a SAS URL's or connection string's sig)",
+        // `sv=<service version date>&…&sig=<base64 HMAC, URL-encoded>`.
+        keywords: &["sig="],
+        pattern: r#"\bsv=[0-9]{4}-[0-9]{2}-[0-9]{2}&[^\s"'<>]*?\bsig=(?P<secret>(?:[A-Za-z0-9+/]|%2[BbFf]){30,}(?:=|%3[Dd]){0,2})"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "azure-ad-client-secret",
+        description: "a Microsoft Entra ID (Azure AD) application client secret",
+        // Three characters, a digit, `Q~`, then 31 to 34 more.
+        keywords: &["q~"],
+        pattern: r"(?:^|[^A-Za-z0-9_~.-])(?P<secret>[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:[^A-Za-z0-9_~.-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    // Other public clouds.
+    Rule {
+        id: "alibaba-access-key-id",
+        description: "an Alibaba Cloud AccessKey ID",
+        keywords: &["ltai"],
+        pattern: r"\b(?P<secret>LTAI[A-Za-z0-9]{12,20})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "alibaba-secret-key",
+        description: "an Alibaba Cloud AccessKey secret",
+        keywords: &[
+            "alibaba",
+            "aliyun",
+            "alicloud",
+            "accesskeysecret",
+            "access_key_secret",
+        ],
+        pattern: r#"(?i)(?:alibaba|aliyun|alicloud|access_?key_?secret)[\w.-]{0,30}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{30})\b"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "tencent-cloud-secret-id",
+        description: "a Tencent Cloud API SecretId",
+        keywords: &["akid"],
+        pattern: r"\b(?P<secret>AKID[A-Za-z0-9]{32})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "yandex-api-key",
+        description: "a Yandex Cloud API key",
+        keywords: &["aqvn"],
+        pattern: r"\b(?P<secret>AQVN[A-Za-z0-9_-]{35,38})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "yandex-access-token",
+        description: "a Yandex Cloud IAM token",
+        keywords: &["t1."],
+        pattern: r"\b(?P<secret>t1\.[A-Za-z0-9_-]+={0,2}\.[A-Za-z0-9_-]{86}={0,2})",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "ibm-cloud-api-key",
+        description: "an IBM Cloud API key",
+        keywords: &["ibmcloud_api_key", "ibm_cloud_api_key", "ic_api_key"],
+        pattern: r#"(?i)\b(?:ibm_?cloud|ic)_api_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{44})(?:[^A-Za-z0-9_-]|$)"#,
+        entropy: 3.5,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "scaleway-secret-key",
+        description: "a Scaleway API secret key",
+        keywords: &["scw_secret_key"],
+        pattern: r#"(?i)\bscw_secret_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "linode-api-token",
+        description: "a Linode (Akamai Cloud) personal access token",
+        keywords: &["linode"],
+        pattern: r#"(?i)\blinode[\w.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{64})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "hetzner-cloud-api-token",
+        description: "a Hetzner Cloud API token",
+        keywords: &["hcloud_token", "hcloud-token"],
+        pattern: r#"(?i)\bhcloud[_-]token["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{64})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "digitalocean-pat",
+        description: "a DigitalOcean personal access token",
+        keywords: &["dop_v1_"],
+        pattern: r"\b(?P<secret>dop_v1_[a-f0-9]{64})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "digitalocean-access-token",
+        description: "a DigitalOcean OAuth access token",
+        keywords: &["doo_v1_"],
+        pattern: r"\b(?P<secret>doo_v1_[a-f0-9]{64})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "digitalocean-refresh-token",
+        description: "a DigitalOcean OAuth refresh token",
+        keywords: &["dor_v1_"],
+        pattern: r"\b(?P<secret>dor_v1_[a-f0-9]{64})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "openshift-user-token",
+        description: "an OpenShift user or OAuth access token",
+        keywords: &["sha256~"],
+        pattern: r"\b(?P<secret>sha256~[A-Za-z0-9_-]{43})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "cloudflare-origin-ca-key",
+        description: "a Cloudflare Origin CA key",
+        keywords: &["v1.0-"],
+        pattern: r"\b(?P<secret>v1\.0-[a-f0-9]{24}-[a-f0-9]{146})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "cloudflare-global-api-key",
+        description: "a Cloudflare global API key",
+        keywords: &["cloudflare", "cf_api_key"],
+        pattern: r#"(?i)\b(?:cloudflare|cf)[\w.-]{0,25}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{37})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "cloudflare-api-key",
+        description: "a Cloudflare API token",
+        keywords: &["cloudflare", "cf_api_token"],
+        pattern: r#"(?i)\b(?:cloudflare|cf)[\w.-]{0,25}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    // Platforms that host and deploy applications.
+    Rule {
+        id: "heroku-api-key-v2",
+        description: "a Heroku API key",
+        keywords: &["hrku-aa"],
+        pattern: r"\b(?P<secret>HRKU-AA[A-Za-z0-9_-]{58})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "heroku-api-key",
+        description: "a Heroku API key of the older form (a UUID)",
+        keywords: &["heroku"],
+        pattern: r#"(?i)\bheroku[\w.-]{0,20}(?:api|key|token|auth)[\w.-]{0,10}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "flyio-access-token",
+        description: "a Fly.io access token or macaroon",
+        keywords: &["fo1_", "fm1a_", "fm1r_", "fm2_"],
+        pattern: r"\b(?P<secret>fo1_[A-Za-z0-9_-]{43}|fm(?:1[ar]|2)_[A-Za-z0-9+/]{100,}={0,3})",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "netlify-access-token",
+        description: "a Netlify access token",
+        // `nf` and the kind (personal, CLI, OAuth, app, build): 40 in all.
+        keywords: &["nfp_", "nfc_", "nfo_", "nfu_", "nfb_"],
+        pattern: r"\b(?P<secret>nf[pcoub]_[A-Za-z0-9]{36})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "vercel-api-token",
+        description: "a Vercel access token",
+        // `VERCEL_TOKEN=…` or `vercel … --token …`.
+        keywords: &["vercel"],
+        pattern: r#"(?i)(?:\bvercel[_-]token["']?[ \t]*[:=][ \t]*["']?|\bvercel\b[^\n]*?[ \t]--token[ =]["']?)(?P<secret>[A-Za-z0-9]{24})\b"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "railway-api-token",
+        description: "a Railway account, team or project token",
+        keywords: &["railway_token", "railway_api_token"],
+        pattern: r#"(?i)\brailway_(?:api_)?token["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "scalingo-api-token",
+        description: "a Scalingo API token",
+        keywords: &["tk-us-"],
+        pattern: r"\b(?P<secret>tk-us-[A-Za-z0-9_-]{48})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "supabase-personal-access-token",
+        description: "a Supabase personal access token",
+        keywords: &["sbp_"],
+        pattern: r"\b(?P<secret>sbp_[a-z0-9_]{40,60})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "supabase-secret-key",
+        description: "a Supabase project secret API key",
+        keywords: &["sb_secret_"],
+        pattern: r"\b(?P<secret>sb_secret_[A-Za-z0-9_-]{24,64})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "planetscale-api-token",
+        description: "a PlanetScale service token",
+        keywords: &["pscale_tkn_"],
+        pattern: r"\b(?P<secret>pscale_tkn_[A-Za-z0-9_=.-]{31,63}[A-Za-z0-9_=-])",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "planetscale-password",
+        description: "a PlanetScale database password",
+        keywords: &["pscale_pw_"],
+        pattern: r"\b(?P<secret>pscale_pw_[A-Za-z0-9_=.-]{31,63}[A-Za-z0-9_=-])",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "planetscale-oauth-token",
+        description: "a PlanetScale OAuth token",
+        keywords: &["pscale_oauth_"],
+        pattern: r"\b(?P<secret>pscale_oauth_[A-Za-z0-9_=.-]{31,63}[A-Za-z0-9_=-])",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "databricks-api-token",
+        description: "a Databricks personal access token",
+        keywords: &["dapi"],
+        pattern: r"\b(?P<secret>dapi[a-f0-9]{32}(?:-[0-9]+)?)\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "clickhouse-cloud-api-secret-key",
+        description: "a ClickHouse Cloud API key secret",
+        keywords: &["4b1d"],
+        pattern: r"\b(?P<secret>4b1d[A-Za-z0-9]{38})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    // Infrastructure as code and secret stores.
+    Rule {
+        id: "hashicorp-tf-api-token",
+        description: "a HashiCorp Terraform Cloud / Enterprise API token",
+        keywords: &["atlasv1"],
+        pattern: r"\b(?P<secret>[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70})(?:[^A-Za-z0-9_=-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "vault-service-token",
+        description: "a HashiCorp Vault service token",
+        keywords: &["hvs."],
+        pattern: r"\b(?P<secret>hvs\.[A-Za-z0-9_-]{90,120})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "vault-batch-token",
+        description: "a HashiCorp Vault batch token",
+        keywords: &["hvb."],
+        pattern: r"\b(?P<secret>hvb\.[A-Za-z0-9_-]{138,300})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "vault-legacy-service-token",
+        description: "a HashiCorp Vault service token of the older form (s. and 24)",
+        // `s.` alone is far too common a prefix: the variable or header
+        // Vault documents for its token has to name it.
+        keywords: &["vault_token", "x-vault-token"],
+        pattern: r#"(?i)\b(?:vault_token|x-vault-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>s\.[A-Za-z0-9]{24})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "doppler-api-token",
+        description: "a Doppler personal token",
+        keywords: &["dp.pt."],
+        pattern: r"\b(?P<secret>dp\.pt\.[A-Za-z0-9]{43})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "doppler-service-token",
+        description: "a Doppler CLI, service, service account, SCIM or audit token",
+        keywords: &["dp.ct.", "dp.st.", "dp.sa.", "dp.scim.", "dp.audit."],
+        pattern: r"\b(?P<secret>dp\.(?:ct|st|sa|scim|audit)\.(?:[a-z0-9_-]{1,40}\.)?[A-Za-z0-9]{40,44})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "pulumi-api-token",
+        description: "a Pulumi access token",
+        keywords: &["pul-"],
+        pattern: r"\b(?P<secret>pul-[a-f0-9]{40})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "infracost-api-token",
+        description: "an Infracost API key",
+        keywords: &["ico-"],
+        pattern: r"\b(?P<secret>ico-[A-Za-z0-9]{32})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
     },
 ];
