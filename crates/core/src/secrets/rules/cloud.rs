@@ -457,12 +457,4 @@ pub(super) const RULES: &[Rule] = &[
         entropy: 3.0,
         class: Class::Prefixed,
     },
-    Rule {
-        id: "infracost-api-token",
-        description: "an Infracost API key",
-        keywords: &["ico-"],
-        pattern: r"\b(?P<secret>ico-[A-Za-z0-9]{32})\b",
-        entropy: 3.0,
-        class: Class::Prefixed,
-    },
 ];
