@@ -140,6 +140,24 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "azure-app-configuration-connection-string",
+        description: "an Azure App Configuration access key in a connection string",
+        keywords: &["azconfig.io"],
+        pattern: r#"(?i)\.azconfig\.io;Id=[^;\s"']{1,80};Secret=(?P<secret>[A-Za-z0-9+/]{43}=)"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "azure-function-key",
+        description: "an Azure Functions function or host key",
+        // Sent as the `x-functions-key` header or the `code` parameter of a
+        // function's URL.
+        keywords: &["x-functions-key", "azurewebsites.net"],
+        pattern: r#"(?i)(?:\bx-functions-key["']?[ \t]*:[ \t]*["']?|\.azurewebsites\.net/api/[^\s?"']*\?(?:[^\s"'&]*&)*code=)(?P<secret>[A-Za-z0-9_/+-]{40,}(?:=|%3[Dd]){0,2})"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "azure-ad-client-secret",
         description: "a Microsoft Entra ID (Azure AD) application client secret",
         // Three characters, a digit, `Q~`, then 31 to 34 more.
@@ -228,6 +246,14 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "vultr-api-key",
+        description: "a Vultr API key",
+        keywords: &["vultr_api_key"],
+        pattern: r#"(?i)\bvultr_api_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Z0-9]{36})\b"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "digitalocean-pat",
         description: "a DigitalOcean personal access token",
         keywords: &["dop_v1_"],
@@ -282,6 +308,15 @@ pub(super) const RULES: &[Rule] = &[
         pattern: r#"(?i)\b(?:cloudflare|cf)[\w.-]{0,25}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
+    },
+    Rule {
+        id: "cloudflare-tunnel-token",
+        description: "a Cloudflare Tunnel token (cloudflared)",
+        // base64 of `{"a":<account>,"t":<tunnel id>,"s":<tunnel secret>}`.
+        keywords: &["eyjhijoi"],
+        pattern: r"\b(?P<secret>eyJhIjoi[A-Za-z0-9+/_-]{80,}={0,2})",
+        entropy: 3.0,
+        class: Class::Prefixed,
     },
     // Platforms that host and deploy applications.
     Rule {
@@ -450,6 +485,62 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "consul-acl-token",
+        description: "a HashiCorp Consul ACL token",
+        keywords: &["consul_http_token", "x-consul-token"],
+        pattern: r#"(?i)\b(?:consul_http_token|x-consul-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "nomad-acl-token",
+        description: "a HashiCorp Nomad ACL token's secret id",
+        keywords: &["nomad_token", "x-nomad-token"],
+        pattern: r#"(?i)\b(?:nomad_token|x-nomad-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "mongodb-atlas-private-key",
+        description: "a MongoDB Atlas programmatic API private key",
+        keywords: &["atlas_private_key", "atlas-private-key"],
+        pattern: r#"(?i)\b(?:mongodb_)?atlas[_-]private[_-]key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "rancher-api-token",
+        description: "a Rancher API key (token name and secret)",
+        keywords: &["token-"],
+        pattern: r"\b(?P<secret>token-[a-z0-9]{5}:[a-z0-9]{54})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "tailscale-key",
+        description: "a Tailscale auth key, API access token, OAuth client secret, SCIM or webhook key",
+        keywords: &["tskey-"],
+        pattern: r"\b(?P<secret>tskey-(?:api|auth|client|scim|webhook)-[A-Za-z0-9]{1,20}CNTRL-[A-Za-z0-9]{16,64})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "defined-networking-api-token",
+        description: "a Defined Networking (Managed Nebula) API token",
+        keywords: &["dnkey-"],
+        pattern: r"\b(?P<secret>dnkey-[a-z0-9=_-]{26}-[a-z0-9=_-]{52})(?:[^a-z0-9=_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "ngrok-authtoken",
+        description: "an ngrok authtoken or API key",
+        keywords: &["authtoken", "ngrok_api_key"],
+        pattern: r#"(?i)(?:\bngrok_(?:authtoken|api_key)["']?[ \t]*[:=][ \t]*["']?|\badd-authtoken[ \t]+["']?|\bauthtoken:[ \t]*["']?)(?P<secret>[A-Za-z0-9]{20,30}_[A-Za-z0-9]{20,30})\b"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "pulumi-api-token",
         description: "a Pulumi access token",
         keywords: &["pul-"],
@@ -458,3 +549,45 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
 ];
+
+#[cfg(test)]
+mod tests {
+    /// Honest texts about these clouds, near the rules' shapes: documented
+    /// stand-ins, references, elided values, ids that are not secrets.
+    /// (The corpus's near misses hold the general ones.)
+    #[test]
+    fn honest_cloud_texts_are_accepted() {
+        let texts = [
+            "AWS documents AKIAIOSFODNN7EXAMPLE with wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_access_key = ${AWS_SECRET_ACCESS_KEY}",
+            "AWS Secret Access Key [****************Ab3C]:",
+            "the runner is a t1.micro in ap-southeast-1 (Asia Pacific)",
+            "arn:aws:sts::123456789012:assumed-role/ci/botocore-session-1733000000",
+            "\"private_key_id\": \"<redacted>\",",
+            "\"type\": \"service_account\", \"client_email\": \"ci@shop.iam.gserviceaccount.com\"",
+            "DefaultEndpointsProtocol=https;AccountName=shopdata;AccountKey=<key>;EndpointSuffix=core.windows.net",
+            "Endpoint=sb://shop.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=${SB_KEY}",
+            "https://shopdata.blob.core.windows.net/web?sv=2022-11-02&sp=r&sig=REDACTED",
+            "Entra client secrets look like abc8Q~ and 34 more characters",
+            "oc login --token=sha256~<token> --server=https://api.ocp.shop.internal:6443",
+            "DIGITALOCEAN_TOKEN=dop_v1_<token>",
+            "export VAULT_TOKEN=$(vault print token)",
+            "VAULT_ADDR=https://vault.shop.internal:8200",
+            "HEROKU_APP_ID=8d3f1a6c-2b9e-4c7d-a5f0-3e1b7c9d2a4f",
+            "CLOUDFLARE_ACCOUNT_ID=3f9a1c7e5b2d8f046ace9b7d1f3a5c8e",
+            "tailscale up --authkey=${TS_AUTHKEY} --hostname=ci-runner",
+            "Databricks host: https://adb-1234567890123456.7.azuredatabricks.net",
+            "Supabase personal tokens start with sbp_; create one under Account > Access Tokens",
+            "Fly.io tokens look like FlyV1 fm2_…; run fly tokens create deploy",
+            "rancher: token-q7x2k is the key's name; its secret is in the vault",
+            "yc config set token $YC_TOKEN",
+            "export GOOGLE_APPLICATION_CREDENTIALS=/var/run/secrets/gcp/key.json",
+            "ya29. tokens expire after an hour; gcloud refreshes them",
+            "AIza keys are restricted to the Maps API in the console",
+        ];
+        for text in texts {
+            let found = crate::secrets::find(text);
+            assert!(found.is_empty(), "{text:?}: {found:?}");
+        }
+    }
+}
