@@ -67,6 +67,16 @@ pub(super) const RULES: &[Rule] = &[
         entropy: 3.5,
         class: Class::Prefixed,
     },
+    Rule {
+        id: "aws-eks-token",
+        description: "an Amazon EKS bearer token (aws eks get-token)",
+        // `k8s-aws-v1.` and base64url of a presigned STS GetCallerIdentity
+        // URL.
+        keywords: &["k8s-aws-v1."],
+        pattern: r"\b(?P<secret>k8s-aws-v1\.[A-Za-z0-9_-]{100,})",
+        entropy: 3.5,
+        class: Class::Prefixed,
+    },
     // Google Cloud.
     Rule {
         id: "gcp-api-key",
@@ -315,6 +325,38 @@ pub(super) const RULES: &[Rule] = &[
         // base64 of `{"a":<account>,"t":<tunnel id>,"s":<tunnel secret>}`.
         keywords: &["eyjhijoi"],
         pattern: r"\b(?P<secret>eyJhIjoi[A-Za-z0-9+/_-]{80,}={0,2})",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "fastly-api-token",
+        description: "a Fastly API token",
+        keywords: &["fastly"],
+        pattern: r#"(?i)\bfastly[\w.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{32})(?:[^A-Za-z0-9_-]|$)"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "akamai-edgegrid-token",
+        description: "an Akamai EdgeGrid client or access token",
+        keywords: &["akab-"],
+        pattern: r"\b(?P<secret>akab-[a-z0-9]{16}-[a-z0-9]{16})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "cisco-meraki-api-key",
+        description: "a Cisco Meraki Dashboard API key",
+        keywords: &["meraki"],
+        pattern: r#"(?i)\bmeraki[\w.-]{0,30}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{40})\b"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "backblaze-application-key",
+        description: "a Backblaze B2 application key",
+        keywords: &["b2_application_key"],
+        pattern: r#"(?i)\bb2_application_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>K[0-9]{3}[A-Za-z0-9+/]{27})(?:[^A-Za-z0-9+/=]|$)"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
