@@ -132,6 +132,21 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "azure-storage-account-key",
+        description: "an Azure storage account key",
+        // As `az storage account keys list` prints it, in the variable the
+        // Azure CLI reads, or given to `--account-key`.
+        keywords: &[
+            "keyname",
+            "azure_storage_key",
+            "azure_storage_access_key",
+            "--account-key",
+        ],
+        pattern: r#"(?i)(?:"keyName"[ \t]*:[ \t]*"key[12]"[^}]{0,80}?"value"[ \t]*:[ \t]*"|\bazure_storage_(?:access_)?key["']?[ \t]*[:=][ \t]*["']?|--account-key[ =]["']?)(?P<secret>[A-Za-z0-9+/]{86}==)"#,
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "azure-shared-access-key",
         description: "an Azure Service Bus, Event Hubs or IoT Hub shared access key",
         // A 32-byte key: 43 base64 characters and `=`.
@@ -423,7 +438,8 @@ pub(super) const RULES: &[Rule] = &[
         id: "supabase-personal-access-token",
         description: "a Supabase personal access token",
         keywords: &["sbp_"],
-        pattern: r"\b(?P<secret>sbp_[a-z0-9_]{40,60})\b",
+        // `sbp_`, a scope tag for scoped tokens, and 40 hex digits.
+        pattern: r"\b(?P<secret>sbp_(?:[a-z]{1,4}_)?[a-f0-9]{40})\b",
         entropy: 3.0,
         class: Class::Prefixed,
     },
