@@ -1,18 +1,25 @@
 //! Cloud providers and their infrastructure services: AWS, Google Cloud,
-//! Azure, the other public clouds, platforms that host and deploy
-//! applications, and the infrastructure tools that hold their credentials
-//! (Vault, Terraform, Pulumi, Doppler).
+//! Azure, the other public clouds, CDNs and networks (Cloudflare, Fastly,
+//! Akamai, Tailscale, ngrok), platforms that host and deploy applications,
+//! and the infrastructure tools that hold their credentials (Vault, Consul,
+//! Nomad, Terraform, Pulumi, Doppler, Rancher).
 //!
 //! Most of these tokens carry a prefix of the issuer's ([`Class::Prefixed`]).
 //! Where the issuer's key has no prefix (a UUID, 64 hex digits), the rule
-//! asks for the variable or setting the issuer documents for it
-//! (`HEROKU_API_KEY`, `LINODE_TOKEN`, `SCW_SECRET_KEY`); such a rule stays
-//! [`Class::Prefixed`] when the value has a hash's or a UUID's shape, which
-//! the assignment allowlist would drop, since the name already tells.
+//! asks for the variable, header or setting the issuer documents for it
+//! (`HEROKU_API_KEY`, `LINODE_TOKEN`, `SCW_SECRET_KEY`, `X-Consul-Token`);
+//! such a rule stays [`Class::Prefixed`] when the value has a hash's or a
+//! UUID's shape, which the assignment allowlist would drop: the name
+//! already tells.
 //!
-//! A token whose alphabet ends in `-` or `.` cannot end at `\b`, so those
-//! patterns end at the first character outside the alphabet, and the token
-//! is the `secret` group.
+//! A token that may end in `-`, `.` or `=` cannot end at `\b`, so those
+//! patterns end at the first character outside the token's alphabet, and
+//! the token is the `secret` group.
+//!
+//! The patterns use ASCII classes rather than `\w` and start with a
+//! literal where they can (no optional group or `\b` before the name): the
+//! regex engine then skips to the literal instead of running its slowest
+//! matcher over a body with non-ASCII text in it.
 
 use super::{Class, Rule};
 
@@ -44,7 +51,7 @@ pub(super) const RULES: &[Rule] = &[
         // `name = value`, `name value` (`aws configure set`), the prompt of
         // `aws configure` (`AWS Secret Access Key [None]: value`) or a
         // container's env entry (`name: AWS_SECRET_ACCESS_KEY`, `value:`).
-        pattern: r#"(?i)(?:aws[\w. -]{0,30}secret|secret_?access_?key)[\w. -]{0,30}(?:\[[^\]\n]{0,40}\])?["']?(?:[ \t]*[:=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*value[ \t]*:[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        pattern: r#"(?i)(?:aws[A-Za-z0-9_. -]{0,30}secret|secret_?access_?key)[A-Za-z0-9_. -]{0,30}(?:\[[^\]\n]{0,40}\])?["']?(?:[ \t]*[:=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*value[ \t]*:[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -210,7 +217,7 @@ pub(super) const RULES: &[Rule] = &[
             "accesskeysecret",
             "access_key_secret",
         ],
-        pattern: r#"(?i)(?:alibaba|aliyun|alicloud|access_?key_?secret)[\w.-]{0,30}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{30})\b"#,
+        pattern: r#"(?i)(?:alibaba|aliyun|alicloud|access_?key_?secret)[A-Za-z0-9_.-]{0,30}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{30})\b"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -258,7 +265,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "linode-api-token",
         description: "a Linode (Akamai Cloud) personal access token",
         keywords: &["linode"],
-        pattern: r#"(?i)\blinode[\w.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{64})\b"#,
+        pattern: r#"(?i)\blinode[A-Za-z0-9_.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{64})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -322,7 +329,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cloudflare-global-api-key",
         description: "a Cloudflare global API key",
         keywords: &["cloudflare", "cf_api_key"],
-        pattern: r#"(?i)\b(?:cloudflare|cf)[\w.-]{0,25}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{37})\b"#,
+        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{37})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -330,7 +337,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cloudflare-api-key",
         description: "a Cloudflare API token",
         keywords: &["cloudflare", "cf_api_token"],
-        pattern: r#"(?i)\b(?:cloudflare|cf)[\w.-]{0,25}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
+        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -347,7 +354,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "fastly-api-token",
         description: "a Fastly API token",
         keywords: &["fastly"],
-        pattern: r#"(?i)\bfastly[\w.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{32})(?:[^A-Za-z0-9_-]|$)"#,
+        pattern: r#"(?i)\bfastly[A-Za-z0-9_.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{32})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -363,7 +370,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cisco-meraki-api-key",
         description: "a Cisco Meraki Dashboard API key",
         keywords: &["meraki"],
-        pattern: r#"(?i)\bmeraki[\w.-]{0,30}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{40})\b"#,
+        pattern: r#"(?i)\bmeraki[A-Za-z0-9_.-]{0,30}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{40})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -388,7 +395,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "heroku-api-key",
         description: "a Heroku API key of the older form (a UUID)",
         keywords: &["heroku"],
-        pattern: r#"(?i)\bheroku[\w.-]{0,20}(?:api|key|token|auth)[\w.-]{0,10}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\bheroku[A-Za-z0-9_.-]{0,20}(?:api|key|token|auth)[A-Za-z0-9_.-]{0,10}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -562,7 +569,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "mongodb-atlas-private-key",
         description: "a MongoDB Atlas programmatic API private key",
         keywords: &["atlas_private_key", "atlas-private-key"],
-        pattern: r#"(?i)\b(?:mongodb_)?atlas[_-]private[_-]key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)atlas[_-]private[_-]key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
