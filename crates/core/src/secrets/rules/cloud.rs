@@ -16,6 +16,11 @@
 //! patterns end at the first character outside the token's alphabet, and
 //! the token is the `secret` group.
 //!
+//! A quote around a name or a value may be escaped (`\"`), as in JSON held
+//! in a string: the credential itself then holds no decoded escape, so the
+//! view with escapes decoded does not count the match, and the pattern has
+//! to match the text as written.
+//!
 //! The patterns use ASCII classes rather than `\w` and start with a
 //! literal where they can (no optional group or `\b` before the name): the
 //! regex engine then skips to the literal instead of running its slowest
@@ -51,7 +56,7 @@ pub(super) const RULES: &[Rule] = &[
         // `name = value`, `name value` (`aws configure set`), the prompt of
         // `aws configure` (`AWS Secret Access Key [None]: value`) or a
         // container's env entry (`name: AWS_SECRET_ACCESS_KEY`, `value:`).
-        pattern: r#"(?i)(?:aws[A-Za-z0-9_. -]{0,30}secret|secret_?access_?key)[A-Za-z0-9_. -]{0,30}(?:\[[^\]\n]{0,40}\])?["']?(?:[ \t]*[:=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*value[ \t]*:[ \t]*)["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+        pattern: r#"(?i)(?:aws[A-Za-z0-9_. -]{0,30}secret|secret_?access_?key)[A-Za-z0-9_. -]{0,30}(?:\[[^\]\n]{0,40}\])?(?:\\?["'])?(?:[ \t]*[:=][ \t]*|[ \t]+|[ \t]*\r?\n[ \t]*value[ \t]*:[ \t]*)(?:\\?["'])?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -124,7 +129,7 @@ pub(super) const RULES: &[Rule] = &[
         // key; the id (40 hex digits) names the file wherever it is pasted,
         // and the key itself is `private-key`'s.
         keywords: &["private_key_id"],
-        pattern: r#""private_key_id"[ \t]*:[ \t]*"(?P<secret>[a-f0-9]{40})""#,
+        pattern: r#"\\?"private_key_id\\?"[ \t]*:[ \t]*\\?"(?P<secret>[a-f0-9]{40})\\?""#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -149,7 +154,7 @@ pub(super) const RULES: &[Rule] = &[
             "azure_storage_access_key",
             "--account-key",
         ],
-        pattern: r#"(?i)(?:"keyName"[ \t]*:[ \t]*"key[12]"[^}]{0,80}?"value"[ \t]*:[ \t]*"|\bazure_storage_(?:access_)?key["']?[ \t]*[:=][ \t]*["']?|--account-key[ =]["']?)(?P<secret>[A-Za-z0-9+/]{86}==)"#,
+        pattern: r#"(?i)(?:"keyName"[ \t]*:[ \t]*"key[12]"[^}]{0,80}?"value"[ \t]*:[ \t]*"|\bazure_storage_(?:access_)?key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|--account-key[ =](?:\\?["'])?)(?P<secret>[A-Za-z0-9+/]{86}==)"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -185,7 +190,7 @@ pub(super) const RULES: &[Rule] = &[
         // Sent as the `x-functions-key` header or the `code` parameter of a
         // function's URL.
         keywords: &["x-functions-key", "azurewebsites.net"],
-        pattern: r#"(?i)(?:\bx-functions-key["']?[ \t]*:[ \t]*["']?|\.azurewebsites\.net/api/[^\s?"']*\?(?:[^\s"'&]*&)*code=)(?P<secret>[A-Za-z0-9_/+-]{40,}(?:=|%3[Dd]){0,2})"#,
+        pattern: r#"(?i)(?:\bx-functions-key(?:\\?["'])?[ \t]*:[ \t]*(?:\\?["'])?|\.azurewebsites\.net/api/[^\s?"']*\?(?:[^\s"'&]*&)*code=)(?P<secret>[A-Za-z0-9_/+-]{40,}(?:=|%3[Dd]){0,2})"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -217,7 +222,7 @@ pub(super) const RULES: &[Rule] = &[
             "accesskeysecret",
             "access_key_secret",
         ],
-        pattern: r#"(?i)(?:alibaba|aliyun|alicloud|access_?key_?secret)[A-Za-z0-9_.-]{0,30}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{30})\b"#,
+        pattern: r#"(?i)(?:alibaba|aliyun|alicloud|access_?key_?secret)[A-Za-z0-9_.-]{0,30}(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Za-z0-9]{30})\b"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -249,7 +254,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "ibm-cloud-api-key",
         description: "an IBM Cloud API key",
         keywords: &["ibmcloud_api_key", "ibm_cloud_api_key", "ic_api_key"],
-        pattern: r#"(?i)\b(?:ibm_?cloud|ic)_api_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{44})(?:[^A-Za-z0-9_-]|$)"#,
+        pattern: r#"(?i)\b(?:ibm_?cloud|ic)_api_key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Za-z0-9_-]{44})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.5,
         class: Class::Assignment,
     },
@@ -257,7 +262,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "scaleway-secret-key",
         description: "a Scaleway API secret key",
         keywords: &["scw_secret_key"],
-        pattern: r#"(?i)\bscw_secret_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\bscw_secret_key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -265,7 +270,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "linode-api-token",
         description: "a Linode (Akamai Cloud) personal access token",
         keywords: &["linode"],
-        pattern: r#"(?i)\blinode[A-Za-z0-9_.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{64})\b"#,
+        pattern: r#"(?i)\blinode[A-Za-z0-9_.-]{0,20}(?:token|key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[a-f0-9]{64})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -273,7 +278,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "hetzner-cloud-api-token",
         description: "a Hetzner Cloud API token",
         keywords: &["hcloud_token", "hcloud-token"],
-        pattern: r#"(?i)\bhcloud[_-]token["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{64})\b"#,
+        pattern: r#"(?i)\bhcloud[_-]token(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Za-z0-9]{64})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -281,7 +286,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "vultr-api-key",
         description: "a Vultr API key",
         keywords: &["vultr_api_key"],
-        pattern: r#"(?i)\bvultr_api_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Z0-9]{36})\b"#,
+        pattern: r#"(?i)\bvultr_api_key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Z0-9]{36})\b"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -329,7 +334,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cloudflare-global-api-key",
         description: "a Cloudflare global API key",
         keywords: &["cloudflare", "cf_api_key"],
-        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{37})\b"#,
+        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[a-f0-9]{37})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -337,7 +342,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cloudflare-api-key",
         description: "a Cloudflare API token",
         keywords: &["cloudflare", "cf_api_token"],
-        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
+        pattern: r#"(?i)\b(?:cloudflare|cf)[A-Za-z0-9_.-]{0,25}(?:token|key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Za-z0-9_-]{40})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -354,7 +359,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "fastly-api-token",
         description: "a Fastly API token",
         keywords: &["fastly"],
-        pattern: r#"(?i)\bfastly[A-Za-z0-9_.-]{0,20}(?:token|key)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9_-]{32})(?:[^A-Za-z0-9_-]|$)"#,
+        pattern: r#"(?i)\bfastly[A-Za-z0-9_.-]{0,20}(?:token|key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[A-Za-z0-9_-]{32})(?:[^A-Za-z0-9_-]|$)"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -370,7 +375,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "cisco-meraki-api-key",
         description: "a Cisco Meraki Dashboard API key",
         keywords: &["meraki"],
-        pattern: r#"(?i)\bmeraki[A-Za-z0-9_.-]{0,30}key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[a-f0-9]{40})\b"#,
+        pattern: r#"(?i)\bmeraki[A-Za-z0-9_.-]{0,30}key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[a-f0-9]{40})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -378,7 +383,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "backblaze-application-key",
         description: "a Backblaze B2 application key",
         keywords: &["b2_application_key"],
-        pattern: r#"(?i)\bb2_application_key["']?[ \t]*[:=][ \t]*["']?(?P<secret>K[0-9]{3}[A-Za-z0-9+/]{27})(?:[^A-Za-z0-9+/=]|$)"#,
+        pattern: r#"(?i)\bb2_application_key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>K[0-9]{3}[A-Za-z0-9+/]{27})(?:[^A-Za-z0-9+/=]|$)"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -395,7 +400,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "heroku-api-key",
         description: "a Heroku API key of the older form (a UUID)",
         keywords: &["heroku"],
-        pattern: r#"(?i)\bheroku[A-Za-z0-9_.-]{0,20}(?:api|key|token|auth)[A-Za-z0-9_.-]{0,10}["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\bheroku[A-Za-z0-9_.-]{0,20}(?:api|key|token|auth)[A-Za-z0-9_.-]{0,10}(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -421,7 +426,7 @@ pub(super) const RULES: &[Rule] = &[
         description: "a Vercel access token",
         // `VERCEL_TOKEN=…` or `vercel … --token …`.
         keywords: &["vercel"],
-        pattern: r#"(?i)(?:\bvercel[_-]token["']?[ \t]*[:=][ \t]*["']?|\bvercel\b[^\n]*?[ \t]--token[ =]["']?)(?P<secret>[A-Za-z0-9]{24})\b"#,
+        pattern: r#"(?i)(?:\bvercel[_-]token(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|\bvercel\b[^\n]*?[ \t]--token[ =](?:\\?["'])?)(?P<secret>[A-Za-z0-9]{24})\b"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
@@ -429,7 +434,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "railway-api-token",
         description: "a Railway account, team or project token",
         keywords: &["railway_token", "railway_api_token"],
-        pattern: r#"(?i)\brailway_(?:api_)?token["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\brailway_(?:api_)?token(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -529,7 +534,7 @@ pub(super) const RULES: &[Rule] = &[
         // `s.` alone is far too common a prefix: the variable or header
         // Vault documents for its token has to name it.
         keywords: &["vault_token", "x-vault-token"],
-        pattern: r#"(?i)\b(?:vault_token|x-vault-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>s\.[A-Za-z0-9]{24})\b"#,
+        pattern: r#"(?i)\b(?:vault_token|x-vault-token)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>s\.[A-Za-z0-9]{24})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -553,7 +558,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "consul-acl-token",
         description: "a HashiCorp Consul ACL token",
         keywords: &["consul_http_token", "x-consul-token"],
-        pattern: r#"(?i)\b(?:consul_http_token|x-consul-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\b(?:consul_http_token|x-consul-token)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -561,7 +566,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "nomad-acl-token",
         description: "a HashiCorp Nomad ACL token's secret id",
         keywords: &["nomad_token", "x-nomad-token"],
-        pattern: r#"(?i)\b(?:nomad_token|x-nomad-token)["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)\b(?:nomad_token|x-nomad-token)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -569,7 +574,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "mongodb-atlas-private-key",
         description: "a MongoDB Atlas programmatic API private key",
         keywords: &["atlas_private_key", "atlas-private-key"],
-        pattern: r#"(?i)atlas[_-]private[_-]key["']?[ \t]*[:=][ \t]*["']?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
+        pattern: r#"(?i)atlas[_-]private[_-]key(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?(?P<secret>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -601,7 +606,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "ngrok-authtoken",
         description: "an ngrok authtoken or API key",
         keywords: &["authtoken", "ngrok_api_key"],
-        pattern: r#"(?i)(?:\bngrok_(?:authtoken|api_key)["']?[ \t]*[:=][ \t]*["']?|\badd-authtoken[ \t]+["']?|\bauthtoken:[ \t]*["']?)(?P<secret>[A-Za-z0-9]{20,30}_[A-Za-z0-9]{20,30})\b"#,
+        pattern: r#"(?i)(?:\bngrok_(?:authtoken|api_key)(?:\\?["'])?[ \t]*[:=][ \t]*(?:\\?["'])?|\badd-authtoken[ \t]+(?:\\?["'])?|\bauthtoken:[ \t]*(?:\\?["'])?)(?P<secret>[A-Za-z0-9]{20,30}_[A-Za-z0-9]{20,30})\b"#,
         entropy: 3.0,
         class: Class::Assignment,
     },
