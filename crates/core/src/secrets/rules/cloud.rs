@@ -123,6 +123,15 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "firebase-cloud-messaging-server-key",
+        description: "a Firebase Cloud Messaging legacy server key",
+        // `AAAA`, 7 characters, `:APA91b` and about 134 more.
+        keywords: &["apa91b"],
+        pattern: r"\b(?P<secret>AAAA[A-Za-z0-9_-]{7}:APA91b[A-Za-z0-9_-]{120,150})(?:[^A-Za-z0-9_-]|$)",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "gcp-service-account",
         description: "a Google Cloud service account key (its private_key_id)",
         // A key file holds `"type": "service_account"`, the key's id and the
