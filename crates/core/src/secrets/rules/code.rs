@@ -17,6 +17,14 @@
 //! the text) after the `secret` group. Where one issuer has a longer token
 //! that starts like a shorter one (GitLab's routable tokens), the longer
 //! rule comes first: on overlapping matches the earlier rule names the text.
+//!
+//! A decoded view counts only where the credential itself was rewritten,
+//! so a Docker config or an `.npmrc` quoted inside a JSON string (its
+//! context behind `\"` or `\n` escapes) is matched as written: those two
+//! rules accept the escapes. A Docker `"auth"` is padded base64 (of
+//! `user:password`); an identity token is opaque: the rule takes padded
+//! base64 or at least 32 token characters, so that a word like
+//! `"auth": "oauth2-client-credentials"` is no credential.
 
 use super::{Class, Rule};
 
@@ -199,7 +207,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "npmrc-auth-token",
         description: "an .npmrc registry credential (_authToken or _auth)",
         keywords: &["_auth"],
-        pattern: r#"(?m)(?:^[ \t]*|:)_auth(?:Token)?[ \t]*=[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"#,
+        pattern: r#"(?m)(?:^[ \t]*|\\n[ \t]*|:)_auth(?:Token)?[ \t]*=[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
@@ -279,8 +287,8 @@ pub(super) const RULES: &[Rule] = &[
     Rule {
         id: "docker-config-auth",
         description: "a registry credential in a Docker config.json (auth or identitytoken)",
-        keywords: &["\"auth\"", "\"identitytoken\"", "\"registrytoken\""],
-        pattern: r#"(?i)"(?:auth|identitytoken|registrytoken)"[ \t]*:[ \t]*"(?P<secret>[A-Za-z0-9+/._~-]{12,}={0,2})""#,
+        keywords: &["auth\"", "auth\\\"", "identitytoken", "registrytoken"],
+        pattern: r#"(?i)\\?"(?:auth|identitytoken|registrytoken)\\?"[ \t]*:[ \t]*\\?"(?P<secret>(?:[A-Za-z0-9+/]{4}){3,}(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?|[A-Za-z0-9+/._~-]{32,}={0,2})\\?""#,
         entropy: 3.0,
         class: Class::Assignment,
     },
