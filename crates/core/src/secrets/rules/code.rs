@@ -10,7 +10,8 @@
 //! context is what is distinctive, and the UUID allowance of
 //! [`Class::Assignment`] would let the credential through. Values that are
 //! only recognised by a generic name (a Docker `"auth"`, a NuGet
-//! `ClearTextPassword`) are [`Class::Assignment`].
+//! `ClearTextPassword`, a Maven `<password>`, a `.netrc` `password`) are
+//! [`Class::Assignment`].
 //!
 //! Where a token's alphabet has `-` or `_`, `\b` cannot mark its end, so
 //! the pattern asks for a character outside the alphabet (or the end of
@@ -236,6 +237,22 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Prefixed,
     },
     Rule {
+        id: "crates-io-api-token",
+        description: "a crates.io API or trusted-publishing token",
+        keywords: &["cio"],
+        pattern: r"\bcio(?:_tp_)?[A-Za-z0-9]{32}\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "maven-settings-password",
+        description: "a server password in a Maven settings.xml",
+        keywords: &["<password>"],
+        pattern: r"<password>[ \t]*(?P<secret>[^<\s]{4,})[ \t]*</password>",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "nuget-api-key",
         description: "a NuGet.org API key",
         keywords: &["oy2"],
@@ -282,6 +299,14 @@ pub(super) const RULES: &[Rule] = &[
         pattern: r"(?i)\bhttps?://(?P<secret>[0-9a-f]{8}:[0-9a-f]{8})@(?:gems|enterprise)\.contribsys\.com\b",
         entropy: 0.0,
         class: Class::Prefixed,
+    },
+    Rule {
+        id: "netrc-password",
+        description: "a password in a .netrc entry (git, curl, pip and others read it)",
+        keywords: &["machine"],
+        pattern: r"\bmachine[ \t]+[^\s]+(?:\s+login[ \t]+[^\s]+)?\s+password[ \t]+(?P<secret>[^\s]+)",
+        entropy: 0.0,
+        class: Class::Assignment,
     },
     // Container registries.
     Rule {
@@ -348,6 +373,14 @@ pub(super) const RULES: &[Rule] = &[
         pattern: r#"(?i)\bdrone[\w.-]{0,20}?(?:token|key|secret)\b["']?[ \t]*[:=][ \t]*["']?(?P<secret>[A-Za-z0-9]{32})\b"#,
         entropy: 3.5,
         class: Class::Assignment,
+    },
+    Rule {
+        id: "circleci-api-token",
+        description: "a CircleCI personal or project API token",
+        keywords: &["ccipat_", "cciprj_"],
+        pattern: r"\bCCIP(?:AT|RJ)_[1-9A-HJ-NP-Za-km-z]{16,24}_[0-9a-f]{40}\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
     },
     Rule {
         id: "buildkite-api-token",
