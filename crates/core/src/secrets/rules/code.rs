@@ -13,9 +13,9 @@
 //! `ClearTextPassword`, a Maven `<password>`, a `.netrc` `password`) are
 //! [`Class::Assignment`].
 //!
-//! Where a token's alphabet has `-` or `_`, `\b` cannot mark its end, so
-//! the pattern asks for a character outside the alphabet (or the end of
-//! the text) after the `secret` group. Where one issuer has a longer token
+//! Where a token's alphabet has `-`, `\b` cannot mark its end (a token
+//! may end in `-`), so the pattern asks for a character outside the
+//! alphabet (or the end of the text) after the `secret` group. Where one issuer has a longer token
 //! that starts like a shorter one (GitLab's routable tokens), the longer
 //! rule comes first: on overlapping matches the earlier rule names the text.
 //!
