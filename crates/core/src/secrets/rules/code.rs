@@ -10,8 +10,7 @@
 //! context is what is distinctive, and the UUID allowance of
 //! [`Class::Assignment`] would let the credential through. Values that are
 //! only recognised by a generic name (a Docker `"auth"`, a NuGet
-//! `ClearTextPassword`, a Maven `<password>`, a `.netrc` `password`) are
-//! [`Class::Assignment`].
+//! `ClearTextPassword`, a Maven `<password>`) are [`Class::Assignment`].
 //!
 //! Where a token's alphabet has `-`, `\b` cannot mark its end (a token
 //! may end in `-`), so the pattern asks for a character outside the
@@ -299,14 +298,6 @@ pub(super) const RULES: &[Rule] = &[
         pattern: r"(?i)\bhttps?://(?P<secret>[0-9a-f]{8}:[0-9a-f]{8})@(?:gems|enterprise)\.contribsys\.com\b",
         entropy: 0.0,
         class: Class::Prefixed,
-    },
-    Rule {
-        id: "netrc-password",
-        description: "a password in a .netrc entry (git, curl, pip and others read it)",
-        keywords: &["machine"],
-        pattern: r"\bmachine[ \t]+[^\s]+(?:\s+login[ \t]+[^\s]+)?\s+password[ \t]+(?P<secret>[^\s]+)",
-        entropy: 0.0,
-        class: Class::Assignment,
     },
     // Container registries.
     Rule {
