@@ -3,20 +3,22 @@
 //!
 //! Nearly all of these tokens carry an issuer's prefix (`ghp_`, `glpat-`,
 //! `npm_`, `pypi-`), so they are [`Class::Prefixed`]. Where a token has no
-//! prefix of its own (an `.npmrc` `_authToken`, often a UUID; a Codecov or
-//! Snyk token, a UUID; a Sidekiq Enterprise credential) the rule asks for
-//! the context that names it (`_authToken=`, `CODECOV_TOKEN=`,
-//! `BUNDLE_ENTERPRISE__CONTRIBSYS__COM=`) and is still `Prefixed`: that
-//! context is what is distinctive, and the UUID allowance of
-//! [`Class::Assignment`] would let the credential through. Values that are
-//! only recognised by a generic name (a Docker `"auth"`, a NuGet
-//! `ClearTextPassword`, a Maven `<password>`) are [`Class::Assignment`].
+//! prefix of its own (an `.npmrc` `_authToken` or a Yarn `npmAuthToken`,
+//! often a UUID; a Codecov or Snyk token, a UUID; a Sidekiq Enterprise
+//! credential) the rule asks for the context that names it (`_authToken=`,
+//! `npmAuthToken:`, `CODECOV_TOKEN=`, `BUNDLE_ENTERPRISE__CONTRIBSYS__COM=`)
+//! and is still `Prefixed`: that context is what is distinctive, and the
+//! UUID allowance of [`Class::Assignment`] would let the credential
+//! through. Values that are only recognised by a generic name (a Docker
+//! `"auth"`, a NuGet `ClearTextPassword`, a Maven `<password>`) are
+//! [`Class::Assignment`].
 //!
-//! Where a token's alphabet has `-`, `\b` cannot mark its end (a token
-//! may end in `-`), so the pattern asks for a character outside the
-//! alphabet (or the end of the text) after the `secret` group. Where one issuer has a longer token
-//! that starts like a shorter one (GitLab's routable tokens), the longer
-//! rule comes first: on overlapping matches the earlier rule names the text.
+//! Where a token's alphabet has `-`, `\b` cannot mark its end (a token may
+//! end in `-`), so the pattern asks for a character outside the alphabet
+//! (or the end of the text) after the `secret` group. Where one issuer has
+//! a longer token that starts like a shorter one (GitLab's routable
+//! tokens), the longer rule comes first: on overlapping matches the earlier
+//! rule names the text.
 //!
 //! A decoded view counts only where the credential itself was rewritten,
 //! so a Docker config or an `.npmrc` quoted inside a JSON string (its
@@ -205,9 +207,9 @@ pub(super) const RULES: &[Rule] = &[
     },
     Rule {
         id: "npmrc-auth-token",
-        description: "an .npmrc registry credential (_authToken or _auth)",
-        keywords: &["_auth"],
-        pattern: r#"(?m)(?:^[ \t]*|\\n[ \t]*|:)_auth(?:Token)?[ \t]*=[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"#,
+        description: "an npm registry credential (.npmrc _authToken or _auth, Yarn npmAuthToken)",
+        keywords: &["_auth", "npmauthtoken"],
+        pattern: r#"(?m)(?:(?:^[ \t]*|\\n[ \t]*|:)_auth(?:Token)?[ \t]*=|\bnpmAuthToken["']?[ \t]*:)[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/=-]{16,})"#,
         entropy: 3.0,
         class: Class::Prefixed,
     },
