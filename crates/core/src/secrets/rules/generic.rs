@@ -64,7 +64,7 @@ pub(super) const RULES: &[Rule] = &[
         id: "password-assignment",
         description: "a password assigned to a variable, flag or setting",
         keywords: &["pass", "pwd"],
-        pattern: r#"(?i)(?:password|passwd|passphrase|pass|pwd)\b["']?[ \t]*(?::=|=>|[:=])[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
+        pattern: r#"(?i)(?:(?:password|passwd|passphrase|pwd|pass)\b["']?[ \t]*(?::=|=>|=)|(?:password|passwd|passphrase|pwd|_pass|(?-i:pass|Pass))\b["']?[ \t]*:)[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
         entropy: 0.0,
         class: Class::Assignment,
     },
