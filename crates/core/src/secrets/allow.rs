@@ -18,6 +18,7 @@ pub(super) fn allowed(class: Class, secret: &str) -> bool {
                 || is_content_hash(secret)
                 || is_uuid(secret)
                 || is_key_id(secret)
+                || is_public_key(secret)
                 || is_plain_word(secret)
                 || is_identifier(secret)
         }
@@ -160,6 +161,17 @@ fn is_key_id(secret: &str) -> bool {
             || secret
                 .bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+/// An age public key (`age1` and 58 lower-case bech32 characters), which
+/// `age-keygen` prints as `# public key: age1…`; the secret key is
+/// `AGE-SECRET-KEY-1…`.
+fn is_public_key(secret: &str) -> bool {
+    secret.len() == 62
+        && secret.starts_with("age1")
+        && secret
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }
 
 /// A UUID (`8-4-4-4-12` hex digits).
@@ -311,6 +323,16 @@ mod tests {
             (Class::Assignment, "7q2k9z.x3m8w1v6b4n5c0r7", false),
             (Class::Assignment, "summer-2024", false),
             (Class::Assignment, "x7k2p9-q3m8w1-v6b4n5", false),
+            (
+                Class::Assignment,
+                "age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqql3z7h",
+                true,
+            ),
+            (
+                Class::Assignment,
+                "age1Ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqql3z7h",
+                false,
+            ),
             (Class::Prefixed, "[secure]", true),
             (Class::Prefixed, "shop-api-credentials-v2-2026", false),
             (Class::Assignment, "hunter2!", false),

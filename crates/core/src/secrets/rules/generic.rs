@@ -61,6 +61,22 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
+        id: "pgpass-password",
+        description: "a password in a PostgreSQL .pgpass line (host:port:database:user:password)",
+        keywords: &["pgpass", ":5432:"],
+        pattern: r"(?m)^[ \t]*(?:[\w.-]+|\*):(?:[0-9]+|\*):(?:[\w.-]+|\*):(?:[\w.@-]+|\*):(?P<secret>\S{4,})[ \t]*$",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "netrc-password",
+        description: "a password in a .netrc entry (machine, login, password)",
+        keywords: &["netrc", "machine"],
+        pattern: r"\bmachine[ \t]+[\w.-]+(?:\s+(?:login|account)[ \t]+\S+)*\s+password[ \t]+(?P<secret>\S{4,})",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "password-assignment",
         description: "a password assigned to a variable, flag or setting",
         keywords: &["pass", "pwd"],

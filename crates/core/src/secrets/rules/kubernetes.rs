@@ -1,5 +1,8 @@
 //! What agents working on Kubernetes print: kubeconfig credentials,
-//! bootstrap tokens and the values of Secrets. (A ServiceAccount token is a
+//! bootstrap tokens, tokens given to kubectl and the values of Secrets
+//! (in YAML, JSON or `kubectl create secret --from-literal`). A Secret's
+//! rules come before `kubeconfig-token`: a `token:` under a Secret's
+//! `data:` is named as the Secret's value. (A ServiceAccount token is a
 //! JWT: the `jwt` rule names it.)
 
 use super::{Class, Rule};
@@ -22,11 +25,19 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
-        id: "kubeconfig-token",
-        description: "a kubeconfig user's bearer token",
-        keywords: &["token"],
-        pattern: r#"(?m)^[ \t-]*(?:token|id-token|refresh-token|access-token)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/-]{20,}={0,2})["']?[ \t]*$"#,
+        id: "kubectl-token",
+        description: "a bearer token given to kubectl (--token)",
+        keywords: &["--token"],
+        pattern: r#"\bkubectl\b[^\n]*?[ \t]--token[= ]["']?(?P<secret>[A-Za-z0-9._-]{20,})(?:["'\s]|$)"#,
         entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubectl-from-literal",
+        description: "a Secret's value given to kubectl create secret (--from-literal)",
+        keywords: &["--from-literal"],
+        pattern: r#"\bsecret[ \t]+generic\b[^\n]*?--from-literal[= ]["']?[\w.-]+=["']?(?P<secret>[^\s"']{4,})"#,
+        entropy: 0.0,
         class: Class::Assignment,
     },
     Rule {
@@ -43,6 +54,14 @@ pub(super) const RULES: &[Rule] = &[
         keywords: &["\"secret\""],
         pattern: r#""(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})""#,
         entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubeconfig-token",
+        description: "a kubeconfig user's bearer token",
+        keywords: &["token"],
+        pattern: r#"(?m)^[ \t-]*(?:token|id-token|refresh-token|access-token)["']?[ \t]*:[ \t]*["']?(?P<secret>[A-Za-z0-9._~+/-]{20,}={0,2})["']?[ \t]*$"#,
+        entropy: 3.0,
         class: Class::Assignment,
     },
 ];
