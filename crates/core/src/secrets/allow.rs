@@ -77,7 +77,8 @@ fn is_placeholder(secret: &str) -> bool {
 }
 
 /// A reference to where the value lives: `${VAR}`, `$VAR`, `$(cat …)`,
-/// `{{ .Values.x }}`, `%(name)s`, `<token>`.
+/// `{{ .Values.x }}`, `%(name)s`, `<token>`, or a YAML tag (`!vault` of
+/// Ansible, `!Ref` of CloudFormation).
 fn is_reference(secret: &str) -> bool {
     secret.starts_with('$')
         || secret.contains("${")
@@ -85,13 +86,16 @@ fn is_reference(secret: &str) -> bool {
         || secret.contains("{{")
         || secret.starts_with("%(")
         || secret.starts_with('<')
+        || secret
+            .strip_prefix('!')
+            .is_some_and(|tag| !tag.is_empty() && tag.bytes().all(|b| b.is_ascii_alphabetic()))
 }
 
 /// Code that reads the value from elsewhere rather than holding it: a call
 /// or an index on a dotted name or a lower-case function (`os.environ[`,
-/// `System.getenv(`, `self.password.clone()`, `getenv(`), or a dotted path of identifiers that starts
-/// with a lower-case word (`process.env.API_KEY`, `settings.SHOP_API_KEY`,
-/// `django.contrib.auth.backends.ModelBackend`).
+/// `System.getenv(`, `self.password.clone()`, `getenv(`), or a dotted path
+/// of names that starts with a lower-case one (`process.env.API_KEY`,
+/// `var.db_password`, `django.contrib.auth.backends.ModelBackend`).
 fn is_code(secret: &str) -> bool {
     let is_name = |s: &str| {
         s.bytes()
@@ -111,18 +115,41 @@ fn is_code(secret: &str) -> bool {
             !callee.is_empty() && callee.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
         return dotted || function;
     }
+    // Later parts are tidy names: `snake_case`, `SCREAMING_CASE` or
+    // `CamelCase` without digits, not the mixed case of a token.
+    let tidy = |s: &str| {
+        is_name(s)
+            && (s.bytes().all(|b| !b.is_ascii_uppercase())
+                || s.bytes().all(|b| !b.is_ascii_lowercase())
+                || (s.bytes().next().is_some_and(|b| b.is_ascii_uppercase())
+                    && s.bytes().all(|b| b.is_ascii_alphabetic())))
+    };
     let mut segments = secret.split('.');
     let first = segments.next().unwrap_or("");
     first.len() >= 2
-        && first.bytes().all(|b| b.is_ascii_lowercase())
+        && first.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && first.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
         && secret.contains('.')
-        && segments.all(is_name)
+        && segments.all(tidy)
 }
 
-/// A filesystem path: `/…`, `./…`, `../…`, `~/…`, `C:\…`.
+/// A filesystem path: `/…`, `./…`, `../…`, `~/…`, `C:\…`, or a relative
+/// path to a file (`config/keys/api_key_2026.txt`: at least one `/` and a
+/// short lower-case extension).
 fn is_path(secret: &str) -> bool {
     let bytes = secret.as_bytes();
-    secret.starts_with('/')
+    let relative_file = secret.contains('/')
+        && secret.rsplit_once('/').is_some_and(|(_, file)| {
+            file.rsplit_once('.').is_some_and(|(stem, ext)| {
+                !stem.is_empty()
+                    && (1..=5).contains(&ext.len())
+                    && ext
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+            })
+        });
+    relative_file
+        || secret.starts_with('/')
         || secret.starts_with("./")
         || secret.starts_with("../")
         || secret.starts_with("~/")
@@ -333,6 +360,21 @@ mod tests {
                 "age1Ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqql3z7h",
                 false,
             ),
+            (Class::Assignment, "!vault", true),
+            (Class::Assignment, "!Ref", true),
+            (Class::Assignment, "!Zq9Lx2", false),
+            (Class::Assignment, "var.db_password", true),
+            (Class::Assignment, "random_password.db.result", true),
+            (Class::Assignment, "sk.eyJ1IjoiZm9vIiwiYSI6ImJhciJ9", false),
+            (Class::Assignment, "pass.W0rd", false),
+            (
+                Class::Assignment,
+                "uploads/2026/12/01/7f3a9c2e-invoice.pdf",
+                true,
+            ),
+            (Class::Assignment, "config/keys/api_key_2026.txt", true),
+            (Class::Assignment, "Zq9/Lx2Wm7Vb4", false),
+            (Class::Assignment, "Zq9/Lx2Wm7.Vb4Nc8", false),
             (Class::Prefixed, "[secure]", true),
             (Class::Prefixed, "shop-api-credentials-v2-2026", false),
             (Class::Assignment, "hunter2!", false),
