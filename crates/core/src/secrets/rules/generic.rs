@@ -1,6 +1,7 @@
 //! Credentials recognised by where they stand rather than by their shape:
 //! a password in a URL or an assignment, HTTP authentication headers and
-//! cookies, curl's credentials, and gitleaks' catch-all `generic-api-key`.
+//! cookies, curl's credentials, passwords on command lines and in
+//! `.pgpass` / `.netrc`, and gitleaks' catch-all `generic-api-key`.
 //! These are [`Class::Assignment`] rules: the whole allowlist applies.
 
 use super::{Class, Rule};
@@ -77,10 +78,18 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
+        id: "cli-password-flag",
+        description: "a password given on a command line (mysql -p, sshpass -p, redis-cli -a, docker login -p, mongosh -p)",
+        keywords: &["mysql", "sshpass", "redis-cli", "docker login", "mongo"],
+        pattern: r#"(?:\bmysql(?:dump|admin|sh)?\b[^\n]*?[ \t]-p|\bsshpass\b[^\n]*?[ \t]-p[ \t]*|\bredis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+|\bdocker[ \t]+login\b[^\n]*?[ \t]-p[ \t]+|\bmongo(?:sh)?\b[^\n]*?[ \t]-p[ \t]+)["']?(?P<secret>[^\s"'-][^\s"']{3,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "password-assignment",
         description: "a password assigned to a variable, flag or setting",
         keywords: &["pass", "pwd"],
-        pattern: r#"(?i)(?:(?:password|passwd|passphrase|pwd|pass)\b["']?[ \t]*(?::=|=>|=)|(?:password|passwd|passphrase|pwd|_pass|(?-i:pass|Pass))\b["']?[ \t]*:)[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
+        pattern: r#"(?i)(?:(?:password|passwd|passphrase|pwd|pass)\b["']?[ \t]*(?::=|=>|=)|(?:password|passwd|passphrase|pwd|_pass|(?-i:pass|Pass))\b["']?[ \t]*:|--(?:password|passwd|pass)[ \t]+)[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
         entropy: 0.0,
         class: Class::Assignment,
     },

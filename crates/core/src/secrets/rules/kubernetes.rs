@@ -25,6 +25,14 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
+        id: "kubeadm-certificate-key",
+        description: "a kubeadm certificate key (decrypts the control-plane certificates kubeadm uploads)",
+        keywords: &["--certificate-key", "certificate key"],
+        pattern: r"(?i)(?:--certificate-key[= ]|using certificate key:\s*)(?P<secret>[a-f0-9]{64})\b",
+        entropy: 3.0,
+        class: Class::Prefixed,
+    },
+    Rule {
         id: "kubectl-token",
         description: "a bearer token given to kubectl (--token)",
         keywords: &["--token"],
@@ -50,8 +58,8 @@ pub(super) const RULES: &[Rule] = &[
     },
     Rule {
         id: "kubernetes-secret-json",
-        description: "a value under a Kubernetes Secret's data or stringData, as JSON",
-        keywords: &["\"secret\""],
+        description: "a value under a Kubernetes Secret's data or stringData, as JSON (also in kubectl patch secret)",
+        keywords: &["\"secret\"", "patch secret"],
         pattern: r#""(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})""#,
         entropy: 0.0,
         class: Class::Assignment,
