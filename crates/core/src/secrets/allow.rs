@@ -225,12 +225,13 @@ fn is_plain_word(secret: &str) -> bool {
 /// What joins the words of a name.
 const SEPARATORS: [char; 4] = ['-', '_', '.', '/'];
 
-/// A name built of at least three lower-case parts, each a word, a number,
-/// a version (`v1beta1`) or a short abbreviation (`k8s`, `v2`, `01`):
-/// resource names, host names, API groups (`shop-tls-2026-wildcard`,
-/// `orders-api-v2.shop.svc.cluster.local`, `storage.k8s.io/v1`). A token
-/// has no such structure; two parts are not enough (`7q2k9z.x3m8w1v6b4n5c0r7`
-/// is a bootstrap token).
+/// A name built of lower-case parts, each a word, a number, a version
+/// (`v1beta1`) or a short abbreviation (`k8s`, `v2`, `01`): host names and
+/// API groups (three parts or more, with a `.` or `/`:
+/// `orders-api-v2.shop.svc.cluster.local`, `storage.k8s.io/v1`) and
+/// resource names (four parts or more: `shop-tls-2026-wildcard`). A token
+/// has no such structure; fewer parts are not enough (`summer-2024-shop`
+/// may be a password, `7q2k9z.x3m8w1v6b4n5c0r7` is a bootstrap token).
 fn is_identifier(secret: &str) -> bool {
     let part = |p: &str| {
         let letters = p.bytes().all(|b| b.is_ascii_lowercase());
@@ -241,7 +242,8 @@ fn is_identifier(secret: &str) -> bool {
         !p.is_empty() && (letters || digits || short || is_version(p))
     };
     let parts: Vec<&str> = secret.split(SEPARATORS).collect();
-    parts.len() >= 3
+    let enough = if secret.contains(['.', '/']) { 3 } else { 4 };
+    parts.len() >= enough
         && parts.iter().all(|p| part(p))
         && parts
             .iter()
@@ -349,6 +351,8 @@ mod tests {
             (Class::Assignment, "kubernetes/shop-prod-cluster-01", true),
             (Class::Assignment, "7q2k9z.x3m8w1v6b4n5c0r7", false),
             (Class::Assignment, "summer-2024", false),
+            (Class::Assignment, "summer-2024-shop", false),
+            (Class::Assignment, "kv-shop-prod-weu-001", true),
             (Class::Assignment, "x7k2p9-q3m8w1-v6b4n5", false),
             (
                 Class::Assignment,
