@@ -48,11 +48,23 @@ pub(super) const RULES: &[Rule] = &[
         entropy: 0.0,
         class: Class::Assignment,
     },
+    // `kind: Secret` and its `data:` must be in one document (no `---`
+    // between them), or `kind: Secret` must follow the data block directly
+    // (as kubectl sorts the keys), so that a ConfigMap's data next to a
+    // Secret is not read as the Secret's.
     Rule {
         id: "kubernetes-secret-yaml",
         description: "a value under a Kubernetes Secret's data or stringData",
         keywords: &["kind: secret"],
-        pattern: r#"(?m)^[ \t]*["']?(?:data|stringData)["']?[ \t]*:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+["']?[\w.-]+["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"'|>{}]{4,})"#,
+        pattern: r#"(?m)^[ \t-]*kind:[ \t]*["']?Secret["']?[ \t]*\n(?:(?:[^\n-][^\n]*|-(?:[^\n-][^\n]*)?|--(?:[^\n-][^\n]*)?)?\n)*?[ \t]*["']?(?:data|stringData)["']?[ \t]*:[ \t]*\n(?:[ \t]+[^\n]*\n)*?[ \t]+["']?[\w.-]+["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"'|>{}]{4,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubectl-secret-yaml",
+        description: "a value under a Kubernetes Secret's data as kubectl get -o yaml prints it (data before kind)",
+        keywords: &["kind: secret"],
+        pattern: r#"(?m)^[ \t]*data:[ \t]*\n[ \t]+["']?[\w.-]+["']?[ \t]*:[ \t]*["']?(?P<secret>[^\s"'|>{}]{4,})[^\n]*\n(?:[ \t]+[^\n]*\n)*?[ \t]*kind:[ \t]*["']?Secret\b"#,
         entropy: 0.0,
         class: Class::Assignment,
     },
