@@ -68,11 +68,22 @@ pub(super) const RULES: &[Rule] = &[
         entropy: 0.0,
         class: Class::Assignment,
     },
+    // The same for JSON: `"kind": "Secret"` before the data in one object
+    // (or `kubectl patch secret`), or right after the data object as
+    // kubectl sorts the keys.
     Rule {
         id: "kubernetes-secret-json",
         description: "a value under a Kubernetes Secret's data or stringData, as JSON (also in kubectl patch secret)",
         keywords: &["\"secret\"", "patch secret"],
-        pattern: r#""(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})""#,
+        pattern: r#"(?:"kind"\s*:\s*"Secret"\s*,\s*(?:"[\w.-]+"\s*:\s*(?:"[^"]*"|\{(?:[^{}]|\{[^{}]*\})*\})\s*,\s*)*?|\bpatch[ \t]+secret\b[^\n]*?)"(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})""#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "kubectl-secret-json",
+        description: "a value under a Kubernetes Secret's data as kubectl get -o json prints it (data before kind)",
+        keywords: &["\"secret\""],
+        pattern: r#""(?:data|stringData)"\s*:\s*\{\s*"[\w.-]+"\s*:\s*"(?P<secret>[^"\s]{4,})"(?:\s*,\s*"[\w.-]+"\s*:\s*"[^"]*")*\s*\}\s*,\s*"kind"\s*:\s*"Secret""#,
         entropy: 0.0,
         class: Class::Assignment,
     },
