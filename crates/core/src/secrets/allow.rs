@@ -113,7 +113,13 @@ fn is_code(secret: &str) -> bool {
                 .all(is_name);
         let function =
             !callee.is_empty() && callee.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
-        return dotted || function;
+        // What follows the bracket is nothing (a quote ended the match),
+        // the closing bracket or a name: not `hunter(2)`.
+        let argument = secret[at + 1..]
+            .bytes()
+            .next()
+            .is_none_or(|b| b == b')' || b == b']' || b.is_ascii_alphabetic() || b == b'_');
+        return (dotted || function) && argument;
     }
     // Later parts are tidy names: `snake_case`, `SCREAMING_CASE` or
     // `CamelCase` without digits, not the mixed case of a token.
@@ -334,6 +340,10 @@ mod tests {
                 true,
             ),
             (Class::Assignment, "Tr0ub4dor(3", false),
+            (Class::Assignment, "hunter(2)", false),
+            (Class::Assignment, "pass.Word(1)", false),
+            (Class::Assignment, "std::env::var(", true),
+            (Class::Assignment, "os.environ.get(key)", true),
             (Class::Assignment, "Zq9.Lx2Wm7Vb4", false),
             (Class::Assignment, "3AA5C34371567BD2", true),
             (Class::Assignment, "3aa5c34371567bd2", true),
