@@ -1,6 +1,7 @@
 //! Credentials recognised by where they stand rather than by their shape:
 //! a password in a URL or an assignment, HTTP authentication headers and
-//! cookies, curl's credentials, and gitleaks' catch-all `generic-api-key`.
+//! cookies, curl's credentials, passwords on command lines and in
+//! `.pgpass` / `.netrc`, and gitleaks' catch-all `generic-api-key`.
 //! These are [`Class::Assignment`] rules: the whole allowlist applies.
 
 use super::{Class, Rule};
@@ -61,13 +62,40 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
-        id: "password-assignment",
-        description: "a password assigned to a variable, flag or setting",
-        keywords: &["pass", "pwd"],
-        pattern: r#"(?i)(?:password|passwd|passphrase|pass|pwd)\b["']?[ \t]*(?::=|=>|[:=])[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
+        id: "pgpass-password",
+        description: "a password in a PostgreSQL .pgpass line (host:port:database:user:password)",
+        keywords: &["pgpass", ":5432:"],
+        pattern: r"(?m)^[ \t]*(?:[\w.-]+|\*):(?:[0-9]+|\*):(?:[\w.-]+|\*):(?:[\w.@-]+|\*):(?P<secret>\S{4,})[ \t]*$",
         entropy: 0.0,
         class: Class::Assignment,
     },
+    Rule {
+        id: "netrc-password",
+        description: "a password in a .netrc entry (machine, login, password)",
+        keywords: &["netrc", "machine"],
+        pattern: r"\bmachine[ \t]+[\w.-]+(?:\s+(?:login|account)[ \t]+\S+)*\s+password[ \t]+(?P<secret>\S{4,})",
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "cli-password-flag",
+        description: "a password given on a command line (mysql -p, sshpass -p, redis-cli -a, docker login -p, mongosh -p)",
+        keywords: &["mysql", "sshpass", "redis-cli", "docker login", "mongo"],
+        pattern: r#"(?:\bmysql(?:dump|admin|sh)?\b[^\n]*?[ \t]-p|\bsshpass\b[^\n]*?[ \t]-p[ \t]*|\bredis-cli\b[^\n]*?[ \t](?:-a|--pass)[ \t]+|\bdocker[ \t]+login\b[^\n]*?[ \t]-p[ \t]+|\bmongo(?:sh)?\b[^\n]*?[ \t]-p[ \t]+)["']?(?P<secret>[^\s"'-][^\s"']{3,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    Rule {
+        id: "password-assignment",
+        description: "a password assigned to a variable, flag or setting",
+        keywords: &["pass", "pwd"],
+        pattern: r#"(?i)(?:(?:password|passwd|passphrase|pwd|pass)\b["']?[ \t]*(?::=|=>|=)|(?:password|passwd|passphrase|pwd|_pass|(?-i:pass|Pass))\b["']?[ \t]*:|--(?:password|passwd|pass)[ \t]+)[ \t]*["']?(?P<secret>[^\s"'`,;]{4,})"#,
+        entropy: 0.0,
+        class: Class::Assignment,
+    },
+    // ASCII classes and nothing before the keyword: with a Unicode `\w`
+    // lead-in under `(?i)` this rule alone took about 7 ms on a 32 KiB body
+    // of near misses (release), now about 0.06 ms.
     Rule {
         id: "generic-api-key",
         description: "a high-entropy value assigned to a name like key, secret or token",
@@ -81,7 +109,7 @@ pub(super) const RULES: &[Rule] = &[
             "credential",
             "creds",
         ],
-        pattern: r#"(?i)[\w.-]{0,40}?(?:access|auth|api|credential|creds|key|secret|token)(?:[\w.-]{0,20})["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
+        pattern: r#"(?i)(?:access|auth|api|credential|creds|key|secret|token)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
         entropy: 3.7,
         class: Class::Assignment,
     },

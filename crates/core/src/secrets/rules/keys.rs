@@ -1,4 +1,5 @@
-//! Private keys and signed tokens, whoever issued them.
+//! Private keys, signed tokens and password hashes, whoever issued them:
+//! shapes that are decisive on their own.
 
 use super::{Class, Rule};
 
@@ -24,6 +25,14 @@ pub(super) const RULES: &[Rule] = &[
         description: "an age encryption secret key",
         keywords: &["age-secret-key-1"],
         pattern: r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        entropy: 0.0,
+        class: Class::Prefixed,
+    },
+    Rule {
+        id: "htpasswd-hash",
+        description: "a password hash in an htpasswd line (Apache MD5, bcrypt or SHA-1), as basic auth stores it",
+        keywords: &["$apr1$", "$2y$", "$2a$", "$2b$", "{sha}"],
+        pattern: r"(?m)^[ \t]*[\w.@-]+:(?P<secret>\$apr1\$[./0-9A-Za-z]{1,8}\$[./0-9A-Za-z]{22}|\$2[aby]\$[0-9]{2}\$[./0-9A-Za-z]{53}|\{SHA\}[A-Za-z0-9+/]{27}=)",
         entropy: 0.0,
         class: Class::Prefixed,
     },
