@@ -223,7 +223,13 @@ mod tests {
                 "b",
                 Some("repo"),
             ),
-            (concat!("k ", "AKIA", "QZ7HX3MK2WJ5RT4B"), "p", "", "b", Some("handoff_key")),
+            (
+                concat!("k ", "AKIA", "QZ7HX3MK2WJ5RT4B"),
+                "p",
+                "",
+                "b",
+                Some("handoff_key"),
+            ),
         ]);
         for (key, project, repo, body, refused) in cases {
             let args = WriteArgs {

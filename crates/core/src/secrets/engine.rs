@@ -191,7 +191,13 @@ pub fn find(text: &str) -> Vec<Finding> {
     }
     candidates.sort_by_key(|c| {
         let class = scanner.rules[c.rule].rule.class;
-        (c.seen == Seen::Base64, class != Class::Prefixed, c.rule, c.seen, c.range.start)
+        (
+            c.seen == Seen::Base64,
+            class != Class::Prefixed,
+            c.rule,
+            c.seen,
+            c.range.start,
+        )
     });
     let mut found: Vec<Finding> = Vec::new();
     for candidate in candidates {
@@ -326,4 +332,3 @@ mod tests {
         }
     }
 }
-
