@@ -2,7 +2,7 @@
 //! over a text and its views.
 
 use std::ops::Range;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::AhoCorasick;
 use regex::Regex;
@@ -11,9 +11,17 @@ use super::rules::{self, Class, Rule};
 use super::view::{self, View};
 use super::{Finding, Seen, allow};
 
-/// A rule ready to run.
+/// A rule and its pattern, compiled the first time the pre-filter lets
+/// it run: compiling all of them costs about 0.5 s in a release build
+/// (4 s in a debug one), which every short-lived process (a hook, the
+/// CLI) would pay for the few rules a text activates.
 struct Compiled {
     rule: &'static Rule,
+    pattern: OnceLock<Pattern>,
+}
+
+/// A compiled pattern.
+struct Pattern {
     regex: Regex,
     /// The index of the `secret` group, when the pattern has one.
     secret: Option<usize>,
@@ -35,13 +43,9 @@ impl Scanner {
         let mut keywords: Vec<&'static str> = Vec::new();
         let mut activates: Vec<Vec<usize>> = Vec::new();
         for (index, rule) in rules::all().enumerate() {
-            let regex = Regex::new(&ascii_word_boundaries(rule.pattern))
-                .unwrap_or_else(|e| panic!("rule {} does not compile: {e}", rule.id));
-            let secret = regex.capture_names().position(|n| n == Some("secret"));
             rules_compiled.push(Compiled {
                 rule,
-                regex,
-                secret,
+                pattern: OnceLock::new(),
             });
             for keyword in rule.keywords {
                 match keywords.iter().position(|k| k == keyword) {
@@ -141,14 +145,32 @@ struct Candidate {
 }
 
 impl Compiled {
+    /// The rule's pattern, compiled on first use. The patterns are this
+    /// crate's constants: one that does not compile is a bug, caught by
+    /// `every_rule_compiles_has_keywords_and_a_unique_id`.
+    fn pattern(&self) -> &Pattern {
+        self.pattern.get_or_init(|| {
+            let regex = Regex::new(&ascii_word_boundaries(self.rule.pattern))
+                .unwrap_or_else(|e| panic!("rule {} does not compile: {e}", self.rule.id));
+            let secret = regex.capture_names().position(|n| n == Some("secret"));
+            Pattern { regex, secret }
+        })
+    }
+
     /// The ranges of the credential and of the whole match, in every match.
     fn secrets<'t>(
         &'t self,
         text: &'t str,
     ) -> Box<dyn Iterator<Item = (Range<usize>, Range<usize>)> + 't> {
-        match self.secret {
-            None => Box::new(self.regex.find_iter(text).map(|m| (m.range(), m.range()))),
-            Some(group) => Box::new(self.regex.captures_iter(text).filter_map(move |caps| {
+        let pattern = self.pattern();
+        match pattern.secret {
+            None => Box::new(
+                pattern
+                    .regex
+                    .find_iter(text)
+                    .map(|m| (m.range(), m.range())),
+            ),
+            Some(group) => Box::new(pattern.regex.captures_iter(text).filter_map(move |caps| {
                 let whole = caps.get(0)?.range();
                 caps.get(group).map(|m| (m.range(), whole))
             })),
@@ -318,6 +340,7 @@ mod tests {
         let scanner = &*SCANNER;
         let mut ids = std::collections::BTreeSet::new();
         for compiled in &scanner.rules {
+            compiled.pattern();
             let rule = compiled.rule;
             assert!(!rule.keywords.is_empty(), "{} has no keyword", rule.id);
             for keyword in rule.keywords {
