@@ -249,7 +249,18 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
     .expect("config.toml")
     .parse()
     .expect("config.toml is TOML");
-    assert_eq!(config["features"]["codex_hooks"].as_bool(), Some(true));
+    // Hooks are on by default; `codex_hooks` is deprecated (agents_codex.rs runs it).
+    assert!(
+        config.get("features").is_none(),
+        "no feature flag is needed"
+    );
+    assert_eq!(
+        config["mcp_servers"]["handoff"]["env_vars"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "the stdio server gets KUBECONFIG"
+    );
     let args: Vec<&str> = config["mcp_servers"]["handoff"]["args"]
         .as_array()
         .expect("args")
