@@ -330,3 +330,57 @@ async fn stop_blocks_once_until_the_model_writes() {
         .expect("an agent message");
     assert_eq!(last["item"]["text"], "Written; stopping.");
 }
+
+/// Never writes: the model ends every turn without writing. Stop blocks
+/// once; the guarded Stop and SessionEnd rescue the transcript, marked as
+/// rescued; Codex draws no warning about the shipped hooks.
+#[tokio::test]
+async fn a_session_that_never_writes_is_rescued() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-never").await;
+    let key = "issue-28-never";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let events = agent.session(
+        vec![Turn::text("All done."), Turn::text("Still done.")],
+        &[TRUST_HOOKS],
+    );
+    let about_ours: Vec<_> = errors(&events)
+        .into_iter()
+        .filter(|m| {
+            m.contains("hooks.json") || m.contains("config.toml") || m.contains("deprecated")
+        })
+        .collect();
+    assert!(
+        about_ours.is_empty(),
+        "Codex warns about the shipped files: {about_ours:?}"
+    );
+    let requests = agent.model.model_requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one block, then the guarded stop lets it end"
+    );
+    let handoff = stored(env, &ns, key).expect("a rescue is stored");
+    let body = handoff["spec"]["body"].as_str().unwrap_or_default();
+    assert!(body.starts_with("> **Rescued handoff**"), "{body}");
+    assert_eq!(handoff["spec"]["kind"], "rescued");
+    assert!(
+        body.contains("Still done."),
+        "the last assistant text: {body}"
+    );
+}
+
+/// Finding 3: hooks that are not managed run only once trusted. Without
+/// trust, the shipped hooks do nothing and say nothing: the model ends its
+/// turn unasked and nothing is stored (docs/agents.md, "Trusting the
+/// hooks (Codex)"; the other scenarios pass [`TRUST_HOOKS`]).
+#[tokio::test]
+async fn untrusted_hooks_silently_do_nothing() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-untrusted").await;
+    let key = "issue-28-untrusted";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    agent.session(vec![Turn::text("All done.")], &[]);
+    assert_eq!(agent.model.model_requests().len(), 1, "no Stop block");
+    assert!(stored(env, &ns, key).is_none(), "no rescue either");
+}

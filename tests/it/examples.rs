@@ -143,6 +143,7 @@ const CODEX_EVENTS: &[&str] = &[
     "PostCompact",
     "SubagentStart",
     "SubagentStop",
+    "SessionEnd",
 ];
 const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
 const HANDLER_KEYS: &[&str] = &["type", "command", "timeout", "statusMessage"];
@@ -237,11 +238,7 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
         CODEX_EVENTS,
         "codex",
     );
-    assert_eq!(
-        wired,
-        ["PreCompact", "SessionStart", "Stop"],
-        "Codex has no session-end event"
-    );
+    assert_eq!(wired, ["PreCompact", "SessionEnd", "SessionStart", "Stop"]);
 
     let config: toml::Table = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/codex/config.toml"),
