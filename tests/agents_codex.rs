@@ -142,6 +142,33 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// `handoff transcript read` of this agent's session `id`.
+    fn transcript(&self, id: &str) -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args([
+                "transcript",
+                "read",
+                "--agent",
+                "codex",
+                "--session",
+                id,
+                "--agent-home",
+            ])
+            .arg(self.path("codex-home"))
+            .args(["--max-bytes", "0"])
+            .env_clear()
+            .output()
+            .expect("handoff runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("transcript JSON")
+    }
+}
+
 /// The functions Codex offered the model under `namespace` in `request`.
 fn offered(request: &Value, namespace: &str) -> Vec<String> {
     request["tools"]
@@ -255,6 +282,10 @@ async fn a_second_session_starts_with_the_handoff_of_the_first() {
         &[TRUST_HOOKS],
     );
     let first = agent.model.model_requests();
+    // A write early in the session (here, its first answer) is fresh: Stop
+    // lets the session end with no block (finding 9: `updated_at` has
+    // whole seconds, the transcript's start milliseconds).
+    assert_eq!(first.len(), 2, "one write, one end: no block");
     let outputs = call_outputs(first.last().expect("session 1 asked the model"));
     assert_eq!(outputs.len(), 1, "one write_handoff answered: {outputs:?}");
     assert!(
@@ -329,6 +360,41 @@ async fn stop_blocks_once_until_the_model_writes() {
         .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
         .expect("an agent message");
     assert_eq!(last["item"]["text"], "Written; stopping.");
+
+    // Codex's own rollout under $CODEX_HOME/sessions, as the reader sees it.
+    let thread = events
+        .iter()
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str())
+        .expect("a thread id");
+    let read = agent.transcript(thread);
+    let turns: Vec<(String, String, Value)> = read["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| {
+            let text = t["text"].as_str().unwrap_or_default().to_owned();
+            (
+                t["role"].as_str().unwrap_or_default().to_owned(),
+                text,
+                t["tools"].clone(),
+            )
+        })
+        .collect();
+    let roles: Vec<&str> = turns.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "{read:#}"
+    );
+    assert_eq!(turns[0].1, "Continue the work.");
+    assert_eq!(turns[1].1, "All done.");
+    assert!(
+        turns[2].1.contains(&reason),
+        "the block, as Codex recorded it"
+    );
+    assert_eq!(turns[3].1, "Written; stopping.");
+    assert_eq!(turns[3].2, json!(["[tool] write_handoff"]));
 }
 
 /// Never writes: the model ends every turn without writing. Stop blocks
