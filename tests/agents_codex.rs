@@ -108,6 +108,11 @@ impl Agent {
 
     /// One `codex exec --json` session playing `script`; its JSONL events.
     fn session(&self, script: Vec<Turn>, extra: &[&str]) -> Vec<Value> {
+        self.session_with(script, extra, &[])
+    }
+
+    /// [`Agent::session`] with more environment (a proxy, say).
+    fn session_with(&self, script: Vec<Turn>, extra: &[&str], vars: &[(&str, &str)]) -> Vec<Value> {
         self.model.play(script);
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
@@ -122,6 +127,7 @@ impl Agent {
             .env("KUBECONFIG", self.path("kubeconfig"))
             .env("CONVERSATION_OBJECT_KEY", &self.key)
             .env("HANDOFF_PROJECT", "agents-tier")
+            .envs(vars.iter().copied())
             .args(["exec", "--json", "--skip-git-repo-check"])
             .args(extra)
             .arg("Continue the work.")
@@ -449,4 +455,44 @@ async fn untrusted_hooks_silently_do_nothing() {
     agent.session(vec![Turn::text("All done.")], &[]);
     assert_eq!(agent.model.model_requests().len(), 1, "no Stop block");
     assert!(stored(env, &ns, key).is_none(), "no rescue either");
+}
+
+/// A dead proxy: nothing listens on port 9 of loopback.
+const DEAD_PROXY: &str = "http://127.0.0.1:9";
+
+/// Finding 8: behind `HTTPS_PROXY`, with `NO_PROXY` covering loopback (the
+/// model, the apiserver), the tools and the hooks still work. Before, every
+/// `handoff` client refused the environment's proxy ("requires the
+/// disabled feature kube/http-proxy"), so the hooks (which get Codex's
+/// whole environment) did nothing: no block. The stdio server gets only
+/// `env_vars`, so its tools were offered either way.
+#[tokio::test]
+async fn behind_a_proxy_the_tools_and_hooks_still_work() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-proxy").await;
+    let key = "issue-28-proxy";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let proxy = [
+        ("HTTPS_PROXY", DEAD_PROXY),
+        ("HTTP_PROXY", DEAD_PROXY),
+        ("NO_PROXY", "127.0.0.1,localhost"),
+    ];
+    agent.session_with(
+        vec![
+            Turn::text("All done."),
+            write_call(key, BODY),
+            Turn::text("Written; stopping."),
+        ],
+        &[TRUST_HOOKS],
+        &proxy,
+    );
+    let requests = agent.model.model_requests();
+    let tools = offered(&requests[0], "mcp__handoff");
+    assert!(
+        tools.iter().any(|t| t == "write_handoff"),
+        "tools: {tools:?}"
+    );
+    assert_eq!(requests.len(), 3, "one block, one write, one end");
+    let handoff = stored(env, &ns, key).expect("the write went through");
+    assert_eq!(handoff["spec"]["body"], BODY);
 }
