@@ -14,9 +14,11 @@
 //! what was stored (the cluster) and what the CLI printed (its JSONL).
 //!
 //! Network hygiene: the model, the apiserver and the MCP server are on
-//! 127.0.0.1; `HOME` and `CODEX_HOME` are a temp dir per test (nothing of
-//! this machine's user config is read or written); update checks,
-//! analytics and feedback are off in the config.
+//! 127.0.0.1, and every session runs behind a dead proxy with `NO_PROXY`
+//! covering loopback, so nothing else can leave the machine; `HOME` and
+//! `CODEX_HOME` are a temp dir per test (nothing of this machine's user
+//! config is read or written); update checks, analytics and feedback are
+//! off in the config.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -56,6 +58,14 @@ fn config_toml(shipped: &str, base_url: &str) -> String {
          [analytics]\nenabled = false\n\n[feedback]\nenabled = false\n"
     )
 }
+
+/// The proxy of every session: nothing listens on port 9 of loopback, so a
+/// request for anything but loopback (which `NO_PROXY` covers) fails here
+/// instead of leaving the machine. Finding 8: behind it the tools and the
+/// hooks still work (before, every `handoff` client refused the
+/// environment's proxy, "requires the disabled feature kube/http-proxy",
+/// and the hooks, which get Codex's whole environment, did nothing).
+const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
 /// One test's Codex: its directories, its kubeconfig (the test's
 /// namespace as the context's), the model server.
@@ -106,13 +116,9 @@ impl Agent {
         self.dir.path().join(sub)
     }
 
-    /// One `codex exec --json` session playing `script`; its JSONL events.
+    /// One `codex exec --json` session playing `script`, behind
+    /// [`DEAD_PROXY`]; its JSONL events.
     fn session(&self, script: Vec<Turn>, extra: &[&str]) -> Vec<Value> {
-        self.session_with(script, extra, &[])
-    }
-
-    /// [`Agent::session`] with more environment (a proxy, say).
-    fn session_with(&self, script: Vec<Turn>, extra: &[&str], vars: &[(&str, &str)]) -> Vec<Value> {
         self.model.play(script);
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
@@ -127,7 +133,9 @@ impl Agent {
             .env("KUBECONFIG", self.path("kubeconfig"))
             .env("CONVERSATION_OBJECT_KEY", &self.key)
             .env("HANDOFF_PROJECT", "agents-tier")
-            .envs(vars.iter().copied())
+            .env("HTTPS_PROXY", DEAD_PROXY)
+            .env("HTTP_PROXY", DEAD_PROXY)
+            .env("NO_PROXY", "127.0.0.1,localhost")
             .args(["exec", "--json", "--skip-git-repo-check"])
             .args(extra)
             .arg("Continue the work.")
@@ -455,44 +463,4 @@ async fn untrusted_hooks_silently_do_nothing() {
     agent.session(vec![Turn::text("All done.")], &[]);
     assert_eq!(agent.model.model_requests().len(), 1, "no Stop block");
     assert!(stored(env, &ns, key).is_none(), "no rescue either");
-}
-
-/// A dead proxy: nothing listens on port 9 of loopback.
-const DEAD_PROXY: &str = "http://127.0.0.1:9";
-
-/// Finding 8: behind `HTTPS_PROXY`, with `NO_PROXY` covering loopback (the
-/// model, the apiserver), the tools and the hooks still work. Before, every
-/// `handoff` client refused the environment's proxy ("requires the
-/// disabled feature kube/http-proxy"), so the hooks (which get Codex's
-/// whole environment) did nothing: no block. The stdio server gets only
-/// `env_vars`, so its tools were offered either way.
-#[tokio::test]
-async fn behind_a_proxy_the_tools_and_hooks_still_work() {
-    let env = testing::shared();
-    let ns = env.namespace("codex-proxy").await;
-    let key = "issue-28-proxy";
-    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
-    let proxy = [
-        ("HTTPS_PROXY", DEAD_PROXY),
-        ("HTTP_PROXY", DEAD_PROXY),
-        ("NO_PROXY", "127.0.0.1,localhost"),
-    ];
-    agent.session_with(
-        vec![
-            Turn::text("All done."),
-            write_call(key, BODY),
-            Turn::text("Written; stopping."),
-        ],
-        &[TRUST_HOOKS],
-        &proxy,
-    );
-    let requests = agent.model.model_requests();
-    let tools = offered(&requests[0], "mcp__handoff");
-    assert!(
-        tools.iter().any(|t| t == "write_handoff"),
-        "tools: {tools:?}"
-    );
-    assert_eq!(requests.len(), 3, "one block, one write, one end");
-    let handoff = stored(env, &ns, key).expect("the write went through");
-    assert_eq!(handoff["spec"]["body"], BODY);
 }
