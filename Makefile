@@ -15,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-codex bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -52,6 +52,13 @@ agents-codex: tests/agents/codex/node_modules/.installed
 tests/agents/codex/node_modules/.installed: tests/agents/codex/package-lock.json
 	npm ci --prefix tests/agents/codex --no-audit --no-fund --loglevel=error
 	touch $@
+
+## Pins @openai/codex to npm's latest (package.json, package-lock.json) and
+## reruns its tier; commit both files when it is green.
+agents-codex-bump:
+	npm install --prefix tests/agents/codex --save-exact --no-audit --no-fund --loglevel=error @openai/codex@latest
+	touch tests/agents/codex/node_modules/.installed
+	$(CARGO) test --locked --test agents_codex
 
 test-deps: envtest-assets postgres mcp-sdk agents-codex
 
