@@ -448,6 +448,11 @@ async fn a_session_that_never_writes_is_rescued() {
         body.contains("Still done."),
         "the last assistant text: {body}"
     );
+    assert!(
+        body.len().div_ceil(4) <= 2_000,
+        "within the default --max-tokens: {} bytes",
+        body.len()
+    );
 }
 
 /// Finding 3: hooks that are not managed run only once trusted. Without
