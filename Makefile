@@ -15,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -46,7 +46,21 @@ tests/interop/ts/node_modules/.installed: tests/interop/ts/package-lock.json
 	npm ci --prefix tests/interop/ts --no-audit --no-fund --loglevel=error
 	touch $@
 
-test-deps: envtest-assets postgres mcp-sdk
+## The real Codex CLI (pinned by package-lock.json) for the agents tier (tests/agents_codex.rs).
+agents-codex: tests/agents/codex/node_modules/.installed
+
+tests/agents/codex/node_modules/.installed: tests/agents/codex/package-lock.json
+	npm ci --prefix tests/agents/codex --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Pins @openai/codex to npm's latest (package.json, package-lock.json) and
+## reruns its tier; commit both files when it is green.
+agents-codex-bump:
+	npm install --prefix tests/agents/codex --save-exact --no-audit --no-fund --loglevel=error @openai/codex@latest
+	touch tests/agents/codex/node_modules/.installed
+	$(CARGO) test --locked --test agents_codex
+
+test-deps: envtest-assets postgres mcp-sdk agents-codex
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode.

@@ -96,7 +96,7 @@ pub struct SearchArgs {
 
 /// The kubeconfig's client and the namespace to read.
 async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
-    let config = kube::Config::infer().await?;
+    let config = handoff_kube::proxy::infer().await?;
     let ns = namespace
         .namespace
         .clone()
@@ -108,7 +108,7 @@ async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
 async fn namespace_only(namespace: &Namespace) -> anyhow::Result<String> {
     match &namespace.namespace {
         Some(ns) => Ok(ns.clone()),
-        None => Ok(kube::Config::infer().await?.default_namespace),
+        None => Ok(handoff_kube::proxy::infer().await?.default_namespace),
     }
 }
 
@@ -308,7 +308,7 @@ pub async fn move_project(args: MoveArgs) -> anyhow::Result<()> {
         "--from and --to are both {:?}: nothing would move",
         args.from
     );
-    let client = kube::Client::try_from(kube::Config::infer().await?)?;
+    let client = kube::Client::try_from(handoff_kube::proxy::infer().await?)?;
     let source: Api<Handoff> = Api::namespaced(client.clone(), &args.from);
     let target: Api<Handoff> = Api::namespaced(client, &args.to);
     let selector = format!("{}={}", handoff_core::names::PROJECT_LABEL, args.project);

@@ -141,7 +141,7 @@ impl Link {
                 profile: profile.trim().to_owned(),
             });
         }
-        let config = kube::Config::infer().await?;
+        let config = handoff_kube::proxy::infer().await?;
         let namespace = namespace
             .map(str::to_owned)
             .unwrap_or_else(|| config.default_namespace.clone());

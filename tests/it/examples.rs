@@ -143,6 +143,7 @@ const CODEX_EVENTS: &[&str] = &[
     "PostCompact",
     "SubagentStart",
     "SubagentStop",
+    "SessionEnd",
 ];
 const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
 const HANDLER_KEYS: &[&str] = &["type", "command", "timeout", "statusMessage"];
@@ -237,11 +238,7 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
         CODEX_EVENTS,
         "codex",
     );
-    assert_eq!(
-        wired,
-        ["PreCompact", "SessionStart", "Stop"],
-        "Codex has no session-end event"
-    );
+    assert_eq!(wired, ["PreCompact", "SessionEnd", "SessionStart", "Stop"]);
 
     let config: toml::Table = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/codex/config.toml"),
@@ -249,7 +246,18 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
     .expect("config.toml")
     .parse()
     .expect("config.toml is TOML");
-    assert_eq!(config["features"]["codex_hooks"].as_bool(), Some(true));
+    // Hooks are on by default; `codex_hooks` is deprecated (agents_codex.rs runs it).
+    assert!(
+        config.get("features").is_none(),
+        "no feature flag is needed"
+    );
+    assert_eq!(
+        config["mcp_servers"]["handoff"]["env_vars"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "the stdio server gets KUBECONFIG"
+    );
     let args: Vec<&str> = config["mcp_servers"]["handoff"]["args"]
         .as_array()
         .expect("args")

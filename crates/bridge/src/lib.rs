@@ -175,7 +175,7 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
     if let Some(mirror) = &mirror {
         tracing::info!(postgres = %mirror.describe(), "listing from the PostgreSQL mirror");
     }
-    let config = kube::Config::infer().await?;
+    let config = handoff_kube::proxy::infer().await?;
     let namespace = args
         .namespace
         .clone()

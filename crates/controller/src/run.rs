@@ -71,7 +71,7 @@ pub async fn run_cli(mut options: ControllerOptions) -> anyhow::Result<()> {
         Mirror::new(url, true)?.with_pool(options.postgres.pool())?;
         options = options.with_mirror(url);
     }
-    let client = Client::try_from(kube::Config::infer().await?)?;
+    let client = Client::try_from(handoff_kube::proxy::infer().await?)?;
     let metrics = ControllerMetrics::new();
     let shutdown = CancellationToken::new();
     let listener = tokio::net::TcpListener::bind(options.metrics_listen)

@@ -1,0 +1,5 @@
+//! Scripted model servers on 127.0.0.1 for the agents tier: the agents'
+//! real CLIs talk to them instead of a hosted model, so a test decides what
+//! "the model" answers and reads what the CLI sent it.
+
+pub mod openai;

@@ -1,0 +1,471 @@
+//! The agents tier, Codex half: the real Codex CLI (`@openai/codex`, pinned
+//! by `tests/agents/codex/package-lock.json`, installed by `make
+//! agents-codex`) runs whole `codex exec --json` sessions against the
+//! scripted Responses API of the test kit, with the shipped
+//! `examples/codex/config.toml` and `hooks.json` used verbatim: only what a
+//! user fills in (the kubeconfig, `PATH` to `handoff`, the key) and the
+//! model provider are added. The apiserver is this binary's own control
+//! plane.
+//!
+//! Why: `tests/it/hooks.rs` feeds the hooks payloads shaped as documented;
+//! only the CLI itself shows whether it passes the MCP server its
+//! environment, runs the hooks at all, and feeds their answers to the
+//! model. Assertions read what the model saw (the server's request log),
+//! what was stored (the cluster) and what the CLI printed (its JSONL).
+//!
+//! Network hygiene: the model, the apiserver and the MCP server are on
+//! 127.0.0.1, and every session runs behind a dead proxy with `NO_PROXY`
+//! covering loopback, so nothing else can leave the machine; `HOME` and
+//! `CODEX_HOME` are a temp dir per test (nothing of this machine's user
+//! config is read or written); update checks, analytics and feedback are
+//! off in the config.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use handoff_testkit::model::openai::{Responses, Turn};
+use handoff_testkit::{self as testing, TestEnv};
+use serde_json::{Value, json};
+
+/// The pinned Codex CLI; fails (never skips) when it is not installed.
+fn codex() -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/agents/codex/node_modules/.bin/codex");
+    assert!(
+        bin.exists(),
+        "the Codex CLI is missing at {}: run `make agents-codex` (npm ci in tests/agents/codex)",
+        bin.display()
+    );
+    bin
+}
+
+fn shipped(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/codex")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `config.toml` for `CODEX_HOME`: the root keys (model, provider, no
+/// update check), then the shipped file verbatim, then the tables this
+/// test adds (the provider on 127.0.0.1, analytics and feedback off).
+fn config_toml(shipped: &str, base_url: &str) -> String {
+    format!(
+        "model = \"scripted\"\nmodel_provider = \"scripted\"\ncheck_for_update_on_startup = false\n\n\
+         {shipped}\n\
+         [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{base_url}\"\n\
+         wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+         [analytics]\nenabled = false\n\n[feedback]\nenabled = false\n"
+    )
+}
+
+/// The proxy of every session: nothing listens on port 9 of loopback, so a
+/// request for anything but loopback (which `NO_PROXY` covers) fails here
+/// instead of leaving the machine. Finding 8: behind it the tools and the
+/// hooks still work (before, every `handoff` client refused the
+/// environment's proxy, "requires the disabled feature kube/http-proxy",
+/// and the hooks, which get Codex's whole environment, did nothing).
+const DEAD_PROXY: &str = "http://127.0.0.1:9";
+
+/// One test's Codex: its directories, its kubeconfig (the test's
+/// namespace as the context's), the model server.
+struct Agent {
+    dir: tempfile::TempDir,
+    model: Responses,
+    key: String,
+}
+
+impl Agent {
+    fn new(env: &TestEnv, namespace: &str, key: &str, config: &str) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let model = Responses::start(Vec::new()).expect("the scripted model starts");
+        for sub in ["home", "codex-home", "work", "bin"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
+        }
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_handoff"),
+            dir.path().join("bin/handoff"),
+        )
+        .expect("handoff on PATH");
+        let mut kubeconfig = env.kubeconfig().clone();
+        for context in &mut kubeconfig.contexts {
+            if let Some(c) = context.context.as_mut() {
+                c.namespace = Some(namespace.to_owned());
+            }
+        }
+        std::fs::write(
+            dir.path().join("kubeconfig"),
+            serde_json::to_string(&kubeconfig).expect("kubeconfig"),
+        )
+        .expect("kubeconfig written");
+        let home = dir.path().join("codex-home");
+        std::fs::write(
+            home.join("config.toml"),
+            config_toml(config, &model.base_url()),
+        )
+        .expect("config.toml");
+        std::fs::write(home.join("hooks.json"), shipped("hooks.json")).expect("hooks.json");
+        Self {
+            dir,
+            model,
+            key: key.to_owned(),
+        }
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    /// One `codex exec --json` session playing `script`, behind
+    /// [`DEAD_PROXY`]; its JSONL events.
+    fn session(&self, script: Vec<Turn>, extra: &[&str]) -> Vec<Value> {
+        self.model.play(script);
+        let path = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            self.path("bin").display()
+        );
+        let out = Command::new(codex())
+            .current_dir(self.path("work"))
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", self.path("home"))
+            .env("CODEX_HOME", self.path("codex-home"))
+            .env("KUBECONFIG", self.path("kubeconfig"))
+            .env("CONVERSATION_OBJECT_KEY", &self.key)
+            .env("HANDOFF_PROJECT", "agents-tier")
+            .env("HTTPS_PROXY", DEAD_PROXY)
+            .env("HTTP_PROXY", DEAD_PROXY)
+            .env("NO_PROXY", "127.0.0.1,localhost")
+            .args(["exec", "--json", "--skip-git-repo-check"])
+            .args(extra)
+            .arg("Continue the work.")
+            .stdin(Stdio::null())
+            .output()
+            .expect("codex runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "codex exec failed ({}):\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Agent {
+    /// `handoff transcript read` of this agent's session `id`.
+    fn transcript(&self, id: &str) -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args([
+                "transcript",
+                "read",
+                "--agent",
+                "codex",
+                "--session",
+                id,
+                "--agent-home",
+            ])
+            .arg(self.path("codex-home"))
+            .args(["--max-bytes", "0"])
+            .env_clear()
+            .output()
+            .expect("handoff runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("transcript JSON")
+    }
+}
+
+/// The functions Codex offered the model under `namespace` in `request`.
+fn offered(request: &Value, namespace: &str) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["type"] == "namespace" && t["name"] == namespace)
+        .flat_map(|t| t["tools"].as_array().into_iter().flatten())
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The model request's input as text (every item, in order).
+fn input_text(request: &Value) -> String {
+    request["input"].to_string()
+}
+
+/// The handoff stored under `key` in `namespace`, if any.
+fn stored(env: &TestEnv, namespace: &str, key: &str) -> Option<Value> {
+    let out = env
+        .kubectl()
+        .args(["get", "handoffs", "-n", namespace, "-o", "json"])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
+    list["items"]
+        .as_array()?
+        .iter()
+        .find(|h| h["spec"]["handoffKey"] == key)
+        .cloned()
+}
+
+const BODY: &str = "## State\nThe agents tier runs Codex.\n\n## Done\n- the scripted model\n\n## Next\n- resume\n\n## Open questions\n- none\n\n## Refs\n- tests/agents_codex.rs\n";
+
+fn write_call(key: &str, body: &str) -> Turn {
+    Turn::mcp(
+        "handoff",
+        "write_handoff",
+        json!({"handoff_key": key, "project": "agents-tier", "body": body}),
+    )
+}
+
+/// The messages of the CLI's `error` items (its warnings about the config).
+fn errors(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "item.completed" && e["item"]["type"] == "error")
+        .filter_map(|e| e["item"]["message"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Finding 1: Codex passes a stdio MCP server no environment by default,
+/// so the shipped config must forward `KUBECONFIG`; else the bridge cannot
+/// start and Codex shows the model no handoff tools. Finding 2: the shipped
+/// config draws no deprecation warning (`[features] codex_hooks`).
+#[tokio::test]
+async fn the_shipped_config_gives_codex_the_handoff_tools() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-tools").await;
+    let agent = Agent::new(env, &ns, "issue-28-tools", &shipped("config.toml"));
+    let events = agent.session(vec![Turn::text("Nothing to do.")], &[]);
+    let deprecated: Vec<_> = errors(&events)
+        .into_iter()
+        .filter(|m| m.contains("deprecated"))
+        .collect();
+    assert!(deprecated.is_empty(), "Codex warns: {deprecated:?}");
+    let requests = agent.model.model_requests();
+    let first = requests.first().expect("Codex asked the model");
+    let tools = offered(first, "mcp__handoff");
+    for tool in ["get_handoff", "write_handoff", "list_handoffs"] {
+        assert!(
+            tools.iter().any(|t| t == tool),
+            "Codex offered no `{tool}` (offered under mcp__handoff: {tools:?})"
+        );
+    }
+}
+
+/// Codex runs hooks that are not managed only once they are trusted; the
+/// supported way for automation that vets its hook files itself (a test,
+/// an Agent Job whose image ships them) is this flag.
+const TRUST_HOOKS: &str = "--dangerously-bypass-hook-trust";
+
+/// The function calls Codex answered in `request` (outputs of earlier calls).
+fn call_outputs(request: &Value) -> Vec<Value> {
+    request["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output")
+        .cloned()
+        .collect()
+}
+
+/// Resume: session 1 writes through the real MCP client; session 2's first
+/// model request already holds the handoff (SessionStart's
+/// additionalContext), so the model resumes with no tool call.
+#[tokio::test]
+async fn a_second_session_starts_with_the_handoff_of_the_first() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-resume").await;
+    let key = "issue-28-resume";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+
+    agent.session(
+        vec![write_call(key, BODY), Turn::text("Written; stopping.")],
+        &[TRUST_HOOKS],
+    );
+    let first = agent.model.model_requests();
+    // A write early in the session (here, its first answer) is fresh: Stop
+    // lets the session end with no block (finding 9: `updated_at` has
+    // whole seconds, the transcript's start milliseconds).
+    assert_eq!(first.len(), 2, "one write, one end: no block");
+    let outputs = call_outputs(first.last().expect("session 1 asked the model"));
+    assert_eq!(outputs.len(), 1, "one write_handoff answered: {outputs:?}");
+    assert!(
+        !input_text(&first[0]).contains("The agents tier runs Codex."),
+        "session 1 began without a handoff"
+    );
+    let handoff = stored(env, &ns, key).expect("session 1 stored the handoff");
+    assert_eq!(handoff["spec"]["body"], BODY);
+    assert_eq!(handoff["spec"]["project"], "agents-tier");
+
+    // Session 2 needs no get_handoff: its first answer is already the work
+    // (here, the next write), and it stops with no block.
+    let next = BODY.replace("- resume\n", "- forget\n");
+    agent.session(
+        vec![write_call(key, &next), Turn::text("Resumed; stopping.")],
+        &[TRUST_HOOKS],
+    );
+    let second = agent.model.model_requests();
+    assert_eq!(
+        second.len(),
+        2,
+        "one write, one end: no get_handoff, no block"
+    );
+    let seen = input_text(&second[0]);
+    assert!(
+        seen.contains("The agents tier runs Codex.") && seen.contains(key),
+        "session 2's first request holds the handoff: {seen}"
+    );
+    let handoff = stored(env, &ns, key).expect("still stored");
+    assert_eq!(handoff["spec"]["body"], next.as_str(), "session 2's write");
+}
+
+/// Forget: the model ends its turn without writing; the Stop hook blocks
+/// once with its reason, Codex asks the model again, the model writes, and
+/// the session ends with the agent's handoff stored (not a rescue).
+#[tokio::test]
+async fn stop_blocks_once_until_the_model_writes() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-forget").await;
+    let key = "issue-28-forget";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let events = agent.session(
+        vec![
+            Turn::text("All done."),
+            write_call(key, BODY),
+            Turn::text("Written; stopping."),
+        ],
+        &[TRUST_HOOKS],
+    );
+    let requests = agent.model.model_requests();
+    assert_eq!(requests.len(), 3, "one block, one write, one end");
+    let reason = format!("No handoff was written for `{key}` in this session.");
+    assert!(!input_text(&requests[0]).contains(&reason));
+    assert!(
+        input_text(&requests[1]).contains(&reason),
+        "the block's reason reached the model: {}",
+        input_text(&requests[1])
+    );
+    assert_eq!(
+        call_outputs(&requests[2]).len(),
+        1,
+        "write_handoff was answered"
+    );
+    let handoff = stored(env, &ns, key).expect("the model's write is stored");
+    assert_eq!(
+        handoff["spec"]["body"], BODY,
+        "the agent's handoff, not a rescue"
+    );
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "item.completed" && e["item"]["type"] == "agent_message")
+        .expect("an agent message");
+    assert_eq!(last["item"]["text"], "Written; stopping.");
+
+    // Codex's own rollout under $CODEX_HOME/sessions, as the reader sees it.
+    let thread = events
+        .iter()
+        .find(|e| e["type"] == "thread.started")
+        .and_then(|e| e["thread_id"].as_str())
+        .expect("a thread id");
+    let read = agent.transcript(thread);
+    let turns: Vec<(String, String, Value)> = read["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| {
+            let text = t["text"].as_str().unwrap_or_default().to_owned();
+            (
+                t["role"].as_str().unwrap_or_default().to_owned(),
+                text,
+                t["tools"].clone(),
+            )
+        })
+        .collect();
+    let roles: Vec<&str> = turns.iter().map(|t| t.0.as_str()).collect();
+    assert_eq!(
+        roles,
+        ["user", "assistant", "user", "assistant"],
+        "{read:#}"
+    );
+    assert_eq!(turns[0].1, "Continue the work.");
+    assert_eq!(turns[1].1, "All done.");
+    assert!(
+        turns[2].1.contains(&reason),
+        "the block, as Codex recorded it"
+    );
+    assert_eq!(turns[3].1, "Written; stopping.");
+    assert_eq!(turns[3].2, json!(["[tool] write_handoff"]));
+}
+
+/// Never writes: the model ends every turn without writing. Stop blocks
+/// once; the guarded Stop and SessionEnd rescue the transcript, marked as
+/// rescued; Codex draws no warning about the shipped hooks.
+#[tokio::test]
+async fn a_session_that_never_writes_is_rescued() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-never").await;
+    let key = "issue-28-never";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let events = agent.session(
+        vec![Turn::text("All done."), Turn::text("Still done.")],
+        &[TRUST_HOOKS],
+    );
+    let about_ours: Vec<_> = errors(&events)
+        .into_iter()
+        .filter(|m| {
+            m.contains("hooks.json") || m.contains("config.toml") || m.contains("deprecated")
+        })
+        .collect();
+    assert!(
+        about_ours.is_empty(),
+        "Codex warns about the shipped files: {about_ours:?}"
+    );
+    let requests = agent.model.model_requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one block, then the guarded stop lets it end"
+    );
+    let handoff = stored(env, &ns, key).expect("a rescue is stored");
+    let body = handoff["spec"]["body"].as_str().unwrap_or_default();
+    assert!(body.starts_with("> **Rescued handoff**"), "{body}");
+    assert_eq!(handoff["spec"]["kind"], "rescued");
+    assert!(
+        body.contains("Still done."),
+        "the last assistant text: {body}"
+    );
+    assert!(
+        body.len().div_ceil(4) <= 2_000,
+        "within the default --max-tokens: {} bytes",
+        body.len()
+    );
+}
+
+/// Finding 3: hooks that are not managed run only once trusted. Without
+/// trust, the shipped hooks do nothing and say nothing: the model ends its
+/// turn unasked and nothing is stored (docs/agents.md, "Trusting the
+/// hooks (Codex)"; the other scenarios pass [`TRUST_HOOKS`]).
+#[tokio::test]
+async fn untrusted_hooks_silently_do_nothing() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-untrusted").await;
+    let key = "issue-28-untrusted";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    agent.session(vec![Turn::text("All done.")], &[]);
+    assert_eq!(agent.model.model_requests().len(), 1, "no Stop block");
+    assert!(stored(env, &ns, key).is_none(), "no rescue either");
+}
