@@ -15,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-claude bench clean image set-image
 
 all: build
 
@@ -46,7 +46,15 @@ tests/interop/ts/node_modules/.installed: tests/interop/ts/package-lock.json
 	npm ci --prefix tests/interop/ts --no-audit --no-fund --loglevel=error
 	touch $@
 
-test-deps: envtest-assets postgres mcp-sdk
+## The real Claude Code CLI (pinned by package-lock.json) for the agents tier
+## (tests/agents_claude.rs), driven against a scripted model on 127.0.0.1.
+agents-claude: tests/agents/claude/node_modules/.installed
+
+tests/agents/claude/node_modules/.installed: tests/agents/claude/package-lock.json
+	npm ci --prefix tests/agents/claude --no-audit --no-fund --loglevel=error
+	touch $@
+
+test-deps: envtest-assets postgres mcp-sdk agents-claude
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode.

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod controller;
 pub mod http;
 pub mod mirror;
+pub mod model;
 pub mod plot;
 pub mod previous;
 pub mod rng;

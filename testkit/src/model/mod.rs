@@ -1,0 +1,5 @@
+//! Scripted model servers on 127.0.0.1, one per wire API, for the agents
+//! tier: the agents' real CLIs talk to them instead of a hosted model.
+//! Each plays a script per test and logs every request it receives.
+
+pub mod anthropic;

@@ -1,0 +1,203 @@
+//! The agents tier, Claude Code half: the real `claude` CLI (pinned by
+//! `tests/agents/claude/package-lock.json`, installed by `make
+//! agents-claude`) runs whole `-p` sessions against the scripted Anthropic
+//! Messages API of the test kit, with the shipped plugin
+//! (`plugins/handoff/`: its hooks, its stdio MCP server, its skill) loaded
+//! verbatim by `--plugin-dir`, the real `handoff` binary on its `PATH` and
+//! the real control plane behind it. Only what a user fills in is ours: the
+//! kubeconfig, the namespace, the key, the project, the API's address and a
+//! fake key.
+//!
+//! Each scenario asserts what the model saw (the server's request log),
+//! what was stored (the cluster) and what the CLI reported (its JSON
+//! output); none waits on a clock.
+//!
+//! Hygiene: everything listens on 127.0.0.1; the CLI runs with an empty
+//! environment but what is set here, `HOME` and `TMPDIR` in a temporary
+//! directory per session (nothing of this machine's user config is read or
+//! written), and nonessential traffic, telemetry, error reports and the
+//! auto-updater off (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, and each
+//! of its parts, as Claude Code's settings documentation names them).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
+use handoff_testkit::model::anthropic::{Anthropic, Logged, Turn};
+use handoff_testkit::{TestEnv, shared};
+use handoff_transcript::rescue::RESCUE_MARK;
+use kube::api::Api;
+use serde_json::{Value, json};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+const PROJECT: &str = "shop";
+
+/// The pinned CLI, or a failure that says how to install it: this tier
+/// never skips.
+fn claude() -> PathBuf {
+    let bin = Path::new(REPO).join("tests/agents/claude/node_modules/.bin/claude");
+    assert!(
+        bin.exists(),
+        "the Claude Code CLI is not installed at {}: run `make agents-claude` \
+         (npm ci --prefix tests/agents/claude, which needs the npm registry)",
+        bin.display()
+    );
+    bin
+}
+
+/// One user's machine: a home, a working directory and a `PATH` with the
+/// `handoff` binary under test, for one key in one namespace.
+struct Machine {
+    dir: tempfile::TempDir,
+    namespace: String,
+    key: String,
+}
+
+impl Machine {
+    async fn new(env: &TestEnv, prefix: &str) -> Machine {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["home", "work", "bin", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_handoff"),
+            dir.path().join("bin/handoff"),
+        )
+        .expect("symlink handoff");
+        let namespace = env.namespace(prefix).await;
+        Machine {
+            dir,
+            key: format!("acme/api#{prefix}"),
+            namespace,
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// Runs one `claude -p` session against `model`: its JSON result.
+    async fn session(&self, model: &Anthropic, prompt: &str) -> Value {
+        let dir = self.dir.path();
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.join("bin").display());
+        let output = tokio::process::Command::new(claude())
+            .env_clear()
+            .current_dir(dir.join("work"))
+            .envs([
+                ("PATH", path.as_str()),
+                ("HOME", &*self.home().to_string_lossy()),
+                ("TMPDIR", &*dir.join("tmp").to_string_lossy()),
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_ERROR_REPORTING", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("DISABLE_BUG_COMMAND", "1"),
+                ("ENABLE_TOOL_SEARCH", "false"),
+                ("KUBECONFIG", &*shared().kubeconfig_path().to_string_lossy()),
+                ("HANDOFF_NAMESPACE", &self.namespace),
+                ("CONVERSATION_OBJECT_KEY", &self.key),
+                ("HANDOFF_PROJECT", PROJECT),
+            ])
+            .args(["-p", prompt, "--output-format", "json", "--plugin-dir"])
+            .arg(Path::new(REPO).join("plugins/handoff"))
+            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .expect("run claude");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "claude failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nrequests: {:#?}",
+            output.status,
+            model.log()
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+            panic!("claude's output is not JSON ({e}):\n{stdout}\nstderr: {stderr}")
+        })
+    }
+
+    async fn stored(&self) -> Option<Handoff> {
+        Api::<Handoff>::namespaced(shared().client().await, &self.namespace)
+            .get_opt(&name_for_key(&self.key))
+            .await
+            .expect("get handoff")
+    }
+
+    fn write(&self, body: &str) -> Turn {
+        Turn::tool(
+            "write_handoff",
+            json!({"handoff_key": self.key, "project": PROJECT, "kind": "issue", "body": body}),
+        )
+    }
+}
+
+/// A compact body in the skill's sections, marked by `tag`.
+fn body(tag: &str) -> String {
+    format!(
+        "## State\nThe {tag} work is half done.\n## Done\n- parsed the input\n## Next\n- write the output\n## Open questions\n- none\n## Refs\n- src/lib.rs\n"
+    )
+}
+
+/// What the scripted model was asked, for failure messages.
+fn asked(turns: &[Logged]) -> String {
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("--- turn {i}:\n{}", t.text()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_session_two_starts_with_session_ones_handoff() {
+    let env = shared();
+    let m = Machine::new(env, "resume").await;
+    let written = body("resume");
+    let model =
+        Anthropic::start(vec![m.write(&written), Turn::text("Written; stopping.")]).expect("model");
+
+    let first = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert_eq!(first["is_error"], json!(false), "{first}");
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(
+        model.left(),
+        0,
+        "the script was not played: {}",
+        asked(&turns)
+    );
+    let stored = m.stored().await.expect("session 1 wrote its handoff");
+    assert_eq!(stored.spec.body, written);
+    assert!(!stored.spec.body.starts_with(RESCUE_MARK));
+    assert_eq!(
+        turns.len(),
+        2,
+        "the Stop hook let a session with a fresh handoff end: {}",
+        asked(&turns)
+    );
+
+    // Session 2 resumes with no tool call and writes its own handoff before
+    // it ends (without one, its Stop hook would rightly ask for it).
+    let next = body("resumed");
+    model.play(vec![m.write(&next), Turn::text("Resumed and written.")]);
+    let second = m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    assert_eq!(second["result"], json!("Resumed and written."), "{second}");
+    assert_eq!(turns.len(), 2, "{}", asked(&turns));
+    let first_request = turns[0].text();
+    assert!(
+        first_request.contains("The resume work is half done."),
+        "session 2's first request lacks the handoff: {first_request}"
+    );
+    assert!(
+        turns[0].tool_uses().is_empty(),
+        "session 2 called a tool before its first request: {}",
+        asked(&turns)
+    );
+    assert_eq!(m.stored().await.expect("stored").spec.body, next);
+}
