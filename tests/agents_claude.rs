@@ -22,11 +22,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use handoff::hook::stop_reason;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::model::anthropic::{Anthropic, Logged, Turn};
 use handoff_testkit::{TestEnv, shared};
-use handoff_transcript::rescue::RESCUE_MARK;
+use handoff_transcript::rescue::{DEFAULT_MAX_TOKENS, RESCUE_MARK, approx_tokens};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -200,4 +201,76 @@ async fn resume_session_two_starts_with_session_ones_handoff() {
         asked(&turns)
     );
     assert_eq!(m.stored().await.expect("stored").spec.body, next);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forget_the_stop_hook_blocks_once_with_its_reason_then_the_model_writes() {
+    let env = shared();
+    let m = Machine::new(env, "forget").await;
+    let written = body("forget");
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        m.write(&written),
+        Turn::text("Written; stopping."),
+    ])
+    .expect("model");
+
+    let out = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(out["result"], json!("Written; stopping."), "{out}");
+    assert_eq!(turns.len(), 3, "{}", asked(&turns));
+    let reason = stop_reason(&m.key);
+    assert!(
+        !turns[0].text().contains(&reason),
+        "the reason came before any stop: {}",
+        asked(&turns)
+    );
+    assert!(
+        turns[1].text().contains(&reason),
+        "the second request lacks the stop hook's reason: {}",
+        asked(&turns)
+    );
+    let stored = m.stored().await.expect("the model wrote after the block");
+    assert_eq!(stored.spec.body, written);
+    assert_eq!(stored.spec.kind.as_deref(), Some("issue"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn never_writes_the_guarded_stop_rescues_from_the_transcript() {
+    let env = shared();
+    let m = Machine::new(env, "never").await;
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        Turn::text("Still not writing a handoff."),
+    ])
+    .expect("model");
+
+    let out = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert_eq!(
+        out["result"],
+        json!("Still not writing a handoff."),
+        "{out}"
+    );
+    assert_eq!(
+        turns.len(),
+        2,
+        "the Stop hook blocked more than once: {}",
+        asked(&turns)
+    );
+    assert!(turns[1].text().contains(&stop_reason(&m.key)));
+    let stored = m.stored().await.expect("a rescue was written");
+    let body = &stored.spec.body;
+    assert!(
+        body.starts_with(RESCUE_MARK),
+        "not marked as rescued: {body}"
+    );
+    assert_eq!(stored.spec.kind.as_deref(), Some("rescued"));
+    assert_eq!(stored.spec.project, PROJECT);
+    assert!(
+        body.contains("Still not writing a handoff.") && body.contains("Parse the input."),
+        "the rescue lacks the session's last answer or first request: {body}"
+    );
+    assert!(approx_tokens(body) <= DEFAULT_MAX_TOKENS, "{body}");
 }
