@@ -78,19 +78,18 @@ impl Machine {
         self.dir.path().join("home")
     }
 
-    /// Runs one `claude -p` session against `model`: its JSON result.
-    async fn session(&self, model: &Anthropic, prompt: &str) -> Value {
+    /// `claude` with this machine's environment and nothing else: the
+    /// home, the `PATH`, the privacy switches, the user-filled values.
+    fn claude(&self) -> tokio::process::Command {
         let dir = self.dir.path();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.join("bin").display());
-        let output = tokio::process::Command::new(claude())
-            .env_clear()
+        let mut cmd = tokio::process::Command::new(claude());
+        cmd.env_clear()
             .current_dir(dir.join("work"))
             .envs([
                 ("PATH", path.as_str()),
                 ("HOME", &*self.home().to_string_lossy()),
                 ("TMPDIR", &*dir.join("tmp").to_string_lossy()),
-                ("ANTHROPIC_BASE_URL", model.url()),
-                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
                 ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
                 ("DISABLE_TELEMETRY", "1"),
                 ("DISABLE_ERROR_REPORTING", "1"),
@@ -102,10 +101,21 @@ impl Machine {
                 ("CONVERSATION_OBJECT_KEY", &self.key),
                 ("HANDOFF_PROJECT", PROJECT),
             ])
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs one `claude -p` session against `model`: its JSON result.
+    async fn session(&self, model: &Anthropic, prompt: &str) -> Value {
+        let output = self
+            .claude()
+            .envs([
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ])
             .args(["-p", prompt, "--output-format", "json", "--plugin-dir"])
             .arg(Path::new(REPO).join("plugins/handoff"))
             .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
-            .stdin(Stdio::null())
             .output()
             .await
             .expect("run claude");
@@ -273,4 +283,24 @@ async fn never_writes_the_guarded_stop_rescues_from_the_transcript() {
         "the rescue lacks the session's last answer or first request: {body}"
     );
     assert!(approx_tokens(body) <= DEFAULT_MAX_TOKENS, "{body}");
+}
+
+/// Finding 7: the plugin as shipped passes the CLI's own strict check
+/// (it failed on a missing `author`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plugin_passes_claude_plugin_validate_strict() {
+    let m = Machine::new(shared(), "validate").await;
+    let out = m
+        .claude()
+        .args(["plugin", "validate", "--strict"])
+        .arg(Path::new(REPO).join("plugins/handoff"))
+        .output()
+        .await
+        .expect("run claude plugin validate");
+    assert!(
+        out.status.success(),
+        "claude plugin validate --strict refused the plugin:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
