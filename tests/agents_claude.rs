@@ -304,3 +304,38 @@ async fn the_plugin_passes_claude_plugin_validate_strict() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Finding 6: a handoff longer than the 10,000 characters Claude Code keeps
+/// of `additionalContext` reaches the model as its head and the way to the
+/// rest (before, Claude Code spilled it to a file and showed a preview).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
+    let env = shared();
+    let m = Machine::new(env, "cap").await;
+    let done = "- checked one more part of the input against the schema, and kept notes\n";
+    let long = format!(
+        "## State\nThe cap work is half done.\n## Next\n- write the output\n## Done\n{}## Open questions\n- none\n## Refs\n- the-last-line-of-the-handoff\n",
+        done.repeat(155)
+    );
+    assert!(long.len() > 11_000, "{}", long.len());
+    let model = Anthropic::start(vec![m.write(&long), Turn::text("Written.")]).expect("model");
+    m.session(&model, "Parse the input.").await;
+    assert_eq!(m.stored().await.expect("stored").spec.body, long);
+
+    model.play(vec![m.write(&body("cap")), Turn::text("Resumed.")]);
+    m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    let first = turns.first().expect("session 2 asked the model").text();
+    assert!(
+        first.contains("The cap work is half done.\n## Next\n- write the output"),
+        "the head is missing: {first}"
+    );
+    assert!(
+        first.contains(&format!(
+            "Call get_handoff with handoff_key `{}` for the rest.",
+            m.key
+        )),
+        "the context does not say where the rest is: {first}"
+    );
+    assert!(!first.contains("the-last-line-of-the-handoff"), "{first}");
+}

@@ -235,6 +235,80 @@ pub fn session_context(h: &Stored) -> String {
     })
 }
 
+/// The most of `additionalContext` an agent keeps as it is, in characters
+/// (UTF-16 code units, as the agent counts them): Claude Code keeps 10,000
+/// and replaces the rest by a file with a preview, which would hide the
+/// key and the way back to the whole handoff. `None`: no known limit.
+pub fn context_limit(agent: AgentKind) -> Option<usize> {
+    match agent {
+        AgentKind::Claude => Some(10_000),
+        AgentKind::Codex | AgentKind::Grok => None,
+    }
+}
+
+/// Characters as the agents count them (JavaScript string length).
+fn units(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// Pure: the longest head of `body` within `budget` units, cut after its
+/// last whole line when that keeps at least half of it.
+fn head_within(body: &str, budget: usize) -> &str {
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in body.char_indices() {
+        used += c.len_utf16();
+        if used > budget {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    if end == body.len() {
+        return body;
+    }
+    let head = &body[..end];
+    match head.rfind('\n') {
+        Some(nl) if nl >= head.len() / 2 => &body[..=nl],
+        _ => head,
+    }
+}
+
+/// Pure: [`session_context`] within `limit` (none: whole). A handoff too
+/// long for it keeps its head (State and Next come first in the skill's
+/// sections) and ends with how much was cut, the key and "call get_handoff
+/// for the rest", so the agent sees where the rest is instead of the
+/// agent's own preview of a spilled file.
+pub fn capped_context(h: &Stored, limit: Option<usize>) -> String {
+    let whole = session_context(h);
+    let Some(limit) = limit.filter(|l| units(&whole) > *l) else {
+        return whole;
+    };
+    let total = h.body.chars().count();
+    let key = &h.handoff_key;
+    let note = |shown: usize| {
+        format!(
+            "\nThis handoff was cut to fit the agent's context: above are the first {shown} of its \
+             {total} characters. Call get_handoff with handoff_key `{key}` for the rest.\n"
+        )
+    };
+    let with_body = |body: &str| {
+        session_context(&Stored {
+            body: body.to_owned(),
+            ..h.clone()
+        })
+    };
+    let mut budget = limit.saturating_sub(units(&with_body("")) + units(&note(total)));
+    loop {
+        let head = head_within(&h.body, budget);
+        let text = with_body(head) + &note(head.chars().count());
+        let over = units(&text).saturating_sub(limit);
+        if over == 0 || budget == 0 {
+            return text;
+        }
+        budget = budget.saturating_sub(over);
+    }
+}
+
 /// Pure: the reason of a stop block.
 pub fn stop_reason(key: &str) -> String {
     format!(
@@ -373,7 +447,7 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
         return Ok(existing.map(|h| {
             Said::Output(json!({"hookSpecificOutput": {
                 "hookEventName": "SessionStart",
-                "additionalContext": session_context(&h),
+                "additionalContext": capped_context(&h, context_limit(args.agent)),
             }}))
         }));
     }
@@ -611,6 +685,76 @@ mod tests {
         assert!(c.contains("revision 3, written by system:serviceaccount:agents:implement, updated 2026-12-01T10:00:00Z"), "{c}");
         assert!(c.contains("~~~~~markdown prior-handoff\n## State\n"), "{c}");
         assert!(c.ends_with("~~~~\n~~~~~\n"), "{c}");
+    }
+
+    #[test]
+    fn a_long_context_keeps_its_head_and_ends_with_the_way_to_the_rest() {
+        let line = "- a line of the handoff's Done section, long enough to count\n";
+        let long = format!(
+            "## State\nhalf done\n## Next\n- go on\n## Done\n{}",
+            line.repeat(200)
+        );
+        let wide = format!("## State\n{}", "é€😀".repeat(4_000));
+        let one_line = "x".repeat(20_000);
+        let cases: [(&str, Option<usize>, bool); 6] = [
+            ("## State\nshort", Some(10_000), false),
+            (&long, None, false),
+            (&long, Some(10_000), true),
+            (&long, Some(2_000), true),
+            (&wide, Some(10_000), true),
+            (&one_line, Some(10_000), true),
+        ];
+        for (i, (body, limit, cut)) in cases.into_iter().enumerate() {
+            let h = stored(body, Some("2026-12-01T10:00:00Z"));
+            let got = capped_context(&h, limit);
+            if !cut {
+                assert_eq!(got, session_context(&h), "case {i}");
+                continue;
+            }
+            let limit = limit.unwrap_or_default();
+            assert!(units(&got) <= limit, "case {i}: {} units", units(&got));
+            assert!(
+                units(&got) > limit - 200,
+                "case {i}: only {} units",
+                units(&got)
+            );
+            assert!(
+                got.starts_with("Prior handoff for continuation key `acme/api#42`"),
+                "case {i}"
+            );
+            assert!(
+                got.contains("~~~markdown prior-handoff\n## State\n")
+                    || got.contains("~~~markdown prior-handoff\nxxx"),
+                "case {i}"
+            );
+            assert!(
+                got.ends_with("Call get_handoff with handoff_key `acme/api#42` for the rest.\n"),
+                "case {i}: {got}"
+            );
+        }
+        let h = stored(&long, None);
+        let got = capped_context(&h, Some(2_000));
+        let shown = got
+            .split("prior-handoff\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n~~~\n").next())
+            .unwrap_or_default();
+        assert!(
+            shown.ends_with("long enough to count"),
+            "cut after a whole line: {shown:?}"
+        );
+    }
+
+    #[test]
+    fn only_claude_code_has_a_known_context_limit() {
+        let cases = [
+            (AgentKind::Claude, Some(10_000)),
+            (AgentKind::Codex, None),
+            (AgentKind::Grok, None),
+        ];
+        for (agent, want) in cases {
+            assert_eq!(context_limit(agent), want, "{agent:?}");
+        }
     }
 
     #[test]
