@@ -8,7 +8,8 @@
 //!
 //! - `session-start`: the handoff of the key, as
 //!   `hookSpecificOutput.additionalContext`, fenced as a prior summary with
-//!   its author, revision and time; nothing when there is none.
+//!   its author, revision and time, cut to what the agent keeps
+//!   ([`capped_context`]); nothing when there is none.
 //! - `stop`: unless the key has a *fresh* handoff, `{"decision":"block"}`
 //!   with a reason asking for a compact `write_handoff` in the skill's
 //!   sections. Never when `stop_hook_active` is true (the agent is already
@@ -25,8 +26,8 @@
 //! rule decides whether a rescue may write ([`plan`]).
 //!
 //! **Never fails the session.** Whatever goes wrong (handoff unreachable,
-//! bad input, no key), a hook says so in one line (stderr, and a
-//! `systemMessage` the agent shows), exits 0, and is done within
+//! bad input, no key), a hook says so in one line (stderr, and on stdout
+//! where the agent shows it: [`notice_line`]), exits 0, and is done within
 //! `--timeout` (10 s by default; connecting to the bridge is bounded at 3 s,
 //! the apiserver calls as in the stdio bridge). Its reads are bounded too:
 //! at most 16 MiB of stdin, a transcript's first lines for the session's
@@ -319,9 +320,15 @@ pub fn stop_reason(key: &str) -> String {
     )
 }
 
-/// A line the agent shows (`systemMessage`, in both agents' hook output).
-fn notice(message: &str) -> Value {
-    json!({"systemMessage": message})
+/// Pure: the stdout line that carries a notice to the agent's user. A
+/// `systemMessage` where the agent shows one; Claude Code ignores it from
+/// PreCompact and SessionEnd (it echoes their raw stdout after `/compact`
+/// and logs SessionEnd's), so there the notice is the plain line itself.
+pub fn notice_line(agent: AgentKind, event: Event, message: &str) -> String {
+    match (agent, event) {
+        (AgentKind::Claude, Event::PreCompact | Event::SessionEnd) => message.to_owned(),
+        _ => json!({"systemMessage": message}).to_string(),
+    }
 }
 
 /// The most a hook reads of its stdin (an event's JSON is a few KiB).
@@ -337,7 +344,8 @@ pub const MAX_TRANSCRIPT_BYTES: u64 = 64 << 20;
 /// for it, so nothing the agent hands over (a FIFO no one writes, a line
 /// with no end) holds the hook past its timeout.
 pub fn run_hook(args: HookArgs) {
-    let event = args.event.hook_event_name();
+    let (agent, kind) = (args.agent, args.event);
+    let event = kind.hook_event_name();
     let said = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -351,16 +359,16 @@ pub fn run_hook(args: HookArgs) {
         Err(err) => Err(anyhow!("cannot start its runtime: {err}")),
     };
     let output = match said {
-        Ok(Some(Said::Output(output))) => Some(output),
+        Ok(Some(Said::Output(output))) => Some(output.to_string()),
         Ok(Some(Said::Notice(message))) => {
             eprintln!("{message}");
-            Some(notice(&message))
+            Some(notice_line(agent, kind, &message))
         }
         Ok(None) => None,
         Err(err) => {
             let message = format!("handoff hook {event}: {err:#}; the session goes on without it");
             eprintln!("{message}");
-            Some(notice(&message))
+            Some(notice_line(agent, kind, &message))
         }
     };
     if let Some(output) = output {
@@ -743,6 +751,22 @@ mod tests {
             shown.ends_with("long enough to count"),
             "cut after a whole line: {shown:?}"
         );
+    }
+
+    #[test]
+    fn notices_are_system_messages_where_the_agent_shows_them() {
+        let json = r#"{"systemMessage":"m"}"#;
+        let cases = [
+            (AgentKind::Claude, Event::Stop, json),
+            (AgentKind::Claude, Event::SessionStart, json),
+            (AgentKind::Claude, Event::PreCompact, "m"),
+            (AgentKind::Claude, Event::SessionEnd, "m"),
+            (AgentKind::Codex, Event::PreCompact, json),
+            (AgentKind::Codex, Event::Stop, json),
+        ];
+        for (agent, event, want) in cases {
+            assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
+        }
     }
 
     #[test]
