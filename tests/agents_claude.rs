@@ -132,6 +132,37 @@ impl Machine {
         })
     }
 
+    /// Runs `claude <args>` with `--output-format stream-json` and the
+    /// hooks' lifecycle events: every line the CLI printed, as JSON.
+    async fn stream(&self, model: &Anthropic, args: &[&str]) -> Vec<Value> {
+        let output = self
+            .claude()
+            .envs([
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ])
+            .args(args)
+            .args(["--output-format", "stream-json", "--verbose"])
+            .args(["--include-hook-events", "--plugin-dir"])
+            .arg(Path::new(REPO).join("plugins/handoff"))
+            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
+            .output()
+            .await
+            .expect("run claude");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "claude failed ({}):\nstdout: {stdout}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
     async fn stored(&self) -> Option<Handoff> {
         Api::<Handoff>::namespaced(shared().client().await, &self.namespace)
             .get_opt(&name_for_key(&self.key))
@@ -338,4 +369,122 @@ async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
         "the context does not say where the rest is: {first}"
     );
     assert!(!first.contains("the-last-line-of-the-handoff"), "{first}");
+}
+
+/// Finding 5: Claude Code ignores `systemMessage` from PreCompact (it
+/// echoes the hook's raw stdout after `/compact`), so the notice of a rescue
+/// before compaction is a plain line there, not a JSON object nobody reads.
+#[tokio::test(flavor = "multi_thread")]
+async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
+    let m = Machine::new(shared(), "compact").await;
+    let model =
+        Anthropic::start(vec![Turn::text("All done."), Turn::text("Still not.")]).expect("model");
+    let first = m.stream(&model, &["-p", "Parse the input."]).await;
+    let session = first
+        .iter()
+        .find_map(|l| l["session_id"].as_str())
+        .expect("a session id")
+        .to_owned();
+
+    model.play(vec![Turn::text("Summary of the session.")]);
+    let lines = m
+        .stream(&model, &["-p", "/compact", "--resume", &session])
+        .await;
+    let boundary = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap_or_else(|| panic!("no compaction: {lines:#?}"));
+    assert_eq!(boundary["compact_metadata"]["trigger"], "manual");
+    let said: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["message"]["content"].as_str())
+        .filter(|c| c.contains("PreCompact"))
+        .collect();
+    assert_eq!(said.len(), 1, "{lines:#?}");
+    assert!(
+        said[0].contains("before compaction (trigger manual), a rescued one was extracted"),
+        "{}",
+        said[0]
+    );
+    assert!(!said[0].contains("systemMessage"), "{}", said[0]);
+    let stored = m.stored().await.expect("rescued");
+    assert!(stored.spec.body.starts_with(RESCUE_MARK));
+    assert!(stored.spec.body.contains("Still not."));
+}
+
+/// Claude Code's own transcript (the JSONL under `~/.claude/projects`) is
+/// read by `handoff transcript read` in order, and `handoff rescue` keeps
+/// the handoff the agent wrote in that session.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
+    let m = Machine::new(shared(), "transcript").await;
+    let written = body("transcript");
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        m.write(&written),
+        Turn::text("Written; stopping."),
+    ])
+    .expect("model");
+    let out = m.session(&model, "Parse the input.").await;
+    let session = out["session_id"].as_str().expect("session_id").to_owned();
+    let located = |verb: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"));
+        cmd.args(verb)
+            .args(["--agent", "claude", "--session", &session, "--cwd"])
+            .arg(m.dir.path().join("work"))
+            .arg("--agent-home")
+            .arg(m.home().join(".claude"))
+            .env("KUBECONFIG", shared().kubeconfig_path())
+            .env("HANDOFF_NAMESPACE", &m.namespace)
+            .env_remove("HANDOFF_MCP_URL");
+        cmd
+    };
+    let read = located(&["transcript", "read"])
+        .output()
+        .expect("handoff transcript read");
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let read: Value = serde_json::from_slice(&read.stdout).expect("JSON");
+    let turns = read["turns"].as_array().expect("turns");
+    assert_eq!(turns[0]["role"], "user", "{read:#}");
+    assert_eq!(turns[0]["text"], "Parse the input.", "{read:#}");
+    let answers: String = turns
+        .iter()
+        .filter(|t| t["role"] == "assistant")
+        .filter_map(|t| t["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (done, stopping) = (
+        answers.find("All done."),
+        answers.find("Written; stopping."),
+    );
+    assert!(
+        matches!((done, stopping), (Some(a), Some(b)) if a < b),
+        "the answers are not all there in order: {read:#}"
+    );
+    let tools: Vec<&str> = turns
+        .iter()
+        .flat_map(|t| t["tools"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.iter().any(|t| t.ends_with("__write_handoff")),
+        "{read:#}"
+    );
+
+    let rescue = located(&["rescue"])
+        .args(["--key", &m.key, "--project", PROJECT])
+        .output()
+        .expect("handoff rescue");
+    assert!(
+        rescue.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rescue.stderr)
+    );
+    let said: Value = serde_json::from_slice(&rescue.stdout).expect("JSON");
+    assert_eq!(said["outcome"], "kept", "{said}");
+    assert_eq!(m.stored().await.expect("stored").spec.body, written);
 }
