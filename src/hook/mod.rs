@@ -213,6 +213,7 @@ pub fn plan(existing: Option<&Stored>, started: Option<Timestamp>) -> Plan {
         return Plan::Write;
     }
     let updated: Option<Timestamp> = h.updated_at.as_deref().and_then(|u| u.parse().ok());
+    let started = started.map(|s| at_precision_of(s, h.updated_at.as_deref().unwrap_or_default()));
     match (updated, started) {
         (Some(u), Some(s)) if u < s => Plan::Write,
         (Some(u), Some(s)) => Plan::Keep(format!(
@@ -223,6 +224,17 @@ pub fn plan(existing: Option<&Stored>, started: Option<Timestamp>) -> Plan {
         ),
         (None, Some(_)) => Plan::Keep("it was written by an agent at an unknown time".to_owned()),
     }
+}
+
+/// Pure: `start` at the precision of `updated`. The apiserver stamps
+/// `updated_at` in whole seconds and the agents stamp transcripts in
+/// milliseconds: an agent writing within its session's first second would
+/// otherwise be judged older than its own session (and rescued over).
+fn at_precision_of(start: Timestamp, updated: &str) -> Timestamp {
+    if updated.contains('.') {
+        return start;
+    }
+    Timestamp::from_second(start.as_second()).unwrap_or(start)
 }
 
 /// Pure: the `additionalContext` of session-start for `h`.
@@ -676,6 +688,23 @@ mod tests {
                 false,
             ),
             (Some(stored("## State\nx", None)), start, false),
+            // Written within the session's first second: the apiserver's
+            // whole second is not older than the transcript's milliseconds.
+            (
+                Some(stored("## State\nx", Some("2026-12-01T10:00:00Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                false,
+            ),
+            (
+                Some(stored("## State\nx", Some("2026-12-01T09:59:59Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                true,
+            ),
+            (
+                Some(stored("## State\nx", Some("2026-12-01T10:00:00.100Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                true,
+            ),
         ];
         for (i, (existing, started, write)) in cases.into_iter().enumerate() {
             let got = plan(existing.as_ref(), started);
