@@ -20,7 +20,9 @@
 //!
 //! **Fresh**, "written since this session began": an agent-written
 //! handoff (not a rescue) whose `updated_at` is at or after the first
-//! record of the session's transcript. When the session's start is unknown
+//! record of the session's transcript, or (Claude Code) whose key the
+//! transcript shows written successfully ([`wrote_in`]: an identical
+//! rewrite keeps the old `updated_at`). When the session's start is unknown
 //! (no transcript, no timestamp in it), any agent-written handoff counts as
 //! fresh: a rescue never replaces what an agent wrote on a guess. The same
 //! rule decides whether a rescue may write ([`plan`]).
@@ -235,6 +237,56 @@ fn at_precision_of(start: Timestamp, updated: &str) -> Timestamp {
         return start;
     }
     Timestamp::from_second(start.as_second()).unwrap_or(start)
+}
+
+/// Pure: whether the Claude Code transcript `text` (JSONL) holds a
+/// `write_handoff` of `key` that succeeded: a `tool_use` of a tool named
+/// `write_handoff` (or `…__write_handoff`, as MCP tools are named) with
+/// that `handoff_key`, answered by a `tool_result` that is not an error.
+/// Such a session has written its handoff even when the write changed
+/// nothing (`unchanged` keeps the old `updated_at`): it is not asked again,
+/// nor rescued over.
+pub fn wrote_in(text: &str, key: &str) -> bool {
+    let mut calls = std::collections::HashSet::new();
+    for line in text.lines() {
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        for block in record["message"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let name = block["name"].as_str().unwrap_or_default();
+            match block["type"].as_str() {
+                Some("tool_use")
+                    if (name == "write_handoff" || name.ends_with("__write_handoff"))
+                        && block["input"]["handoff_key"] == key =>
+                {
+                    calls.insert(block["id"].as_str().unwrap_or_default().to_owned());
+                }
+                Some("tool_result")
+                    if block["is_error"] != json!(true)
+                        && calls.contains(block["tool_use_id"].as_str().unwrap_or_default()) =>
+                {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// The first `max` bytes of the file at `path` as text (lossy), if readable.
+fn read_head(path: &std::path::Path, max: u64) -> Option<String> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(max)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Pure: the `additionalContext` of session-start for `h`.
@@ -478,6 +530,19 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     };
     if let Plan::Keep(_) = plan(existing.as_ref(), started) {
         return Ok(None);
+    }
+    let agent_wrote = existing
+        .as_ref()
+        .is_some_and(|h| !rescue::is_rescued(&h.body));
+    if let (AgentKind::Claude, Some(path), true) = (args.agent, transcript.clone(), agent_wrote) {
+        let wanted = key.clone();
+        let wrote = off_thread(move || {
+            read_head(&path, MAX_TRANSCRIPT_BYTES).is_some_and(|t| wrote_in(&t, &wanted))
+        })
+        .await?;
+        if wrote {
+            return Ok(None);
+        }
     }
     if args.event == Event::Stop && !payload.stop_hook_active {
         return Ok(Some(Said::Output(
@@ -795,6 +860,47 @@ mod tests {
         ];
         for (agent, event, want) in cases {
             assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
+        }
+    }
+
+    #[test]
+    fn a_successful_write_of_the_key_in_the_transcript_counts() {
+        let call = |id: &str, name: &str, key: &str| {
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "tool_use", "id": id, "name": name, "input": {"handoff_key": key}}]}})
+            .to_string()
+        };
+        let result = |id: &str, error: bool| {
+            json!({"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": id, "is_error": error, "content": "ok"}]}})
+            .to_string()
+        };
+        let mcp = "mcp__plugin_handoff_handoff__write_handoff";
+        let cases = [
+            (vec![call("a", mcp, "k"), result("a", false)], true),
+            (
+                vec![call("a", "write_handoff", "k"), result("a", false)],
+                true,
+            ),
+            (vec![call("a", mcp, "k"), result("a", true)], false),
+            (vec![call("a", mcp, "k")], false),
+            (vec![call("a", mcp, "other"), result("a", false)], false),
+            (
+                vec![call("a", "mcp__x__get_handoff", "k"), result("a", false)],
+                false,
+            ),
+            (vec![call("a", mcp, "k"), result("b", false)], false),
+            (
+                vec![
+                    "not json".to_owned(),
+                    call("a", mcp, "k"),
+                    result("a", false),
+                ],
+                true,
+            ),
+        ];
+        for (i, (lines, want)) in cases.into_iter().enumerate() {
+            assert_eq!(wrote_in(&lines.join("\n"), "k"), want, "case {i}");
         }
     }
 
