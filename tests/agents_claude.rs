@@ -488,3 +488,22 @@ async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
     assert_eq!(said["outcome"], "kept", "{said}");
     assert_eq!(m.stored().await.expect("stored").spec.body, written);
 }
+
+/// Finding 10: a session that writes the very handoff the key already holds
+/// (`unchanged`: no new `updated_at`) has written it; it is not rescued over.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_identical_rewrite_is_not_rescued_over() {
+    let m = Machine::new(shared(), "same").await;
+    let written = body("same");
+    let model = Anthropic::start(vec![m.write(&written), Turn::text("Written.")]).expect("model");
+    m.session(&model, "Parse the input.").await;
+    assert_eq!(m.stored().await.expect("stored").spec.body, written);
+
+    model.play(vec![m.write(&written), Turn::text("Written again.")]);
+    let out = m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    assert_eq!(out["result"], json!("Written again."), "{out}");
+    assert_eq!(turns.len(), 2, "the Stop hook blocked: {}", asked(&turns));
+    let stored = m.stored().await.expect("stored");
+    assert_eq!(stored.spec.body, written, "rescued over");
+}
