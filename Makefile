@@ -15,7 +15,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -46,6 +46,21 @@ tests/interop/ts/node_modules/.installed: tests/interop/ts/package-lock.json
 	npm ci --prefix tests/interop/ts --no-audit --no-fund --loglevel=error
 	touch $@
 
+## The real Claude Code CLI (pinned by package-lock.json) for the agents tier
+## (tests/agents_claude.rs), driven against a scripted model on 127.0.0.1.
+agents-claude: tests/agents/claude/node_modules/.installed
+
+tests/agents/claude/node_modules/.installed: tests/agents/claude/package-lock.json
+	npm ci --prefix tests/agents/claude --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Pins @anthropic-ai/claude-code to npm's latest (package.json,
+## package-lock.json) and reruns its tier; commit both files when it is green.
+agents-claude-bump:
+	npm install --prefix tests/agents/claude --save-exact --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code@latest
+	touch tests/agents/claude/node_modules/.installed
+	$(CARGO) test --locked --test agents_claude
+
 ## The real Codex CLI (pinned by package-lock.json) for the agents tier (tests/agents_codex.rs).
 agents-codex: tests/agents/codex/node_modules/.installed
 
@@ -60,7 +75,7 @@ agents-codex-bump:
 	touch tests/agents/codex/node_modules/.installed
 	$(CARGO) test --locked --test agents_codex
 
-test-deps: envtest-assets postgres mcp-sdk agents-codex
+test-deps: envtest-assets postgres mcp-sdk agents-claude agents-codex
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode.

@@ -8,7 +8,8 @@
 //!
 //! - `session-start`: the handoff of the key, as
 //!   `hookSpecificOutput.additionalContext`, fenced as a prior summary with
-//!   its author, revision and time; nothing when there is none.
+//!   its author, revision and time, cut to what the agent keeps
+//!   ([`capped_context`]); nothing when there is none.
 //! - `stop`: unless the key has a *fresh* handoff, `{"decision":"block"}`
 //!   with a reason asking for a compact `write_handoff` in the skill's
 //!   sections. Never when `stop_hook_active` is true (the agent is already
@@ -19,14 +20,16 @@
 //!
 //! **Fresh**, "written since this session began": an agent-written
 //! handoff (not a rescue) whose `updated_at` is at or after the first
-//! record of the session's transcript. When the session's start is unknown
+//! record of the session's transcript, or (Claude Code) whose key the
+//! transcript shows written successfully ([`wrote_in`]: an identical
+//! rewrite keeps the old `updated_at`). When the session's start is unknown
 //! (no transcript, no timestamp in it), any agent-written handoff counts as
 //! fresh: a rescue never replaces what an agent wrote on a guess. The same
 //! rule decides whether a rescue may write ([`plan`]).
 //!
 //! **Never fails the session.** Whatever goes wrong (handoff unreachable,
-//! bad input, no key), a hook says so in one line (stderr, and a
-//! `systemMessage` the agent shows), exits 0, and is done within
+//! bad input, no key), a hook says so in one line (stderr, and on stdout
+//! where the agent shows it: [`notice_line`]), exits 0, and is done within
 //! `--timeout` (10 s by default; connecting to the bridge is bounded at 3 s,
 //! the apiserver calls as in the stdio bridge). Its reads are bounded too:
 //! at most 16 MiB of stdin, a transcript's first lines for the session's
@@ -212,6 +215,7 @@ pub fn plan(existing: Option<&Stored>, started: Option<Timestamp>) -> Plan {
         return Plan::Write;
     }
     let updated: Option<Timestamp> = h.updated_at.as_deref().and_then(|u| u.parse().ok());
+    let started = started.map(|s| at_precision_of(s, h.updated_at.as_deref().unwrap_or_default()));
     match (updated, started) {
         (Some(u), Some(s)) if u < s => Plan::Write,
         (Some(u), Some(s)) => Plan::Keep(format!(
@@ -222,6 +226,67 @@ pub fn plan(existing: Option<&Stored>, started: Option<Timestamp>) -> Plan {
         ),
         (None, Some(_)) => Plan::Keep("it was written by an agent at an unknown time".to_owned()),
     }
+}
+
+/// Pure: `start` at the precision of `updated`. The apiserver stamps
+/// `updated_at` in whole seconds and the agents stamp transcripts in
+/// milliseconds: an agent writing within its session's first second would
+/// otherwise be judged older than its own session (and rescued over).
+fn at_precision_of(start: Timestamp, updated: &str) -> Timestamp {
+    if updated.contains('.') {
+        return start;
+    }
+    Timestamp::from_second(start.as_second()).unwrap_or(start)
+}
+
+/// Pure: whether the Claude Code transcript `text` (JSONL) holds a
+/// `write_handoff` of `key` that succeeded: a `tool_use` of a tool named
+/// `write_handoff` (or `…__write_handoff`, as MCP tools are named) with
+/// that `handoff_key`, answered by a `tool_result` that is not an error.
+/// Such a session has written its handoff even when the write changed
+/// nothing (`unchanged` keeps the old `updated_at`): it is not asked again,
+/// nor rescued over.
+pub fn wrote_in(text: &str, key: &str) -> bool {
+    let mut calls = std::collections::HashSet::new();
+    for line in text.lines() {
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        for block in record["message"]["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let name = block["name"].as_str().unwrap_or_default();
+            match block["type"].as_str() {
+                Some("tool_use")
+                    if (name == "write_handoff" || name.ends_with("__write_handoff"))
+                        && block["input"]["handoff_key"] == key =>
+                {
+                    calls.insert(block["id"].as_str().unwrap_or_default().to_owned());
+                }
+                Some("tool_result")
+                    if block["is_error"] != json!(true)
+                        && calls.contains(block["tool_use_id"].as_str().unwrap_or_default()) =>
+                {
+                    return true;
+                }
+                _ => {}
+            }
+        }
+    }
+    false
+}
+
+/// The first `max` bytes of the file at `path` as text (lossy), if readable.
+fn read_head(path: &std::path::Path, max: u64) -> Option<String> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(max)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Pure: the `additionalContext` of session-start for `h`.
@@ -235,6 +300,80 @@ pub fn session_context(h: &Stored) -> String {
     })
 }
 
+/// The most of `additionalContext` an agent keeps as it is, in characters
+/// (UTF-16 code units, as the agent counts them): Claude Code keeps 10,000
+/// and replaces the rest by a file with a preview, which would hide the
+/// key and the way back to the whole handoff. `None`: no known limit.
+pub fn context_limit(agent: AgentKind) -> Option<usize> {
+    match agent {
+        AgentKind::Claude => Some(10_000),
+        AgentKind::Codex | AgentKind::Grok => None,
+    }
+}
+
+/// Characters as the agents count them (JavaScript string length).
+fn units(text: &str) -> usize {
+    text.encode_utf16().count()
+}
+
+/// Pure: the longest head of `body` within `budget` units, cut after its
+/// last whole line when that keeps at least half of it.
+fn head_within(body: &str, budget: usize) -> &str {
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in body.char_indices() {
+        used += c.len_utf16();
+        if used > budget {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    if end == body.len() {
+        return body;
+    }
+    let head = &body[..end];
+    match head.rfind('\n') {
+        Some(nl) if nl >= head.len() / 2 => &body[..=nl],
+        _ => head,
+    }
+}
+
+/// Pure: [`session_context`] within `limit` (none: whole). A handoff too
+/// long for it keeps its head (State and Next come first in the skill's
+/// sections) and ends with how much was cut, the key and "call get_handoff
+/// for the rest", so the agent sees where the rest is instead of the
+/// agent's own preview of a spilled file.
+pub fn capped_context(h: &Stored, limit: Option<usize>) -> String {
+    let whole = session_context(h);
+    let Some(limit) = limit.filter(|l| units(&whole) > *l) else {
+        return whole;
+    };
+    let total = h.body.chars().count();
+    let key = &h.handoff_key;
+    let note = |shown: usize| {
+        format!(
+            "\nThis handoff was cut to fit the agent's context: above are the first {shown} of its \
+             {total} characters. Call get_handoff with handoff_key `{key}` for the rest.\n"
+        )
+    };
+    let with_body = |body: &str| {
+        session_context(&Stored {
+            body: body.to_owned(),
+            ..h.clone()
+        })
+    };
+    let mut budget = limit.saturating_sub(units(&with_body("")) + units(&note(total)));
+    loop {
+        let head = head_within(&h.body, budget);
+        let text = with_body(head) + &note(head.chars().count());
+        let over = units(&text).saturating_sub(limit);
+        if over == 0 || budget == 0 {
+            return text;
+        }
+        budget = budget.saturating_sub(over);
+    }
+}
+
 /// Pure: the reason of a stop block.
 pub fn stop_reason(key: &str) -> String {
     format!(
@@ -245,9 +384,15 @@ pub fn stop_reason(key: &str) -> String {
     )
 }
 
-/// A line the agent shows (`systemMessage`, in both agents' hook output).
-fn notice(message: &str) -> Value {
-    json!({"systemMessage": message})
+/// Pure: the stdout line that carries a notice to the agent's user. A
+/// `systemMessage` where the agent shows one; Claude Code ignores it from
+/// PreCompact and SessionEnd (it echoes their raw stdout after `/compact`
+/// and logs SessionEnd's), so there the notice is the plain line itself.
+pub fn notice_line(agent: AgentKind, event: Event, message: &str) -> String {
+    match (agent, event) {
+        (AgentKind::Claude, Event::PreCompact | Event::SessionEnd) => message.to_owned(),
+        _ => json!({"systemMessage": message}).to_string(),
+    }
 }
 
 /// The most a hook reads of its stdin (an event's JSON is a few KiB).
@@ -263,7 +408,8 @@ pub const MAX_TRANSCRIPT_BYTES: u64 = 64 << 20;
 /// for it, so nothing the agent hands over (a FIFO no one writes, a line
 /// with no end) holds the hook past its timeout.
 pub fn run_hook(args: HookArgs) {
-    let event = args.event.hook_event_name();
+    let (agent, kind) = (args.agent, args.event);
+    let event = kind.hook_event_name();
     let said = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -277,16 +423,16 @@ pub fn run_hook(args: HookArgs) {
         Err(err) => Err(anyhow!("cannot start its runtime: {err}")),
     };
     let output = match said {
-        Ok(Some(Said::Output(output))) => Some(output),
+        Ok(Some(Said::Output(output))) => Some(output.to_string()),
         Ok(Some(Said::Notice(message))) => {
             eprintln!("{message}");
-            Some(notice(&message))
+            Some(notice_line(agent, kind, &message))
         }
         Ok(None) => None,
         Err(err) => {
             let message = format!("handoff hook {event}: {err:#}; the session goes on without it");
             eprintln!("{message}");
-            Some(notice(&message))
+            Some(notice_line(agent, kind, &message))
         }
     };
     if let Some(output) = output {
@@ -373,7 +519,7 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
         return Ok(existing.map(|h| {
             Said::Output(json!({"hookSpecificOutput": {
                 "hookEventName": "SessionStart",
-                "additionalContext": session_context(&h),
+                "additionalContext": capped_context(&h, context_limit(args.agent)),
             }}))
         }));
     }
@@ -384,6 +530,19 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     };
     if let Plan::Keep(_) = plan(existing.as_ref(), started) {
         return Ok(None);
+    }
+    let agent_wrote = existing
+        .as_ref()
+        .is_some_and(|h| !rescue::is_rescued(&h.body));
+    if let (AgentKind::Claude, Some(path), true) = (args.agent, transcript.clone(), agent_wrote) {
+        let wanted = key.clone();
+        let wrote = off_thread(move || {
+            read_head(&path, MAX_TRANSCRIPT_BYTES).is_some_and(|t| wrote_in(&t, &wanted))
+        })
+        .await?;
+        if wrote {
+            return Ok(None);
+        }
     }
     if args.event == Event::Stop && !payload.stop_hook_active {
         return Ok(Some(Said::Output(
@@ -594,6 +753,23 @@ mod tests {
                 false,
             ),
             (Some(stored("## State\nx", None)), start, false),
+            // Written within the session's first second: the apiserver's
+            // whole second is not older than the transcript's milliseconds.
+            (
+                Some(stored("## State\nx", Some("2026-12-01T10:00:00Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                false,
+            ),
+            (
+                Some(stored("## State\nx", Some("2026-12-01T09:59:59Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                true,
+            ),
+            (
+                Some(stored("## State\nx", Some("2026-12-01T10:00:00.100Z"))),
+                Some(ts("2026-12-01T10:00:00.900Z")),
+                true,
+            ),
         ];
         for (i, (existing, started, write)) in cases.into_iter().enumerate() {
             let got = plan(existing.as_ref(), started);
@@ -611,6 +787,133 @@ mod tests {
         assert!(c.contains("revision 3, written by system:serviceaccount:agents:implement, updated 2026-12-01T10:00:00Z"), "{c}");
         assert!(c.contains("~~~~~markdown prior-handoff\n## State\n"), "{c}");
         assert!(c.ends_with("~~~~\n~~~~~\n"), "{c}");
+    }
+
+    #[test]
+    fn a_long_context_keeps_its_head_and_ends_with_the_way_to_the_rest() {
+        let line = "- a line of the handoff's Done section, long enough to count\n";
+        let long = format!(
+            "## State\nhalf done\n## Next\n- go on\n## Done\n{}",
+            line.repeat(200)
+        );
+        let wide = format!("## State\n{}", "é€😀".repeat(4_000));
+        let one_line = "x".repeat(20_000);
+        let cases: [(&str, Option<usize>, bool); 6] = [
+            ("## State\nshort", Some(10_000), false),
+            (&long, None, false),
+            (&long, Some(10_000), true),
+            (&long, Some(2_000), true),
+            (&wide, Some(10_000), true),
+            (&one_line, Some(10_000), true),
+        ];
+        for (i, (body, limit, cut)) in cases.into_iter().enumerate() {
+            let h = stored(body, Some("2026-12-01T10:00:00Z"));
+            let got = capped_context(&h, limit);
+            if !cut {
+                assert_eq!(got, session_context(&h), "case {i}");
+                continue;
+            }
+            let limit = limit.unwrap_or_default();
+            assert!(units(&got) <= limit, "case {i}: {} units", units(&got));
+            assert!(
+                units(&got) > limit - 200,
+                "case {i}: only {} units",
+                units(&got)
+            );
+            assert!(
+                got.starts_with("Prior handoff for continuation key `acme/api#42`"),
+                "case {i}"
+            );
+            assert!(
+                got.contains("~~~markdown prior-handoff\n## State\n")
+                    || got.contains("~~~markdown prior-handoff\nxxx"),
+                "case {i}"
+            );
+            assert!(
+                got.ends_with("Call get_handoff with handoff_key `acme/api#42` for the rest.\n"),
+                "case {i}: {got}"
+            );
+        }
+        let h = stored(&long, None);
+        let got = capped_context(&h, Some(2_000));
+        let shown = got
+            .split("prior-handoff\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n~~~\n").next())
+            .unwrap_or_default();
+        assert!(
+            shown.ends_with("long enough to count"),
+            "cut after a whole line: {shown:?}"
+        );
+    }
+
+    #[test]
+    fn notices_are_system_messages_where_the_agent_shows_them() {
+        let json = r#"{"systemMessage":"m"}"#;
+        let cases = [
+            (AgentKind::Claude, Event::Stop, json),
+            (AgentKind::Claude, Event::SessionStart, json),
+            (AgentKind::Claude, Event::PreCompact, "m"),
+            (AgentKind::Claude, Event::SessionEnd, "m"),
+            (AgentKind::Codex, Event::PreCompact, json),
+            (AgentKind::Codex, Event::Stop, json),
+        ];
+        for (agent, event, want) in cases {
+            assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
+        }
+    }
+
+    #[test]
+    fn a_successful_write_of_the_key_in_the_transcript_counts() {
+        let call = |id: &str, name: &str, key: &str| {
+            json!({"type": "assistant", "message": {"content": [
+                {"type": "tool_use", "id": id, "name": name, "input": {"handoff_key": key}}]}})
+            .to_string()
+        };
+        let result = |id: &str, error: bool| {
+            json!({"type": "user", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": id, "is_error": error, "content": "ok"}]}})
+            .to_string()
+        };
+        let mcp = "mcp__plugin_handoff_handoff__write_handoff";
+        let cases = [
+            (vec![call("a", mcp, "k"), result("a", false)], true),
+            (
+                vec![call("a", "write_handoff", "k"), result("a", false)],
+                true,
+            ),
+            (vec![call("a", mcp, "k"), result("a", true)], false),
+            (vec![call("a", mcp, "k")], false),
+            (vec![call("a", mcp, "other"), result("a", false)], false),
+            (
+                vec![call("a", "mcp__x__get_handoff", "k"), result("a", false)],
+                false,
+            ),
+            (vec![call("a", mcp, "k"), result("b", false)], false),
+            (
+                vec![
+                    "not json".to_owned(),
+                    call("a", mcp, "k"),
+                    result("a", false),
+                ],
+                true,
+            ),
+        ];
+        for (i, (lines, want)) in cases.into_iter().enumerate() {
+            assert_eq!(wrote_in(&lines.join("\n"), "k"), want, "case {i}");
+        }
+    }
+
+    #[test]
+    fn only_claude_code_has_a_known_context_limit() {
+        let cases = [
+            (AgentKind::Claude, Some(10_000)),
+            (AgentKind::Codex, None),
+            (AgentKind::Grok, None),
+        ];
+        for (agent, want) in cases {
+            assert_eq!(context_limit(agent), want, "{agent:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! Scripted model servers on 127.0.0.1 for the agents tier: the agents'
-//! real CLIs talk to them instead of a hosted model, so a test decides what
-//! "the model" answers and reads what the CLI sent it.
+//! Scripted model servers on 127.0.0.1, one per wire API, for the agents
+//! tier: the agents' real CLIs talk to them instead of a hosted model, so a
+//! test decides what "the model" answers and reads what the CLI sent it.
+//! Each plays a script per test and logs every request it receives.
 
+pub mod anthropic;
 pub mod openai;

@@ -1,0 +1,509 @@
+//! The agents tier, Claude Code half: the real `claude` CLI (pinned by
+//! `tests/agents/claude/package-lock.json`, installed by `make
+//! agents-claude`) runs whole `-p` sessions against the scripted Anthropic
+//! Messages API of the test kit, with the shipped plugin
+//! (`plugins/handoff/`: its hooks, its stdio MCP server, its skill) loaded
+//! verbatim by `--plugin-dir`, the real `handoff` binary on its `PATH` and
+//! the real control plane behind it. Only what a user fills in is ours: the
+//! kubeconfig, the namespace, the key, the project, the API's address and a
+//! fake key.
+//!
+//! Each scenario asserts what the model saw (the server's request log),
+//! what was stored (the cluster) and what the CLI reported (its JSON
+//! output); none waits on a clock.
+//!
+//! Hygiene: everything listens on 127.0.0.1; the CLI runs with an empty
+//! environment but what is set here, `HOME` and `TMPDIR` in a temporary
+//! directory per session (nothing of this machine's user config is read or
+//! written), and nonessential traffic, telemetry, error reports and the
+//! auto-updater off (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, and each
+//! of its parts, as Claude Code's settings documentation names them).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use handoff::hook::stop_reason;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::name_for_key;
+use handoff_testkit::model::anthropic::{Anthropic, Logged, Turn};
+use handoff_testkit::{TestEnv, shared};
+use handoff_transcript::rescue::{DEFAULT_MAX_TOKENS, RESCUE_MARK, approx_tokens};
+use kube::api::Api;
+use serde_json::{Value, json};
+
+const REPO: &str = env!("CARGO_MANIFEST_DIR");
+const PROJECT: &str = "shop";
+
+/// The pinned CLI, or a failure that says how to install it: this tier
+/// never skips.
+fn claude() -> PathBuf {
+    let bin = Path::new(REPO).join("tests/agents/claude/node_modules/.bin/claude");
+    assert!(
+        bin.exists(),
+        "the Claude Code CLI is not installed at {}: run `make agents-claude` \
+         (npm ci --prefix tests/agents/claude, which needs the npm registry)",
+        bin.display()
+    );
+    bin
+}
+
+/// One user's machine: a home, a working directory and a `PATH` with the
+/// `handoff` binary under test, for one key in one namespace.
+struct Machine {
+    dir: tempfile::TempDir,
+    namespace: String,
+    key: String,
+}
+
+impl Machine {
+    async fn new(env: &TestEnv, prefix: &str) -> Machine {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for sub in ["home", "work", "bin", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).expect("mkdir");
+        }
+        std::os::unix::fs::symlink(
+            env!("CARGO_BIN_EXE_handoff"),
+            dir.path().join("bin/handoff"),
+        )
+        .expect("symlink handoff");
+        let namespace = env.namespace(prefix).await;
+        Machine {
+            dir,
+            key: format!("acme/api#{prefix}"),
+            namespace,
+        }
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    /// `claude` with this machine's environment and nothing else: the
+    /// home, the `PATH`, the privacy switches, the user-filled values.
+    fn claude(&self) -> tokio::process::Command {
+        let dir = self.dir.path();
+        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.join("bin").display());
+        let mut cmd = tokio::process::Command::new(claude());
+        cmd.env_clear()
+            .current_dir(dir.join("work"))
+            .envs([
+                ("PATH", path.as_str()),
+                ("HOME", &*self.home().to_string_lossy()),
+                ("TMPDIR", &*dir.join("tmp").to_string_lossy()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+                ("DISABLE_TELEMETRY", "1"),
+                ("DISABLE_ERROR_REPORTING", "1"),
+                ("DISABLE_AUTOUPDATER", "1"),
+                ("DISABLE_BUG_COMMAND", "1"),
+                ("ENABLE_TOOL_SEARCH", "false"),
+                ("KUBECONFIG", &*shared().kubeconfig_path().to_string_lossy()),
+                ("HANDOFF_NAMESPACE", &self.namespace),
+                ("CONVERSATION_OBJECT_KEY", &self.key),
+                ("HANDOFF_PROJECT", PROJECT),
+            ])
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs one `claude -p` session against `model`: its JSON result.
+    async fn session(&self, model: &Anthropic, prompt: &str) -> Value {
+        let output = self
+            .claude()
+            .envs([
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ])
+            .args(["-p", prompt, "--output-format", "json", "--plugin-dir"])
+            .arg(Path::new(REPO).join("plugins/handoff"))
+            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
+            .output()
+            .await
+            .expect("run claude");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "claude failed ({}):\nstdout: {stdout}\nstderr: {stderr}\nrequests: {:#?}",
+            output.status,
+            model.log()
+        );
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+            panic!("claude's output is not JSON ({e}):\n{stdout}\nstderr: {stderr}")
+        })
+    }
+
+    /// Runs `claude <args>` with `--output-format stream-json` and the
+    /// hooks' lifecycle events: every line the CLI printed, as JSON.
+    async fn stream(&self, model: &Anthropic, args: &[&str]) -> Vec<Value> {
+        let output = self
+            .claude()
+            .envs([
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ])
+            .args(args)
+            .args(["--output-format", "stream-json", "--verbose"])
+            .args(["--include-hook-events", "--plugin-dir"])
+            .arg(Path::new(REPO).join("plugins/handoff"))
+            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
+            .output()
+            .await
+            .expect("run claude");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "claude failed ({}):\nstdout: {stdout}\nstderr: {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    async fn stored(&self) -> Option<Handoff> {
+        Api::<Handoff>::namespaced(shared().client().await, &self.namespace)
+            .get_opt(&name_for_key(&self.key))
+            .await
+            .expect("get handoff")
+    }
+
+    fn write(&self, body: &str) -> Turn {
+        Turn::tool(
+            "write_handoff",
+            json!({"handoff_key": self.key, "project": PROJECT, "kind": "issue", "body": body}),
+        )
+    }
+}
+
+/// A compact body in the skill's sections, marked by `tag`.
+fn body(tag: &str) -> String {
+    format!(
+        "## State\nThe {tag} work is half done.\n## Done\n- parsed the input\n## Next\n- write the output\n## Open questions\n- none\n## Refs\n- src/lib.rs\n"
+    )
+}
+
+/// What the scripted model was asked, for failure messages.
+fn asked(turns: &[Logged]) -> String {
+    turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("--- turn {i}:\n{}", t.text()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_session_two_starts_with_session_ones_handoff() {
+    let env = shared();
+    let m = Machine::new(env, "resume").await;
+    let written = body("resume");
+    let model =
+        Anthropic::start(vec![m.write(&written), Turn::text("Written; stopping.")]).expect("model");
+
+    let first = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert_eq!(first["is_error"], json!(false), "{first}");
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(
+        model.left(),
+        0,
+        "the script was not played: {}",
+        asked(&turns)
+    );
+    let stored = m.stored().await.expect("session 1 wrote its handoff");
+    assert_eq!(stored.spec.body, written);
+    assert!(!stored.spec.body.starts_with(RESCUE_MARK));
+    assert_eq!(
+        turns.len(),
+        2,
+        "the Stop hook let a session with a fresh handoff end: {}",
+        asked(&turns)
+    );
+
+    // Session 2 resumes with no tool call and writes its own handoff before
+    // it ends (without one, its Stop hook would rightly ask for it).
+    let next = body("resumed");
+    model.play(vec![m.write(&next), Turn::text("Resumed and written.")]);
+    let second = m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    assert_eq!(second["result"], json!("Resumed and written."), "{second}");
+    assert_eq!(turns.len(), 2, "{}", asked(&turns));
+    let first_request = turns[0].text();
+    assert!(
+        first_request.contains("The resume work is half done."),
+        "session 2's first request lacks the handoff: {first_request}"
+    );
+    assert!(
+        turns[0].tool_uses().is_empty(),
+        "session 2 called a tool before its first request: {}",
+        asked(&turns)
+    );
+    assert_eq!(m.stored().await.expect("stored").spec.body, next);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn forget_the_stop_hook_blocks_once_with_its_reason_then_the_model_writes() {
+    let env = shared();
+    let m = Machine::new(env, "forget").await;
+    let written = body("forget");
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        m.write(&written),
+        Turn::text("Written; stopping."),
+    ])
+    .expect("model");
+
+    let out = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(out["result"], json!("Written; stopping."), "{out}");
+    assert_eq!(turns.len(), 3, "{}", asked(&turns));
+    let reason = stop_reason(&m.key);
+    assert!(
+        !turns[0].text().contains(&reason),
+        "the reason came before any stop: {}",
+        asked(&turns)
+    );
+    assert!(
+        turns[1].text().contains(&reason),
+        "the second request lacks the stop hook's reason: {}",
+        asked(&turns)
+    );
+    let stored = m.stored().await.expect("the model wrote after the block");
+    assert_eq!(stored.spec.body, written);
+    assert_eq!(stored.spec.kind.as_deref(), Some("issue"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn never_writes_the_guarded_stop_rescues_from_the_transcript() {
+    let env = shared();
+    let m = Machine::new(env, "never").await;
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        Turn::text("Still not writing a handoff."),
+    ])
+    .expect("model");
+
+    let out = m.session(&model, "Parse the input.").await;
+    let turns = model.turns();
+    assert_eq!(
+        out["result"],
+        json!("Still not writing a handoff."),
+        "{out}"
+    );
+    assert_eq!(
+        turns.len(),
+        2,
+        "the Stop hook blocked more than once: {}",
+        asked(&turns)
+    );
+    assert!(turns[1].text().contains(&stop_reason(&m.key)));
+    let stored = m.stored().await.expect("a rescue was written");
+    let body = &stored.spec.body;
+    assert!(
+        body.starts_with(RESCUE_MARK),
+        "not marked as rescued: {body}"
+    );
+    assert_eq!(stored.spec.kind.as_deref(), Some("rescued"));
+    assert_eq!(stored.spec.project, PROJECT);
+    assert!(
+        body.contains("Still not writing a handoff.") && body.contains("Parse the input."),
+        "the rescue lacks the session's last answer or first request: {body}"
+    );
+    assert!(approx_tokens(body) <= DEFAULT_MAX_TOKENS, "{body}");
+}
+
+/// Finding 7: the plugin as shipped passes the CLI's own strict check
+/// (it failed on a missing `author`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plugin_passes_claude_plugin_validate_strict() {
+    let m = Machine::new(shared(), "validate").await;
+    let out = m
+        .claude()
+        .args(["plugin", "validate", "--strict"])
+        .arg(Path::new(REPO).join("plugins/handoff"))
+        .output()
+        .await
+        .expect("run claude plugin validate");
+    assert!(
+        out.status.success(),
+        "claude plugin validate --strict refused the plugin:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Finding 6: a handoff longer than the 10,000 characters Claude Code keeps
+/// of `additionalContext` reaches the model as its head and the way to the
+/// rest (before, Claude Code spilled it to a file and showed a preview).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
+    let env = shared();
+    let m = Machine::new(env, "cap").await;
+    let done = "- checked one more part of the input against the schema, and kept notes\n";
+    let long = format!(
+        "## State\nThe cap work is half done.\n## Next\n- write the output\n## Done\n{}## Open questions\n- none\n## Refs\n- the-last-line-of-the-handoff\n",
+        done.repeat(155)
+    );
+    assert!(long.len() > 11_000, "{}", long.len());
+    let model = Anthropic::start(vec![m.write(&long), Turn::text("Written.")]).expect("model");
+    m.session(&model, "Parse the input.").await;
+    assert_eq!(m.stored().await.expect("stored").spec.body, long);
+
+    model.play(vec![m.write(&body("cap")), Turn::text("Resumed.")]);
+    m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    let first = turns.first().expect("session 2 asked the model").text();
+    assert!(
+        first.contains("The cap work is half done.\n## Next\n- write the output"),
+        "the head is missing: {first}"
+    );
+    assert!(
+        first.contains(&format!(
+            "Call get_handoff with handoff_key `{}` for the rest.",
+            m.key
+        )),
+        "the context does not say where the rest is: {first}"
+    );
+    assert!(!first.contains("the-last-line-of-the-handoff"), "{first}");
+}
+
+/// Finding 5: Claude Code ignores `systemMessage` from PreCompact (it
+/// echoes the hook's raw stdout after `/compact`), so the notice of a rescue
+/// before compaction is a plain line there, not a JSON object nobody reads.
+#[tokio::test(flavor = "multi_thread")]
+async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
+    let m = Machine::new(shared(), "compact").await;
+    let model =
+        Anthropic::start(vec![Turn::text("All done."), Turn::text("Still not.")]).expect("model");
+    let first = m.stream(&model, &["-p", "Parse the input."]).await;
+    let session = first
+        .iter()
+        .find_map(|l| l["session_id"].as_str())
+        .expect("a session id")
+        .to_owned();
+
+    model.play(vec![Turn::text("Summary of the session.")]);
+    let lines = m
+        .stream(&model, &["-p", "/compact", "--resume", &session])
+        .await;
+    let boundary = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap_or_else(|| panic!("no compaction: {lines:#?}"));
+    assert_eq!(boundary["compact_metadata"]["trigger"], "manual");
+    let said: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l["message"]["content"].as_str())
+        .filter(|c| c.contains("PreCompact"))
+        .collect();
+    assert_eq!(said.len(), 1, "{lines:#?}");
+    assert!(
+        said[0].contains("before compaction (trigger manual), a rescued one was extracted"),
+        "{}",
+        said[0]
+    );
+    assert!(!said[0].contains("systemMessage"), "{}", said[0]);
+    let stored = m.stored().await.expect("rescued");
+    assert!(stored.spec.body.starts_with(RESCUE_MARK));
+    assert!(stored.spec.body.contains("Still not."));
+}
+
+/// Claude Code's own transcript (the JSONL under `~/.claude/projects`) is
+/// read by `handoff transcript read` in order, and `handoff rescue` keeps
+/// the handoff the agent wrote in that session.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
+    let m = Machine::new(shared(), "transcript").await;
+    let written = body("transcript");
+    let model = Anthropic::start(vec![
+        Turn::text("All done."),
+        m.write(&written),
+        Turn::text("Written; stopping."),
+    ])
+    .expect("model");
+    let out = m.session(&model, "Parse the input.").await;
+    let session = out["session_id"].as_str().expect("session_id").to_owned();
+    let located = |verb: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"));
+        cmd.args(verb)
+            .args(["--agent", "claude", "--session", &session, "--cwd"])
+            .arg(m.dir.path().join("work"))
+            .arg("--agent-home")
+            .arg(m.home().join(".claude"))
+            .env("KUBECONFIG", shared().kubeconfig_path())
+            .env("HANDOFF_NAMESPACE", &m.namespace)
+            .env_remove("HANDOFF_MCP_URL");
+        cmd
+    };
+    let read = located(&["transcript", "read"])
+        .output()
+        .expect("handoff transcript read");
+    assert!(
+        read.status.success(),
+        "{}",
+        String::from_utf8_lossy(&read.stderr)
+    );
+    let read: Value = serde_json::from_slice(&read.stdout).expect("JSON");
+    let turns = read["turns"].as_array().expect("turns");
+    assert_eq!(turns[0]["role"], "user", "{read:#}");
+    assert_eq!(turns[0]["text"], "Parse the input.", "{read:#}");
+    let answers: String = turns
+        .iter()
+        .filter(|t| t["role"] == "assistant")
+        .filter_map(|t| t["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (done, stopping) = (
+        answers.find("All done."),
+        answers.find("Written; stopping."),
+    );
+    assert!(
+        matches!((done, stopping), (Some(a), Some(b)) if a < b),
+        "the answers are not all there in order: {read:#}"
+    );
+    let tools: Vec<&str> = turns
+        .iter()
+        .flat_map(|t| t["tools"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.iter().any(|t| t.ends_with("__write_handoff")),
+        "{read:#}"
+    );
+
+    let rescue = located(&["rescue"])
+        .args(["--key", &m.key, "--project", PROJECT])
+        .output()
+        .expect("handoff rescue");
+    assert!(
+        rescue.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rescue.stderr)
+    );
+    let said: Value = serde_json::from_slice(&rescue.stdout).expect("JSON");
+    assert_eq!(said["outcome"], "kept", "{said}");
+    assert_eq!(m.stored().await.expect("stored").spec.body, written);
+}
+
+/// Finding 10: a session that writes the very handoff the key already holds
+/// (`unchanged`: no new `updated_at`) has written it; it is not rescued over.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_identical_rewrite_is_not_rescued_over() {
+    let m = Machine::new(shared(), "same").await;
+    let written = body("same");
+    let model = Anthropic::start(vec![m.write(&written), Turn::text("Written.")]).expect("model");
+    m.session(&model, "Parse the input.").await;
+    assert_eq!(m.stored().await.expect("stored").spec.body, written);
+
+    model.play(vec![m.write(&written), Turn::text("Written again.")]);
+    let out = m.session(&model, "Continue.").await;
+    let turns = model.turns();
+    assert_eq!(out["result"], json!("Written again."), "{out}");
+    assert_eq!(turns.len(), 2, "the Stop hook blocked: {}", asked(&turns));
+    let stored = m.stored().await.expect("stored");
+    assert_eq!(stored.spec.body, written, "rescued over");
+}
