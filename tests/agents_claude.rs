@@ -407,9 +407,20 @@ async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
         said[0]
     );
     assert!(!said[0].contains("systemMessage"), "{}", said[0]);
+    // The resumed session's SessionEnd rescues again after PreCompact, so
+    // what is stored is the later rescue. (Its reader does not show the
+    // answer given before the compaction yet: issue 29.)
     let stored = m.stored().await.expect("rescued");
-    assert!(stored.spec.body.starts_with(RESCUE_MARK));
-    assert!(stored.spec.body.contains("Still not."));
+    assert!(
+        stored.spec.body.starts_with(RESCUE_MARK),
+        "{}",
+        stored.spec.body
+    );
+    assert!(
+        stored.spec.body.contains("> Parse the input."),
+        "{}",
+        stored.spec.body
+    );
 }
 
 /// Claude Code's own transcript (the JSONL under `~/.claude/projects`) is
