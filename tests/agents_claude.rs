@@ -244,17 +244,23 @@ async fn resume_session_two_starts_with_session_ones_handoff() {
     assert_eq!(m.stored().await.expect("stored").spec.body, next);
 }
 
+/// A model that ends without writing, then (once Stop blocks) writes
+/// `written` and stops.
+fn forgets_then_writes(m: &Machine, written: &str) -> Anthropic {
+    Anthropic::start(vec![
+        Turn::text("All done."),
+        m.write(written),
+        Turn::text("Written; stopping."),
+    ])
+    .expect("model")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn forget_the_stop_hook_blocks_once_with_its_reason_then_the_model_writes() {
     let env = shared();
     let m = Machine::new(env, "forget").await;
     let written = body("forget");
-    let model = Anthropic::start(vec![
-        Turn::text("All done."),
-        m.write(&written),
-        Turn::text("Written; stopping."),
-    ])
-    .expect("model");
+    let model = forgets_then_writes(&m, &written);
 
     let out = m.session(&model, "Parse the input.").await;
     let turns = model.turns();
@@ -430,12 +436,7 @@ async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
 async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
     let m = Machine::new(shared(), "transcript").await;
     let written = body("transcript");
-    let model = Anthropic::start(vec![
-        Turn::text("All done."),
-        m.write(&written),
-        Turn::text("Written; stopping."),
-    ])
-    .expect("model");
+    let model = forgets_then_writes(&m, &written);
     let out = m.session(&model, "Parse the input.").await;
     let session = out["session_id"].as_str().expect("session_id").to_owned();
     let located = |verb: &[&str]| {
