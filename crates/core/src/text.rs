@@ -19,6 +19,15 @@ use std::borrow::Cow;
 
 use unicode_normalization::UnicodeNormalization;
 
+/// The 1-based line and column (in characters) of a byte offset, as
+/// refusals name a position (a hidden character, a credential).
+pub(crate) fn line_and_column(text: &str, byte: usize) -> (usize, usize) {
+    let before = &text[..byte];
+    let line = before.bytes().filter(|b| *b == b'\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
 /// The Unicode bidi embedding, override and isolate controls (LRE, RLE,
 /// PDF, LRO, RLO; LRI, RLI, FSI, PDI): they reorder how the text after
 /// them is displayed.
@@ -97,6 +106,14 @@ pub fn fence_for(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_and_columns_count_characters() {
+        let text = "ab\nçé x";
+        assert_eq!(line_and_column(text, 0), (1, 1));
+        assert_eq!(line_and_column(text, 3), (2, 1));
+        assert_eq!(line_and_column(text, text.find('x').expect("x")), (2, 4));
+    }
 
     #[test]
     fn hidden_characters_are_escaped_and_text_is_kept() {

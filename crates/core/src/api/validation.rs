@@ -16,7 +16,7 @@ use super::handoff::{
 };
 use super::naming::is_label_value;
 use super::offer::HandoffOfferSpec;
-use crate::text::{is_bidi_control, is_hidden};
+use crate::text::{is_bidi_control, is_hidden, line_and_column};
 
 /// A field that breaks a rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -249,37 +249,29 @@ fn no_control(field: &'static str, value: &str, rule: &str) -> Result<(), FieldE
 /// C0/C1 control (with `multiline`, tab, newline and a CRLF's `\r` are
 /// text) or a bidi control. Named by code point and position.
 fn hidden_character(field: &str, value: &str, multiline: bool) -> Option<String> {
-    let mut line = 1usize;
-    let mut column = 0usize;
     let mut chars = value.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
-        column += 1;
-        let hidden = is_hidden(c, chars.peek().map(|(_, next)| *next), multiline);
-        if c == '\n' {
-            line += 1;
-            column = 0;
+        if !is_hidden(c, chars.peek().map(|(_, next)| *next), multiline) {
+            continue;
         }
-        if hidden {
-            let what = if is_bidi_control(c) {
-                "the bidi control character"
-            } else {
-                "the control character"
-            };
-            let code = match c {
-                '\0' => "U+0000 (NUL)".to_owned(),
-                '\r' => "U+000D (CR, not part of a CRLF)".to_owned(),
-                '\u{1b}' => "U+001B (ESC)".to_owned(),
-                '\u{7f}' => "U+007F (DEL)".to_owned(),
-                _ => format!("U+{:04X}", u32::from(c)),
-            };
-            return Some(if multiline {
-                format!(
-                    "{field} contains {what} {code} at line {line}, column {column} (byte {at})"
-                )
-            } else {
-                format!("it contains {what} {code} at byte {at}")
-            });
-        }
+        let what = if is_bidi_control(c) {
+            "the bidi control character"
+        } else {
+            "the control character"
+        };
+        let code = match c {
+            '\0' => "U+0000 (NUL)".to_owned(),
+            '\r' => "U+000D (CR, not part of a CRLF)".to_owned(),
+            '\u{1b}' => "U+001B (ESC)".to_owned(),
+            '\u{7f}' => "U+007F (DEL)".to_owned(),
+            _ => format!("U+{:04X}", u32::from(c)),
+        };
+        return Some(if multiline {
+            let (line, column) = line_and_column(value, at);
+            format!("{field} contains {what} {code} at line {line}, column {column} (byte {at})")
+        } else {
+            format!("it contains {what} {code} at byte {at}")
+        });
     }
     None
 }

@@ -10,6 +10,7 @@ use regex::Regex;
 use super::rules::{self, Class, Rule};
 use super::view::{self, View};
 use super::{Finding, Seen, allow};
+use crate::text::line_and_column;
 
 /// A rule and its pattern, compiled the first time the pre-filter lets
 /// it run: compiling all of them costs about 0.5 s in a release build
@@ -295,14 +296,6 @@ fn entropy(text: &str) -> f32 {
         .sum()
 }
 
-/// The 1-based line and column (in characters) of a byte offset.
-fn line_and_column(text: &str, byte: usize) -> (usize, usize) {
-    let before = &text[..byte];
-    let line = before.bytes().filter(|b| *b == b'\n').count() + 1;
-    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[line_start..].chars().count() + 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,14 +318,6 @@ mod tests {
         assert_eq!(entropy(""), 0.0);
         assert_eq!(entropy("aaaa"), 0.0);
         assert!((entropy("abcd") - 2.0).abs() < 1e-6);
-    }
-
-    #[test]
-    fn lines_and_columns_count_characters() {
-        let text = "ab\nçé x";
-        assert_eq!(line_and_column(text, 0), (1, 1));
-        assert_eq!(line_and_column(text, 3), (2, 1));
-        assert_eq!(line_and_column(text, text.find('x').expect("x")), (2, 4));
     }
 
     #[test]
