@@ -469,3 +469,109 @@ async fn untrusted_hooks_silently_do_nothing() {
     assert_eq!(agent.model.model_requests().len(), 1, "no Stop block");
     assert!(stored(env, &ns, key).is_none(), "no rescue either");
 }
+
+/// Waits until the clock is in a later whole second than now, so a session
+/// begun after it starts later than any `updated_at` (whole seconds)
+/// stamped before: then the time alone says "stale", and only the session's
+/// own transcript can say it wrote.
+fn next_second() {
+    let now = jiff::Timestamp::now().as_second();
+    while jiff::Timestamp::now().as_second() <= now {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Finding 10 (Codex): a session that writes the very handoff the key
+/// already holds (`unchanged`: no new `updated_at`, older than the
+/// session) has written it: the Stop hook sees the write in Codex's own
+/// rollout, neither blocks nor rescues over it.
+#[tokio::test]
+async fn an_identical_rewrite_is_not_rescued_over() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-same").await;
+    let key = "issue-28-same";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    agent.session(
+        vec![write_call(key, BODY), Turn::text("Written.")],
+        &[TRUST_HOOKS],
+    );
+    let before = stored(env, &ns, key).expect("session 1 stored the handoff");
+    next_second();
+
+    agent.session(
+        vec![write_call(key, BODY), Turn::text("Written again.")],
+        &[TRUST_HOOKS],
+    );
+    // No controller counts revisions in this tier, so a rewrite within a
+    // second of the first write may be answered `updated` (the store's
+    // documented blind spot); what matters is that nothing was written, and
+    // so `updated_at` stays older than this session.
+    let requests = agent.model.model_requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one write, one end: the Stop hook blocked ({})",
+        input_text(requests.last().expect("a request"))
+    );
+    let after = stored(env, &ns, key).expect("still stored");
+    assert_eq!(after["spec"]["body"], BODY, "rescued over");
+    assert_eq!(
+        after["metadata"]["resourceVersion"], before["metadata"]["resourceVersion"],
+        "nothing was written after session 1"
+    );
+}
+
+/// Finding 6 (Codex): Codex keeps 2,500 of its tokens (a quarter of the
+/// bytes) of a hook's `additionalContext`, cuts the middle out of a longer
+/// one and names a file for the whole. A handoff longer than that reaches
+/// the next session as its head, the key and "call get_handoff for the
+/// rest", whole, with no cut of Codex's own.
+#[tokio::test]
+async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-cap").await;
+    let key = "issue-28-cap";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let done = "- checked one more part of the input against the schema, and kept notes\n";
+    let long = format!(
+        "## State\nThe cap work is half done.\n## Next\n- write the output\n## Done\n{}## Open questions\n- none\n## Refs\n- the-last-line-of-the-handoff\n",
+        done.repeat(155)
+    );
+    assert!(long.len() > 11_000, "{}", long.len());
+    agent.session(
+        vec![write_call(key, &long), Turn::text("Written.")],
+        &[TRUST_HOOKS],
+    );
+    agent.session(
+        vec![write_call(key, BODY), Turn::text("Resumed.")],
+        &[TRUST_HOOKS],
+    );
+    let requests = agent.model.model_requests();
+    let first = requests.first().expect("session 2 asked the model");
+    let context = first["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|item| item["content"].as_array().into_iter().flatten())
+        .filter_map(|part| part["text"].as_str())
+        .find(|text| text.contains("Prior handoff for continuation key"))
+        .expect("the handoff reached the model");
+    assert!(
+        !context.contains("truncated") && !context.contains("Full hook output saved"),
+        "Codex cut the context itself: {context}"
+    );
+    assert!(
+        context.contains("The cap work is half done.\n## Next\n- write the output"),
+        "the head is missing: {context}"
+    );
+    assert!(
+        context.ends_with(&format!(
+            "Call get_handoff with handoff_key `{key}` for the rest.\n"
+        )),
+        "the context does not end with where the rest is: {context}"
+    );
+    assert!(
+        !context.contains("the-last-line-of-the-handoff"),
+        "{context}"
+    );
+}

@@ -14,18 +14,21 @@
 //!   with a reason asking for a compact `write_handoff` in the skill's
 //!   sections. Never when `stop_hook_active` is true (the agent is already
 //!   continuing because of a stop hook): then, still without a fresh
-//!   handoff, it writes a rescue and lets the agent stop (Codex has no
-//!   session-end event, so this is where its sessions are rescued).
+//!   handoff, it writes a rescue and lets the agent stop (Codex's
+//!   session-end hook has a budget of a few seconds, so this is where its
+//!   sessions are rescued surely).
 //! - `pre-compact`, `session-end`: without a fresh handoff, a rescue.
 //!
-//! **Fresh**, "written since this session began": an agent-written
-//! handoff (not a rescue) whose `updated_at` is at or after the first
-//! record of the session's transcript, or (Claude Code) whose key the
-//! transcript shows written successfully ([`wrote_in`]: an identical
-//! rewrite keeps the old `updated_at`). When the session's start is unknown
-//! (no transcript, no timestamp in it), any agent-written handoff counts as
-//! fresh: a rescue never replaces what an agent wrote on a guess. The same
-//! rule decides whether a rescue may write ([`plan`]).
+//! **Fresh**, "written in this session": an agent-written handoff (not a
+//! rescue) whose key the session's own transcript shows written
+//! successfully ([`writes::file_wrote_handoff`], either agent: exact, and
+//! an identical rewrite, answered `unchanged` with the old `updated_at`,
+//! counts), or whose `updated_at` is at or after the first record of the
+//! transcript, compared at the precision both have ([`plan`]; the
+//! transcript is read only when the time does not already say fresh). When
+//! the session's start is unknown (no transcript, no timestamp in it), any
+//! agent-written handoff counts as fresh: a rescue never replaces what an
+//! agent wrote on a guess. The same rule decides whether a rescue may write.
 //!
 //! **Never fails the session.** Whatever goes wrong (handoff unreachable,
 //! bad input, no key), a hook says so in one line (stderr, and on stdout
@@ -33,8 +36,8 @@
 //! `--timeout` (10 s by default; connecting to the bridge is bounded at 3 s,
 //! the apiserver calls as in the stdio bridge). Its reads are bounded too:
 //! at most 16 MiB of stdin, a transcript's first lines for the session's
-//! start (8 MiB, lines over 1 MiB passed over) and its last 64 MiB for a
-//! rescue; every blocking read runs where the deadline can abandon it
+//! start (8 MiB, lines over 1 MiB passed over) and its last 64 MiB for
+//! the session's writes and a rescue; every blocking read runs where the deadline can abandon it
 //! ([`run_hook`]), so a FIFO nobody writes or a line with no end cannot
 //! hold the agent.
 //!
@@ -61,7 +64,7 @@ use handoff_core::goals;
 use handoff_core::time::parse_duration;
 use handoff_transcript::cli::{Loaded, SourceArgs};
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
-use handoff_transcript::{AgentKind, Budget, Outcome, read_file_tail};
+use handoff_transcript::{AgentKind, Budget, Outcome, read_file_tail, writes};
 use link::Link;
 
 /// The key variable (the contract's).
@@ -239,56 +242,6 @@ fn at_precision_of(start: Timestamp, updated: &str) -> Timestamp {
     Timestamp::from_second(start.as_second()).unwrap_or(start)
 }
 
-/// Pure: whether the Claude Code transcript `text` (JSONL) holds a
-/// `write_handoff` of `key` that succeeded: a `tool_use` of a tool named
-/// `write_handoff` (or `…__write_handoff`, as MCP tools are named) with
-/// that `handoff_key`, answered by a `tool_result` that is not an error.
-/// Such a session has written its handoff even when the write changed
-/// nothing (`unchanged` keeps the old `updated_at`): it is not asked again,
-/// nor rescued over.
-pub fn wrote_in(text: &str, key: &str) -> bool {
-    let mut calls = std::collections::HashSet::new();
-    for line in text.lines() {
-        let Ok(record) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        for block in record["message"]["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let name = block["name"].as_str().unwrap_or_default();
-            match block["type"].as_str() {
-                Some("tool_use")
-                    if (name == "write_handoff" || name.ends_with("__write_handoff"))
-                        && block["input"]["handoff_key"] == key =>
-                {
-                    calls.insert(block["id"].as_str().unwrap_or_default().to_owned());
-                }
-                Some("tool_result")
-                    if block["is_error"] != json!(true)
-                        && calls.contains(block["tool_use_id"].as_str().unwrap_or_default()) =>
-                {
-                    return true;
-                }
-                _ => {}
-            }
-        }
-    }
-    false
-}
-
-/// The first `max` bytes of the file at `path` as text (lossy), if readable.
-fn read_head(path: &std::path::Path, max: u64) -> Option<String> {
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(max)
-        .read_to_end(&mut bytes)
-        .ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
-}
-
 /// Pure: the `additionalContext` of session-start for `h`.
 pub fn session_context(h: &Stored) -> String {
     goals::prior_handoff(&goals::Prior {
@@ -300,29 +253,63 @@ pub fn session_context(h: &Stored) -> String {
     })
 }
 
-/// The most of `additionalContext` an agent keeps as it is, in characters
-/// (UTF-16 code units, as the agent counts them): Claude Code keeps 10,000
-/// and replaces the rest by a file with a preview, which would hide the
-/// key and the way back to the whole handoff. `None`: no known limit.
-pub fn context_limit(agent: AgentKind) -> Option<usize> {
-    match agent {
-        AgentKind::Claude => Some(10_000),
-        AgentKind::Codex | AgentKind::Grok => None,
+/// The most of `additionalContext` an agent keeps as it is. Past it, each
+/// agent hides part of the text behind a file of its own: Claude Code
+/// replaces the rest by the file and a preview, Codex cuts the middle out
+/// ("… N tokens truncated …") and names the file. Either way the key and
+/// the way back to the whole handoff could be lost, so the hook cuts first
+/// ([`capped_context`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextLimit {
+    /// Characters as JavaScript counts them (UTF-16 code units).
+    Utf16(usize),
+    /// UTF-8 bytes.
+    Bytes(usize),
+}
+
+impl ContextLimit {
+    /// The most `text` may be.
+    fn most(self) -> usize {
+        match self {
+            ContextLimit::Utf16(n) | ContextLimit::Bytes(n) => n,
+        }
+    }
+
+    /// The size of `text` in this limit's unit.
+    fn size(self, text: &str) -> usize {
+        match self {
+            ContextLimit::Utf16(_) => text.encode_utf16().count(),
+            ContextLimit::Bytes(_) => text.len(),
+        }
+    }
+
+    fn size_of(self, c: char) -> usize {
+        match self {
+            ContextLimit::Utf16(_) => c.len_utf16(),
+            ContextLimit::Bytes(_) => c.len_utf8(),
+        }
     }
 }
 
-/// Characters as the agents count them (JavaScript string length).
-fn units(text: &str) -> usize {
-    text.encode_utf16().count()
+/// What each agent keeps (measured with Claude Code 2.1.332 and Codex
+/// 0.171.0 in the agents tier): Claude Code 10,000 characters; Codex
+/// 2,500 of its tokens, which it counts as a quarter of the bytes, so
+/// 10,000 bytes. `None`: no known limit.
+pub fn context_limit(agent: AgentKind) -> Option<ContextLimit> {
+    match agent {
+        AgentKind::Claude => Some(ContextLimit::Utf16(10_000)),
+        AgentKind::Codex => Some(ContextLimit::Bytes(10_000)),
+        AgentKind::Grok => None,
+    }
 }
 
-/// Pure: the longest head of `body` within `budget` units, cut after its
-/// last whole line when that keeps at least half of it.
-fn head_within(body: &str, budget: usize) -> &str {
+/// Pure: the longest head of `body` of at most `budget` in `limit`'s unit,
+/// cut after its last whole line when that keeps at least half of it.
+fn head_within(body: &str, budget: usize, limit: ContextLimit) -> &str {
     let mut used = 0;
     let mut end = 0;
     for (i, c) in body.char_indices() {
-        used += c.len_utf16();
+        used += limit.size_of(c);
         if used > budget {
             break;
         }
@@ -343,9 +330,9 @@ fn head_within(body: &str, budget: usize) -> &str {
 /// sections) and ends with how much was cut, the key and "call get_handoff
 /// for the rest", so the agent sees where the rest is instead of the
 /// agent's own preview of a spilled file.
-pub fn capped_context(h: &Stored, limit: Option<usize>) -> String {
+pub fn capped_context(h: &Stored, limit: Option<ContextLimit>) -> String {
     let whole = session_context(h);
-    let Some(limit) = limit.filter(|l| units(&whole) > *l) else {
+    let Some(limit) = limit.filter(|l| l.size(&whole) > l.most()) else {
         return whole;
     };
     let total = h.body.chars().count();
@@ -362,11 +349,13 @@ pub fn capped_context(h: &Stored, limit: Option<usize>) -> String {
             ..h.clone()
         })
     };
-    let mut budget = limit.saturating_sub(units(&with_body("")) + units(&note(total)));
+    let mut budget = limit
+        .most()
+        .saturating_sub(limit.size(&with_body("")) + limit.size(&note(total)));
     loop {
-        let head = head_within(&h.body, budget);
+        let head = head_within(&h.body, budget, limit);
         let text = with_body(head) + &note(head.chars().count());
-        let over = units(&text).saturating_sub(limit);
+        let over = limit.size(&text).saturating_sub(limit.most());
         if over == 0 || budget == 0 {
             return text;
         }
@@ -534,10 +523,10 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     let agent_wrote = existing
         .as_ref()
         .is_some_and(|h| !rescue::is_rescued(&h.body));
-    if let (AgentKind::Claude, Some(path), true) = (args.agent, transcript.clone(), agent_wrote) {
-        let wanted = key.clone();
+    if let (Some(path), true) = (transcript.clone(), agent_wrote) {
+        let (agent, wanted) = (args.agent, key.clone());
         let wrote = off_thread(move || {
-            read_head(&path, MAX_TRANSCRIPT_BYTES).is_some_and(|t| wrote_in(&t, &wanted))
+            writes::file_wrote_handoff(agent, &path, &wanted, MAX_TRANSCRIPT_BYTES)
         })
         .await?;
         if wrote {
@@ -798,27 +787,32 @@ mod tests {
         );
         let wide = format!("## State\n{}", "é€😀".repeat(4_000));
         let one_line = "x".repeat(20_000);
-        let cases: [(&str, Option<usize>, bool); 6] = [
-            ("## State\nshort", Some(10_000), false),
+        let (utf16, bytes) = (ContextLimit::Utf16, ContextLimit::Bytes);
+        let cases: [(&str, Option<ContextLimit>, bool); 10] = [
+            ("## State\nshort", Some(utf16(10_000)), false),
+            ("## State\nshort", Some(bytes(10_000)), false),
             (&long, None, false),
-            (&long, Some(10_000), true),
-            (&long, Some(2_000), true),
-            (&wide, Some(10_000), true),
-            (&one_line, Some(10_000), true),
+            (&long, Some(utf16(10_000)), true),
+            (&long, Some(utf16(2_000)), true),
+            (&wide, Some(utf16(10_000)), true),
+            (&one_line, Some(utf16(10_000)), true),
+            (&long, Some(bytes(10_000)), true),
+            // Wide characters: fewer UTF-16 units than bytes.
+            (&wide, Some(bytes(10_000)), true),
+            (&one_line, Some(bytes(10_000)), true),
         ];
         for (i, (body, limit, cut)) in cases.into_iter().enumerate() {
             let h = stored(body, Some("2026-12-01T10:00:00Z"));
             let got = capped_context(&h, limit);
-            if !cut {
+            let Some(limit) = limit.filter(|_| cut) else {
                 assert_eq!(got, session_context(&h), "case {i}");
                 continue;
-            }
-            let limit = limit.unwrap_or_default();
-            assert!(units(&got) <= limit, "case {i}: {} units", units(&got));
+            };
+            let size = limit.size(&got);
+            assert!(size <= limit.most(), "case {i}: {size} of {limit:?}");
             assert!(
-                units(&got) > limit - 200,
-                "case {i}: only {} units",
-                units(&got)
+                size > limit.most() - 200,
+                "case {i}: only {size} of {limit:?}"
             );
             assert!(
                 got.starts_with("Prior handoff for continuation key `acme/api#42`"),
@@ -835,7 +829,7 @@ mod tests {
             );
         }
         let h = stored(&long, None);
-        let got = capped_context(&h, Some(2_000));
+        let got = capped_context(&h, Some(utf16(2_000)));
         let shown = got
             .split("prior-handoff\n")
             .nth(1)
@@ -864,51 +858,10 @@ mod tests {
     }
 
     #[test]
-    fn a_successful_write_of_the_key_in_the_transcript_counts() {
-        let call = |id: &str, name: &str, key: &str| {
-            json!({"type": "assistant", "message": {"content": [
-                {"type": "tool_use", "id": id, "name": name, "input": {"handoff_key": key}}]}})
-            .to_string()
-        };
-        let result = |id: &str, error: bool| {
-            json!({"type": "user", "message": {"content": [
-                {"type": "tool_result", "tool_use_id": id, "is_error": error, "content": "ok"}]}})
-            .to_string()
-        };
-        let mcp = "mcp__plugin_handoff_handoff__write_handoff";
+    fn each_agent_has_its_own_context_limit() {
         let cases = [
-            (vec![call("a", mcp, "k"), result("a", false)], true),
-            (
-                vec![call("a", "write_handoff", "k"), result("a", false)],
-                true,
-            ),
-            (vec![call("a", mcp, "k"), result("a", true)], false),
-            (vec![call("a", mcp, "k")], false),
-            (vec![call("a", mcp, "other"), result("a", false)], false),
-            (
-                vec![call("a", "mcp__x__get_handoff", "k"), result("a", false)],
-                false,
-            ),
-            (vec![call("a", mcp, "k"), result("b", false)], false),
-            (
-                vec![
-                    "not json".to_owned(),
-                    call("a", mcp, "k"),
-                    result("a", false),
-                ],
-                true,
-            ),
-        ];
-        for (i, (lines, want)) in cases.into_iter().enumerate() {
-            assert_eq!(wrote_in(&lines.join("\n"), "k"), want, "case {i}");
-        }
-    }
-
-    #[test]
-    fn only_claude_code_has_a_known_context_limit() {
-        let cases = [
-            (AgentKind::Claude, Some(10_000)),
-            (AgentKind::Codex, None),
+            (AgentKind::Claude, Some(ContextLimit::Utf16(10_000))),
+            (AgentKind::Codex, Some(ContextLimit::Bytes(10_000))),
             (AgentKind::Grok, None),
         ];
         for (agent, want) in cases {

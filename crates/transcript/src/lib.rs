@@ -103,6 +103,7 @@ mod grok;
 mod json;
 mod linear;
 pub mod rescue;
+pub mod writes;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -428,24 +429,12 @@ fn read_jsonl_tail(
     len: u64,
     max_bytes: u64,
 ) -> Outcome {
-    let start = len - max_bytes;
-    let opened = File::open(path).and_then(|mut file| {
-        // The byte before the window says whether it starts a line.
-        file.seek(SeekFrom::Start(start.saturating_sub(1)))?;
-        let mut reader = BufReader::with_capacity(1 << 16, file);
-        let mut before = [0u8; 1];
-        reader.read_exact(&mut before)?;
-        let cut = before[0] != b'\n';
-        if cut {
-            linear::discard_line(&mut reader)?;
-        }
-        Ok((reader, cut))
-    });
-    let (reader, cut) = match opened {
-        Ok(opened) => opened,
+    let Tail { reader, cut } = match open_tail(path, max_bytes) {
+        Ok(tail) => tail,
         Err(err) => return Outcome::unreadable(path, &err),
     };
-    let mut outcome = linearize(kind, reader.take(max_bytes), budget);
+    let start = len.saturating_sub(max_bytes);
+    let mut outcome = linearize(kind, reader, budget);
     if cut {
         outcome.records += 1;
         outcome.skipped += 1;
@@ -457,6 +446,39 @@ fn read_jsonl_tail(
         ),
     );
     outcome
+}
+
+/// The last `max_bytes` of a file, from its first whole line in that window.
+pub(crate) struct Tail {
+    pub(crate) reader: io::Take<BufReader<File>>,
+    /// Whether the window began inside a line (which was passed over).
+    pub(crate) cut: bool,
+}
+
+/// Opens the [`Tail`] of the file at `path` (the whole file when it is at
+/// most `max_bytes`).
+pub(crate) fn open_tail(path: &Path, max_bytes: u64) -> io::Result<Tail> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    if len <= max_bytes {
+        return Ok(Tail {
+            reader: BufReader::with_capacity(1 << 16, file).take(max_bytes),
+            cut: false,
+        });
+    }
+    // The byte before the window says whether it starts a line.
+    file.seek(SeekFrom::Start(len - max_bytes - 1))?;
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut before = [0u8; 1];
+    reader.read_exact(&mut before)?;
+    let cut = before[0] != b'\n';
+    if cut {
+        linear::discard_line(&mut reader)?;
+    }
+    Ok(Tail {
+        reader: reader.take(max_bytes),
+        cut,
+    })
 }
 
 /// Linearizes a stream of JSON lines of `kind` (Grok: one AI SDK message per
