@@ -73,6 +73,9 @@ struct Agent {
     dir: tempfile::TempDir,
     model: Responses,
     key: String,
+    /// A copy of `/etc` mounted over it for each session (in a mount
+    /// namespace of its own): Codex's system layer is `/etc/codex`.
+    system: Option<PathBuf>,
 }
 
 impl Agent {
@@ -109,11 +112,56 @@ impl Agent {
             dir,
             model,
             key: key.to_owned(),
+            system: None,
         }
     }
 
     fn path(&self, sub: &str) -> PathBuf {
         self.dir.path().join(sub)
+    }
+
+    /// Moves the hooks out of `CODEX_HOME` and gives every session a
+    /// system layer, `/etc/codex`, holding `files`: a copy of this
+    /// machine's `/etc` with them added, mounted over `/etc` in a private
+    /// mount namespace (`unshare`), so nothing outside the session sees it.
+    fn with_system_layer(mut self, files: &[(&str, &str)]) -> Self {
+        std::fs::remove_file(self.path("codex-home/hooks.json")).expect("hooks.json moved");
+        let etc = self.path("etc");
+        let copied = Command::new("cp")
+            .arg("-a")
+            .arg("/etc")
+            .arg(&etc)
+            .status()
+            .expect("cp runs");
+        assert!(copied.success(), "cannot copy /etc for the system layer");
+        std::fs::create_dir_all(etc.join("codex")).expect("etc/codex");
+        for (name, text) in files {
+            std::fs::write(etc.join("codex").join(name), text).expect("system layer file");
+        }
+        self.system = Some(etc);
+        self
+    }
+
+    /// `codex` itself, or `codex` in a mount namespace whose `/etc` is the
+    /// system layer's copy (`unshare` from util-linux; a user namespace,
+    /// so no privilege is needed).
+    fn command(&self) -> Command {
+        let Some(etc) = &self.system else {
+            return Command::new(codex());
+        };
+        let mut command = Command::new("unshare");
+        command
+            .args([
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "--propagation",
+                "private",
+            ])
+            .args(["sh", "-c", r#"mount --bind "$0" /etc && exec "$@""#])
+            .arg(etc)
+            .arg(codex());
+        command
     }
 
     /// One `codex exec --json` session playing `script`, behind
@@ -124,7 +172,8 @@ impl Agent {
             "{}:/usr/local/bin:/usr/bin:/bin",
             self.path("bin").display()
         );
-        let out = Command::new(codex())
+        let out = self
+            .command()
             .current_dir(self.path("work"))
             .env_clear()
             .env("PATH", path)
@@ -574,4 +623,70 @@ async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
         !context.contains("the-last-line-of-the-handoff"),
         "{context}"
     );
+}
+
+/// Finding 3, automated: the Codex Agent Job
+/// (`examples/agent/codex-agent-job.yaml`) mounts the shipped config.toml
+/// and hooks.json at `/etc/codex`, Codex's system layer, whose hooks are
+/// managed: trusted by policy, they run with no review and no
+/// `--dangerously-bypass-hook-trust` (the same hooks in `CODEX_HOME` do
+/// nothing: `untrusted_hooks_silently_do_nothing`). The files are taken
+/// from the Job's ConfigMap, and the MCP server comes from that layer too.
+#[tokio::test]
+async fn the_agent_job_runs_the_hooks_as_managed() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-job").await;
+    let key = "issue-28-job";
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/agent/codex-agent-job.yaml");
+    let job = std::fs::read_to_string(&path).expect("the Codex Job example");
+    let documents: Vec<Value> = serde_saphyr::from_str_multiple(&job).expect("the Job's YAML");
+    let data = &documents
+        .iter()
+        .find(|d| d["kind"] == "ConfigMap")
+        .expect("the Job's ConfigMap")["data"];
+    let (config, hooks) = (
+        data["config.toml"].as_str().expect("config.toml"),
+        data["hooks.json"].as_str().expect("hooks.json"),
+    );
+    assert_eq!(
+        config,
+        shipped("config.toml"),
+        "the Job carries examples/codex/config.toml"
+    );
+    let as_json = |text: &str| serde_json::from_str::<Value>(text).expect("hooks.json is JSON");
+    assert_eq!(
+        as_json(hooks),
+        as_json(&shipped("hooks.json")),
+        "the Job carries examples/codex/hooks.json"
+    );
+    assert!(
+        job.contains(r#"exec codex exec --skip-git-repo-check "$GOAL""#),
+        "the Job runs codex exec as this test does"
+    );
+    assert!(
+        job.contains("mountPath: /etc/codex"),
+        "the Job mounts them at /etc/codex"
+    );
+
+    let agent = Agent::new(env, &ns, key, "")
+        .with_system_layer(&[("config.toml", config), ("hooks.json", hooks)]);
+    agent.session(
+        vec![
+            Turn::text("All done."),
+            write_call(key, BODY),
+            Turn::text("Written; stopping."),
+        ],
+        &[],
+    );
+    let requests = agent.model.model_requests();
+    assert_eq!(requests.len(), 3, "one block, one write, one end");
+    let reason = format!("No handoff was written for `{key}` in this session.");
+    assert!(
+        input_text(&requests[1]).contains(&reason),
+        "the managed Stop hook blocked: {}",
+        input_text(&requests[1])
+    );
+    let handoff = stored(env, &ns, key).expect("the model's write is stored");
+    assert_eq!(handoff["spec"]["body"], BODY);
 }
