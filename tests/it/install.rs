@@ -1318,13 +1318,14 @@ fn every_example_applies_or_parses() {
         }
     }
     assert!(
-        yaml >= 5,
-        "Handoff, schedule, agent Job, Flux, Argo CD: {yaml}"
+        yaml >= 6,
+        "Handoff, schedule, two agent Jobs, Flux, Argo CD: {yaml}"
     );
     assert!(mcp >= 2, "stdio and HTTP client configs: {mcp}");
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     for expected in [
         "agent/agent-job.yaml",
+        "agent/codex-agent-job.yaml",
         "gitops/flux-kustomization.yaml",
         "gitops/argocd-application.yaml",
         "mcp/claude-code-stdio.mcp.json",
