@@ -18,7 +18,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use handoff::hook::{Stored, session_context};
+use handoff::hook::{Stored, capped_context, context_limit, session_context};
 use handoff_bridge::tools::get::{self, GetResult};
 use handoff_bridge::tools::{HandoffFacts, HandoffView};
 use handoff_core::goals::preamble;
@@ -233,9 +233,24 @@ fn session_start_table() {
         },
         DEFAULT_MAX_TOKENS,
     );
-    for (name, body) in [
-        ("typical compact summary", TYPICAL_SUMMARY.to_owned()),
-        ("rescued, synthetic 300 turns", rescued),
+    let done = "- checked one more part of the input against the schema, and kept notes\n";
+    let long = format!(
+        "## State\nHalf done.\n## Next\n- write the output\n## Done\n{}",
+        done.repeat(160)
+    );
+    for (name, body, agent) in [
+        ("typical compact summary", TYPICAL_SUMMARY.to_owned(), None),
+        ("rescued, synthetic 300 turns", rescued, None),
+        (
+            "12 KB handoff, cut for Claude Code (10,000 characters)",
+            long.clone(),
+            Some(AgentKind::Claude),
+        ),
+        (
+            "12 KB handoff, cut for Codex (10,000 bytes)",
+            long,
+            Some(AgentKind::Codex),
+        ),
     ] {
         let h = Stored {
             handoff_key: "acme/shop#219".into(),
@@ -247,9 +262,13 @@ fn session_start_table() {
             updated_at: Some("2026-11-29T10:00:00Z".into()),
             revision: Some(7),
         };
+        let context = match agent {
+            Some(agent) => capped_context(&h, context_limit(agent)),
+            None => session_context(&h),
+        };
         println!(
             "| {name} | {} | {} |",
-            approx_tokens(session_context(&h).len()),
+            approx_tokens(context.len()),
             approx_tokens(body.len())
         );
     }
