@@ -18,6 +18,8 @@
 //! written), and nonessential traffic, telemetry, error reports and the
 //! auto-updater off (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, and each
 //! of its parts, as Claude Code's settings documentation names them).
+//! Every session runs behind [`DEAD_PROXY`] with `NO_PROXY` covering
+//! loopback, so nothing else can leave the machine.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -33,6 +35,17 @@ use serde_json::{Value, json};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const PROJECT: &str = "shop";
+
+/// The proxy of every session: nothing listens on port 9 of loopback, so a
+/// request for anything but loopback (which `NO_PROXY` covers) fails here
+/// instead of leaving the machine. Claude Code honours `NO_PROXY` for the
+/// model's base URL and its HTTP MCP servers, and proxies even loopback
+/// without it (then no request reaches the scripted model). Finding 8: the
+/// hooks and the plugin's stdio bridge get Claude's whole environment and
+/// still reach the apiserver on loopback (before, every `handoff` client
+/// refused the environment's proxy, "requires the disabled feature
+/// kube/http-proxy": no context at start, no block at stop, no tools).
+const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
 /// The pinned CLI, or a failure that says how to install it: this tier
 /// never skips.
@@ -79,7 +92,8 @@ impl Machine {
     }
 
     /// `claude` with this machine's environment and nothing else: the
-    /// home, the `PATH`, the privacy switches, the user-filled values.
+    /// home, the `PATH`, the privacy switches, [`DEAD_PROXY`], the
+    /// user-filled values.
     fn claude(&self) -> tokio::process::Command {
         let dir = self.dir.path();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.join("bin").display());
@@ -100,6 +114,9 @@ impl Machine {
                 ("HANDOFF_NAMESPACE", &self.namespace),
                 ("CONVERSATION_OBJECT_KEY", &self.key),
                 ("HANDOFF_PROJECT", PROJECT),
+                ("HTTPS_PROXY", DEAD_PROXY),
+                ("HTTP_PROXY", DEAD_PROXY),
+                ("NO_PROXY", "127.0.0.1,localhost"),
             ])
             .stdin(Stdio::null());
         cmd
