@@ -8,6 +8,15 @@
 //! kubeconfig, the namespace, the key, the project, the API's address and a
 //! fake key.
 //!
+//! The headersHelper scenarios (finding 12) run the CLI without the plugin,
+//! against a real `handoff mcp --listen` on loopback that authenticates a
+//! ServiceAccount's token with TokenReview, wired by
+//! `examples/mcp/claude-code-headers-helper.mcp-config.json` as shipped:
+//! where Claude Code runs the helper (`--mcp-config`, user scope, a trusted
+//! project) the token reaches the bridge and `spec.createdBy` names the
+//! account; where it does not (a project's `.mcp.json` without persisted
+//! trust under `-p`), the model is offered no handoff tools.
+//!
 //! Each scenario asserts what the model saw (the server's request log),
 //! what was stored (the cluster) and what the CLI reported (its JSON
 //! output); none waits on a clock.
@@ -18,21 +27,38 @@
 //! written), and nonessential traffic, telemetry, error reports and the
 //! auto-updater off (`CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC`, and each
 //! of its parts, as Claude Code's settings documentation names them).
+//! Every session runs behind [`DEAD_PROXY`] with `NO_PROXY` covering
+//! loopback, so nothing else can leave the machine.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use common::agents::writer_token;
+use common::apply_agent_roles;
 use handoff::hook::stop_reason;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::model::anthropic::{Anthropic, Logged, Turn};
-use handoff_testkit::{TestEnv, shared};
+use handoff_testkit::{BridgeProcess, TestEnv, shared};
 use handoff_transcript::rescue::{DEFAULT_MAX_TOKENS, RESCUE_MARK, approx_tokens};
 use kube::api::Api;
 use serde_json::{Value, json};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 const PROJECT: &str = "shop";
+
+/// The proxy of every session: nothing listens on port 9 of loopback, so a
+/// request for anything but loopback (which `NO_PROXY` covers) fails here
+/// instead of leaving the machine. Claude Code honours `NO_PROXY` for the
+/// model's base URL and its HTTP MCP servers, and proxies even loopback
+/// without it (then no request reaches the scripted model). Finding 8: the
+/// hooks and the plugin's stdio bridge get Claude's whole environment and
+/// still reach the apiserver on loopback (before, every `handoff` client
+/// refused the environment's proxy, "requires the disabled feature
+/// kube/http-proxy": no context at start, no block at stop, no tools).
+const DEAD_PROXY: &str = "http://127.0.0.1:9";
 
 /// The pinned CLI, or a failure that says how to install it: this tier
 /// never skips.
@@ -79,7 +105,8 @@ impl Machine {
     }
 
     /// `claude` with this machine's environment and nothing else: the
-    /// home, the `PATH`, the privacy switches, the user-filled values.
+    /// home, the `PATH`, the privacy switches, [`DEAD_PROXY`], the
+    /// user-filled values.
     fn claude(&self) -> tokio::process::Command {
         let dir = self.dir.path();
         let path = format!("{}:/usr/local/bin:/usr/bin:/bin", dir.join("bin").display());
@@ -100,6 +127,9 @@ impl Machine {
                 ("HANDOFF_NAMESPACE", &self.namespace),
                 ("CONVERSATION_OBJECT_KEY", &self.key),
                 ("HANDOFF_PROJECT", PROJECT),
+                ("HTTPS_PROXY", DEAD_PROXY),
+                ("HTTP_PROXY", DEAD_PROXY),
+                ("NO_PROXY", "127.0.0.1,localhost"),
             ])
             .stdin(Stdio::null());
         cmd
@@ -156,11 +186,46 @@ impl Machine {
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
-        stdout
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
+        json_lines(&stdout)
+    }
+
+    /// Runs `claude -p <prompt> <args>` without the plugin (no hooks, no
+    /// stdio server: the MCP servers are the ones `args` and the files
+    /// configure), with `--output-format stream-json` and `--debug`: every
+    /// line it printed, as JSON, and its stderr.
+    async fn bare(
+        &self,
+        model: &Anthropic,
+        prompt: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Vec<Value>, String) {
+        let output = self
+            .claude()
+            .envs([
+                ("ANTHROPIC_BASE_URL", model.url()),
+                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ])
+            .envs(env.iter().copied())
+            .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
+            .args(["--debug", "--allowedTools", "mcp__handoff"])
+            .args(args)
+            .output()
+            .await
+            .expect("run claude");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "claude failed ({}):\nstdout: {stdout}\nstderr: {stderr}",
+            output.status,
+        );
+        (json_lines(&stdout), stderr)
+    }
+
+    /// What `--debug` wrote of the latest session (`~/.claude/debug/latest`).
+    fn debug_log(&self) -> String {
+        std::fs::read_to_string(self.home().join(".claude/debug/latest")).unwrap_or_default()
     }
 
     async fn stored(&self) -> Option<Handoff> {
@@ -176,6 +241,15 @@ impl Machine {
             json!({"handoff_key": self.key, "project": PROJECT, "kind": "issue", "body": body}),
         )
     }
+}
+
+/// Every non-empty line of `stdout`, as JSON.
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
 }
 
 /// A compact body in the skill's sections, marked by `tag`.
@@ -518,4 +592,227 @@ async fn an_identical_rewrite_is_not_rescued_over() {
     assert_eq!(turns.len(), 2, "the Stop hook blocked: {}", asked(&turns));
     let stored = m.stored().await.expect("stored");
     assert_eq!(stored.spec.body, written, "rescued over");
+}
+
+/// The shipped wiring for the shared bridge over HTTP, the token minted by
+/// `handoff mcp-headers` (Claude Code's `headersHelper`) at every connection.
+const HELPER_EXAMPLE: &str = "examples/mcp/claude-code-headers-helper.mcp-config.json";
+/// What a user fills in of [`HELPER_EXAMPLE`]: the bridge's URL…
+const EXAMPLE_URL: &str = "http://handoff-bridge.handoff-system.svc:8080/mcp";
+/// … and the path of the projected token.
+const EXAMPLE_TOKEN: &str = "/var/run/secrets/handoff/token";
+
+/// The shared bridge of finding 12: `handoff mcp --listen` on loopback in
+/// the machine's namespace, authenticating bearer tokens with TokenReview,
+/// and the token of an `implement` ServiceAccount in a file, as the kubelet
+/// mounts a projected one.
+struct SharedBridge {
+    process: BridgeProcess,
+    token: PathBuf,
+    /// The account's username as the apiserver authenticates it.
+    username: String,
+}
+
+impl SharedBridge {
+    async fn start(m: &Machine) -> SharedBridge {
+        let env = shared();
+        apply_agent_roles(env);
+        let token = writer_token(env, &m.namespace, "coder").await;
+        let path = m.dir.path().join("token");
+        std::fs::write(&path, format!("{token}\n")).expect("token file");
+        let process = BridgeProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_handoff")),
+            env.kubeconfig_path(),
+            &m.namespace,
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("the bridge did not start: {e:#}"));
+        SharedBridge {
+            process,
+            token: path,
+            username: format!("system:serviceaccount:{}:coder", m.namespace),
+        }
+    }
+
+    /// [`HELPER_EXAMPLE`] as shipped, with this bridge's URL and token path
+    /// filled in.
+    fn example(&self) -> String {
+        let text =
+            std::fs::read_to_string(Path::new(REPO).join(HELPER_EXAMPLE)).expect("the example");
+        for placeholder in [EXAMPLE_URL, EXAMPLE_TOKEN] {
+            assert!(
+                text.contains(placeholder),
+                "{HELPER_EXAMPLE} no longer holds {placeholder}: {text}"
+            );
+        }
+        text.replace(EXAMPLE_URL, self.process.url())
+            .replace(EXAMPLE_TOKEN, &self.token.to_string_lossy())
+    }
+}
+
+/// The `status` and `source` of MCP server `handoff` in the init event.
+fn handoff_server(lines: &[Value]) -> (String, String) {
+    let init = lines
+        .iter()
+        .find(|l| l["type"] == "system" && l["subtype"] == "init")
+        .unwrap_or_else(|| panic!("no init event: {lines:#?}"));
+    let server = init["mcp_servers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["name"] == "handoff")
+        .unwrap_or_else(|| panic!("no server handoff in the init event: {init:#}"));
+    let field = |k: &str| server[k].as_str().unwrap_or_default().to_owned();
+    (field("status"), field("source"))
+}
+
+/// The handoff tools the model was offered in its first request.
+fn handoff_tools(model: &Anthropic) -> Vec<String> {
+    let turns = model.turns();
+    let first = turns.first().expect("the model was asked");
+    first
+        .tools()
+        .into_iter()
+        .filter(|t| t.starts_with("mcp__handoff__"))
+        .collect()
+}
+
+/// A session that may call the bridge's tools: it writes `body(tag)` and
+/// stops. Asserts the model was offered the tools, the call succeeded and
+/// the handoff is stored as the bridge's ServiceAccount wrote it (the token
+/// reached the bridge).
+async fn writes_through_the_bridge(
+    m: &Machine,
+    bridge: &SharedBridge,
+    tag: &str,
+    args: &[&str],
+    source: &str,
+) {
+    let written = body(tag);
+    let model = Anthropic::start(vec![m.write(&written), Turn::text("Written.")]).expect("model");
+    let (lines, stderr) = m.bare(&model, "Parse the input.", args, &[]).await;
+    let turns = model.turns();
+    assert_eq!(
+        handoff_server(&lines),
+        ("connected".to_owned(), source.to_owned()),
+        "stderr: {stderr}\ndebug: {}\nbridge: {}",
+        m.debug_log(),
+        bridge.process.log()
+    );
+    assert!(
+        handoff_tools(&model).contains(&"mcp__handoff__write_handoff".to_owned()),
+        "{}",
+        asked(&turns)
+    );
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(model.left(), 0, "{}", asked(&turns));
+    let stored = m
+        .stored()
+        .await
+        .expect("the model wrote through the bridge");
+    assert_eq!(stored.spec.body, written);
+    assert_eq!(
+        stored.spec.created_by.as_deref(),
+        Some(bridge.username.as_str())
+    );
+}
+
+/// Finding 12, as a user meets it: the headersHelper wiring as a project's
+/// `.mcp.json` (as the examples' README said to copy it) in a folder with
+/// no persisted trust, under `-p`. Claude Code does not run the helper, so
+/// the bridge gets no token and the model is offered no handoff tools.
+#[tokio::test(flavor = "multi_thread")]
+async fn headers_helper_in_a_project_mcp_json_is_not_run_under_p() {
+    let m = Machine::new(shared(), "helper-project").await;
+    let bridge = SharedBridge::start(&m).await;
+    std::fs::write(m.dir.path().join("work/.mcp.json"), bridge.example()).expect(".mcp.json");
+    let model = Anthropic::start(vec![Turn::text("No handoff tools.")]).expect("model");
+    let (lines, stderr) = m.bare(&model, "Parse the input.", &[], &[]).await;
+    let (status, source) = handoff_server(&lines);
+    assert_eq!(source, "project", "{lines:#?}");
+    assert_ne!(status, "connected", "{lines:#?}");
+    assert!(
+        stderr.contains("headersHelper not run") && stderr.contains("no persisted trust"),
+        "{stderr}"
+    );
+    assert_eq!(handoff_tools(&model), Vec::<String>::new());
+    assert!(m.stored().await.is_none());
+}
+
+/// Finding 12, the fix: the same file given with `--mcp-config` (what an
+/// Agent Job does; Claude Code trusts the operator's command line) runs the
+/// helper under `-p` in an untrusted folder, and the token reaches the
+/// bridge.
+#[tokio::test(flavor = "multi_thread")]
+async fn headers_helper_given_with_mcp_config_reaches_the_bridge() {
+    let m = Machine::new(shared(), "helper-flag").await;
+    let bridge = SharedBridge::start(&m).await;
+    let config = m.dir.path().join("mcp-config.json");
+    std::fs::write(&config, bridge.example()).expect("config");
+    let config = config.to_string_lossy();
+    writes_through_the_bridge(&m, &bridge, "flag", &["--mcp-config", &config], "dynamic").await;
+}
+
+/// Finding 12, the other working place: the server at user scope
+/// (`claude mcp add-json --scope user`, into `~/.claude.json`).
+#[tokio::test(flavor = "multi_thread")]
+async fn headers_helper_at_user_scope_reaches_the_bridge() {
+    let m = Machine::new(shared(), "helper-user").await;
+    let bridge = SharedBridge::start(&m).await;
+    let example: Value = serde_json::from_str(&bridge.example()).expect("JSON");
+    let server = example["mcpServers"]["handoff"].to_string();
+    let added = m
+        .claude()
+        .args(["mcp", "add-json", "--scope", "user", "handoff", &server])
+        .output()
+        .await
+        .expect("claude mcp add-json");
+    assert!(
+        added.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&added.stdout),
+        String::from_utf8_lossy(&added.stderr)
+    );
+    writes_through_the_bridge(&m, &bridge, "user", &[], "user").await;
+}
+
+/// Finding 12, the token path: with the project's trust persisted
+/// (`projects[<cwd>].hasTrustDialogAccepted` in `~/.claude.json`) Claude
+/// Code runs a project's helper, but scrubs its environment of names with
+/// TOKEN: a helper relying on `HANDOFF_TOKEN_FILE` mints nothing, while the
+/// shipped one, naming the file with `--token-file`, works.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_trusted_projects_helper_needs_the_token_file_in_its_command() {
+    let m = Machine::new(shared(), "helper-trusted").await;
+    let bridge = SharedBridge::start(&m).await;
+    let work = m.dir.path().join("work");
+    let trust = json!({"projects": {work.to_string_lossy(): {"hasTrustDialogAccepted": true}}});
+    std::fs::write(m.home().join(".claude.json"), trust.to_string()).expect("~/.claude.json");
+    let flag = format!(" --token-file {}", bridge.token.display());
+    let example = bridge.example();
+    assert!(example.contains(&flag), "{example}");
+    std::fs::write(work.join(".mcp.json"), example.replace(&flag, "")).expect(".mcp.json");
+
+    let model = Anthropic::start(vec![Turn::text("No handoff tools.")]).expect("model");
+    let token_file = bridge.token.to_string_lossy();
+    let (lines, stderr) = m
+        .bare(
+            &model,
+            "Parse the input.",
+            &[],
+            &[("HANDOFF_TOKEN_FILE", &token_file)],
+        )
+        .await;
+    assert!(!stderr.contains("headersHelper not run"), "{stderr}");
+    assert!(
+        m.debug_log()
+            .contains("headersHelper for MCP server 'handoff' did not return a valid value"),
+        "{}",
+        m.debug_log()
+    );
+    assert_ne!(handoff_server(&lines).0, "connected", "{lines:#?}");
+    assert_eq!(handoff_tools(&model), Vec::<String>::new());
+
+    std::fs::write(work.join(".mcp.json"), example).expect(".mcp.json");
+    writes_through_the_bridge(&m, &bridge, "trusted", &[], "project").await;
 }

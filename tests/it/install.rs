@@ -1330,7 +1330,7 @@ fn every_example_applies_or_parses() {
         "gitops/argocd-application.yaml",
         "mcp/claude-code-stdio.mcp.json",
         "mcp/claude-code-http.mcp.json",
-        "mcp/claude-code-headers-helper.mcp.json",
+        "mcp/claude-code-headers-helper.mcp-config.json",
         "mcp/codex-config.toml",
         "mcp/vscode-mcp.json",
     ] {
