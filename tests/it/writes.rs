@@ -420,8 +420,8 @@ fn applied_at(h: &Handoff) -> String {
 /// previous content's count. Revision 1 is counted, the controller stops
 /// (the uncounted window, held open for as long as the test needs), and a
 /// new write answers with no revision and its own time — the managedFields
-/// time of its apply, never revision 1's — and so does `get_handoff` in
-/// that window. Once a controller counts it: revision 2, the same time.
+/// time of its apply, never revision 1's — and so do `get_handoff` and
+/// `list_handoffs` in that window. Once a controller counts it: revision 2, the same time.
 /// The apiserver's clock is moved past each time before the next step, so
 /// the times compared are distinct seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,7 +453,8 @@ async fn an_updated_write_answers_with_its_own_time_and_no_stale_revision() {
     );
     apiserver_clock_past(&client, &ns, a_at).await;
 
-    let answers = drive(json!([write(key, "## State\nB"), get()]))
+    let list = call("list_handoffs", json!({"project": "shop"}));
+    let answers = drive(json!([write(key, "## State\nB"), get(), list]))
         .await
         .expect("bridge");
     let b = api.get(&name).await.expect("get");
@@ -486,6 +487,9 @@ async fn an_updated_write_answers_with_its_own_time_and_no_stale_revision() {
             "{what}: when B was written"
         );
     }
+
+    let listed = &ok(&answers[2])["handoffs"][0];
+    assert_eq!(listed["updated_at"], json!(b_at), "list_handoffs: {listed}");
 
     // Counted later than written: the count keeps the write's time.
     let b_second: k8s_openapi::jiff::Timestamp = b_at.parse().expect("rfc 3339");
