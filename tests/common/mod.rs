@@ -281,3 +281,37 @@ where
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+/// Waits until the apiserver's clock (whole seconds, as managedFields and
+/// `status.updatedAt` keep time) is past `second`: a probe ConfigMap is
+/// created in `namespace` until its `creationTimestamp` is later. Two
+/// writes then carry distinct times, whatever the machine's load; nothing
+/// depends on how long that takes.
+pub(crate) async fn apiserver_clock_past(
+    client: &kube::Client,
+    namespace: &str,
+    second: k8s_openapi::jiff::Timestamp,
+) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let probes: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    eventually(
+        &format!("the apiserver's clock past {second}"),
+        std::time::Duration::from_secs(30),
+        || async {
+            let mut probe = ConfigMap::default();
+            probe.metadata.generate_name = Some("clock-probe-".into());
+            let made = probes
+                .create(&PostParams::default(), &probe)
+                .await
+                .expect("probe");
+            let name = made.metadata.name.clone().unwrap_or_default();
+            probes
+                .delete(&name, &kube::api::DeleteParams::default())
+                .await
+                .expect("delete probe");
+            let at = made.metadata.creation_timestamp?.0;
+            (at.as_second() > second.as_second()).then_some(())
+        },
+    )
+    .await;
+}

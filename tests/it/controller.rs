@@ -844,7 +844,6 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
     let store = HandoffStore::new(client.clone(), &ns);
     // Whole seconds, as status.updatedAt keeps them.
     let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let hours = |h: i64| t0 + Duration::from_secs(3600 * h as u64);
     let clock = Arc::new(ManualClock::new(t0));
     let mut setup = Setup::new("a");
     setup.ttl = Some(Duration::from_secs(2 * 3600));
@@ -868,7 +867,12 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
             .expect("write");
         revision(key, 1).await;
     }
-    clock.set(hours(2));
+    // A content's time is its write's (the apiserver's clock, whole
+    // seconds), so the rewrite comes a second after the first writes.
+    let first = handoff_kube::store::updated_at(&api.get(&name_for_key("old")).await.expect("old"))
+        .expect("dated")
+        .0;
+    common::apiserver_clock_past(&client, &ns, first).await;
     store
         .write(&request("rewritten", "shop", "v2", "w"))
         .await
@@ -880,8 +884,17 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
         .expect("write");
     revision("new", 1).await;
     let old = api.get(&name_for_key("old")).await.expect("old");
+    let rewritten = handoff_kube::store::updated_at(
+        &api.get(&name_for_key("rewritten"))
+            .await
+            .expect("rewritten"),
+    )
+    .expect("dated")
+    .0;
 
-    clock.set(hours(3));
+    // Exactly the TTL after the rewrite: it has not outlived it, the
+    // first writes (a second or more older) have.
+    clock.set(rewritten + Duration::from_secs(2 * 3600));
     eventually(
         "the expired handoff groomed",
         Duration::from_secs(20),
@@ -1092,22 +1105,33 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     let db = pg(&url).await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let (t0, clock) = manual_clock();
+    let (_, clock) = manual_clock();
     let mut setup = Setup::new("a").mirror(&url);
     setup.ttl = Some(Duration::from_secs(2 * 3600));
     setup.clock = clock.clone();
     let controller = setup.start(client.clone(), &ns);
     write_revisions(&store, &api, "stale", &["v1", "v2"]).await;
-    clock.set(t0 + Duration::from_secs(2 * 3600));
+    // A content's time is its write's (the apiserver's clock, whole
+    // seconds): "fresh" is written a second after "stale".
+    let stale =
+        handoff_kube::store::updated_at(&api.get(&name_for_key("stale")).await.expect("stale"))
+            .expect("dated")
+            .0;
+    common::apiserver_clock_past(&client, &ns, stale).await;
     store
         .write(&request("fresh", "shop", "v1", "w"))
         .await
         .expect("write");
     counted(&api, "fresh", 1).await;
+    let fresh =
+        handoff_kube::store::updated_at(&api.get(&name_for_key("fresh")).await.expect("fresh"))
+            .expect("dated")
+            .0;
     history_is(&db, &ns, "stale", &[1, 2]).await;
     history_is(&db, &ns, "fresh", &[1]).await;
 
-    clock.set(t0 + Duration::from_secs(3 * 3600));
+    // Exactly the TTL after "fresh" was written: "stale" has outlived it.
+    clock.set(fresh + Duration::from_secs(2 * 3600));
     gone(&api, &db, &ns, "stale").await;
     assert_eq!(controller.metrics.groomed(), 1);
     assert_eq!(

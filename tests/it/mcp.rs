@@ -196,13 +196,19 @@ async fn list_is_newest_first_and_pages_with_a_cursor() {
         .collect();
     plan.push(write("other", "elsewhere", "not listed"));
     drive_stdio(env, &ns, "implement", Value::Array(plan));
-    // Stamp distinct updatedAt values as the controller would: k-c newest, k-a oldest.
+    // Stamp distinct updatedAt values as the controller would (for the
+    // content it counted, named by its hash): k-c newest, k-a oldest.
     for (i, key) in ["k-a", "k-e", "k-b", "k-d", "k-c"].iter().enumerate() {
         let at = Time(
             k8s_openapi::jiff::Timestamp::from_second(1_700_000_000 + i as i64 * 60).expect("ts"),
         );
-        let status =
-            json!({"status": HandoffStatus { updated_at: Some(at), ..Default::default() }});
+        let stored = api.get(&name_for_key(key)).await.expect("get");
+        let counted = HandoffStatus {
+            updated_at: Some(at),
+            content_hash: Some(stored.spec.content_hash()),
+            ..Default::default()
+        };
+        let status = json!({ "status": counted });
         api.patch_status(
             &name_for_key(key),
             &PatchParams::default(),

@@ -86,9 +86,10 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
     let groomer = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
     let stranger = agent_token(env, &ns, "stranger", Some("refine"), None).await;
 
-    // The controller's clock stamps `updatedAt` (whole seconds): moved on
-    // a second every 7 writes, so the listings order by distinct times and
-    // break ties alike.
+    // `updatedAt` is each write's time (the apiserver's, whole seconds):
+    // the writes share a few seconds, so both listings order by those times
+    // and break the ties by key alike. (The controller's clock dates
+    // neither; it is moved on a second every 7 writes all the same.)
     let clock = Arc::new(ManualClock::new(Timestamp::now()));
     let controller = mirror_controller(&client, &ns, &url, clock.clone());
 

@@ -19,10 +19,11 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{call, drive_stdio, env, eventually, ok};
+use common::{apiserver_clock_past, call, drive_stdio, env, eventually, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
@@ -396,4 +397,112 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     );
     counted(&api, key, 2).await;
     controller.stop().await;
+}
+
+/// When the bridge's field manager applied the spec of `h`
+/// (managedFields), as `updated_at` shows it.
+fn applied_at(h: &Handoff) -> String {
+    h.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref() == Some(BRIDGE_FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")
+                && m.subresource.is_none()
+        })
+        .find_map(|m| m.time.as_ref())
+        .map(|t| t.0.to_string())
+        .expect("the bridge's apply is in managedFields")
+}
+
+/// Finding 11: an `updated` write answers with what it wrote, not with the
+/// previous content's count. Revision 1 is counted, the controller stops
+/// (the uncounted window, held open for as long as the test needs), and a
+/// new write answers with no revision and its own time — the managedFields
+/// time of its apply, never revision 1's — and so do `get_handoff` and
+/// `list_handoffs` in that window. Once a controller counts it: revision 2, the same time.
+/// The apiserver's clock is moved past each time before the next step, so
+/// the times compared are distinct seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_updated_write_answers_with_its_own_time_and_no_stale_revision() {
+    let env = env();
+    let ns = env.namespace("writes-honest").await;
+    let client = env.client().await;
+    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let key = "acme/api#11";
+    let name = name_for_key(key);
+    let get = || call("get_handoff", json!({"handoff_key": key}));
+    let drive = |plan: Value| {
+        let ns = ns.clone();
+        tokio::task::spawn_blocking(move || drive_stdio(env, &ns, "implement", plan))
+    };
+
+    let controller = start_controller(&client, &ns, Duration::from_secs(3600));
+    assert_eq!(
+        bridge_writes(&ns, vec![write(key, "## State\nA")]).await,
+        ["created"]
+    );
+    let a = counted(&api, key, 1).await;
+    controller.stop().await;
+    let a_at = handoff_kube::store::updated_at(&a).expect("dated").0;
+    assert_eq!(
+        a_at.to_string(),
+        applied_at(&a),
+        "revision 1 is dated by its write"
+    );
+    apiserver_clock_past(&client, &ns, a_at).await;
+
+    let list = call("list_handoffs", json!({"project": "shop"}));
+    let answers = drive(json!([write(key, "## State\nB"), get(), list]))
+        .await
+        .expect("bridge");
+    let b = api.get(&name).await.expect("get");
+    let b_at = applied_at(&b);
+    assert_ne!(b_at, a_at.to_string(), "distinct seconds");
+    let written = ok(&answers[0]);
+    assert_eq!(written["outcome"], json!("updated"));
+    assert!(
+        answers[0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("counted shortly"),
+        "{}",
+        answers[0]["text"]
+    );
+    let got = ok(&answers[1]);
+    for (what, view) in [
+        ("the write's answer", &written["handoff"]),
+        ("get_handoff", &got["handoff"]),
+    ] {
+        assert_eq!(view["body"], json!("## State\nB"), "{what}");
+        assert_eq!(
+            view.get("revision"),
+            None,
+            "{what}: revision 1 is not this content's"
+        );
+        assert_eq!(
+            view["updated_at"],
+            json!(b_at),
+            "{what}: when B was written"
+        );
+    }
+
+    let listed = &ok(&answers[2])["handoffs"][0];
+    assert_eq!(listed["updated_at"], json!(b_at), "list_handoffs: {listed}");
+
+    // Counted later than written: the count keeps the write's time.
+    let b_second: k8s_openapi::jiff::Timestamp = b_at.parse().expect("rfc 3339");
+    apiserver_clock_past(&client, &ns, b_second).await;
+    let controller = start_controller(&client, &ns, Duration::from_secs(3600));
+    counted(&api, key, 2).await;
+    controller.stop().await;
+    let answers = drive(json!([get()])).await.expect("bridge");
+    let view = &ok(&answers[0])["handoff"];
+    assert_eq!(view["revision"], json!(2));
+    assert_eq!(
+        view["updated_at"],
+        json!(b_at),
+        "the same time once counted"
+    );
 }

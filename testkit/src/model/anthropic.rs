@@ -13,18 +13,13 @@
 //! tools: titles, summaries) get a short text and leave the script alone;
 //! `count_tokens` gets an estimate. Every request, whatever its path, is
 //! logged with its body. The framing is pure ([`events`], [`frame`]) and
-//! unit-tested; the server is a thin shell on its own thread and runtime,
-//! so a test may block on the CLI while it serves.
+//! unit-tested; the server is the shared shell ([`super::server`]).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{Method, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
+
+pub use super::server::Logged;
+use super::server::{Reply, Script, Server};
 
 /// One answer of the scripted model.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,21 +46,11 @@ impl Turn {
     }
 }
 
-/// A request the server received.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    /// `GET`, `POST`, …
-    pub method: String,
-    /// The path and query.
-    pub path: String,
-    /// The body as JSON (`Null` when empty or not JSON).
-    pub body: Value,
-}
-
+/// A logged request read as a Messages request.
 impl Logged {
     /// Whether this is an agent turn: a `POST /v1/messages` offering tools.
     pub fn is_turn(&self) -> bool {
-        is_messages(&self.method, &self.path) && !tool_names(&self.body).is_empty()
+        self.is_post_to(MESSAGES) && !tool_names(&self.body).is_empty()
     }
 
     /// The names of the tools the request offers.
@@ -114,9 +99,8 @@ fn texts(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-fn is_messages(method: &str, path: &str) -> bool {
-    method == "POST" && path.split('?').next() == Some("/v1/messages")
-}
+/// Where the CLI sends its model requests.
+const MESSAGES: &str = "/v1/messages";
 
 fn tool_names(body: &Value) -> Vec<String> {
     body["tools"]
@@ -260,82 +244,33 @@ pub fn answer(turn: &Turn, offered: &[String], n: usize) -> Result<Block, String
 /// What a side request (or a turn past the script's end) is answered.
 const SIDE_TEXT: &str = "ok";
 
-#[derive(Default)]
-struct Shared {
-    script: VecDeque<Turn>,
-    log: Vec<Logged>,
-    served: usize,
-    /// What went wrong while serving (a script calling a tool not offered).
-    faults: Vec<String>,
-}
-
-type Handle = Arc<Mutex<Shared>>;
-
-fn lock(shared: &Handle) -> MutexGuard<'_, Shared> {
-    shared.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// The scripted Anthropic Messages API, serving until dropped.
 pub struct Anthropic {
-    url: String,
-    shared: Handle,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    server: Server<Turn>,
 }
 
 impl Anthropic {
     /// Starts serving on a free port of 127.0.0.1 with `script`.
     pub fn start(script: Vec<Turn>) -> anyhow::Result<Anthropic> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let shared: Handle = Arc::new(Mutex::new(Shared {
-            script: script.into(),
-            ..Shared::default()
-        }));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let app = Router::new().fallback(serve).with_state(shared.clone());
-        let thread = std::thread::Builder::new()
-            .name("anthropic-model".to_owned())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
-                    let _ = axum::serve(listener, app)
-                        .with_graceful_shutdown(async {
-                            let _ = stopped.await;
-                        })
-                        .await;
-                });
-            })?;
         Ok(Anthropic {
-            url,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
+            server: Server::start("anthropic-model", script, reply)?,
         })
     }
 
     /// `http://127.0.0.1:<port>`, the CLI's `ANTHROPIC_BASE_URL`.
     pub fn url(&self) -> &str {
-        &self.url
+        self.server.url()
     }
 
     /// Replaces what is left of the script (the next session's turns) and
     /// clears the log.
     pub fn play(&self, script: Vec<Turn>) {
-        let mut shared = lock(&self.shared);
-        shared.script = script.into();
-        shared.log.clear();
+        self.server.play(script);
     }
 
     /// Every request received since the start or the last [`play`](Self::play).
     pub fn log(&self) -> Vec<Logged> {
-        lock(&self.shared).log.clone()
+        self.server.log()
     }
 
     /// The agent turns of [`log`](Self::log), in order.
@@ -345,85 +280,145 @@ impl Anthropic {
 
     /// The turns of the script not played yet.
     pub fn left(&self) -> usize {
-        lock(&self.shared).script.len()
+        self.server.left()
     }
 
     /// What went wrong while serving (empty when nothing did).
     pub fn faults(&self) -> Vec<String> {
-        lock(&self.shared).faults.clone()
+        self.server.faults()
     }
 }
 
-impl Drop for Anthropic {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+/// The answer to one request: a token count, the next turn of the script
+/// for an agent turn (streamed or whole), [`SIDE_TEXT`] for a side
+/// request, 404 for any other path.
+fn reply(request: &Logged, script: &mut Script<Turn>) -> Reply {
+    if request.is_post_to("/v1/messages/count_tokens") {
+        let tokens = request.body.to_string().len().div_ceil(4);
+        return Reply::json(&json!({"input_tokens": tokens}));
     }
-}
-
-async fn serve(State(shared): State<Handle>, method: Method, uri: Uri, body: Bytes) -> Response {
-    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let logged = Logged {
-        method: method.to_string(),
-        path: uri
-            .path_and_query()
-            .map_or_else(|| uri.path().to_owned(), |p| p.to_string()),
-        body,
-    };
-    let path = uri.path();
-    if method == Method::POST && path == "/v1/messages/count_tokens" {
-        let tokens = logged.body.to_string().len().div_ceil(4);
-        lock(&shared).log.push(logged);
-        return axum::Json(json!({"input_tokens": tokens})).into_response();
-    }
-    if !is_messages(logged.method.as_str(), &logged.path) {
-        lock(&shared).log.push(logged);
-        return (
+    if !request.is_post_to(MESSAGES) {
+        return Reply::json_with(
             StatusCode::NOT_FOUND,
-            axum::Json(json!({"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}})),
-        )
-            .into_response();
+            &json!({"type": "error", "error": {"type": "not_found_error", "message": "not scripted"}}),
+        );
     }
-    let turn = logged.is_turn();
-    let stream = logged.body["stream"] == json!(true);
-    let model = logged.body["model"]
-        .as_str()
-        .unwrap_or("scripted")
-        .to_owned();
-    let offered = logged.tools();
-    let block = {
-        let mut s = lock(&shared);
-        s.log.push(logged);
-        s.served += 1;
-        let n = s.served;
-        let next = if turn { s.script.pop_front() } else { None };
-        match next.map(|t| answer(&t, &offered, n)) {
-            Some(Ok(block)) => block,
-            Some(Err(fault)) => {
-                s.faults.push(fault);
-                Block::Text(SIDE_TEXT.to_owned())
-            }
-            None => Block::Text(SIDE_TEXT.to_owned()),
-        }
+    let model = request.body["model"].as_str().unwrap_or("scripted");
+    let offered = request.tools();
+    let n = script.answer_number();
+    let next = if request.is_turn() {
+        script.next_turn()
+    } else {
+        None
     };
-    let id = format!("msg_{:04}", lock(&shared).served);
-    if !stream {
-        return axum::Json(message(&id, &model, &block)).into_response();
+    let block = match next.map(|t| answer(&t, &offered, n)) {
+        Some(Ok(block)) => block,
+        Some(Err(fault)) => {
+            script.fault(fault);
+            Block::Text(SIDE_TEXT.to_owned())
+        }
+        None => Block::Text(SIDE_TEXT.to_owned()),
+    };
+    let id = format!("msg_{n:04}");
+    if request.body["stream"] != json!(true) {
+        return Reply::json(&message(&id, model, &block));
     }
-    let sse: String = events(&id, &model, &block)
-        .iter()
-        .map(|(name, data)| frame(name, data))
-        .collect();
-    ([(header::CONTENT_TYPE, "text/event-stream")], sse).into_response()
+    Reply::sse(
+        events(&id, model, &block)
+            .iter()
+            .map(|(name, data)| frame(name, data))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn request(method: &str, path: &str, body: Value) -> Logged {
+        Logged {
+            method: method.into(),
+            path: path.into(),
+            body,
+        }
+    }
+
+    #[test]
+    fn each_request_gets_its_answer_and_only_turns_play_the_script() {
+        let tools = json!([{"name": "mcp__s__write_handoff"}]);
+        let turn =
+            |stream: bool| json!({"model": "m", "stream": stream, "tools": tools, "messages": []});
+        // (request, status, content type, what the body holds, turns left,
+        // faults): the fault is the script's call of a tool not offered,
+        // answered with the side text.
+        let cases = [
+            (
+                request("POST", "/v1/messages/count_tokens", json!({"a": "bcd"})),
+                200,
+                "application/json",
+                "input_tokens",
+                2,
+                0,
+            ),
+            (
+                request("GET", "/v1/models", Value::Null),
+                404,
+                "application/json",
+                "not_found_error",
+                2,
+                0,
+            ),
+            (
+                request(
+                    "POST",
+                    "/v1/messages",
+                    json!({"model": "m", "messages": []}),
+                ),
+                200,
+                "application/json",
+                "\"text\":\"ok\"",
+                2,
+                0,
+            ),
+            (
+                request("POST", "/v1/messages?beta=true", turn(true)),
+                200,
+                "text/event-stream",
+                "mcp__s__write_handoff",
+                1,
+                0,
+            ),
+            (
+                request("POST", "/v1/messages", turn(false)),
+                200,
+                "application/json",
+                "\"text\":\"ok\"",
+                0,
+                1,
+            ),
+            (
+                request("POST", "/v1/messages", turn(true)),
+                200,
+                "text/event-stream",
+                "text_delta",
+                0,
+                1,
+            ),
+        ];
+        let mut script = Script::new(vec![
+            Turn::tool("write_handoff", json!({"handoff_key": "k"})),
+            Turn::tool("get_handoff", json!({})),
+        ]);
+        for (request, status, content_type, holds, left, faults) in cases {
+            let got = reply(&request, &mut script);
+            let what = format!("{} {}", request.method, request.path);
+            assert_eq!(got.status.as_u16(), status, "{what}");
+            assert_eq!(got.content_type, content_type, "{what}");
+            assert!(got.body.contains(holds), "{what}: {}", got.body);
+            let (turns_left, found) = script.state();
+            assert_eq!((turns_left, found.len()), (left, faults), "{what}");
+        }
+    }
 
     #[test]
     fn pieces_cut_on_character_boundaries() {

@@ -14,15 +14,13 @@
 //! `namespace` tool (`mcp__<server>`) holding the server's functions, so a
 //! call names both (`namespace`, `name`), as Codex presents them.
 //!
-//! The HTTP side is minimal on purpose (one request per connection,
-//! `Connection: close`, `Content-Length` bodies, which is what the CLI
-//! sends); the framing is pure functions with unit tests.
-
-use std::sync::{Arc, Mutex};
+//! The framing is pure functions with unit tests; the server is the shared
+//! shell ([`super::server`]).
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+pub use super::server::Logged;
+use super::server::{Reply, Script, Server};
 
 /// One answer of the scripted model.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,17 +52,6 @@ impl Turn {
             arguments,
         }
     }
-}
-
-/// A request the CLI made.
-#[derive(Debug, Clone)]
-pub struct Logged {
-    /// `GET`, `POST`, …
-    pub method: String,
-    /// The request target (`/v1/responses`).
-    pub path: String,
-    /// The body as JSON (`Value::Null` when empty or not JSON).
-    pub body: Value,
 }
 
 /// The answer to a turn past the script's end: visible in the CLI's output.
@@ -126,170 +113,98 @@ pub fn stream(turn: &Turn, n: usize) -> String {
     events(turn, n).iter().map(frame).collect()
 }
 
-/// The end of the header block and the body's declared length, once the
-/// headers are complete in `buf`.
-fn head_of(buf: &[u8]) -> Option<(usize, usize)> {
-    let end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-    let head = String::from_utf8_lossy(&buf[..end]);
-    let length = head
-        .lines()
-        .filter_map(|l| l.split_once(':'))
-        .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0);
-    Some((end, length))
+/// Whether `request` asks the model (`POST …/responses`).
+fn is_model_request(request: &Logged) -> bool {
+    request.method == "POST" && request.path.ends_with("/responses")
 }
 
-/// Method, path and body of one complete request.
-pub fn parse_request(buf: &[u8]) -> Option<Logged> {
-    let (end, length) = head_of(buf)?;
-    let head = String::from_utf8_lossy(&buf[..end]);
-    let mut first = head.lines().next()?.split(' ');
-    let method = first.next()?.to_owned();
-    let path = first.next()?.to_owned();
-    let body = buf.get(end..end + length)?;
-    Some(Logged {
-        method,
-        path,
-        body: serde_json::from_slice(body).unwrap_or(Value::Null),
-    })
-}
-
-/// A full HTTP/1.1 answer.
-fn answer(status: &str, content_type: &str, body: &str) -> String {
-    format!(
-        "HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-#[derive(Default)]
-struct State {
-    script: Vec<Turn>,
-    played: usize,
-    log: Vec<Logged>,
+/// The answer to one request: the next turn of the script, streamed, for
+/// a model request ([`SCRIPT_ENDED`] past its end); `{}` for anything else.
+fn reply(request: &Logged, script: &mut Script<Turn>) -> Reply {
+    if !is_model_request(request) {
+        return Reply::json(&json!({}));
+    }
+    let n = script.answer_number();
+    let turn = script
+        .next_turn()
+        .unwrap_or_else(|| Turn::text(SCRIPT_ENDED));
+    Reply::sse(stream(&turn, n))
 }
 
 /// The server: on a free loopback port, on its own thread, until dropped.
 pub struct Responses {
-    addr: std::net::SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    server: Server<Turn>,
 }
 
 impl Responses {
     /// Starts a server playing `script`.
     pub fn start(script: Vec<Turn>) -> anyhow::Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State {
-            script,
-            ..State::default()
-        }));
-        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
-        let shared = state.clone();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::spawn(move || {
-            runtime.block_on(async move {
-                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                    return;
-                };
-                loop {
-                    tokio::select! {
-                        _ = &mut stopped => return,
-                        accepted = listener.accept() => {
-                            if let Ok((stream, _)) = accepted {
-                                tokio::spawn(serve(stream, shared.clone()));
-                            }
-                        }
-                    }
-                }
-            });
-        });
         Ok(Self {
-            addr,
-            state,
-            stop: Some(stop),
+            server: Server::start("responses-model", script, reply)?,
         })
     }
 
     /// `http://127.0.0.1:<port>/v1`: a `model_providers` entry's `base_url`.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("{}/v1", self.server.url())
     }
 
     /// Every request so far, in order.
     pub fn log(&self) -> Vec<Logged> {
-        self.state.lock().map(|s| s.log.clone()).unwrap_or_default()
+        self.server.log()
     }
 
     /// The bodies of the model requests (`POST …/responses`), in order.
     pub fn model_requests(&self) -> Vec<Value> {
         self.log()
             .into_iter()
-            .filter(|r| r.method == "POST" && r.path.ends_with("/responses"))
+            .filter(is_model_request)
             .map(|r| r.body)
             .collect()
     }
 
     /// Replaces the script (and restarts it) for the CLI's next session.
     pub fn play(&self, script: Vec<Turn>) {
-        if let Ok(mut s) = self.state.lock() {
-            s.script = script;
-            s.played = 0;
-            s.log.clear();
-        }
+        self.server.play(script);
     }
-}
-
-impl Drop for Responses {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-/// Reads one request, logs it, answers it.
-async fn serve(mut conn: TcpStream, state: Arc<Mutex<State>>) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
-    let request = loop {
-        if let Some(r) = parse_request(&buf) {
-            break r;
-        }
-        match conn.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    };
-    let model = request.method == "POST" && request.path.ends_with("/responses");
-    let reply = {
-        let Ok(mut s) = state.lock() else { return };
-        s.log.push(request);
-        if model {
-            let n = s.played;
-            s.played += 1;
-            let turn = s
-                .script
-                .get(n)
-                .cloned()
-                .unwrap_or_else(|| Turn::text(SCRIPT_ENDED));
-            answer("200 OK", "text/event-stream", &stream(&turn, n + 1))
-        } else {
-            answer("200 OK", "application/json", "{}")
-        }
-    };
-    let _ = conn.write_all(reply.as_bytes()).await;
-    let _ = conn.shutdown().await;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn model_requests_play_the_script_and_the_rest_get_an_empty_object() {
+        let request = |method: &str, path: &str| Logged {
+            method: method.into(),
+            path: path.into(),
+            body: Value::Null,
+        };
+        // (request, content type, what the body holds, turns left)
+        let cases = [
+            (request("GET", "/v1/models"), "application/json", "{}", 1),
+            (
+                request("POST", "/v1/responses"),
+                "text/event-stream",
+                "\"text\":\"hi\"",
+                0,
+            ),
+            (
+                request("POST", "/v1/responses"),
+                "text/event-stream",
+                "no more turns",
+                0,
+            ),
+            (request("POST", "/v1/other"), "application/json", "{}", 0),
+        ];
+        let mut script = Script::new(vec![Turn::text("hi")]);
+        for (request, content_type, holds, left) in cases {
+            let got = reply(&request, &mut script);
+            assert_eq!(got.content_type, content_type, "{}", request.path);
+            assert!(got.body.contains(holds), "{}: {}", request.path, got.body);
+            assert_eq!(script.state().0, left, "{}", request.path);
+        }
+    }
 
     #[test]
     fn frames_name_the_event_and_carry_one_data_line() {
@@ -353,27 +268,5 @@ mod tests {
             1,
         );
         assert!(plain.get("namespace").is_none());
-    }
-
-    /// What a request parses to: method, path, body.
-    type Parsed = Option<(&'static str, &'static str, Value)>;
-
-    #[test]
-    fn requests_parse_once_complete() {
-        let full = b"POST /v1/responses HTTP/1.1\r\nContent-Length: 7\r\n\r\n{\"a\":1}";
-        let cases: [(&[u8], Parsed); 4] = [
-            (full, Some(("POST", "/v1/responses", json!({"a": 1})))),
-            (&full[..full.len() - 1], None),
-            (
-                b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n",
-                Some(("GET", "/v1/models", Value::Null)),
-            ),
-            (b"GET /v1/models HTTP/1.1\r\n", None),
-        ];
-        for (bytes, want) in cases {
-            let got = parse_request(bytes).map(|r| (r.method, r.path, r.body));
-            let want = want.map(|(m, p, b)| (m.to_owned(), p.to_owned(), b));
-            assert_eq!(got, want);
-        }
     }
 }

@@ -38,7 +38,7 @@ use super::call::{Answer, Call, CallError};
 use super::profiles::{Audience, Profile};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, OfferPhase};
-use handoff_kube::store::updated_at;
+use handoff_kube::store::{revision, updated_at};
 use handoff_mirror::ListedRow;
 
 /// A tool's handler: its call, and the arguments as sent.
@@ -258,12 +258,14 @@ pub struct HandoffView {
 }
 
 impl HandoffView {
-    /// The view of a stored handoff.
+    /// The view of a stored handoff: its revision and time as
+    /// [`handoff_kube::store::counted`] rules (none and the write's time
+    /// while the controller has not counted this content).
     pub fn of(h: &Handoff) -> Self {
         Self {
             facts: HandoffFacts::of(h),
             body: h.spec.body.clone(),
-            revision: h.status.as_ref().and_then(|s| s.revision),
+            revision: revision(h),
             object: format!("{}/{}", h.namespace().unwrap_or_default(), h.name_any()),
         }
     }
@@ -408,6 +410,7 @@ mod tests {
         h.status = Some(handoff_core::api::HandoffStatus {
             revision: Some(3),
             updated_at: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(at)),
+            content_hash: Some(h.spec.content_hash()),
             ..Default::default()
         });
         let row = ListedRow {

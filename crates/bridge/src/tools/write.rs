@@ -81,7 +81,9 @@ pub(crate) struct WriteArgs {
 pub(crate) struct WriteResult {
     /// `created`, `updated`, or `unchanged` (identical content: nothing written).
     pub outcome: WriteOutcome,
-    /// The handoff as stored.
+    /// The handoff as stored; its `revision` is absent until the
+    /// controller has counted this content, and `updated_at` is when it
+    /// was written.
     pub handoff: HandoffView,
     /// Quality warnings about the body (never errors; the handoff was
     /// written): fix them and write again. Absent when there are none.
@@ -185,7 +187,7 @@ fn outcome_text(result: &WriteResult) -> String {
             )
         }
         outcome => format!(
-            "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.",
+            "Handoff `{}` {} in project {} ({} bytes). The next agent with this key will start from it.{}",
             h.facts.handoff_key,
             if outcome == WriteOutcome::Created {
                 "created"
@@ -193,14 +195,40 @@ fn outcome_text(result: &WriteResult) -> String {
                 "updated"
             },
             h.facts.project,
-            h.body.len()
+            h.body.len(),
+            revision_note(h.revision)
         ),
+    }
+}
+
+/// What a written answer says of the revision: its number once counted,
+/// else that it is counted shortly (the answer never carries the previous
+/// content's revision: [`handoff_kube::store::counted`]).
+fn revision_note(revision: Option<i64>) -> String {
+    match revision {
+        Some(r) => format!(" Revision {r}."),
+        None => " Its revision is counted shortly (get_handoff shows it).".to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_written_answer_names_the_revision_only_once_counted() {
+        // (revision in the view, what the text ends with)
+        let cases = [
+            (Some(2), " Revision 2."),
+            (
+                None,
+                " Its revision is counted shortly (get_handoff shows it).",
+            ),
+        ];
+        for (revision, tail) in cases {
+            assert_eq!(revision_note(revision), tail, "{revision:?}");
+        }
+    }
 
     #[test]
     fn write_arguments_are_validated_in_contract_order() {

@@ -48,14 +48,19 @@ pub(crate) enum Change {
 }
 
 /// The status for `spec` at `generation`, given the current status: the
-/// revision goes up by one only when the content hash differs. The
-/// `Linted` condition is set from [`linted_condition`] under `budget`;
-/// other conditions are carried over unchanged.
+/// revision goes up by one only when the content hash differs, and new
+/// content is dated `written`, when its spec was written
+/// ([`handoff_kube::store::written_at`]), not when it is counted: the time
+/// the bridge shows before the count ([`handoff_kube::store::updated_at`])
+/// stays the same after it. The `Linted` condition is set from
+/// [`linted_condition`] under `budget` at `now`; other conditions are
+/// carried over unchanged.
 pub(crate) fn count(
     spec: &HandoffSpec,
     current: Option<&HandoffStatus>,
     generation: Option<i64>,
     budget: &Budget,
+    written: Timestamp,
     now: Timestamp,
 ) -> (HandoffStatus, Change) {
     let hash = spec.content_hash();
@@ -64,13 +69,13 @@ pub(crate) fn count(
         (Some(rev), Some(h)) if *h == hash => (rev, current.updated_at.clone(), Change::Unchanged),
         (Some(rev), _) => (
             rev + 1,
-            Some(Time(whole_seconds(now))),
+            Some(Time(whole_seconds(written))),
             Change::Superseded {
                 from: rev,
                 to: rev + 1,
             },
         ),
-        (None, _) => (1, Some(Time(whole_seconds(now))), Change::Created),
+        (None, _) => (1, Some(Time(whole_seconds(written))), Change::Created),
     };
     let status = HandoffStatus {
         revision: Some(revision),
@@ -336,11 +341,13 @@ pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> O
 /// another object is reported by its `KeyBound` condition instead).
 pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
     let h = observed.handoff;
+    let written = handoff_kube::store::written_at(h).map_or(observed.now, |t| t.0);
     let (mut status, change) = count(
         &h.spec,
         h.status.as_ref(),
         h.metadata.generation,
         observed.budget,
+        written,
         observed.now,
     );
     let canonical = handoff_kube::store::canonical(h);
@@ -487,6 +494,7 @@ mod tests {
             Some(1),
             &Budget::default_budget(),
             at(100),
+            at(100),
         );
         assert_eq!(change, Change::Created);
         assert_eq!(first.revision, Some(1));
@@ -504,6 +512,7 @@ mod tests {
             Some(2),
             &Budget::default_budget(),
             at(200),
+            at(200),
         );
         assert_eq!(change, Change::Unchanged);
         assert_eq!(same.revision, Some(1));
@@ -519,6 +528,7 @@ mod tests {
             Some(&same),
             Some(3),
             &Budget::default_budget(),
+            at(300),
             at(300),
         );
         assert_eq!(change, Change::Superseded { from: 1, to: 2 });
@@ -539,6 +549,7 @@ mod tests {
             None,
             &Budget::default_budget(),
             at(1),
+            at(1),
         );
         assert_eq!(change, Change::Superseded { from: 4, to: 5 });
         let (_, again) = count(
@@ -547,6 +558,7 @@ mod tests {
             None,
             &Budget::default_budget(),
             at(2),
+            at(2),
         );
         assert_eq!(again, Change::Unchanged);
     }
@@ -554,7 +566,7 @@ mod tests {
     #[test]
     fn updated_at_is_whole_seconds() {
         let t = Timestamp::from_millisecond(1_500).expect("ts");
-        let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t);
+        let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t, t);
         assert_eq!(status.updated_at, Some(Time(at(1))));
     }
 
@@ -745,6 +757,7 @@ mod tests {
                     Some(observed),
                     &Budget::default_budget(),
                     at(1),
+                    at(1),
                 );
                 counted.conditions = conditions;
                 counted
@@ -895,6 +908,7 @@ mod tests {
             None,
             Some(observed),
             &Budget::default_budget(),
+            at(1),
             at(1),
         );
         if let Some(ok) = mirrored {
@@ -1231,22 +1245,49 @@ mod tests {
 
     #[test]
     fn the_superseded_note_names_the_key_the_revisions_and_the_writer() {
-        let h = counted_as(stored("c", 2), "b", 1, Some(true));
-        let budget = Budget::default_budget();
-        let observed = Observed {
-            handoff: &h,
-            budget: &budget,
-            mirror: false,
-            now: at(10),
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let entry = |manager: &str, fields, subresource: Option<&str>, secs| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            fields_v1: Some(FieldsV1(fields)),
+            subresource: subresource.map(Into::into),
+            time: Some(Time(at(secs))),
+            ..Default::default()
         };
-        let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
-        assert_eq!(
-            plan.superseded.as_deref(),
-            Some("Handoff \"k\": revision 1 superseded by revision 2 (written by alice)")
+        let spec_write = entry(
+            "handoff-bridge",
+            serde_json::json!({"f:spec": {"f:body": {}}}),
+            None,
+            7,
         );
-        let status = plan.status.expect("a status patch");
-        assert_eq!(status.updated_at, Some(Time(at(10))));
-        assert_eq!(status.observed_generation, Some(2));
+        let status_write = entry(
+            CONTROLLER_FIELD_MANAGER,
+            serde_json::json!({"f:status": {}}),
+            Some("status"),
+            9,
+        );
+        // (managedFields, the new content's updated_at): when its spec was
+        // written, not when it is counted (at 10); the clock only without
+        // a record of the write.
+        let cases = [(vec![spec_write, status_write], 7), (vec![], 10)];
+        for (fields, dated) in cases {
+            let mut h = counted_as(stored("c", 2), "b", 1, Some(true));
+            h.metadata.managed_fields = Some(fields).filter(|f| !f.is_empty());
+            let budget = Budget::default_budget();
+            let observed = Observed {
+                handoff: &h,
+                budget: &budget,
+                mirror: false,
+                now: at(10),
+            };
+            let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+            assert_eq!(
+                plan.superseded.as_deref(),
+                Some("Handoff \"k\": revision 1 superseded by revision 2 (written by alice)")
+            );
+            let status = plan.status.expect("a status patch");
+            assert_eq!(status.updated_at, Some(Time(at(dated))));
+            assert_eq!(status.observed_generation, Some(2));
+        }
     }
 
     #[test]

@@ -187,6 +187,7 @@ mod tests {
         );
         h.metadata.generation = Some(generation);
         h.status = Some(handoff_core::api::HandoffStatus {
+            content_hash: Some(h.spec.content_hash()),
             revision,
             updated_at: Some(Time(
                 k8s_openapi::jiff::Timestamp::from_second(60).expect("ts"),

@@ -39,11 +39,13 @@
 //! By concern: this file is the store and its plain calls (get, write,
 //! delete); `outcome` reads what an apply did from its answer,
 //! `conditional` is the write at an expected revision, and `paging` the
-//! list order and the project reads page by page.
+//! list order and the project reads page by page, `view` the one rule for
+//! the revision and time a handoff shows.
 
 mod conditional;
 mod outcome;
 mod paging;
+mod view;
 
 use std::time::Duration;
 
@@ -56,7 +58,8 @@ use handoff_core::names::BRIDGE_FIELD_MANAGER;
 
 pub use self::conditional::{RevisionConflict, WriteError};
 pub use self::outcome::{Answer, outcome};
-pub use self::paging::{FirstOf, SortKey, newest_first, sort_key, updated_at};
+pub use self::paging::{FirstOf, SortKey, newest_first, sort_key};
+pub use self::view::{counted, revision, updated_at, written_at};
 
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]

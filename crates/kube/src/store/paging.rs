@@ -4,7 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 
-use super::{HandoffStore, ListQuery};
+use super::{HandoffStore, ListQuery, updated_at};
 use crate::cluster::Pages;
 use handoff_core::api::Handoff;
 
@@ -86,25 +86,6 @@ pub(crate) fn keep_first<T>(
     kept.sort_by(|a, b| newest_first(&key(a), &key(b)));
     kept.truncate(keep);
     kept
-}
-
-/// When a handoff's content last changed: `status.updatedAt` (the
-/// controller's), else the last spec write recorded in managedFields, else
-/// the creation time.
-pub fn updated_at(h: &Handoff) -> Option<Time> {
-    h.status
-        .as_ref()
-        .and_then(|s| s.updated_at.clone())
-        .or_else(|| {
-            h.metadata
-                .managed_fields
-                .iter()
-                .flatten()
-                .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-                .filter_map(|m| m.time.clone())
-                .max_by(|a, b| a.0.cmp(&b.0))
-        })
-        .or_else(|| h.metadata.creation_timestamp.clone())
 }
 
 /// The order of lists: `(updated_at desc, handoff_key asc)`.
