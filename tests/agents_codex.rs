@@ -165,8 +165,16 @@ impl Agent {
     }
 
     /// One `codex exec --json` session playing `script`, behind
-    /// [`DEAD_PROXY`]; its JSONL events.
+    /// [`DEAD_PROXY`]; its JSONL events (it must succeed).
     fn session(&self, script: Vec<Turn>, extra: &[&str]) -> Vec<Value> {
+        let (ok, events, stderr) = self.run(script, extra);
+        assert!(ok, "codex exec failed:\n{events:#?}\n{stderr}");
+        events
+    }
+
+    /// [`Self::session`] that may fail: whether `codex exec` succeeded, its
+    /// JSONL events and its stderr.
+    fn run(&self, script: Vec<Turn>, extra: &[&str]) -> (bool, Vec<Value>, String) {
         self.model.play(script);
         let path = format!(
             "{}:/usr/local/bin:/usr/bin:/bin",
@@ -191,17 +199,12 @@ impl Agent {
             .stdin(Stdio::null())
             .output()
             .expect("codex runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "codex exec failed ({}):\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
+        let events = String::from_utf8_lossy(&out.stdout)
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
+            .collect();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), events, stderr)
     }
 }
 
@@ -689,4 +692,29 @@ async fn the_agent_job_runs_the_hooks_as_managed() {
     );
     let handoff = stored(env, &ns, key).expect("the model's write is stored");
     assert_eq!(handoff["spec"]["body"], BODY);
+}
+
+/// Finding 4: Codex has a SessionEnd event, and the shipped hooks.json
+/// wires it. A session whose turn fails (the model's response fails, so
+/// no turn ends and no Stop hook runs) never wrote, and is rescued at its
+/// end: before, without SessionEnd, nothing was stored.
+#[tokio::test]
+async fn a_session_whose_turn_fails_is_rescued_at_its_end() {
+    let env = testing::shared();
+    let ns = env.namespace("codex-end").await;
+    let key = "issue-28-end";
+    let agent = Agent::new(env, &ns, key, &shipped("config.toml"));
+    let (ok, events, stderr) = agent.run(vec![Turn::Fail], &[TRUST_HOOKS]);
+    assert!(!ok, "the session fails with its turn: {stderr}");
+    assert!(
+        events.iter().any(|e| e["type"] == "turn.failed"),
+        "Codex reports the failed turn: {events:#?}"
+    );
+    let requests = agent.model.model_requests();
+    assert_eq!(requests.len(), 1, "one request, which failed");
+    let handoff = stored(env, &ns, key).expect("a rescue is stored at the session's end");
+    let body = handoff["spec"]["body"].as_str().unwrap_or_default();
+    assert!(body.starts_with("> **Rescued handoff**"), "{body}");
+    assert_eq!(handoff["spec"]["kind"], "rescued");
+    assert!(body.contains("Continue the work."), "the request: {body}");
 }

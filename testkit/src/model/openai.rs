@@ -36,6 +36,9 @@ pub enum Turn {
         /// The arguments (sent as a JSON string, as the API does).
         arguments: Value,
     },
+    /// The response fails (`response.failed`, a server error): the CLI's
+    /// turn ends in an error.
+    Fail,
 }
 
 impl Turn {
@@ -63,9 +66,10 @@ pub fn frame(event: &Value) -> String {
     format!("event: {kind}\ndata: {event}\n\n")
 }
 
-/// The output item of `turn`, the `n`-th answer of the server.
-pub fn item(turn: &Turn, n: usize) -> Value {
-    match turn {
+/// The output item of `turn`, the `n`-th answer of the server (none for
+/// a failed response).
+pub fn item(turn: &Turn, n: usize) -> Option<Value> {
+    Some(match turn {
         Turn::Text(text) => json!({
             "type": "message",
             "role": "assistant",
@@ -91,13 +95,20 @@ pub fn item(turn: &Turn, n: usize) -> Value {
             }
             call
         }
-    }
+        Turn::Fail => return None,
+    })
 }
 
 /// The events of the `n`-th answer, playing `turn`.
 pub fn events(turn: &Turn, n: usize) -> Vec<Value> {
     let id = format!("resp_{n}");
-    let item = item(turn, n);
+    let Some(item) = item(turn, n) else {
+        return vec![
+            json!({"type": "response.created", "response": {"id": id}}),
+            json!({"type": "response.failed", "response": {"id": id, "status": "failed",
+                "error": {"code": "server_error", "message": "the scripted model fails this response"}}}),
+        ];
+    };
     vec![
         json!({"type": "response.created", "response": {"id": id}}),
         json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
@@ -247,14 +258,24 @@ mod tests {
                     "response.completed"
                 ]
             );
-            assert_eq!(item(&turn, 3)["type"], kind);
+            assert_eq!(item(&turn, 3).expect("an item")["type"], kind);
             assert_eq!(stream(&turn, 3).matches("\n\n").count(), 4);
         }
     }
 
     #[test]
+    fn a_failed_turn_streams_created_then_failed() {
+        let events = events(&Turn::Fail, 3);
+        let types: Vec<_> = events.iter().map(|e| e["type"].clone()).collect();
+        assert_eq!(types, [json!("response.created"), json!("response.failed")]);
+        assert_eq!(events[1]["response"]["error"]["code"], "server_error");
+        assert_eq!(item(&Turn::Fail, 3), None);
+    }
+
+    #[test]
     fn a_call_carries_its_namespace_and_string_arguments() {
-        let call = item(&Turn::mcp("handoff", "get_handoff", json!({"key": "k"})), 2);
+        let call =
+            item(&Turn::mcp("handoff", "get_handoff", json!({"key": "k"})), 2).expect("an item");
         assert_eq!(call["namespace"], "mcp__handoff");
         assert_eq!(call["name"], "get_handoff");
         assert_eq!(call["call_id"], "call_2");
@@ -266,7 +287,8 @@ mod tests {
                 arguments: json!({}),
             },
             1,
-        );
+        )
+        .expect("an item");
         assert!(plain.get("namespace").is_none());
     }
 }
