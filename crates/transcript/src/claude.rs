@@ -487,8 +487,8 @@ enum Said<'a> {
 }
 
 /// Sorts user text: interrupts, shell-mode input and output, slash
-/// commands (their XML made `/name args`) and hook feedback are marked;
-/// the rest is a request.
+/// commands (their XML made `/name args`) and hook feedback are marked,
+/// each recognized by how Claude Code begins it; the rest is a request.
 fn classify(text: &str) -> Said<'_> {
     if text.starts_with(INTERRUPT) {
         return Said::Marked(Mark::Interrupt, text.to_owned());
@@ -496,7 +496,8 @@ fn classify(text: &str) -> Said<'_> {
     if text.starts_with(STOP_HOOK_FEEDBACK) {
         return Said::Marked(Mark::Hook, text.to_owned());
     }
-    if let Some(input) = element(text, "bash-input") {
+    if text.starts_with("<bash-input>") {
+        let input = element(text, "bash-input").unwrap_or_default();
         return Said::Marked(Mark::Shell, format!("$ {input}"));
     }
     if text.starts_with("<bash-stdout>") || text.starts_with("<bash-stderr>") {
@@ -507,7 +508,8 @@ fn classify(text: &str) -> Said<'_> {
             .collect();
         return Said::Marked(Mark::Shell, output.join("\n"));
     }
-    if let Some(name) = element(text, "command-name") {
+    let command = text.starts_with("<command-name>") || text.starts_with("<command-message>");
+    if let Some(name) = element(text, "command-name").filter(|_| command) {
         let args = element(text, "command-args").unwrap_or_default();
         let slash = if name.starts_with('/') { "" } else { "/" };
         let command = format!("{slash}{name} {args}");
@@ -695,6 +697,144 @@ mod tests {
     }
 
     #[test]
+    fn user_text_is_sorted_into_requests_and_marked_turns() {
+        let marked = |mark: Mark, text: &str| Said::Marked(mark, text.to_owned());
+        let cases = [
+            ("fix the build", Said::Request("fix the build")),
+            (
+                "[Request interrupted by user]",
+                marked(Mark::Interrupt, "[Request interrupted by user]"),
+            ),
+            (
+                "[Request interrupted by user for tool use]",
+                marked(
+                    Mark::Interrupt,
+                    "[Request interrupted by user for tool use]",
+                ),
+            ),
+            (
+                "<bash-input>ls -la</bash-input>",
+                marked(Mark::Shell, "$ ls -la"),
+            ),
+            (
+                "<bash-stdout>a\nb</bash-stdout><bash-stderr>oops</bash-stderr>",
+                marked(Mark::Shell, "a\nb\noops"),
+            ),
+            (
+                "<bash-stdout></bash-stdout><bash-stderr></bash-stderr>",
+                marked(Mark::Shell, ""),
+            ),
+            (
+                "<command-message>compact</command-message>\n<command-name>/compact</command-name>\n<command-args></command-args>",
+                marked(Mark::Command, "/compact"),
+            ),
+            (
+                "<command-name>review</command-name><command-args>PR 7</command-args>",
+                marked(Mark::Command, "/review PR 7"),
+            ),
+            (
+                "Stop hook feedback:\n[x]: write it",
+                marked(Mark::Hook, "Stop hook feedback:\n[x]: write it"),
+            ),
+            (
+                "please explain <bash-input>",
+                Said::Request("please explain <bash-input>"),
+            ),
+            (
+                "what does <command-name>x</command-name> do?",
+                Said::Request("what does <command-name>x</command-name> do?"),
+            ),
+        ];
+        for (text, want) in cases {
+            // Text that names a tag is typed text: only a leading tag
+            // marks what Claude Code recorded.
+            assert_eq!(classify(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn sub_agents_are_kept_as_their_reports() {
+        let task = r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"toolu_t","name":"Task","input":{"description":"look","subagent_type":"Explore"}}]}}"#;
+        let step = r#"{"type":"assistant","isSidechain":true,"agentId":"a1","message":{"content":[{"type":"text","text":"step"}]}}"#;
+        let report = r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"toolu_t","content":[{"type":"text","text":"found it"}]}]}}"#;
+        let other = r#"{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"ignored"}]}}"#;
+        let sidechain = |text: &str, agent: &str| {
+            (
+                Role::Assistant,
+                text.to_owned(),
+                Some(Mark::Sidechain),
+                Some(agent.to_owned()),
+            )
+        };
+        let call = (Role::Assistant, String::new(), None, None);
+        type Case<'a> = (
+            &'a [&'a str],
+            Vec<(Role, String, Option<Mark>, Option<String>)>,
+        );
+        let cases: [Case<'_>; 4] = [
+            (
+                &[task, step, report],
+                vec![call.clone(), sidechain("found it", "Explore")],
+            ),
+            (
+                &[task, report, step],
+                vec![call.clone(), sidechain("found it", "Explore")],
+            ),
+            (
+                &[task, step],
+                vec![call.clone(), sidechain("step", "Explore")],
+            ),
+            (&[task, other], vec![call]),
+        ];
+        for (lines, want) in cases {
+            let o = read(lines);
+            let got: Vec<_> = o
+                .turns
+                .iter()
+                .map(|t| (t.role, t.text.clone(), t.mark, t.agent.clone()))
+                .collect();
+            assert_eq!(got, want, "{lines:?}");
+            assert!(o.turns.len() <= o.used, "{lines:?}: {o:?}");
+            assert!(o.is_balanced(), "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn titles_and_references() {
+        let cases: [(&[&str], Option<&str>, &[&str]); 4] = [
+            (
+                &[r#"{"type":"ai-title","aiTitle":"Fix it"}"#],
+                Some("Fix it"),
+                &[],
+            ),
+            (
+                &[
+                    r#"{"type":"custom-title","customTitle":"Mine"}"#,
+                    r#"{"type":"ai-title","aiTitle":"Fix it"}"#,
+                ],
+                Some("Mine"),
+                &[],
+            ),
+            (
+                &[
+                    r#"{"type":"last-prompt","lastPrompt":"go on"}"#,
+                    r#"{"type":"pr-link","prNumber":1,"prUrl":"https://x/pull/1"}"#,
+                    r#"{"type":"last-prompt","lastPrompt":"go on"}"#,
+                ],
+                None,
+                &["pull request: https://x/pull/1", "last prompt: go on"],
+            ),
+            (&[r#"{"type":"last-prompt","leafUuid":"u"}"#], None, &[]),
+        ];
+        for (lines, title, refs) in cases {
+            let o = read(lines);
+            assert_eq!(o.title.as_deref(), title, "{lines:?}");
+            assert_eq!(o.refs, refs, "{lines:?}");
+            assert_eq!(o.skipped, 0, "{lines:?}");
+        }
+    }
+
+    #[test]
     fn a_summary_is_a_marked_turn_of_its_own() {
         let summary = r#"{"type":"user","isCompactSummary":true,"message":{"content":"S"}}"#;
         let prompt = r#"{"type":"user","message":{"content":"next"}}"#;
@@ -749,9 +889,11 @@ mod tests {
         let dequeue = r#"{"type":"queue-operation","operation":"dequeue"}"#;
         let next = r#"{"type":"user","message":{"content":"use clang"}}"#;
         let reply = r#"{"type":"assistant","message":{"content":"Switching to clang."}}"#;
+        let popall = r#"{"type":"queue-operation","operation":"popAll"}"#;
+        let edited = r#"{"type":"queue-operation","operation":"enqueue","content":"use clang 18"}"#;
         // The lines, and the turns (role, text) they read as.
         type Case<'a> = (&'a [&'a str], &'a [(Role, &'a str)]);
-        let cases: [Case<'_>; 6] = [
+        let cases: [Case<'_>; 7] = [
             (
                 &[prompt, working, enqueue, remove, reply],
                 &[
@@ -790,6 +932,15 @@ mod tests {
             (
                 &[r#"{"type":"queue-operation","operation":"popAll","content":"x"}"#],
                 &[],
+            ),
+            (
+                &[prompt, working, enqueue, popall, edited, remove, reply],
+                &[
+                    (Role::User, "fix it"),
+                    (Role::Assistant, ""),
+                    (Role::User, "use clang 18"),
+                    (Role::Assistant, "Switching to clang."),
+                ],
             ),
         ];
         for (lines, want) in cases {

@@ -169,7 +169,7 @@ const MAX_UNMATCHED: usize = 64;
 
 /// Which kind of record a message was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum From {
+enum Carrier {
     Item,
     Event,
 }
@@ -191,11 +191,11 @@ struct Sightings {
 impl Sightings {
     /// Whether this is the first sighting of the message (read it), or the
     /// repetition of one the other kind of record carried (pass it over).
-    fn first(&mut self, from: From, role: Role, text: &str) -> bool {
+    fn first(&mut self, from: Carrier, role: Role, text: &str) -> bool {
         let key = (role, text_hash(text));
         let (mine, theirs) = match from {
-            From::Item => (&mut self.items, &mut self.events),
-            From::Event => (&mut self.events, &mut self.items),
+            Carrier::Item => (&mut self.items, &mut self.events),
+            Carrier::Event => (&mut self.events, &mut self.items),
         };
         if let Some(at) = theirs.iter().position(|k| *k == key) {
             // Older unmatched ones were read; their repetition will not come.
@@ -302,7 +302,7 @@ impl Codex {
             .filter(|t| !t.trim().is_empty())
             .collect();
         let key = said.join("\n\n");
-        if !said.is_empty() && !self.seen.first(From::Item, role, &key) {
+        if !said.is_empty() && !self.seen.first(Carrier::Item, role, &key) {
             // It was read from its event, which came first.
             self.from_events = self.from_events.saturating_sub(1);
             return Disposition::Ignored;
@@ -343,7 +343,7 @@ impl Codex {
         else {
             return Disposition::Ignored;
         };
-        if !self.seen.first(From::Event, role, text) {
+        if !self.seen.first(Carrier::Event, role, text) {
             return Disposition::Ignored;
         }
         self.from_events += 1;
@@ -544,6 +544,61 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(is_injected(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn hook_prompts() {
+        let cases = [
+            (
+                "<hook_prompt hook_run_id=\"s-1\">Write the handoff.</hook_prompt>",
+                Some("Write the handoff."),
+            ),
+            ("  <hook_prompt>\nx\n</hook_prompt>\n", Some("x")),
+            ("<hook_prompt id=\"a\">unterminated", Some("unterminated")),
+            ("<hook_prompt", None),
+            ("see <hook_prompt>", None),
+            ("plain", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(hook_prompt(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn each_message_is_read_where_it_is_first_seen() {
+        use Carrier::{Event, Item};
+        // (sightings, whether each is a first sighting)
+        let cases: [&[(Carrier, Role, &str, bool)]; 5] = [
+            &[
+                (Item, Role::User, "q", true),
+                (Event, Role::User, "q", false),
+            ],
+            &[
+                (Event, Role::User, "q", true),
+                (Item, Role::User, " q ", false),
+            ],
+            &[
+                (Event, Role::User, "q", true),
+                (Event, Role::User, "q", true),
+            ],
+            &[
+                (Item, Role::User, "q", true),
+                (Event, Role::Assistant, "q", true),
+                (Event, Role::User, "q", false),
+            ],
+            &[
+                (Item, Role::User, "a", true),
+                (Item, Role::User, "b", true),
+                (Event, Role::User, "b", false),
+                (Event, Role::User, "a", true),
+            ],
+        ];
+        for sightings in cases {
+            let mut seen = Sightings::default();
+            for (i, (from, role, text, first)) in sightings.iter().enumerate() {
+                assert_eq!(seen.first(*from, *role, text), *first, "{sightings:?} #{i}");
+            }
         }
     }
 

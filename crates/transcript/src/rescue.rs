@@ -513,6 +513,119 @@ mod tests {
         }
     }
 
+    fn marked(role: Role, text: &str, mark: Mark) -> Turn {
+        Turn {
+            mark: Some(mark),
+            ..Turn::new(role, text)
+        }
+    }
+
+    #[test]
+    fn state_names_the_last_real_request_and_whether_it_was_answered() {
+        let ask = turn(Role::User, "do X", &[]);
+        let did = turn(Role::Assistant, "did X", &[]);
+        let working = turn(Role::Assistant, "", &["Bash: make", "Bash: make test"]);
+        let interrupt = marked(Role::User, "[Request interrupted by user]", Mark::Interrupt);
+        let shell = marked(Role::User, "$ git status", Mark::Shell);
+        let report = marked(Role::Assistant, "sub-agent found Y", Mark::Sidechain);
+        // (turns, words State holds, words it must not hold)
+        let cases: [(Vec<Turn>, &[&str], &[&str]); 6] = [
+            (
+                vec![ask.clone(), did.clone(), interrupt.clone(), shell.clone()],
+                &[
+                    "The last request (\"do X\") got a reply",
+                    "> did X\n",
+                    "- the user interrupted: \"[Request interrupted by user]\"",
+                    "- shell-mode input or output: \"$ git status\"",
+                ],
+                &["no reply"],
+            ),
+            (
+                vec![did.clone(), ask.clone(), working.clone(), interrupt.clone()],
+                &[
+                    "a user request that got no reply (see Next): \"do X\"",
+                    "made 2 tool calls on it without replying",
+                    "the user interrupted",
+                ],
+                &["got a reply"],
+            ),
+            (
+                vec![ask.clone(), report.clone()],
+                &["got no reply", "a sub-agent's report"],
+                &["sub-agent found Y\n"],
+            ),
+            (
+                vec![interrupt.clone()],
+                &["No user request or assistant reply was found."],
+                &[],
+            ),
+            (
+                vec![did.clone()],
+                &["No user request was found. It stopped after this assistant reply:\n> did X"],
+                &[],
+            ),
+            (vec![], &["no conversational turn"], &[]),
+        ];
+        for (turns, words, not) in cases {
+            let state = state(&Outcome::of_turns(turns.clone()), 1_000);
+            for w in words {
+                assert!(state.contains(w), "{w:?} not in:\n{state}");
+            }
+            for w in not {
+                assert!(!state.contains(w), "{w:?} in:\n{state}");
+            }
+        }
+    }
+
+    #[test]
+    fn done_keeps_the_newest_calls_that_fit() {
+        let tools =
+            |n: usize| -> Vec<String> { (0..n).map(|i| format!("Edit: f{i:02}")).collect() };
+        let line = "- Edit: f00\n".len();
+        // (calls, room, the first and last listed, the line about the rest)
+        let cases = [
+            (0, 100, None, None, None),
+            (3, 100, Some("- Edit: f00"), Some("- Edit: f02"), None),
+            (
+                10,
+                3 * line,
+                Some("- Edit: f07"),
+                Some("- Edit: f09"),
+                Some("- […] 7 older calls left out"),
+            ),
+            (
+                2,
+                line,
+                Some("- Edit: f01"),
+                Some("- Edit: f01"),
+                Some("- […] 1 older call left out"),
+            ),
+            (
+                50,
+                10_000,
+                Some("- Edit: f10"),
+                Some("- Edit: f49"),
+                Some("- […] 10 older calls left out"),
+            ),
+        ];
+        for (n, room, first, last, rest) in cases {
+            let done = done(&tools(n), room);
+            let lines: Vec<&str> = done
+                .lines()
+                .skip(2)
+                .filter(|l| !l.contains("[…]"))
+                .collect();
+            if n == 0 {
+                assert!(done.contains("- none recorded"), "{done}");
+                continue;
+            }
+            assert_eq!(lines.first().copied(), first, "{n}, {room}:\n{done}");
+            assert_eq!(lines.last().copied(), last, "{n}, {room}:\n{done}");
+            let said = done.lines().find(|l| l.contains("[…]"));
+            assert_eq!(said, rest, "{n}, {room}:\n{done}");
+        }
+    }
+
     #[test]
     fn tools_are_listed_once_at_their_last_use() {
         let o = Outcome::of_turns(vec![turn(
