@@ -290,11 +290,11 @@ fn a_missing_file_is_none() {
 }
 
 #[test]
-fn grok_files_must_be_db_or_json() {
-    let jsonl = fixture("claude/session.jsonl");
+fn grok_files_must_be_db_json_or_jsonl() {
+    let other = fixture("README.md");
     assert_eq!(
-        read_file(AgentKind::Grok, &jsonl, None, Budget::default()),
-        Err(FileError::UnsupportedGrokFile(jsonl))
+        read_file(AgentKind::Grok, &other, None, Budget::default()),
+        Err(FileError::UnsupportedGrokFile(other))
     );
     assert_eq!(
         read_file(AgentKind::Grok, Path::new("x.db"), None, Budget::default()),

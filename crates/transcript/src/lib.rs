@@ -100,9 +100,13 @@
 //! - **Grok CLI**: the SQLite `~/.grok/grok.db` (root `GROK_HOME`), table
 //!   `messages` of the session ordered by `seq`, each row a Vercel AI SDK
 //!   message (`text`, `tool-call`, `tool-result`, `reasoning`, `image`,
-//!   `file` parts); and the legacy `~/.grok/sessions/<id>.json` (a
-//!   `messages` array of such messages or of `{type, content, toolCallName}`
-//!   entries), which is one JSON document and is read whole.
+//!   `file` parts); a session's
+//!   `~/.grok/sessions/<URL-encoded cwd>/<id>/chat_history.jsonl`, one chat
+//!   message per line (an assistant's `tool_calls` are its tool calls),
+//!   streamed like the other JSON-lines transcripts; and the legacy
+//!   `~/.grok/sessions/<id>.json` (a `messages` array of such messages or
+//!   of `{type, content, toolCallName}` entries), which is one JSON
+//!   document and is read whole.
 //!
 //! Rewound branches (Claude `parentUuid` forks) are read in file order: the
 //! reader is linear by design.
@@ -420,8 +424,9 @@ pub fn read_with(
 }
 
 /// The JSON-lines file of `session_id` where `kind` keeps it (`cwd`
-/// locates Claude Code sessions); `None` when there is none, and for Grok,
-/// whose sessions live in a database.
+/// locates Claude Code sessions); `None` when there is none (for Grok: a
+/// session's `chat_history.jsonl`; its database and legacy files are not
+/// JSON lines).
 pub fn locate(
     locations: &Locations,
     kind: AgentKind,
@@ -433,7 +438,10 @@ pub fn locate(
     match kind {
         AgentKind::Claude => claude::locate(root, session_id, cwd),
         AgentKind::Codex => codex::locate(root, session_id),
-        AgentKind::Grok => None,
+        AgentKind::Grok => {
+            let in_db = root.join("grok.db").is_file();
+            grok::locate_history(root, session_id).filter(|_| !in_db)
+        }
     }
 }
 
@@ -442,12 +450,15 @@ pub fn locate(
 pub enum FileError {
     #[error("a Grok database holds many sessions: give the session id (--session)")]
     SessionRequired,
-    #[error("{0}: a Grok transcript file is a .db database or a legacy .json session")]
+    #[error(
+        "{0}: a Grok transcript file is a .db database, a session's chat_history.jsonl or a legacy .json session"
+    )]
     UnsupportedGrokFile(PathBuf),
 }
 
-/// Reads one transcript file directly: a `.jsonl` (Claude, Codex), or for
-/// Grok a legacy `.json` session or a `.db` database with `session`.
+/// Reads one transcript file directly: a `.jsonl` (Claude, Codex, a Grok
+/// session's `chat_history.jsonl`), or for Grok a legacy `.json` session
+/// or a `.db` database with `session`.
 /// `Ok(None)` when the file (or the session in the database) does not exist.
 pub fn read_file(
     kind: AgentKind,
@@ -463,6 +474,7 @@ pub fn read_file(
                 Ok(grok::read_db(path, session, budget))
             }
             Some("json") => Ok(grok::read_legacy(path, budget)),
+            Some("jsonl") => Ok(read_jsonl(kind, path, budget)),
             _ => Err(FileError::UnsupportedGrokFile(path.to_owned())),
         },
     }
@@ -493,6 +505,9 @@ pub fn read_file_tail(
     }
     match kind {
         AgentKind::Claude | AgentKind::Codex => {
+            Ok(Some(read_jsonl_tail(kind, path, budget, len, max_bytes)))
+        }
+        AgentKind::Grok if path.extension().is_some_and(|e| e == "jsonl") => {
             Ok(Some(read_jsonl_tail(kind, path, budget, len, max_bytes)))
         }
         AgentKind::Grok if path.extension().is_some_and(|e| e == "json") => {

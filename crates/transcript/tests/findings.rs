@@ -7,10 +7,10 @@
 //! The turns are compared through their JSON (role, text, mark, agent), the
 //! shape `handoff transcript read` prints and the agents tiers consume.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, Source};
-use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
+use handoff_transcript::{AgentKind, Budget, Locations, Outcome, locate, read_file, read_with};
 use serde_json::Value;
 
 fn fixture(name: &str) -> PathBuf {
@@ -281,6 +281,58 @@ fn each_fixture_reads_as_its_turns() {
         assert!(o.is_balanced(), "{name}: {o:?}");
         assert_eq!(o.skipped, 0, "{name}: {:?}", o.warnings);
     }
+}
+
+/// B5: a Grok CLI session's `chat_history.jsonl`, given as `--file` or
+/// found by its session id under `sessions/<URL-encoded cwd>/<id>/`.
+#[test]
+fn grok_chat_histories_are_read_as_files_and_by_session() {
+    let turns = want(&[
+        (
+            "user",
+            "Rename the config loader to load_settings.",
+            &[],
+            "",
+            "",
+        ),
+        (
+            "assistant",
+            "I'll find its uses first.\n\nRenamed load_config to load_settings in src/config.rs and \
+             src/main.rs.",
+            &[
+                "[tool] search: load_config",
+                "[tool] str_replace_editor: str_replace",
+            ],
+            "",
+            "",
+        ),
+    ]);
+    let file = read(AgentKind::Grok, "grok-chat_history.jsonl");
+    assert_eq!(seen(&file), turns, "{file:?}");
+    assert!(file.is_balanced() && file.skipped == 0, "{file:?}");
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let session = "0b8e4c1e-1f0a-4b7e-9d3a-000000000005";
+    let dir = home.path().join("sessions/%2Fwork%2Fapp").join(session);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::copy(
+        fixture("grok-chat_history.jsonl"),
+        dir.join("chat_history.jsonl"),
+    )
+    .expect("copy");
+    let locations = Locations::default().with_root(AgentKind::Grok, home.path().to_owned());
+    let found = read_with(
+        &locations,
+        AgentKind::Grok,
+        session,
+        Path::new("/work/app"),
+        Budget::UNLIMITED,
+    );
+    assert_eq!(found.as_ref().map(seen), Some(turns));
+    assert_eq!(
+        locate(&locations, AgentKind::Grok, session, Path::new("/work/app")),
+        Some(dir.join("chat_history.jsonl"))
+    );
 }
 
 #[test]
