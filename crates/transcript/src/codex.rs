@@ -35,7 +35,7 @@ const IGNORED_RECORDS: [&str; 4] = [
 
 /// Event types passed over by name (they repeat response items or report
 /// progress); any other event is counted as `event_msg`.
-const IGNORED_EVENTS: [&str; 16] = [
+const IGNORED_EVENTS: [&str; 17] = [
     "token_count",
     "task_started",
     "task_complete",
@@ -52,6 +52,7 @@ const IGNORED_EVENTS: [&str; 16] = [
     "mcp_tool_call_end",
     "web_search_end",
     "context_compacted",
+    "thread_settings_applied",
 ];
 
 /// Response-item types, which the format before the `payload` envelope

@@ -45,10 +45,13 @@
 //!   project directory is searched). `user` and `assistant` records; content
 //!   as a string or blocks (`text`, `tool_use`, `tool_result`, `thinking`,
 //!   `image`). A sub-agent (a `Task` or `Agent` tool call) is kept as its
-//!   report, the call's `tool_result`, in a marked turn named after its
-//!   `subagent_type`; its steps (sidechain records, `isSidechain`) are left
-//!   out with a warning, except the last text of a sub-agent whose call is
-//!   still unanswered at the end of the file (it had not reported).
+//!   report in a marked turn named after its `subagent_type`: the call's
+//!   `tool_result`, or for one launched in the background ("Async agent
+//!   launched") the `<task-notification>` user record that brings its
+//!   `<result>` later. Its steps (sidechain records, `isSidechain`) are
+//!   left out with a warning, except the last text of a sub-agent whose
+//!   call is still unanswered at the end of the file (it had not
+//!   reported), or of a file that is a sub-agent's own transcript.
 //!   Meta lines (`isMeta`: harness caveats and injected context) and
 //!   local-command caveats written without `isMeta` are not the user
 //!   speaking: they are left out and counted in a warning, except a Stop

@@ -431,8 +431,8 @@ fn the_title_and_references_are_what_the_records_say() {
     assert_eq!(
         json["refs"],
         serde_json::json!([
-            "last prompt: Find why the login test is flaky.",
-            "pull request: https://github.com/example/app/pull/42"
+            "pull request: https://github.com/example/app/pull/42",
+            "last prompt: Find why the login test is flaky."
         ])
     );
     let body = body(AgentKind::Claude, &o);
@@ -528,5 +528,138 @@ fn done_keeps_the_newest_calls_and_counts_the_older_ones() {
         lines.first().copied(),
         Some(format!("- […] {left_out} older calls left out").as_str()),
         "{done}"
+    );
+}
+
+fn agents_fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/transcripts/agents")
+        .join(name)
+}
+
+/// The transcripts the real CLIs wrote in our scripted sessions
+/// (`tests/fixtures/transcripts/agents/`, see the README there): every
+/// record is of a known type, and the marked turns are where the CLI put
+/// them. (role, text start, mark, agent) per turn.
+#[test]
+fn the_real_agents_transcripts_read_as_their_sessions() {
+    type Case<'a> = (
+        AgentKind,
+        &'a str,
+        &'a [(&'a str, &'a str, &'a str, &'a str)],
+    );
+    let cases: [Case<'_>; 3] = [
+        (
+            AgentKind::Claude,
+            "claude/session.jsonl",
+            &[
+                ("user", "Count the TODOs in notes.txt.", "", ""),
+                ("assistant", "There are 2 TODOs in notes.txt.", "", ""),
+                ("user", "Mark the second one done.", "", ""),
+                ("assistant", "Marked the second TODO done.", "", ""),
+                ("user", "Ask a sub-agent which TODOs are left.", "", ""),
+                ("assistant", "Report: one TODO is left", "", ""),
+                (
+                    "assistant",
+                    "The sub-agent found one TODO left: `TODO one`.",
+                    "sidechain",
+                    "general-purpose",
+                ),
+                ("assistant", "ok", "", ""),
+                ("user", "Summarize the TODO state.", "", ""),
+                ("assistant", "Both TODOs are tracked.", "", ""),
+                (
+                    "user",
+                    "Stop hook feedback:\nWrite the handoff before you stop.",
+                    "hook",
+                    "",
+                ),
+                ("assistant", "Handoff noted; stopping now.", "", ""),
+                (
+                    "user",
+                    "[compaction summary] This session is being continued",
+                    "summary",
+                    "",
+                ),
+                ("user", "/compact", "command", ""),
+            ],
+        ),
+        (
+            AgentKind::Claude,
+            "claude/subagent.jsonl",
+            &[(
+                "assistant",
+                "The sub-agent found one TODO left",
+                "sidechain",
+                "a5fb8bb137fa46ecb",
+            )],
+        ),
+        (
+            AgentKind::Codex,
+            "codex/rollout.jsonl",
+            &[
+                ("user", "Write hello into greeting.txt.", "", ""),
+                ("assistant", "Wrote greeting.txt.", "", ""),
+                ("user", "What does greeting.txt hold?", "", ""),
+                ("assistant", "It holds: hello.", "", ""),
+            ],
+        ),
+    ];
+    for (kind, name, want) in cases {
+        let path = agents_fixture(name);
+        let o = match read_file(kind, &path, None, Budget::UNLIMITED) {
+            Ok(Some(o)) => o,
+            other => panic!("{name}: {other:?}"),
+        };
+        let got: Vec<(String, String, String, String)> = seen(&o)
+            .into_iter()
+            .map(|t| (t.role, t.text, t.mark, t.agent))
+            .collect();
+        assert_eq!(got.len(), want.len(), "{name}: {got:#?}");
+        for (got, want) in got.iter().zip(want) {
+            assert_eq!(
+                (got.0.as_str(), got.2.as_str(), got.3.as_str()),
+                (want.0, want.2, want.3),
+                "{name}: {got:?}"
+            );
+            assert!(got.1.starts_with(want.1), "{name}: {got:?}");
+        }
+        assert_eq!(
+            o.skipped, 0,
+            "{name}: every record is of a known type: {:?}",
+            o.warnings
+        );
+        assert!(o.is_balanced(), "{name}");
+    }
+}
+
+/// After `/compact` the last request is still the last one the user
+/// typed, answered before the compaction.
+#[test]
+fn the_rescue_of_a_real_compacted_session_names_its_last_request() {
+    let path = agents_fixture("claude/session.jsonl");
+    let o = match read_file(AgentKind::Claude, &path, None, Budget::UNLIMITED) {
+        Ok(Some(o)) => o,
+        other => panic!("{other:?}"),
+    };
+    let body = body(AgentKind::Claude, &o);
+    let next = section(&body, "Next");
+    assert!(
+        next.trim_end()
+            .ends_with("Last request:\n> Summarize the TODO state."),
+        "{body}"
+    );
+    let state = section(&body, "State");
+    for want in [
+        "The last request (\"Summarize the TODO state.\") got a reply",
+        "> Handoff noted; stopping now.\n",
+        "- hook feedback:",
+        "- a slash command: \"/compact\"",
+    ] {
+        assert!(state.contains(want), "{want:?} not in State:\n{body}");
+    }
+    assert!(
+        section(&body, "Refs").contains("- last prompt: Summarize the TODO state."),
+        "{body}"
     );
 }
