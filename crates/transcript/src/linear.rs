@@ -96,8 +96,8 @@ impl Note {
                 "sidechain (sub-agent) records were left out: each sub-agent's report is kept as a marked turn",
             ),
             Note::SidechainNoReport => (
-                "sub-agent had not reported when the transcript ends: its last text is kept as a marked turn",
-                "sub-agents had not reported when the transcript ends: their last texts are kept as marked turns",
+                "sub-agent's last text is kept as a marked turn: it had not reported when the transcript ends, or the file is its own",
+                "sub-agents' last texts are kept as marked turns: they had not reported when the transcript ends",
             ),
             Note::Meta => (
                 "harness meta record (local-command caveat or injected context) was left out",

@@ -602,6 +602,10 @@ fn the_real_agents_transcripts_read_as_their_sessions() {
                 ("assistant", "Wrote greeting.txt.", "", ""),
                 ("user", "What does greeting.txt hold?", "", ""),
                 ("assistant", "It holds: hello.", "", ""),
+                ("user", "Check the greeting once more.", "", ""),
+                ("assistant", "Greeting checked.", "", ""),
+                ("user", "Write the handoff before you stop.", "hook", ""),
+                ("assistant", "Handoff noted; stopping.", "", ""),
             ],
         ),
     ];
