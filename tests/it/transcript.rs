@@ -786,6 +786,8 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
         (AgentKind::Claude, "claude"),
         (AgentKind::Codex, "codex"),
         (AgentKind::Grok, "grok"),
+        (AgentKind::Claude, "agents/claude"),
+        (AgentKind::Codex, "agents/codex"),
     ] {
         let mut names: Vec<PathBuf> = fs::read_dir(fixture(sub))
             .expect("fixture dir")
@@ -793,6 +795,20 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
             .collect();
         names.sort();
         files.extend(names.into_iter().map(|p| (kind, p)));
+    }
+    let mut findings: Vec<PathBuf> = fs::read_dir(fixture("findings"))
+        .expect("findings dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    findings.sort();
+    for path in findings {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let kind = AgentKind::ALL
+            .into_iter()
+            .find(|k| name.as_deref().is_some_and(|n| n.starts_with(k.name())))
+            .expect("a findings file names its agent");
+        files.push((kind, path));
     }
     let mut rescued = 0;
     for (kind, path) in &files {
