@@ -8,9 +8,11 @@
 //! Then the rescue (`handoff rescue`, `handoff hook pre-compact|session-end`):
 //! the rescued handoff's size against the transcript it was extracted
 //! from, on the shared third-party transcripts
-//! (`../shared/fixtures/transcripts`, read in place) and on a synthetic
-//! Claude Code session of more than 100k tokens; and what the
-//! `session-start` hook adds to the agent's context.
+//! (`../shared/fixtures/transcripts`, read in place), on the transcripts
+//! the real CLIs wrote in the agents tier's scripted sessions
+//! (`tests/fixtures/transcripts/agents/`) and the findings fixtures, and
+//! on a synthetic Claude Code session of more than 100k tokens; and what
+//! the `session-start` hook adds to the agent's context.
 //!
 //! Tokens are estimated as characters / 4, the usual rule of thumb for
 //! English and code; the ratio, not the absolute count, is the point.
@@ -196,6 +198,35 @@ fn rescue_table() {
                 file.file_name().and_then(|n| n.to_str()).unwrap_or("?")
             );
             rescue_row(&name, bytes, &outcome, agent);
+        }
+    }
+    // The project's own transcripts: those the real CLIs wrote in the
+    // agents tier's scripted sessions, and the hand-written findings.
+    let ours = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcripts");
+    for (dir, agent) in [
+        ("agents/claude", AgentKind::Claude),
+        ("agents/codex", AgentKind::Codex),
+        ("findings", AgentKind::Claude),
+    ] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(ours.join(dir))
+            .map(|entries| entries.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.retain(|p| p.extension().is_some_and(|e| e == "jsonl"));
+        files.sort();
+        for file in files {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+            // A findings file names its agent.
+            let agent = [AgentKind::Codex, AgentKind::Grok]
+                .into_iter()
+                .find(|kind| name.starts_with(kind.name()))
+                .unwrap_or(agent);
+            let bytes = std::fs::metadata(&file)
+                .map(|m| m.len() as usize)
+                .unwrap_or(0);
+            let Ok(Some(outcome)) = read_file(agent, &file, None, Budget::UNLIMITED) else {
+                continue;
+            };
+            rescue_row(&format!("{dir}/{name}"), bytes, &outcome, agent);
         }
     }
     for turns in [100, 300] {

@@ -12,7 +12,7 @@ use handoff_transcript::budget;
 use handoff_transcript::document::{BEGIN, END};
 use handoff_transcript::files::{sweep_files_in, write_file_in};
 use handoff_transcript::{
-    AgentKind, Budget, FileError, Locations, Outcome, Role, Turn, build_continuation_handoff,
+    AgentKind, Budget, FileError, Locations, Mark, Outcome, Role, Turn, build_continuation_handoff,
     build_handoff, continue_message, inject_message, read_file, read_with,
 };
 use rusqlite::Connection;
@@ -31,13 +31,20 @@ fn read(kind: AgentKind, name: &str) -> Outcome {
 
 fn turn(role: Role, text: &str, tools: &[&str]) -> Turn {
     Turn {
-        role,
-        text: text.to_owned(),
         tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        ..Turn::new(role, text)
     }
 }
 
 use Role::{Assistant as A, User as U};
+
+fn marked(role: Role, text: &str, mark: Mark, agent: Option<&str>) -> Turn {
+    Turn {
+        mark: Some(mark),
+        agent: agent.map(str::to_owned),
+        ..Turn::new(role, text)
+    }
+}
 
 /// One fixture: the accounting, the turns, and words each warning holds.
 struct Case {
@@ -83,19 +90,21 @@ fn cases() -> Vec<Case> {
                 turn(U, "Here is the failing input:\n\n[image]", &[]),
                 turn(A, "Thanks, that confirms it.", &[]),
             ],
-            &["1 harness meta record", "1 thinking block"],
+            &[
+                "1 harness meta record",
+                "1 thinking block",
+                "2 records of known types without conversation were passed over (file-history-snapshot ×1, summary ×1)",
+            ],
         ),
         case(
             AgentKind::Claude,
             "claude/sidechain.jsonl",
-            (6, 3, 3, 0),
+            (6, 4, 2, 0),
             vec![
                 turn(U, "Find the flaky test.", &[]),
-                turn(
-                    A,
-                    "tests/net.rs is the flaky one.",
-                    &["[tool] Task: Search for flaky tests"],
-                ),
+                turn(A, "", &["[tool] Task: Search for flaky tests"]),
+                marked(A, "tests/net.rs sleeps 10ms", Mark::Sidechain, Some("Task")),
+                turn(A, "tests/net.rs is the flaky one.", &[]),
             ],
             &["2 sidechain (sub-agent) records"],
         ),
@@ -114,24 +123,35 @@ fn cases() -> Vec<Case> {
         case(
             AgentKind::Claude,
             "claude/compaction.jsonl",
-            (6, 4, 2, 0),
+            (6, 5, 1, 0),
             vec![
                 turn(U, "Plan the migration.", &[]),
                 turn(A, "Step 1: dump. Step 2: load.", &[]),
+                marked(
+                    U,
+                    "[compaction summary] This session is being continued from a previous \
+                     conversation. Summary: a two-step migration was planned.",
+                    Mark::Summary,
+                    None,
+                ),
                 turn(U, "Do step 1.", &[]),
                 turn(A, "Dumped the database.", &[]),
             ],
-            &["1 compaction: the turns before it are read from the file"],
+            &[
+                "1 compaction: the turns before it are read from the file, and its summary is a marked turn",
+                "passed over (system ×1)",
+            ],
         ),
         case(
             AgentKind::Claude,
             "claude/continued.jsonl",
             (3, 3, 0, 0),
             vec![
-                turn(
+                marked(
                     U,
                     "[compaction summary] Summary: the user is migrating the database; step 1 is done.",
-                    &[],
+                    Mark::Summary,
+                    None,
                 ),
                 turn(U, "Continue with step 2.", &[]),
                 turn(A, "Loading now.", &[]),
@@ -179,6 +199,9 @@ fn cases() -> Vec<Case> {
             &[
                 "2 encrypted reasoning records",
                 "2 records of unknown types were skipped (brand_new_record ×1, hologram_call ×1)",
+                "7 records of known types without conversation were passed over (agent_reasoning ×1, \
+                 custom_tool_call_output ×1, function_call_output ×1, message/developer ×1, \
+                 session_meta ×1, token_count ×1, turn_context ×1)",
             ],
         ),
         case(
@@ -189,7 +212,10 @@ fn cases() -> Vec<Case> {
                 turn(U, "What changed since yesterday?", &[]),
                 turn(A, "Only the README.", &[]),
             ],
-            &["2 event messages were read because the file has no response-item messages"],
+            &[
+                "2 messages were read from event records, as no response item carries them",
+                "passed over (session_meta ×1, token_count ×1)",
+            ],
         ),
         case(
             AgentKind::Codex,
@@ -199,7 +225,10 @@ fn cases() -> Vec<Case> {
                 turn(U, "How big is the log?", &[]),
                 turn(A, "It is 4 KB.", &["[tool] shell: du -h app.log"]),
             ],
-            &["2 event messages were read because the file has no response-item messages"],
+            &[
+                "2 messages were read from event records, as no response item carries them",
+                "passed over (function_call_output ×1, session_meta ×1)",
+            ],
         ),
         case(
             AgentKind::Codex,
@@ -209,7 +238,7 @@ fn cases() -> Vec<Case> {
                 turn(U, "List the files.", &[]),
                 turn(A, "a and b.", &["[tool] shell: ls"]),
             ],
-            &[],
+            &["passed over ((legacy header) ×3, function_call_output ×1)"],
         ),
         case(
             AgentKind::Grok,
@@ -261,11 +290,11 @@ fn a_missing_file_is_none() {
 }
 
 #[test]
-fn grok_files_must_be_db_or_json() {
-    let jsonl = fixture("claude/session.jsonl");
+fn grok_files_must_be_db_json_or_jsonl() {
+    let other = fixture("README.md");
     assert_eq!(
-        read_file(AgentKind::Grok, &jsonl, None, Budget::default()),
-        Err(FileError::UnsupportedGrokFile(jsonl))
+        read_file(AgentKind::Grok, &other, None, Budget::default()),
+        Err(FileError::UnsupportedGrokFile(other))
     );
     assert_eq!(
         read_file(AgentKind::Grok, Path::new("x.db"), None, Budget::default()),
@@ -367,7 +396,7 @@ fn claude_sessions_are_found_by_cwd_then_by_search() {
         )
     };
     assert_eq!(read("s-1").unwrap().turns.len(), 4);
-    assert_eq!(read("s-2").unwrap().turns.len(), 2);
+    assert_eq!(read("s-2").unwrap().turns[0].text, "Find the flaky test.");
     assert_eq!(read("s-3"), None);
 }
 
@@ -757,6 +786,8 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
         (AgentKind::Claude, "claude"),
         (AgentKind::Codex, "codex"),
         (AgentKind::Grok, "grok"),
+        (AgentKind::Claude, "agents/claude"),
+        (AgentKind::Codex, "agents/codex"),
     ] {
         let mut names: Vec<PathBuf> = fs::read_dir(fixture(sub))
             .expect("fixture dir")
@@ -764,6 +795,20 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
             .collect();
         names.sort();
         files.extend(names.into_iter().map(|p| (kind, p)));
+    }
+    let mut findings: Vec<PathBuf> = fs::read_dir(fixture("findings"))
+        .expect("findings dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    findings.sort();
+    for path in findings {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let kind = AgentKind::ALL
+            .into_iter()
+            .find(|k| name.as_deref().is_some_and(|n| n.starts_with(k.name())))
+            .expect("a findings file names its agent");
+        files.push((kind, path));
     }
     let mut rescued = 0;
     for (kind, path) in &files {

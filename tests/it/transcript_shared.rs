@@ -71,35 +71,53 @@ fn shared_transcripts_read_as_expected() {
             Claude,
             "claude/representative_messages.jsonl",
             (7, 9, 3, 0),
-            &[],
+            &["passed over (summary ×1)"],
         ),
         expect(
             Claude,
             "claude/sidechain_integrated.jsonl",
-            (1, 2, 4, 0),
+            (3, 3, 3, 0),
             &["3 sidechain"],
         ),
         expect(
             Claude,
             "claude/dag_compact_after_rewind.jsonl",
-            (10, 10, 2, 0),
-            &["1 compaction"],
+            (11, 11, 1, 0),
+            &["1 compaction", "passed over (system ×1)"],
         ),
         expect(Claude, "claude/system_reminder.jsonl", (2, 2, 1, 0), &[]),
-        expect(Claude, "claude/sample_session.jsonl", (4, 5, 3, 0), &[]),
+        expect(
+            Claude,
+            "claude/sample_session.jsonl",
+            (4, 5, 3, 0),
+            &["passed over (summary ×1)"],
+        ),
         expect(
             Codex,
             "codex/rollout-synthetic-all-types.jsonl",
             (2, 5, 8, 1),
-            &["1 encrypted reasoning", "future_synthetic_record"],
+            &[
+                "1 encrypted reasoning",
+                "future_synthetic_record",
+                "passed over (custom_tool_call_output ×1, function_call_output ×2, session_meta ×1, turn_context ×1)",
+            ],
         ),
         expect(
             Codex,
             "codex/rollout-malformed.jsonl",
             (1, 1, 1, 1),
-            &["not valid JSON", "1 event message was read"],
+            &[
+                "not valid JSON",
+                "1 message was read from an event record",
+                "passed over (session_meta ×1)",
+            ],
         ),
-        expect(Codex, "codex/sample_codex_session.jsonl", (2, 2, 1, 0), &[]),
+        expect(
+            Codex,
+            "codex/sample_codex_session.jsonl",
+            (2, 2, 1, 0),
+            &["passed over (session_meta ×1)"],
+        ),
     ];
     for case in cases {
         let name = case.file;

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Role, Turn};
+use super::{Mark, Role, Turn};
 
 /// Turns kept by default: enough for the arc of a long session.
 pub(crate) const DEFAULT_MAX_TURNS: usize = 200;
@@ -133,6 +133,23 @@ impl Tail {
         self.enforce();
     }
 
+    /// Adds text as a marked turn of its own (see [`Mark`]), by `agent`
+    /// when a sub-agent spoke. Blank text is dropped.
+    pub(crate) fn add_marked(&mut self, role: Role, mark: Mark, agent: Option<&str>, text: &str) {
+        let text = text.trim();
+        if text.is_empty() {
+            return;
+        }
+        self.close();
+        let slot = self.current(role);
+        slot.turn.mark = Some(mark);
+        slot.turn.agent = agent.map(str::to_owned);
+        slot.turn.text.push_str(text);
+        self.bytes += text.len();
+        self.close();
+        self.enforce();
+    }
+
     /// Adds a tool summary to the open assistant turn, or starts one.
     pub(crate) fn add_tool(&mut self, summary: String) {
         let slot = self.current(Role::Assistant);
@@ -194,11 +211,7 @@ impl Tail {
                 self.fit_last(cap, cap);
             }
             self.slots.push_back(Slot {
-                turn: Turn {
-                    role,
-                    text: String::new(),
-                    tools: Vec::new(),
-                },
+                turn: Turn::new(role, String::new()),
                 head_cut: false,
             });
             self.open = true;

@@ -3,22 +3,56 @@
 //! kept and what is left out.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::Role;
-use super::budget::{Budget, Tail};
 use super::json::{Content, Loose, Text, ToolInput};
-use super::linear::{Disposition, Format, Linearizer, Note, tool_summary};
+use super::linear::{Disposition, Format, Linearizer, Note};
+use super::{Mark, Role};
 
 /// Response-item types that are not conversation: tool outputs, snapshots.
-const IGNORED_ITEMS: [&str; 5] = [
+const IGNORED_ITEMS: [&str; 7] = [
     "function_call_output",
     "custom_tool_call_output",
     "local_shell_call_output",
+    "tool_search_output",
+    "image_generation_output",
     "ghost_snapshot",
     "compaction",
+];
+
+/// Top-level record types that are not conversation: session and turn
+/// metadata, token accounting, the world state given to the model.
+const IGNORED_RECORDS: [&str; 4] = [
+    "session_meta",
+    "turn_context",
+    "token_usage_record",
+    "world_state",
+];
+
+/// Event types passed over by name (they repeat response items or report
+/// progress); any other event is counted as `event_msg`.
+const IGNORED_EVENTS: [&str; 17] = [
+    "token_count",
+    "task_started",
+    "task_complete",
+    "turn_started",
+    "turn_complete",
+    "turn_aborted",
+    "item_started",
+    "item_completed",
+    "agent_reasoning",
+    "agent_reasoning_raw_content",
+    "exec_command_begin",
+    "exec_command_end",
+    "patch_apply_end",
+    "mcp_tool_call_end",
+    "web_search_end",
+    "context_compacted",
+    "thread_settings_applied",
 ];
 
 /// Response-item types, which the format before the `payload` envelope
@@ -109,6 +143,14 @@ struct Rec<'a> {
     #[serde(default, borrow)]
     record_type: Text<'a>,
     #[serde(default, borrow)]
+    query: Text<'a>,
+    #[serde(default, borrow)]
+    revised_prompt: Text<'a>,
+    #[serde(default, borrow)]
+    author: Text<'a>,
+    #[serde(default, borrow)]
+    sender: Text<'a>,
+    #[serde(default, borrow)]
     id: Text<'a>,
 }
 
@@ -121,30 +163,77 @@ struct Action<'a> {
     query: Text<'a>,
 }
 
-/// The Codex reader. User and agent event messages are gathered on the
-/// side, and used only if the file has no response-item message.
+/// Messages remembered from one kind of record while waiting for the other
+/// to repeat them: more unmatched ones than this are forgotten, oldest
+/// first.
+const MAX_UNMATCHED: usize = 64;
+
+/// Which kind of record a message was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carrier {
+    Item,
+    Event,
+}
+
+/// A message's identity for matching its repetition: role and text hash.
+type Key = (Role, u64);
+
+/// The messages read from response items and from event messages and not
+/// yet seen in the other kind. Codex writes most messages twice (a
+/// `response_item` for the model and an `event_msg` for the UI, in either
+/// order) but some only once (a prompt only as an event); a message is
+/// read where it is first seen and its repetition is passed over.
+#[derive(Debug, Default)]
+struct Sightings {
+    items: VecDeque<Key>,
+    events: VecDeque<Key>,
+}
+
+impl Sightings {
+    /// Whether this is the first sighting of the message (read it), or the
+    /// repetition of one the other kind of record carried (pass it over).
+    fn first(&mut self, from: Carrier, role: Role, text: &str) -> bool {
+        let key = (role, text_hash(text));
+        let (mine, theirs) = match from {
+            Carrier::Item => (&mut self.items, &mut self.events),
+            Carrier::Event => (&mut self.events, &mut self.items),
+        };
+        if let Some(at) = theirs.iter().position(|k| *k == key) {
+            // Older unmatched ones were read; their repetition will not come.
+            theirs.drain(..=at);
+            return false;
+        }
+        if mine.len() >= MAX_UNMATCHED {
+            mine.pop_front();
+        }
+        mine.push_back(key);
+        true
+    }
+}
+
+/// The hash of a message text, its surrounding whitespace aside.
+fn text_hash(text: &str) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    text.trim().hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The Codex reader: each message is read once, from the record it is
+/// first seen in ([`Sightings`]).
+#[derive(Debug, Default)]
 pub(crate) struct Codex {
-    events: Tail,
-    event_records: usize,
-    response_messages: usize,
+    seen: Sightings,
+    /// Messages read from an event and not (yet) repeated by a response
+    /// item.
+    from_events: usize,
 }
 
 impl Codex {
-    pub(crate) fn new(budget: Budget) -> Self {
-        Codex {
-            events: Tail::new(budget),
-            event_records: 0,
-            response_messages: 0,
-        }
-    }
-
     fn item(&mut self, item: &Rec<'_>, out: &mut Linearizer) -> Disposition {
         let kind = item.kind.as_str();
         match kind {
-            Some("message") => {
-                self.response_messages += 1;
-                message(item, out)
-            }
+            Some("message") => self.message(item, out),
+            Some("agent_message") => agent_message(item, out),
             Some("reasoning") => {
                 out.note(if item.encrypted_content.0.is_some() {
                     Note::EncryptedReasoning
@@ -158,49 +247,145 @@ impl Codex {
                     .arguments
                     .as_str()
                     .and_then(|args| serde_json::from_str::<ToolInput>(args).ok());
-                self.tool(
+                out.tool(
                     item.name.as_str().unwrap_or_default(),
                     input.as_ref().and_then(ToolInput::hint),
-                    out,
-                )
+                );
+                Disposition::Used
             }
             Some("custom_tool_call") => {
                 let hint = item.input.as_str().map(patch_files);
-                self.tool(item.name.as_str().unwrap_or_default(), hint.as_deref(), out)
+                out.tool(item.name.as_str().unwrap_or_default(), hint.as_deref());
+                Disposition::Used
             }
             Some("local_shell_call") => {
                 let action = item.action.0.as_ref();
-                self.tool("shell", action.and_then(|a| a.command.as_str()), out)
+                out.tool("shell", action.and_then(|a| a.command.as_str()));
+                Disposition::Used
             }
             Some("web_search_call") => {
                 let action = item.action.0.as_ref();
-                self.tool("web_search", action.and_then(|a| a.query.as_str()), out)
+                out.tool("web_search", action.and_then(|a| a.query.as_str()));
+                Disposition::Used
             }
-            Some(k) if IGNORED_ITEMS.contains(&k) => Disposition::Ignored,
-            _ => out.unknown(kind),
+            Some("tool_search_call") => {
+                let action = item.action.0.as_ref();
+                let query = action.and_then(|a| a.query.as_str());
+                out.tool("tool_search", query.or(item.query.as_str()));
+                Disposition::Used
+            }
+            Some("image_generation_call") => {
+                out.tool("image_generation", item.revised_prompt.as_str());
+                Disposition::Used
+            }
+            Some(k) => match IGNORED_ITEMS.iter().find(|t| **t == k) {
+                Some(name) => out.pass(name),
+                None => out.unknown(kind),
+            },
+            None => out.unknown(kind),
         }
     }
 
-    /// A tool call, also put in place among the event messages: a file
-    /// read from its events still lists the calls, in order.
-    fn tool(&mut self, name: &str, hint: Option<&str>, out: &mut Linearizer) -> Disposition {
-        out.tool(name, hint);
-        self.events.add_tool(tool_summary(name, hint));
+    fn message(&mut self, item: &Rec<'_>, out: &mut Linearizer) -> Disposition {
+        let role = match item.role.as_str() {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("developer") => return out.pass("message/developer"),
+            Some("system") => return out.pass("message/system"),
+            other => return out.unknown(other.map(|r| format!("message/{r}")).as_deref()),
+        };
+        let parts = texts(&item.content, out);
+        let said: Vec<&str> = parts
+            .iter()
+            .filter(|part| !part.image)
+            .map(|part| part.text.as_ref())
+            .filter(|t| !(role == Role::User && is_injected(t)))
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        let key = said.join("\n\n");
+        if !said.is_empty() && !self.seen.first(Carrier::Item, role, &key) {
+            // It was read from its event, which came first.
+            self.from_events = self.from_events.saturating_sub(1);
+            return Disposition::Ignored;
+        }
+        let texts: Vec<&str> = parts
+            .iter()
+            .map(|part| part.text.as_ref())
+            .filter(|t| !(role == Role::User && is_injected(t)))
+            .filter(|t| !t.trim().is_empty())
+            .collect();
+        if texts.is_empty() {
+            return Disposition::Ignored;
+        }
+        say(out, role, &texts.join("\n\n"));
         Disposition::Used
     }
 
-    fn event(&mut self, event: &Rec<'_>) -> Disposition {
-        let role = match event.kind.as_str() {
+    /// A user or agent event message: read when no response item carried
+    /// it (yet).
+    fn event(&mut self, event: &Rec<'_>, out: &mut Linearizer) -> Disposition {
+        let kind = event.kind.as_str();
+        let role = match kind {
             Some("user_message") => Role::User,
             Some("agent_message") => Role::Assistant,
-            _ => return Disposition::Ignored,
+            Some(k) => {
+                return match IGNORED_EVENTS.iter().find(|t| **t == k) {
+                    Some(name) => out.pass(name),
+                    None => out.pass("event_msg"),
+                };
+            }
+            None => return out.pass("event_msg"),
         };
-        if let Some(text) = event.message.as_str().filter(|t| !is_injected(t)) {
-            self.events.add_text(role, text);
-            self.event_records += 1;
+        let Some(text) = event
+            .message
+            .as_str()
+            .filter(|t| !t.trim().is_empty())
+            .filter(|t| !(role == Role::User && is_injected(t)))
+        else {
+            return Disposition::Ignored;
+        };
+        if !self.seen.first(Carrier::Event, role, text) {
+            return Disposition::Ignored;
         }
-        Disposition::Ignored
+        self.from_events += 1;
+        say(out, role, text);
+        Disposition::Used
     }
+}
+
+/// Adds a message's text: a hook's prompt (`<hook_prompt …>…</hook_prompt>`,
+/// a Stop hook's block fed back as a user message) is a marked turn;
+/// anything else is the role speaking.
+fn say(out: &mut Linearizer, role: Role, text: &str) {
+    match hook_prompt(text) {
+        Some(prompt) if role == Role::User => out.marked(role, Mark::Hook, None, prompt),
+        _ => out.text(role, text),
+    }
+}
+
+/// The text inside a `<hook_prompt …>` wrapper, when `text` is one.
+fn hook_prompt(text: &str) -> Option<&str> {
+    let rest = text.trim().strip_prefix("<hook_prompt")?;
+    let start = rest.find('>')? + 1;
+    let inner = &rest[start..];
+    Some(inner.strip_suffix("</hook_prompt>").unwrap_or(inner).trim())
+}
+
+/// A message between agents: a marked turn naming its sender.
+fn agent_message(item: &Rec<'_>, out: &mut Linearizer) -> Disposition {
+    let parts = texts(&item.content, out);
+    let mut text: Vec<&str> = parts.iter().map(|p| p.text.as_ref()).collect();
+    text.extend(item.message.as_str());
+    let text = text.join("\n\n");
+    if text.trim().is_empty() {
+        return Disposition::Ignored;
+    }
+    let agent = [&item.author, &item.sender, &item.name]
+        .into_iter()
+        .find_map(Text::as_str)
+        .unwrap_or("agent");
+    out.marked(Role::Assistant, Mark::Sidechain, Some(agent), &text);
+    Disposition::Used
 }
 
 impl Format for Codex {
@@ -213,60 +398,48 @@ impl Format for Codex {
         let kind = rec.kind.as_str();
         match (kind, payload) {
             (Some("response_item"), Some(item)) => self.item(item, out),
-            (Some("event_msg"), Some(event)) => self.event(event),
+            (Some("event_msg"), Some(event)) => self.event(event, out),
             (Some("compacted"), Some(compacted)) => compaction(compacted, out),
-            (Some("session_meta" | "turn_context"), _) => Disposition::Ignored,
             (Some(k), None) if ITEM_TYPES.contains(&k) => self.item(&rec, out),
             (None, None) if rec.record_type.0.is_some() || rec.id.0.is_some() => {
-                Disposition::Ignored
+                out.pass("(legacy header)")
             }
+            (Some(k), _) => match IGNORED_RECORDS.iter().find(|t| **t == k) {
+                Some(name) => out.pass(name),
+                None => out.unknown(kind),
+            },
             _ => out.unknown(kind),
         }
     }
 
     fn finish(&mut self, out: &mut Linearizer) {
-        if self.response_messages == 0 && self.event_records > 0 {
-            let events = std::mem::replace(&mut self.events, Tail::new(Budget::UNLIMITED));
-            out.note_many(Note::EventFallback, self.event_records);
-            out.adopt(events, self.event_records);
+        if self.from_events > 0 {
+            out.note_many(Note::EventOnly, self.from_events);
         }
     }
 }
 
-fn message(item: &Rec<'_>, out: &mut Linearizer) -> Disposition {
-    let role = match item.role.as_str() {
-        Some("user") => Role::User,
-        Some("assistant") => Role::Assistant,
-        Some("developer" | "system") => return Disposition::Ignored,
-        other => return out.unknown(other.map(|r| format!("message/{r}")).as_deref()),
-    };
-    let texts = texts(&item.content, out);
-    let texts: Vec<&str> = texts
-        .iter()
-        .map(|t| t.as_ref())
-        .filter(|t| !(role == Role::User && is_injected(t)))
-        .filter(|t| !t.trim().is_empty())
-        .collect();
-    if texts.is_empty() {
-        return Disposition::Ignored;
-    }
-    out.text(role, &texts.join("\n\n"));
-    Disposition::Used
+/// One text of a message's content; an image reads as `[image]`.
+struct Part<'c> {
+    text: Cow<'c, str>,
+    image: bool,
 }
 
-/// The texts of a message's content items; images read as `[image]`.
-fn texts<'c>(content: &'c Content<'_>, out: &mut Linearizer) -> Vec<Cow<'c, str>> {
+/// The texts of a message's content items.
+fn texts<'c>(content: &'c Content<'_>, out: &mut Linearizer) -> Vec<Part<'c>> {
+    let text = |text: Cow<'c, str>| Part { text, image: false };
     match content {
-        Content::Text(text) => vec![Cow::Borrowed(text.as_ref())],
+        Content::Text(t) => vec![text(Cow::Borrowed(t.as_ref()))],
         Content::Blocks(blocks) => blocks
             .iter()
             .filter_map(|block| match &block.0 {
                 Some(b) if b.kind.as_str().is_some_and(|k| k.ends_with("text")) => {
-                    b.text.as_str().map(Cow::Borrowed)
+                    b.text.as_str().map(|t| text(Cow::Borrowed(t)))
                 }
-                Some(b) if b.kind.as_str().is_some_and(|k| k.ends_with("image")) => {
-                    Some(Cow::Borrowed("[image]"))
-                }
+                Some(b) if b.kind.as_str().is_some_and(|k| k.ends_with("image")) => Some(Part {
+                    text: Cow::Borrowed("[image]"),
+                    image: true,
+                }),
                 _ => {
                     out.note(Note::UnknownBlock);
                     None
@@ -277,18 +450,24 @@ fn texts<'c>(content: &'c Content<'_>, out: &mut Linearizer) -> Vec<Cow<'c, str>
     }
 }
 
+/// A `compacted` record: its summary is a marked turn.
 fn compaction(compacted: &Rec<'_>, out: &mut Linearizer) -> Disposition {
-    match compacted.message.as_str().filter(|m| !m.trim().is_empty()) {
-        Some(summary) if out.turns_seen() == 0 => {
-            out.note(Note::OpensWithSummary);
-            out.standalone(Role::User, &format!("[compaction summary] {summary}"));
-            Disposition::Used
-        }
-        _ => {
-            out.note(Note::Compaction);
-            Disposition::Ignored
-        }
-    }
+    let Some(summary) = compacted.message.as_str().filter(|m| !m.trim().is_empty()) else {
+        out.note(Note::Compaction);
+        return Disposition::Ignored;
+    };
+    out.note(if out.turns_seen() == 0 {
+        Note::OpensWithSummary
+    } else {
+        Note::Compaction
+    });
+    out.marked(
+        Role::User,
+        Mark::Summary,
+        None,
+        &format!("[compaction summary] {summary}"),
+    );
+    Disposition::Used
 }
 
 /// Whether a user-role text was injected by Codex rather than typed.
@@ -324,7 +503,7 @@ fn patch_files(input: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AgentKind, Outcome, linearize};
+    use crate::{AgentKind, Budget, Outcome, linearize};
 
     fn read(lines: &[&str]) -> Outcome {
         linearize(
@@ -366,6 +545,61 @@ mod tests {
         ];
         for (text, want) in cases {
             assert_eq!(is_injected(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn hook_prompts() {
+        let cases = [
+            (
+                "<hook_prompt hook_run_id=\"s-1\">Write the handoff.</hook_prompt>",
+                Some("Write the handoff."),
+            ),
+            ("  <hook_prompt>\nx\n</hook_prompt>\n", Some("x")),
+            ("<hook_prompt id=\"a\">unterminated", Some("unterminated")),
+            ("<hook_prompt", None),
+            ("see <hook_prompt>", None),
+            ("plain", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(hook_prompt(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn each_message_is_read_where_it_is_first_seen() {
+        use Carrier::{Event, Item};
+        // (sightings, whether each is a first sighting)
+        let cases: [&[(Carrier, Role, &str, bool)]; 5] = [
+            &[
+                (Item, Role::User, "q", true),
+                (Event, Role::User, "q", false),
+            ],
+            &[
+                (Event, Role::User, "q", true),
+                (Item, Role::User, " q ", false),
+            ],
+            &[
+                (Event, Role::User, "q", true),
+                (Event, Role::User, "q", true),
+            ],
+            &[
+                (Item, Role::User, "q", true),
+                (Event, Role::Assistant, "q", true),
+                (Event, Role::User, "q", false),
+            ],
+            &[
+                (Item, Role::User, "a", true),
+                (Item, Role::User, "b", true),
+                (Event, Role::User, "b", false),
+                (Event, Role::User, "a", true),
+            ],
+        ];
+        for sightings in cases {
+            let mut seen = Sightings::default();
+            for (i, (from, role, text, first)) in sightings.iter().enumerate() {
+                assert_eq!(seen.first(*from, *role, text), *first, "{sightings:?} #{i}");
+            }
         }
     }
 
@@ -428,7 +662,8 @@ mod tests {
             "[compaction summary] S"
         );
         let later = read(&[user, compacted]);
-        assert_eq!((later.turns.len(), later.ignored), (1, 1));
+        assert_eq!((later.turns.len(), later.ignored), (2, 0));
+        assert_eq!(later.turns[1].mark, Some(Mark::Summary));
     }
 
     #[test]

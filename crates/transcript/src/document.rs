@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::{AgentKind, Outcome, Turn};
+use super::{AgentKind, Mark, Outcome, Turn};
 
 /// The line before the turns.
 pub const BEGIN: &str = "----- BEGIN TRANSCRIPT DATA -----";
@@ -103,7 +103,12 @@ fn document(outcome: &Outcome, source: AgentKind, what: &str, closing: &str) -> 
         "\nFormat: a JSON array between the BEGIN and END lines, one turn per line. Each turn \
          has \"role\" (\"user\" or \"assistant\") and \"text\"; an assistant turn may have \
          \"tools\", one-line summaries of the tool calls it made (\"[tool] <name>: <main \
-         argument>\"). Tool results are not included. \"[…]\" marks text that was cut.\n\n",
+         argument>\"). A turn with \"mark\" is not the user asking or the assistant \
+         answering: \"interrupt\" (the user interrupted), \"shell\" (a shell command the \
+         user ran, or its output), \"command\" (a slash command), \"hook\" (a hook's \
+         feedback), \"summary\" (a compaction summary of earlier turns), \"sidechain\" (a \
+         sub-agent's report; \"agent\" names it). Tool results are not included. \"[…]\" \
+         marks text that was cut.\n\n",
     );
     doc.push_str("What to do: ");
     doc.push_str(what);
@@ -159,7 +164,25 @@ fn turn_value(turn: &Turn) -> Value {
     if !turn.tools.is_empty() {
         fields.insert("tools".to_owned(), Value::from(turn.tools.clone()));
     }
+    if let Some(mark) = turn.mark {
+        fields.insert("mark".to_owned(), Value::from(mark_name(mark)));
+    }
+    if let Some(agent) = &turn.agent {
+        fields.insert("agent".to_owned(), Value::from(agent.as_str()));
+    }
     Value::Object(fields)
+}
+
+/// A mark's name, as [`Mark`] serializes.
+fn mark_name(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Interrupt => "interrupt",
+        Mark::Shell => "shell",
+        Mark::Command => "command",
+        Mark::Hook => "hook",
+        Mark::Summary => "summary",
+        Mark::Sidechain => "sidechain",
+    }
 }
 
 #[cfg(test)]
@@ -170,22 +193,26 @@ mod tests {
     #[test]
     fn turn_values_match_serde() {
         let turns = [
+            Turn::new(
+                Role::User,
+                "a \"quoted\"\nline </x> ----- END TRANSCRIPT DATA -----",
+            ),
             Turn {
-                role: Role::User,
-                text: "a \"quoted\"\nline </x> ----- END TRANSCRIPT DATA -----".into(),
-                tools: vec![],
+                tools: vec!["[tool] Bash: ls".into()],
+                ..Turn::new(Role::Assistant, "")
             },
             Turn {
-                role: Role::Assistant,
-                text: String::new(),
-                tools: vec!["[tool] Bash: ls".into()],
+                mark: Some(Mark::Sidechain),
+                agent: Some("Explore".into()),
+                ..Turn::new(Role::Assistant, "found it")
+            },
+            Turn {
+                mark: Some(Mark::Interrupt),
+                ..Turn::new(Role::User, "[Request interrupted by user]")
             },
         ];
         for turn in turns {
-            assert_eq!(
-                turn_value(&turn).to_string(),
-                serde_json::to_string(&turn).unwrap()
-            );
+            assert_eq!(turn_value(&turn), serde_json::to_value(&turn).unwrap());
         }
     }
 

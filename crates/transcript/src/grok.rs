@@ -1,10 +1,13 @@
 //! Grok CLI sessions: rows of the SQLite `~/.grok/grok.db` (table
 //! `messages`: `session_id`, `seq`, `message_json`, one Vercel AI SDK
-//! message per row), and the legacy `~/.grok/sessions/<id>.json`.
+//! message per row); the JSON lines of
+//! `~/.grok/sessions/<URL-encoded cwd>/<id>/chat_history.jsonl`, one chat
+//! message per line (`role`, `content`, an assistant's `tool_calls`); and
+//! the legacy `~/.grok/sessions/<id>.json`.
 
 use std::fs::File;
 use std::io::{self, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
@@ -12,25 +15,40 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::budget::Budget;
-use super::json::{Content, Loose, Text};
+use super::json::{Content, Loose, Text, ToolInput};
 use super::linear::{Disposition, Format, Linearizer, Note};
 use super::{Outcome, Role};
 
 const DB_FILE: &str = "grok.db";
+/// A session's messages, in its own directory under `sessions/<cwd>/`.
+pub(crate) const HISTORY_FILE: &str = "chat_history.jsonl";
 const MESSAGES_QUERY: &str = "SELECT message_json FROM messages WHERE session_id = ?1 ORDER BY seq";
 
-/// The session from the database when it holds it, else the legacy file.
-/// A database that cannot be read is reported only when there is no legacy
-/// file either.
+/// The session from the database when it holds it, else its
+/// `chat_history.jsonl`, else the legacy file. A database that cannot be
+/// read is reported only when there is neither of the others.
 pub(crate) fn read(root: &Path, session: &str, budget: Budget) -> Option<Outcome> {
     let db = root.join(DB_FILE);
     let legacy = root.join("sessions").join(format!("{session}.json"));
+    let history = locate_history(root, session);
     let from_db = db.is_file().then(|| query(&db, session, budget));
-    match from_db {
-        Some(Ok(Some(outcome))) => Some(outcome),
-        Some(Err(err)) if !legacy.is_file() => Some(Outcome::unreadable(&db, &err)),
+    match (from_db, history) {
+        (Some(Ok(Some(outcome))), _) => Some(outcome),
+        (_, Some(history)) => super::read_jsonl(super::AgentKind::Grok, &history, budget),
+        (Some(Err(err)), None) if !legacy.is_file() => Some(Outcome::unreadable(&db, &err)),
         _ => read_legacy(&legacy, budget),
     }
+}
+
+/// `<root>/sessions/<any cwd directory>/<session>/chat_history.jsonl`, the
+/// first that exists (the directory of a working directory is its
+/// URL-encoded path, which the session id alone does not give).
+pub(crate) fn locate_history(root: &Path, session: &str) -> Option<PathBuf> {
+    std::fs::read_dir(root.join("sessions"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|entry| entry.path().join(session).join(HISTORY_FILE))
+        .find(|path| path.is_file())
 }
 
 /// The messages of `session` in the database at `path`; `None` when the
@@ -134,6 +152,9 @@ struct Message<'a> {
     tool_call_name: Text<'a>,
     #[serde(rename = "toolCall", default, borrow)]
     tool_call: Loose<ToolCall<'a>>,
+    /// A chat message's tool calls (`chat_history.jsonl`).
+    #[serde(default, borrow)]
+    tool_calls: Vec<Loose<ToolCall<'a>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -146,6 +167,9 @@ struct ToolCall<'a> {
 struct Function<'a> {
     #[serde(default, borrow)]
     name: Text<'a>,
+    /// The arguments, a JSON object in a string.
+    #[serde(default, borrow)]
+    arguments: Text<'a>,
 }
 
 /// The Grok reader: one message per record.
@@ -163,7 +187,11 @@ impl Format for Grok {
 fn read_message(message: Message<'_>, out: &mut Linearizer) -> Disposition {
     match (message.role.as_str(), message.kind.as_str()) {
         (Some("user"), _) | (None, Some("user")) => user(&message.content, out),
-        (Some("assistant"), _) | (None, Some("assistant")) => assistant(&message.content, out),
+        (Some("assistant"), _) | (None, Some("assistant")) => {
+            let said = assistant(&message.content, out);
+            let called = chat_tool_calls(&message.tool_calls, out);
+            if called { Disposition::Used } else { said }
+        }
         (Some("system" | "tool"), _) | (None, Some("tool_result")) => Disposition::Ignored,
         (None, Some("tool_call")) => {
             let function = message.tool_call.0.and_then(|call| call.function.0);
@@ -206,6 +234,28 @@ fn user(content: &Content<'_>, out: &mut Linearizer) -> Disposition {
     }
     out.text(Role::User, &text);
     Disposition::Used
+}
+
+/// A chat message's `tool_calls`, each `[tool] name: hint` (the hint from
+/// its JSON arguments). Whether there was one.
+fn chat_tool_calls(calls: &[Loose<ToolCall<'_>>], out: &mut Linearizer) -> bool {
+    let mut called = false;
+    for function in calls
+        .iter()
+        .filter_map(|call| call.0.as_ref())
+        .filter_map(|call| call.function.0.as_ref())
+    {
+        let input = function
+            .arguments
+            .as_str()
+            .and_then(|args| serde_json::from_str::<ToolInput>(args).ok());
+        out.tool(
+            function.name.as_str().unwrap_or_default(),
+            input.as_ref().and_then(ToolInput::hint),
+        );
+        called = true;
+    }
+    called
 }
 
 fn assistant(content: &Content<'_>, out: &mut Linearizer) -> Disposition {
@@ -283,6 +333,29 @@ mod tests {
         for (line, want) in cases {
             let o = linearize(AgentKind::Grok, line.as_bytes(), Budget::UNLIMITED);
             assert_eq!(Disposition::of_one(&o, line), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn chat_messages_list_their_tool_calls() {
+        let cases = [
+            (
+                r#"{"role":"assistant","content":"Looking.","tool_calls":[{"id":"1","type":"function","function":{"name":"bash","arguments":"{\"command\":\"ls -la\"}"}}]}"#,
+                "Looking.",
+                vec!["[tool] bash: ls -la"],
+            ),
+            (
+                r#"{"role":"assistant","content":null,"tool_calls":[{"function":{"name":"view_file","arguments":"{\"path\":\"a.rs\"}"}},{"function":{"name":"x","arguments":"not json"}}]}"#,
+                "",
+                vec!["[tool] view_file: a.rs", "[tool] x"],
+            ),
+            (r#"{"role":"assistant","content":"Done."}"#, "Done.", vec![]),
+        ];
+        for (line, text, tools) in cases {
+            let o = linearize(AgentKind::Grok, line.as_bytes(), Budget::UNLIMITED);
+            assert_eq!(o.used, 1, "{line}");
+            assert_eq!(o.turns[0].text, text, "{line}");
+            assert_eq!(o.turns[0].tools, tools, "{line}");
         }
     }
 

@@ -262,6 +262,9 @@ pub(crate) struct Block<'a> {
     /// Claude `tool_use`.
     #[serde(default, borrow)]
     pub name: Text<'a>,
+    /// Claude `tool_use`: what its `tool_result` refers to.
+    #[serde(default, borrow)]
+    pub id: Text<'a>,
     /// Grok `tool-call`.
     #[serde(rename = "toolName", default, borrow)]
     pub tool_name: Text<'a>,
@@ -296,6 +299,12 @@ pub(crate) struct ToolInput<'a> {
     description: Text<'a>,
     #[serde(default, borrow)]
     prompt: Text<'a>,
+    /// A sub-agent's message (Codex `spawn_agent`, `send_input`).
+    #[serde(default, borrow)]
+    message: Text<'a>,
+    /// Claude Code `Task` / `Agent`: the kind of sub-agent.
+    #[serde(default, borrow)]
+    pub(crate) subagent_type: Text<'a>,
 }
 
 impl ToolInput<'_> {
@@ -312,6 +321,7 @@ impl ToolInput<'_> {
             &self.url,
             &self.description,
             &self.prompt,
+            &self.message,
         ]
         .into_iter()
         .filter_map(Text::as_str)

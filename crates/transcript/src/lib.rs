@@ -16,7 +16,9 @@
 //! The reader is best-effort and never fails the whole read: every record is
 //! counted as used, deliberately ignored, or skipped (unparseable or of an
 //! unknown type) in the [`Outcome`], and `warnings` say what was left out so
-//! that the destination's summary can mention the gaps. It streams line by
+//! that the destination's summary can mention the gaps. Records of a known
+//! type that carry no conversation are counted by their type's name, so the
+//! warning says which were passed over, and only new types read as unknown. It streams line by
 //! line, and the [`Budget`] keeps a bounded tail of turns while streaming, so
 //! memory does not grow with the transcript.
 //!
@@ -29,6 +31,12 @@
 //! per turn. Tool results, thinking and reasoning are not carried; images
 //! read as `[image]`.
 //!
+//! A **marked** turn ([`Mark`]) is a turn of its own that is not the user
+//! asking or the assistant answering: an interrupt, shell-mode input or
+//! output, a slash command, a hook's feedback, a compaction summary, a
+//! sub-agent's report (with the sub-agent's name in `agent`). The rescue
+//! never takes a marked turn for the user's last request.
+//!
 //! # Formats
 //!
 //! - **Claude Code** (`~/.claude/projects/<cwd with every non-alphanumeric
@@ -36,13 +44,27 @@
 //!   `CLAUDE_CONFIG_DIR`; when the slug directory has no such file, every
 //!   project directory is searched). `user` and `assistant` records; content
 //!   as a string or blocks (`text`, `tool_use`, `tool_result`, `thinking`,
-//!   `image`). Sidechain records (`isSidechain`, sub-agents) are left out
-//!   with a warning. Meta lines (`isMeta`: harness caveats and injected
-//!   context) and local-command caveats written without `isMeta` are not the
-//!   user speaking: they are left out and counted in a warning.
+//!   `image`). A sub-agent (a `Task` or `Agent` tool call) is kept as its
+//!   report in a marked turn named after its `subagent_type`: the call's
+//!   `tool_result`, or for one launched in the background ("Async agent
+//!   launched") the `<task-notification>` user record that brings its
+//!   `<result>` later. Its steps (sidechain records, `isSidechain`) are
+//!   left out with a warning, except the last text of a sub-agent whose
+//!   call is still unanswered at the end of the file (it had not
+//!   reported), or of a file that is a sub-agent's own transcript.
+//!   Meta lines (`isMeta`: harness caveats and injected context) and
+//!   local-command caveats written without `isMeta` are not the user
+//!   speaking: they are left out and counted in a warning, except a Stop
+//!   hook's feedback (`Stop hook feedback:`), a marked turn.
 //!   `<system-reminder>` blocks and `<local-command-…>` output are dropped
-//!   silently. `summary`, `system`, `file-history-snapshot`, `progress`,
-//!   `custom-title` and `attachment` records are ignored.
+//!   silently. Interrupts (`[Request interrupted by user…]`), shell-mode
+//!   input and output (`<bash-input>`, `<bash-stdout>`) and slash commands
+//!   (`<command-name>`, read as `/name args`) are marked turns. `ai-title`
+//!   and `custom-title` give the [`Outcome`]'s title (a title the user set
+//!   wins); `last-prompt` and `pr-link` are its `refs`. The session metadata
+//!   Claude Code appends (`permission-mode`, `mode`, `agent-name`,
+//!   `worktree-state`, `api-request`, `cost-state`, …) is passed over by
+//!   name.
 //! - **Claude Code steering** (`queue-operation` records: a message the user
 //!   typed while the agent worked). The rule for "delivered": `enqueue`
 //!   only queues the message (it may never be sent); `dequeue` takes the
@@ -50,32 +72,44 @@
 //!   `user` record, so it is not repeated; `remove` delivers the message
 //!   into the running turn, where no `user` record carries it, so it
 //!   becomes a user turn at that point (the record's content, else the
-//!   oldest queued message), and the assistant's next reply follows it.
-//!   Other operations, and messages still queued at the end, are not turns.
+//!   oldest queued message), and the assistant's next reply follows it;
+//!   `popAll` takes every queued message back into the prompt box to be
+//!   edited (undelivered: an edit is queued again). Other operations, and
+//!   messages still queued at the end, are not turns.
 //! - **Compaction** (Claude `compact_boundary` + `isCompactSummary`, Codex
 //!   `compacted`): the file still holds the turns before the compaction, so
-//!   they are read as they are and the summary is NOT repeated (a warning
-//!   records the compaction). When the summary opens the file, the turns it
-//!   summarizes live in an earlier session, so it is kept as a user turn
-//!   starting `[compaction summary]`, with a warning.
+//!   they are read as they are, and the summary is a marked user turn
+//!   starting `[compaction summary]` where it was recorded (a warning
+//!   records the compaction; when the summary opens the file, the warning
+//!   says the turns it summarizes live in an earlier session).
 //! - **Codex** (`~/.codex/sessions/YYYY/MM/DD/rollout-*-<session>.jsonl`, or
 //!   `~/.codex/archived_sessions/`; the root follows `CODEX_HOME`).
 //!   `response_item` messages and `function_call` / `custom_tool_call` /
-//!   `local_shell_call` / `web_search_call` items. `event_msg` records repeat
-//!   the messages for the UI and are ignored, unless the file has no
-//!   response-item message at all, in which case its user and agent event
-//!   messages are read instead (so nothing is counted twice), with the
-//!   tool-call items kept in place among them. Injected
-//!   environment context, AGENTS.md and skill instructions and developer
-//!   messages are not user turns. Reasoning is left out (counted, encrypted
-//!   or not). Unknown item types are skipped and counted. The older format
-//!   without a `payload` envelope is read too.
+//!   `local_shell_call` / `web_search_call` / `tool_search_call` /
+//!   `image_generation_call` items (a `spawn_agent` call shows its
+//!   message). `event_msg` user and agent messages mostly repeat the
+//!   response-item messages for the UI, in either order, but not always (a
+//!   prompt can exist only as an event): each message is read from the
+//!   record it is first seen in, and its repetition is passed over. An
+//!   `agent_message` item (a message between agents) is a marked turn
+//!   naming its sender, a `<hook_prompt …>` user message (a Stop hook's
+//!   block) a marked hook turn. Injected environment context, AGENTS.md
+//!   and skill instructions and developer messages are not user turns.
+//!   Reasoning is left out (counted, encrypted or not). Metadata
+//!   (`session_meta`, `turn_context`, `token_usage_record`, `world_state`,
+//!   other events such as `item_completed`) is passed over by name; unknown
+//!   item types are skipped and counted. The older format without a
+//!   `payload` envelope is read too.
 //! - **Grok CLI**: the SQLite `~/.grok/grok.db` (root `GROK_HOME`), table
 //!   `messages` of the session ordered by `seq`, each row a Vercel AI SDK
 //!   message (`text`, `tool-call`, `tool-result`, `reasoning`, `image`,
-//!   `file` parts); and the legacy `~/.grok/sessions/<id>.json` (a
-//!   `messages` array of such messages or of `{type, content, toolCallName}`
-//!   entries), which is one JSON document and is read whole.
+//!   `file` parts); a session's
+//!   `~/.grok/sessions/<URL-encoded cwd>/<id>/chat_history.jsonl`, one chat
+//!   message per line (an assistant's `tool_calls` are its tool calls),
+//!   streamed like the other JSON-lines transcripts; and the legacy
+//!   `~/.grok/sessions/<id>.json` (a `messages` array of such messages or
+//!   of `{type, content, toolCallName}` entries), which is one JSON
+//!   document and is read whole.
 //!
 //! Rewound branches (Claude `parentUuid` forks) are read in file order: the
 //! reader is linear by design.
@@ -184,6 +218,27 @@ pub enum Role {
     Assistant,
 }
 
+/// What a marked turn is: not the user asking or the assistant answering in
+/// the main conversation, but something the harness recorded in a user or
+/// assistant record. A marked turn is a turn of its own, never merged with
+/// its neighbours, and it is never taken as the user's last request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mark {
+    /// The user interrupted the agent (`[Request interrupted by user]`).
+    Interrupt,
+    /// Shell-mode input or its output, run by the user, not a request.
+    Shell,
+    /// A slash command the user ran (`/compact`), without its XML.
+    Command,
+    /// A hook's feedback fed back to the agent (a Stop hook's block reason).
+    Hook,
+    /// A compaction summary of earlier turns.
+    Summary,
+    /// A sub-agent's report (its final one when there is one).
+    Sidechain,
+}
+
 /// One conversational turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Turn {
@@ -192,6 +247,35 @@ pub struct Turn {
     /// `[tool] <name>: <main argument>` per tool call, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// What the turn is, when it is marked (see [`Mark`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mark: Option<Mark>,
+    /// The sub-agent whose turn this is (with [`Mark::Sidechain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+}
+
+impl Turn {
+    /// An unmarked turn of `role` with `text` and no tool calls.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Turn {
+            role,
+            text: text.into(),
+            tools: Vec::new(),
+            mark: None,
+            agent: None,
+        }
+    }
+
+    /// Whether this is the user asking (an unmarked user turn).
+    pub fn is_request(&self) -> bool {
+        self.role == Role::User && self.mark.is_none()
+    }
+
+    /// Whether this is the assistant answering (an unmarked assistant turn).
+    pub fn is_reply(&self) -> bool {
+        self.role == Role::Assistant && self.mark.is_none()
+    }
 }
 
 /// What a read produced. Every record (line, row or legacy message) is
@@ -210,6 +294,14 @@ pub struct Outcome {
     /// What was left out or cut, for the destination to mention.
     pub warnings: Vec<String>,
     pub turns: Vec<Turn>,
+    /// The session's title, as the agent named it (Claude Code `ai-title`,
+    /// or a title the user set), the last one recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the transcript points to, oldest first, each once: the
+    /// agent's record of the last prompt, a pull request it opened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<String>,
 }
 
 impl Outcome {
@@ -335,8 +427,9 @@ pub fn read_with(
 }
 
 /// The JSON-lines file of `session_id` where `kind` keeps it (`cwd`
-/// locates Claude Code sessions); `None` when there is none, and for Grok,
-/// whose sessions live in a database.
+/// locates Claude Code sessions); `None` when there is none (for Grok: a
+/// session's `chat_history.jsonl`; its database and legacy files are not
+/// JSON lines).
 pub fn locate(
     locations: &Locations,
     kind: AgentKind,
@@ -348,7 +441,10 @@ pub fn locate(
     match kind {
         AgentKind::Claude => claude::locate(root, session_id, cwd),
         AgentKind::Codex => codex::locate(root, session_id),
-        AgentKind::Grok => None,
+        AgentKind::Grok => {
+            let in_db = root.join("grok.db").is_file();
+            grok::locate_history(root, session_id).filter(|_| !in_db)
+        }
     }
 }
 
@@ -357,12 +453,15 @@ pub fn locate(
 pub enum FileError {
     #[error("a Grok database holds many sessions: give the session id (--session)")]
     SessionRequired,
-    #[error("{0}: a Grok transcript file is a .db database or a legacy .json session")]
+    #[error(
+        "{0}: a Grok transcript file is a .db database, a session's chat_history.jsonl or a legacy .json session"
+    )]
     UnsupportedGrokFile(PathBuf),
 }
 
-/// Reads one transcript file directly: a `.jsonl` (Claude, Codex), or for
-/// Grok a legacy `.json` session or a `.db` database with `session`.
+/// Reads one transcript file directly: a `.jsonl` (Claude, Codex, a Grok
+/// session's `chat_history.jsonl`), or for Grok a legacy `.json` session
+/// or a `.db` database with `session`.
 /// `Ok(None)` when the file (or the session in the database) does not exist.
 pub fn read_file(
     kind: AgentKind,
@@ -378,6 +477,7 @@ pub fn read_file(
                 Ok(grok::read_db(path, session, budget))
             }
             Some("json") => Ok(grok::read_legacy(path, budget)),
+            Some("jsonl") => Ok(read_jsonl(kind, path, budget)),
             _ => Err(FileError::UnsupportedGrokFile(path.to_owned())),
         },
     }
@@ -408,6 +508,9 @@ pub fn read_file_tail(
     }
     match kind {
         AgentKind::Claude | AgentKind::Codex => {
+            Ok(Some(read_jsonl_tail(kind, path, budget, len, max_bytes)))
+        }
+        AgentKind::Grok if path.extension().is_some_and(|e| e == "jsonl") => {
             Ok(Some(read_jsonl_tail(kind, path, budget, len, max_bytes)))
         }
         AgentKind::Grok if path.extension().is_some_and(|e| e == "json") => {
@@ -486,7 +589,7 @@ pub(crate) fn open_tail(path: &Path, max_bytes: u64) -> io::Result<Tail> {
 pub fn linearize(kind: AgentKind, reader: impl BufRead, budget: Budget) -> Outcome {
     match kind {
         AgentKind::Claude => linear::read_lines(reader, &mut claude::Claude::default(), budget),
-        AgentKind::Codex => linear::read_lines(reader, &mut codex::Codex::new(budget), budget),
+        AgentKind::Codex => linear::read_lines(reader, &mut codex::Codex::default(), budget),
         AgentKind::Grok => linear::read_lines(reader, &mut grok::Grok, budget),
     }
 }

@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 use serde_json::error::Category;
 
 use super::budget::{Budget, Tail};
-use super::{Outcome, Role};
+use super::{Mark, Outcome, Role};
 
 /// Lines longer than this are skipped without being held in memory whole.
 pub(crate) const MAX_LINE: usize = 64 << 20;
@@ -18,6 +18,10 @@ pub(crate) const MAX_LINE: usize = 64 << 20;
 pub(crate) const TOOL_SUMMARY_CHARS: usize = 120;
 /// Unknown record types named in the warnings; more are counted together.
 const MAX_NAMED_UNKNOWN: usize = 8;
+/// References kept (the newest; each once).
+const MAX_REFS: usize = 16;
+/// The longest title or reference kept, in bytes.
+const MAX_REF_BYTES: usize = 500;
 
 /// What became of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,13 +64,14 @@ pub(crate) enum Note {
     Oversized,
     UnknownBlock,
     Sidechain,
+    SidechainNoReport,
     Meta,
     Thinking,
     Reasoning,
     EncryptedReasoning,
     Compaction,
     OpensWithSummary,
-    EventFallback,
+    EventOnly,
 }
 
 impl Note {
@@ -87,8 +92,12 @@ impl Note {
                 "content blocks of unknown types were left out",
             ),
             Note::Sidechain => (
-                "sidechain (sub-agent) record was left out",
-                "sidechain (sub-agent) records were left out",
+                "sidechain (sub-agent) record was left out: the sub-agent's report is kept as a marked turn",
+                "sidechain (sub-agent) records were left out: each sub-agent's report is kept as a marked turn",
+            ),
+            Note::SidechainNoReport => (
+                "sub-agent's last text is kept as a marked turn: it had not reported when the transcript ends, or the file is its own",
+                "sub-agents' last texts are kept as marked turns: they had not reported when the transcript ends",
             ),
             Note::Meta => (
                 "harness meta record (local-command caveat or injected context) was left out",
@@ -107,16 +116,16 @@ impl Note {
                 "encrypted reasoning records were left out",
             ),
             Note::Compaction => (
-                "compaction: the turns before it are read from the file and its summary is not repeated",
-                "compactions: the turns before them are read from the file and their summaries are not repeated",
+                "compaction: the turns before it are read from the file, and its summary is a marked turn",
+                "compactions: the turns before them are read from the file, and their summaries are marked turns",
             ),
             Note::OpensWithSummary => (
                 "compaction summary opens the transcript: the turns it summarizes are not in this file",
                 "compaction summaries open the transcript: the turns they summarize are not in this file",
             ),
-            Note::EventFallback => (
-                "event message was read because the file has no response-item messages (its tool-call items are kept in place)",
-                "event messages were read because the file has no response-item messages (its tool-call items are kept in place)",
+            Note::EventOnly => (
+                "message was read from an event record, as no response item carries it",
+                "messages were read from event records, as no response item carries them",
             ),
         };
         format!("{n} {}", if n == 1 { one } else { many })
@@ -143,6 +152,9 @@ pub(crate) struct Linearizer {
     notes: BTreeMap<Note, usize>,
     unknown: BTreeMap<String, usize>,
     unknown_other: usize,
+    passed: BTreeMap<&'static str, usize>,
+    title: Option<String>,
+    refs: Vec<String>,
     errors: Vec<String>,
 }
 
@@ -157,6 +169,9 @@ impl Linearizer {
             notes: BTreeMap::new(),
             unknown: BTreeMap::new(),
             unknown_other: 0,
+            passed: BTreeMap::new(),
+            title: None,
+            refs: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -171,11 +186,49 @@ impl Linearizer {
         self.tail.add_tool(tool_summary(name, hint));
     }
 
-    /// Adds text as a turn of its own.
-    pub(crate) fn standalone(&mut self, role: Role, text: &str) {
-        self.tail.close();
-        self.tail.add_text(role, text);
-        self.tail.close();
+    /// Adds text as a marked turn of its own, by `agent` when a sub-agent
+    /// spoke.
+    pub(crate) fn marked(&mut self, role: Role, mark: Mark, agent: Option<&str>, text: &str) {
+        self.tail.add_marked(role, mark, agent, text);
+    }
+
+    /// Counts one record read as ignored as used after all: it held what
+    /// became a turn only at the end (a sub-agent's last text).
+    pub(crate) fn used_late(&mut self) {
+        if self.ignored > 0 {
+            self.ignored -= 1;
+            self.used += 1;
+        }
+    }
+
+    /// A record of a known type that carries no conversation: counted by
+    /// its type's name, so the warning says what was passed over.
+    pub(crate) fn pass(&mut self, kind: &'static str) -> Disposition {
+        *self.passed.entry(kind).or_default() += 1;
+        Disposition::Ignored
+    }
+
+    /// The session's title (the last one set wins).
+    pub(crate) fn title(&mut self, title: &str) {
+        let title = one_line(title);
+        if !title.is_empty() {
+            self.title = Some(truncate_chars(&title, MAX_REF_BYTES));
+        }
+    }
+
+    /// A reference the transcript records (`what: value`), kept once, at
+    /// its newest place.
+    pub(crate) fn reference(&mut self, what: &str, value: &str) {
+        let value = one_line(value);
+        if value.is_empty() {
+            return;
+        }
+        let reference = truncate_chars(&format!("{what}: {value}"), MAX_REF_BYTES);
+        self.refs.retain(|r| *r != reference);
+        if self.refs.len() >= MAX_REFS {
+            self.refs.remove(0);
+        }
+        self.refs.push(reference);
     }
 
     /// Turns started so far, kept by the budget or not.
@@ -255,15 +308,6 @@ impl Linearizer {
         }
     }
 
-    /// Replaces the turns with `tail`, whose `records` were counted as
-    /// ignored: they are used after all.
-    pub(crate) fn adopt(&mut self, tail: Tail, records: usize) {
-        self.tail = tail;
-        let moved = records.min(self.ignored);
-        self.ignored -= moved;
-        self.used += moved;
-    }
-
     pub(crate) fn finish(self) -> Outcome {
         let mut warnings = self.errors;
         warnings.extend(self.notes.iter().map(|(note, &n)| note.describe(n)));
@@ -287,6 +331,23 @@ impl Linearizer {
                 names.join(", ")
             ));
         }
+        let total_passed: usize = self.passed.values().sum();
+        if total_passed > 0 {
+            let names: Vec<String> = self
+                .passed
+                .iter()
+                .map(|(name, n)| format!("{name} ×{n}"))
+                .collect();
+            let noun = if total_passed == 1 {
+                "record of a known type without conversation was"
+            } else {
+                "records of known types without conversation were"
+            };
+            warnings.push(format!(
+                "{total_passed} {noun} passed over ({})",
+                names.join(", ")
+            ));
+        }
         let (turns, budget_warnings) = self.tail.finish();
         warnings.extend(budget_warnings);
         Outcome {
@@ -296,6 +357,8 @@ impl Linearizer {
             skipped: self.skipped,
             warnings,
             turns,
+            title: self.title,
+            refs: self.refs,
         }
     }
 }

@@ -10,11 +10,18 @@
 //! Open questions, Refs), under a header saying plainly that the agent did
 //! not write it:
 //!
-//! - the first and the last user request (what was asked, and last asked);
-//! - the last assistant text (where it stopped);
-//! - the files and commands touched, from the tool calls, newest last;
+//! - State: the last real request (interrupts, shell-mode input, slash
+//!   commands, hook feedback and other marked turns are not requests, and
+//!   are listed as what they are), whether a reply followed it, and that
+//!   reply (where it stopped);
+//! - Done: the files and commands touched, from the tool calls, newest
+//!   last: the newest that fit, after a line counting the older ones left
+//!   out;
+//! - Next: the first and the last request (what was asked, and last asked);
 //! - the reader's gaps (its warnings), so the next agent knows what is
-//!   missing.
+//!   missing;
+//! - Refs: the session's title and the references the transcript records
+//!   (the agent's last prompt, a pull request).
 //!
 //! # Budget
 //!
@@ -36,7 +43,7 @@ use std::path::Path;
 use jiff::Timestamp;
 
 use super::linear::next_text_line;
-use super::{AgentKind, Outcome, Role};
+use super::{AgentKind, Mark, Outcome, Role};
 
 /// The first characters of every rescued body: how a rescued handoff is
 /// recognised (a later rescue may replace it; an agent-written one newer
@@ -177,32 +184,8 @@ fn compose(outcome: &Outcome, source: Source<'_>, pool: usize) -> String {
          repository before relying on it, and replace it with a real summary (write_handoff).",
     );
 
-    let last_turn = outcome.turns.last().map(|t| t.role);
-    let stopped = match last_turn {
-        None => "The transcript holds no conversational turn.".to_owned(),
-        Some(Role::User) => "It stopped on a user request that got no reply (see Next).".to_owned(),
-        Some(Role::Assistant) => "It stopped after this assistant reply:".to_owned(),
-    };
-    let mut state = format!("## State\n{stopped}\n");
-    if let (Some(Role::Assistant), Some(last)) = (last_turn, assistants.last()) {
-        state.push_str(&quote(last, share(30)));
-    }
-
-    let mut done = "## Done\nFiles and commands touched (tool calls, newest last):\n".to_owned();
-    if tools.is_empty() {
-        done.push_str("- none recorded\n");
-    } else {
-        let mut listed = String::new();
-        for tool in &tools {
-            let line = format!("- {}\n", clip(&scrub(tool), 160));
-            if listed.len() + line.len() > share(25) {
-                listed.push_str("- […] older calls left out\n");
-                break;
-            }
-            listed.push_str(&line);
-        }
-        done.push_str(&listed);
-    }
+    let state = state(outcome, share(30));
+    let done = done(&tools, share(25));
 
     let mut next = "## Next\n".to_owned();
     match (users.first(), users.last()) {
@@ -234,38 +217,162 @@ fn compose(outcome: &Outcome, source: Source<'_>, pool: usize) -> String {
         assistants.len()
     );
     refs.push('\n');
+    if let Some(title) = &outcome.title {
+        refs.push_str(&format!("- session title: {}\n", clip(&scrub(title), 200)));
+    }
+    for reference in &outcome.refs {
+        refs.push_str(&format!("- {}\n", clip(&scrub(reference), 300)));
+    }
 
     [header, String::new(), state, done, next, gaps, refs].join("\n")
 }
 
-/// The texts of the turns of `role`, oldest first, without empty ones.
+/// The texts of the unmarked turns of `role` (the user's requests, the
+/// assistant's replies), oldest first, without empty ones.
 fn texts(outcome: &Outcome, role: Role) -> Vec<&str> {
     outcome
         .turns
         .iter()
-        .filter(|t| t.role == role)
+        .filter(|t| t.role == role && t.mark.is_none())
         .map(|t| t.text.trim())
         .filter(|t| !t.is_empty())
         .collect()
 }
 
-/// The tool calls of the transcript (`name: argument`), each once at its
-/// last use, newest last, at most [`MAX_TOOLS`].
-fn tools(outcome: &Outcome) -> Vec<String> {
-    let all: Vec<&str> = outcome
-        .turns
+/// Where the session stopped: the last real request (marked turns, such as
+/// interrupts, shell-mode input and commands, are not requests), whether a
+/// reply followed it, and what the transcript records after it.
+fn state(outcome: &Outcome, max: usize) -> String {
+    let turns = &outcome.turns;
+    let mut state = "## State\n".to_owned();
+    if turns.is_empty() {
+        state.push_str("The transcript holds no conversational turn.\n");
+        return state;
+    }
+    let asked = turns
         .iter()
-        .flat_map(|t| t.tools.iter())
-        .map(|t| t.strip_prefix("[tool] ").unwrap_or(t))
+        .rposition(|t| t.is_request() && !t.text.trim().is_empty());
+    let after = &turns[asked.map_or(0, |i| i + 1)..];
+    let reply = after
+        .iter()
+        .rev()
+        .find(|t| t.is_reply() && !t.text.trim().is_empty());
+    let calls: usize = after
+        .iter()
+        .filter(|t| t.is_reply())
+        .map(|t| t.tools.len())
+        .sum();
+    match (asked.map(|i| &turns[i]), reply) {
+        (Some(request), Some(reply)) => {
+            state.push_str(&format!(
+                "The last request ({}) got a reply. It stopped after this assistant reply:\n",
+                excerpt(&request.text)
+            ));
+            state.push_str(&quote(&reply.text, max));
+        }
+        (Some(request), None) => {
+            state.push_str(&format!(
+                "It stopped on a user request that got no reply (see Next): {}",
+                excerpt(&request.text)
+            ));
+            if calls > 0 {
+                state.push_str(&format!(
+                    "; the agent made {calls} tool call{} on it without replying",
+                    if calls == 1 { "" } else { "s" }
+                ));
+            }
+            state.push_str(".\n");
+        }
+        (None, Some(reply)) => {
+            state.push_str("No user request was found. It stopped after this assistant reply:\n");
+            state.push_str(&quote(&reply.text, max));
+        }
+        (None, None) => state.push_str("No user request or assistant reply was found.\n"),
+    }
+    let marked: Vec<String> = after
+        .iter()
+        .filter_map(|t| t.mark.map(|mark| (mark, t)))
+        .map(|(mark, t)| format!("{}: {}", mark_label(mark), excerpt(&t.text)))
         .collect();
-    let mut kept: Vec<String> = Vec::new();
-    for (i, tool) in all.iter().enumerate() {
-        if !all[i + 1..].contains(tool) {
-            kept.push((*tool).to_owned());
+    if !marked.is_empty() {
+        state.push_str("Recorded after that request, and not a request:\n");
+        let skip = marked.len().saturating_sub(MAX_MARKED);
+        if skip > 0 {
+            state.push_str(&format!("- […] {skip} earlier ones left out\n"));
+        }
+        for line in &marked[skip..] {
+            state.push_str(&format!("- {line}\n"));
         }
     }
-    let skip = kept.len().saturating_sub(MAX_TOOLS);
-    kept.split_off(skip)
+    state
+}
+
+/// Marked turns named in State, the newest.
+const MAX_MARKED: usize = 5;
+
+/// What a marked turn is, for people.
+fn mark_label(mark: Mark) -> &'static str {
+    match mark {
+        Mark::Interrupt => "the user interrupted",
+        Mark::Shell => "shell-mode input or output",
+        Mark::Command => "a slash command",
+        Mark::Hook => "hook feedback",
+        Mark::Summary => "a compaction summary",
+        Mark::Sidechain => "a sub-agent's report",
+    }
+}
+
+/// A short one-line excerpt of `text`, quoted.
+fn excerpt(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("\"{}\"", clip(&scrub(&line), 100))
+}
+
+/// The Done section: the newest tool calls that fit `max` characters,
+/// newest last, after a line saying how many older ones were left out.
+fn done(tools: &[String], max: usize) -> String {
+    let mut done = "## Done\nFiles and commands touched (tool calls, newest last):\n".to_owned();
+    if tools.is_empty() {
+        done.push_str("- none recorded\n");
+        return done;
+    }
+    let mut kept: Vec<String> = Vec::new();
+    let mut used = 0;
+    for tool in tools.iter().rev() {
+        let line = format!("- {}\n", clip(&scrub(tool), 160));
+        if kept.len() >= MAX_TOOLS || (used + line.len() > max && !kept.is_empty()) {
+            break;
+        }
+        used += line.len();
+        kept.push(line);
+    }
+    let left_out = tools.len() - kept.len();
+    if left_out > 0 {
+        done.push_str(&format!(
+            "- […] {left_out} older call{} left out\n",
+            if left_out == 1 { "" } else { "s" }
+        ));
+    }
+    kept.reverse();
+    done.extend(kept);
+    done
+}
+
+/// The tool calls of the transcript (`name: argument`), each once at its
+/// last use, newest last.
+fn tools(outcome: &Outcome) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    let mut kept: Vec<String> = outcome
+        .turns
+        .iter()
+        .rev()
+        .flat_map(|t| t.tools.iter().rev())
+        .map(|t| t.strip_prefix("[tool] ").unwrap_or(t))
+        .filter(|tool| seen.insert(*tool))
+        .map(str::to_owned)
+        .collect();
+    kept.reverse();
+    kept
 }
 
 /// `text` as a markdown quote of at most `max` characters.
@@ -301,9 +408,8 @@ mod tests {
 
     fn turn(role: Role, text: &str, tools: &[&str]) -> Turn {
         Turn {
-            role,
-            text: text.into(),
             tools: tools.iter().map(|t| format!("[tool] {t}")).collect(),
+            ..Turn::new(role, text)
         }
     }
 
@@ -404,6 +510,119 @@ mod tests {
         for (turns, want) in cases {
             let b = body(&Outcome::of_turns(turns), SOURCE, DEFAULT_MAX_TOKENS);
             assert!(b.contains(want), "{want}:\n{b}");
+        }
+    }
+
+    fn marked(role: Role, text: &str, mark: Mark) -> Turn {
+        Turn {
+            mark: Some(mark),
+            ..Turn::new(role, text)
+        }
+    }
+
+    #[test]
+    fn state_names_the_last_real_request_and_whether_it_was_answered() {
+        let ask = turn(Role::User, "do X", &[]);
+        let did = turn(Role::Assistant, "did X", &[]);
+        let working = turn(Role::Assistant, "", &["Bash: make", "Bash: make test"]);
+        let interrupt = marked(Role::User, "[Request interrupted by user]", Mark::Interrupt);
+        let shell = marked(Role::User, "$ git status", Mark::Shell);
+        let report = marked(Role::Assistant, "sub-agent found Y", Mark::Sidechain);
+        // (turns, words State holds, words it must not hold)
+        let cases: [(Vec<Turn>, &[&str], &[&str]); 6] = [
+            (
+                vec![ask.clone(), did.clone(), interrupt.clone(), shell.clone()],
+                &[
+                    "The last request (\"do X\") got a reply",
+                    "> did X\n",
+                    "- the user interrupted: \"[Request interrupted by user]\"",
+                    "- shell-mode input or output: \"$ git status\"",
+                ],
+                &["no reply"],
+            ),
+            (
+                vec![did.clone(), ask.clone(), working.clone(), interrupt.clone()],
+                &[
+                    "a user request that got no reply (see Next): \"do X\"",
+                    "made 2 tool calls on it without replying",
+                    "the user interrupted",
+                ],
+                &["got a reply"],
+            ),
+            (
+                vec![ask.clone(), report.clone()],
+                &["got no reply", "a sub-agent's report"],
+                &["sub-agent found Y\n"],
+            ),
+            (
+                vec![interrupt.clone()],
+                &["No user request or assistant reply was found."],
+                &[],
+            ),
+            (
+                vec![did.clone()],
+                &["No user request was found. It stopped after this assistant reply:\n> did X"],
+                &[],
+            ),
+            (vec![], &["no conversational turn"], &[]),
+        ];
+        for (turns, words, not) in cases {
+            let state = state(&Outcome::of_turns(turns.clone()), 1_000);
+            for w in words {
+                assert!(state.contains(w), "{w:?} not in:\n{state}");
+            }
+            for w in not {
+                assert!(!state.contains(w), "{w:?} in:\n{state}");
+            }
+        }
+    }
+
+    #[test]
+    fn done_keeps_the_newest_calls_that_fit() {
+        let tools =
+            |n: usize| -> Vec<String> { (0..n).map(|i| format!("Edit: f{i:02}")).collect() };
+        let line = "- Edit: f00\n".len();
+        // (calls, room, the first and last listed, the line about the rest)
+        let cases = [
+            (0, 100, None, None, None),
+            (3, 100, Some("- Edit: f00"), Some("- Edit: f02"), None),
+            (
+                10,
+                3 * line,
+                Some("- Edit: f07"),
+                Some("- Edit: f09"),
+                Some("- […] 7 older calls left out"),
+            ),
+            (
+                2,
+                line,
+                Some("- Edit: f01"),
+                Some("- Edit: f01"),
+                Some("- […] 1 older call left out"),
+            ),
+            (
+                50,
+                10_000,
+                Some("- Edit: f10"),
+                Some("- Edit: f49"),
+                Some("- […] 10 older calls left out"),
+            ),
+        ];
+        for (n, room, first, last, rest) in cases {
+            let done = done(&tools(n), room);
+            let lines: Vec<&str> = done
+                .lines()
+                .skip(2)
+                .filter(|l| !l.contains("[…]"))
+                .collect();
+            if n == 0 {
+                assert!(done.contains("- none recorded"), "{done}");
+                continue;
+            }
+            assert_eq!(lines.first().copied(), first, "{n}, {room}:\n{done}");
+            assert_eq!(lines.last().copied(), last, "{n}, {room}:\n{done}");
+            let said = done.lines().find(|l| l.contains("[…]"));
+            assert_eq!(said, rest, "{n}, {room}:\n{done}");
         }
     }
 
