@@ -4,6 +4,8 @@
 #   make test            install what is missing, then fmt check, clippy, every test
 #   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
+#   make e2e-assets      the e2e node's parts: kubelet, controller-manager, scheduler,
+#                        kube-proxy, CoreDNS (cached), containerd/runc/CNI (apt, as root)
 #   make crds            regenerate crds/ from the Rust types
 #   make lint / fmt / build / bench
 #   make image IMG=…     build the container image (needs docker or podman)
@@ -15,7 +17,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets e2e-assets postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -25,6 +27,11 @@ build:
 ## The control plane binaries, built once per version into ~/.cache/handoff/envtest.
 envtest-assets:
 	@hack/envtest/build.sh >/dev/null
+
+## The e2e node's parts, built once per version into ~/.cache/handoff/e2e, and
+## the container runtime (not yet used by `make test`: the node comes next).
+e2e-assets:
+	@hack/e2e/build.sh >/dev/null
 
 ## PostgreSQL server binaries for the mirror tests and `handoff dev`.
 postgres:

@@ -2,7 +2,8 @@
 # Regenerates hack/envtest/kube/go.mod for a Kubernetes version: requires
 # k8s.io/kubernetes at that tag and replaces every staging module (the
 # `=> ./staging/src/...` lines of Kubernetes' own go.mod) with its published
-# v0.Y.Z, then records kube-apiserver and kubectl as tools. Update
+# v0.Y.Z, then records kube-apiserver, kubectl and the node's commands
+# (kubelet, kube-controller-manager, kube-scheduler, kube-proxy) as tools. Update
 # KUBE_VERSION in versions.env and the k8s-openapi feature to match.
 #
 #   hack/envtest/gen-kube-wrapper.sh v1.37.2
@@ -18,7 +19,9 @@ go_directive="$(awk '/^go /{print $2; exit}' "$upstream_mod")"
 
 cd "$here/kube"
 {
-  echo "// Wrapper module that builds kube-apiserver and kubectl from the Go module proxy."
+  echo "// Wrapper module that builds kube-apiserver and kubectl (the control plane), and"
+  echo "// kubelet, kube-controller-manager, kube-scheduler and kube-proxy (the e2e node),"
+  echo "// from the Go module proxy."
   echo "// Kubernetes' own go.mod requires its staging modules at v0.0.0 with local replaces;"
   echo "// this module replaces each of them with its published v0.Y.Z instead."
   echo "// Regenerate with: hack/envtest/gen-kube-wrapper.sh <kubernetes version>"
@@ -35,4 +38,7 @@ cd "$here/kube"
 rm -f go.sum
 go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$version"
 go get -tool "k8s.io/kubernetes/cmd/kubectl@$version"
+for node in kubelet kube-controller-manager kube-scheduler kube-proxy; do
+  go get -tool "k8s.io/kubernetes/cmd/$node@$version"
+done
 echo "hack/envtest/kube/go.mod now builds Kubernetes $version (go $go_directive)" >&2

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The e2e node's parts (issue: a real node beside the control plane):
+#
+#  - kubelet, kube-controller-manager, kube-scheduler and kube-proxy, built
+#    from the same wrapper module and version as kube-apiserver
+#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns), once per version,
+#    into a cache directory printed on the last line of stdout;
+#  - the container runtime: containerd, runc and the CNI plugins, from the
+#    distribution's packages. As root with apt it installs them; otherwise
+#    it prints the command and fails.
+#
+#   HANDOFF_CACHE_DIR=dir    cache root (default: ${XDG_CACHE_HOME:-~/.cache}/handoff)
+#
+# Cold, on two cores: about 2 minutes for the Kubernetes commands and 2 for
+# CoreDNS, with the module downloads; Go's caches make a rebuild cheap, and
+# the finished binaries are reused as long as the versions do not change.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../envtest/versions.env
+source "$here/../envtest/versions.env"
+
+kube_commands=(kubelet kube-controller-manager kube-scheduler kube-proxy)
+need=("${kube_commands[@]}" coredns)
+packages=(containerd runc containernetworking-plugins)
+
+complete() {
+  local dir="$1"
+  for b in "${need[@]}"; do [[ -x "$dir/$b" ]] || return 1; done
+}
+
+# The runtime's binaries; Debian's CNI plugins live in /usr/lib/cni.
+runtime_found() {
+  command -v containerd >/dev/null && command -v runc >/dev/null &&
+    { [[ -x /usr/lib/cni/bridge ]] || [[ -x /opt/cni/bin/bridge ]]; }
+}
+
+ensure_runtime() {
+  runtime_found && return 0
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    echo "e2e: installing ${packages[*]}..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+    runtime_found && return 0
+  fi
+  echo "e2e: the container runtime is missing (containerd, runc, the CNI plugins)." >&2
+  echo "  Install it as root (Debian/Ubuntu: sudo apt-get install ${packages[*]})." >&2
+  exit 1
+}
+
+ensure_runtime
+
+cache_root="${HANDOFF_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/handoff}"
+dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
+
+if complete "$dest"; then
+  echo "e2e: cached binaries in $dest" >&2
+  echo "$dest"
+  exit 0
+fi
+
+command -v go >/dev/null || { echo "e2e: Go is required to build the node (https://go.dev/doc/install)" >&2; exit 1; }
+
+mkdir -p "$dest"
+stage="$(mktemp -d "$dest.stage.XXXXXX")"
+trap 'rm -rf "$stage"' EXIT
+
+minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+pkg=k8s.io/component-base/version
+ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+
+build() { # module-dir package output ldflags
+  local started=$SECONDS
+  echo "e2e: building $3 from $2..." >&2
+  (cd "$1" && go build -buildvcs=false -trimpath -ldflags "$4" -o "$stage/$3" "$2")
+  echo "e2e: built $3 in $((SECONDS - started))s" >&2
+}
+
+for c in "${kube_commands[@]}"; do
+  build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$ldflags"
+done
+build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+
+for b in "${need[@]}"; do mv -f "$stage/$b" "$dest/$b"; done
+"$dest/kubelet" --version >&2
+"$dest/coredns" -version | head -1 >&2
+echo "$dest"
