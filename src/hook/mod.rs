@@ -37,9 +37,9 @@
 //! the apiserver calls as in the stdio bridge). Its reads are bounded too:
 //! at most 16 MiB of stdin, a transcript's first lines for the session's
 //! start (8 MiB, lines over 1 MiB passed over) and its last 64 MiB for
-//! the session's writes and a rescue; every blocking read runs where the deadline can abandon it
-//! ([`run_hook`]), so a FIFO nobody writes or a line with no end cannot
-//! hold the agent.
+//! the session's writes and a rescue; every blocking read runs where the
+//! deadline can abandon it ([`run_hook`]), so a FIFO nobody writes or a
+//! line with no end cannot hold the agent.
 //!
 //! **Rescue marking.** A rescued body starts with
 //! [`rescue::RESCUE_MARK`] (so `get_handoff` shows it, and `list_handoffs`
