@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::json::{Block, Content, Flag, Loose, Text};
-use super::linear::{Disposition, Format, Linearizer, Note};
+use super::linear::{Disposition, Format, Linearizer, Note, contains};
 use super::{Mark, Role};
 
 /// Record types that carry no conversation, counted by name when passed
@@ -435,11 +435,6 @@ fn report_text(content: Content<'_>) -> String {
             .join("\n\n"),
         Content::Absent => String::new(),
     }
-}
-
-/// Whether `needle` occurs in `haystack`.
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The last `max` bytes of `text`, at a character boundary.

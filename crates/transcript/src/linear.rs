@@ -425,6 +425,12 @@ fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io::Re
     Ok(Line::Oversized)
 }
 
+/// Whether `needle` (not empty) occurs in the raw line `haystack`: the
+/// cheap test before a line is parsed.
+pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
 /// Consumes the rest of the current line, its newline included, without
 /// keeping any of it.
 pub(crate) fn discard_line(reader: &mut impl BufRead) -> io::Result<()> {

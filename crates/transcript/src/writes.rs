@@ -28,6 +28,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::AgentKind;
+use crate::linear::contains;
 
 /// Whether the JSON-lines transcript on `reader` shows a successful
 /// `write_handoff` of `key` (see the module docs). Unreadable lines are
@@ -138,10 +139,6 @@ fn codex(record: &Value, key: &str) -> bool {
 /// `write_handoff`, bare or as an MCP client prefixes it.
 fn is_write_tool(name: Option<&str>) -> bool {
     name.is_some_and(|n| n == "write_handoff" || n.ends_with("__write_handoff"))
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]
