@@ -19,15 +19,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=../envtest/versions.env
 source "$here/../envtest/versions.env"
+tag=e2e
+# shellcheck source=../lib/go-cache.sh
+source "$here/../lib/go-cache.sh"
 
 kube_commands=(kubelet kube-controller-manager kube-scheduler kube-proxy)
 need=("${kube_commands[@]}" coredns)
 packages=(containerd runc containernetworking-plugins)
-
-complete() {
-  local dir="$1"
-  for b in "${need[@]}"; do [[ -x "$dir/$b" ]] || return 1; done
-}
 
 # The runtime's binaries; Debian's CNI plugins live in /usr/lib/cni.
 runtime_found() {
@@ -51,38 +49,16 @@ ensure_runtime() {
 
 ensure_runtime
 
-cache_root="${HANDOFF_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/handoff}"
 dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
-
-if complete "$dest"; then
-  echo "e2e: cached binaries in $dest" >&2
-  echo "$dest"
-  exit 0
-fi
-
-command -v go >/dev/null || { echo "e2e: Go is required to build the node (https://go.dev/doc/install)" >&2; exit 1; }
-
-mkdir -p "$dest"
-stage="$(mktemp -d "$dest.stage.XXXXXX")"
-trap 'rm -rf "$stage"' EXIT
-
-minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
-pkg=k8s.io/component-base/version
-ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
-
-build() { # module-dir package output ldflags
-  local started=$SECONDS
-  echo "e2e: building $3 from $2..." >&2
-  (cd "$1" && go build -buildvcs=false -trimpath -ldflags "$4" -o "$stage/$3" "$2")
-  echo "e2e: built $3 in $((SECONDS - started))s" >&2
-}
+use_cached "$dest" "${need[@]}"
+start_stage "$dest" "the node"
 
 for c in "${kube_commands[@]}"; do
-  build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$ldflags"
+  go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
 done
-build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
 
-for b in "${need[@]}"; do mv -f "$stage/$b" "$dest/$b"; done
+publish "$dest" "${need[@]}"
 "$dest/kubelet" --version >&2
 "$dest/coredns" -version | head -1 >&2
 echo "$dest"
