@@ -277,12 +277,10 @@ impl ContextLimit {
 
     /// The size of `text` in this limit's unit.
     fn size(self, text: &str) -> usize {
-        match self {
-            ContextLimit::Utf16(_) => text.encode_utf16().count(),
-            ContextLimit::Bytes(_) => text.len(),
-        }
+        text.chars().map(|c| self.size_of(c)).sum()
     }
 
+    /// The size of one character in this limit's unit.
     fn size_of(self, c: char) -> usize {
         match self {
             ContextLimit::Utf16(_) => c.len_utf16(),
