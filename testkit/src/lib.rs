@@ -11,6 +11,7 @@
 //! it never skips.
 
 pub mod bench;
+pub mod cluster;
 pub mod controller;
 pub mod http;
 pub mod mirror;

@@ -18,6 +18,8 @@ pub struct Versions {
     pub kubernetes: String,
     /// e.g. `v3.6.16`
     pub etcd: String,
+    /// The e2e node's cluster DNS, e.g. `v1.15.0` (`hack/e2e/build.sh`).
+    pub coredns: String,
 }
 
 impl Versions {
@@ -38,6 +40,7 @@ fn parse_versions(text: &str) -> Versions {
     Versions {
         kubernetes: get("KUBE_VERSION"),
         etcd: get("ETCD_VERSION"),
+        coredns: get("COREDNS_VERSION"),
     }
 }
 
@@ -79,21 +82,26 @@ impl Assets {
     }
 }
 
-/// `${HANDOFF_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/handoff}/envtest/k8s-<v>-etcd-<v>`,
-/// exactly as `hack/envtest/build.sh` computes it.
-pub(crate) fn default_dir(versions: &Versions) -> PathBuf {
+/// `${HANDOFF_CACHE_DIR:-${XDG_CACHE_HOME:-~/.cache}/handoff}`, the root
+/// of the cached builds, exactly as `hack/lib/go-cache.sh` computes it.
+pub fn cache_root() -> PathBuf {
     let env = |k: &str| {
         std::env::var_os(k)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    let root = env("HANDOFF_CACHE_DIR").unwrap_or_else(|| {
+    env("HANDOFF_CACHE_DIR").unwrap_or_else(|| {
         env("XDG_CACHE_HOME")
             .or_else(|| env("HOME").map(|h| h.join(".cache")))
             .unwrap_or_else(std::env::temp_dir)
             .join("handoff")
-    });
-    root.join("envtest").join(format!(
+    })
+}
+
+/// `<cache root>/envtest/k8s-<v>-etcd-<v>`, as `hack/envtest/build.sh`
+/// computes it.
+pub(crate) fn default_dir(versions: &Versions) -> PathBuf {
+    cache_root().join("envtest").join(format!(
         "k8s-{}-etcd-{}",
         versions.kubernetes, versions.etcd
     ))
@@ -115,6 +123,7 @@ mod tests {
         let v = parse_versions("# c\nKUBE_VERSION=v1.2.3\n ETCD_VERSION = v3.4.5\n");
         assert_eq!(v.kubernetes, "v1.2.3");
         assert_eq!(v.etcd, "v3.4.5");
+        assert_eq!(v.coredns, "");
         let pinned = Versions::pinned();
         assert!(
             pinned.kubernetes.starts_with("v1.") && pinned.etcd.starts_with("v3."),

@@ -41,6 +41,13 @@ pub struct PlaneOptions {
     /// tests and `handoff dev` never approach. The scaling benchmark sizes
     /// it for its largest stage (`handoff_testkit::bench`).
     pub etcd_quota_bytes: Option<u64>,
+    /// For a plane with a node beside it (`handoff_testkit::cluster`): the
+    /// address the apiserver binds and advertises (the pod network's
+    /// gateway, so Pods reach it and the `kubernetes` Service points
+    /// there), with the ServiceAccount admission plugin on (Pods get
+    /// tokens) and the admin certificate as the kubelet client (logs,
+    /// exec). `None`: loopback only, no ServiceAccount admission, as envtest.
+    pub node_address: Option<std::net::Ipv4Addr>,
 }
 
 /// One line of the apiserver's static token file.
@@ -86,6 +93,7 @@ struct Ports {
     api: u16,
     token_file: Option<PathBuf>,
     etcd_quota_bytes: Option<u64>,
+    node_address: Option<std::net::Ipv4Addr>,
 }
 
 impl ControlPlane {
@@ -118,7 +126,7 @@ impl ControlPlane {
         let pki = match Pki::load(&certs)? {
             Some(pki) => pki,
             None => {
-                let pki = Pki::generate()?;
+                let pki = Pki::generate(options.node_address)?;
                 pki.save(&certs)?;
                 pki
             }
@@ -149,9 +157,13 @@ impl ControlPlane {
             etcd_port,
             api_port,
             token_file.as_deref(),
+            options.node_address,
         )?;
 
-        let kubeconfig = admin_kubeconfig(&pki, api_port)?;
+        let host = options
+            .node_address
+            .map_or_else(|| "127.0.0.1".to_owned(), |a| a.to_string());
+        let kubeconfig = admin_kubeconfig(&pki, &host, api_port)?;
         let kubeconfig_path = root.join("kubeconfig");
         std::fs::write(&kubeconfig_path, serde_saphyr::to_string(&kubeconfig)?)?;
 
@@ -160,6 +172,7 @@ impl ControlPlane {
             api: api_port,
             token_file,
             etcd_quota_bytes: options.etcd_quota_bytes,
+            node_address: options.node_address,
         };
         let mut plane = Self {
             apiserver,
@@ -244,6 +257,7 @@ impl ControlPlane {
             self.ports.etcd,
             self.ports.api,
             token_file,
+            self.ports.node_address,
         )?;
         self.wait_ready().await
     }
@@ -303,8 +317,10 @@ fn start_apiserver(
     etcd_port: u16,
     port: u16,
     token_file: Option<&Path>,
+    node_address: Option<std::net::Ipv4Addr>,
 ) -> anyhow::Result<Supervised> {
     let cert = |f: &str| certs.join(f).display().to_string();
+    let bind = node_address.map_or_else(|| "127.0.0.1".to_owned(), |a| a.to_string());
     let mut cmd = Command::new(assets.bin("kube-apiserver"));
     cmd.arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
         .arg(format!("--cert-dir={}", certs.display()))
@@ -312,12 +328,11 @@ fn start_apiserver(
         .arg(format!("--tls-private-key-file={}", cert("apiserver.key")))
         .arg(format!("--client-ca-file={}", cert("ca.crt")))
         .arg(format!("--secure-port={port}"))
-        .arg("--bind-address=127.0.0.1")
+        .arg(format!("--bind-address={bind}"))
         .arg("--service-cluster-ip-range=10.0.0.0/24")
         .arg("--allow-privileged=true")
-        .arg("--disable-admission-plugins=ServiceAccount")
         .arg("--authorization-mode=RBAC")
-        .arg(format!("--service-account-issuer=https://127.0.0.1:{port}"))
+        .arg(format!("--service-account-issuer=https://{bind}:{port}"))
         .arg(format!("--service-account-key-file={}", cert("sa.pub")))
         .arg(format!(
             "--service-account-signing-key-file={}",
@@ -327,16 +342,30 @@ fn start_apiserver(
     if let Some(file) = token_file {
         cmd.arg(format!("--token-auth-file={}", file.display()));
     }
+    match node_address {
+        // Pods get ServiceAccount tokens; the apiserver reaches the kubelet
+        // (logs, exec) as admin.
+        Some(address) => cmd
+            .arg(format!("--advertise-address={address}"))
+            .arg(format!(
+                "--kubelet-client-certificate={}",
+                cert("admin.crt")
+            ))
+            .arg(format!("--kubelet-client-key={}", cert("admin.key"))),
+        // No controller-manager makes ServiceAccounts, so Pods could not be
+        // admitted with the plugin on (envtest disables it too).
+        None => cmd.arg("--disable-admission-plugins=ServiceAccount"),
+    };
     Supervised::spawn("kube-apiserver", cmd, &root.join("kube-apiserver.log"))
 }
 
 /// An admin kubeconfig (client certificate in `system:masters`).
-fn admin_kubeconfig(pki: &Pki, port: u16) -> anyhow::Result<Kubeconfig> {
+fn admin_kubeconfig(pki: &Pki, host: &str, port: u16) -> anyhow::Result<Kubeconfig> {
     let doc = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "handoff-dev", "cluster": {
-            "server": format!("https://127.0.0.1:{port}"),
+            "server": format!("https://{host}:{port}"),
             "certificate-authority-data": B64.encode(&pki.ca_cert),
         }}],
         "users": [{"name": "admin", "user": {

@@ -28,17 +28,21 @@ pub(crate) struct Pki {
 }
 
 impl Pki {
-    /// Generates everything.
-    pub(crate) fn generate() -> anyhow::Result<Self> {
+    /// Generates everything; the apiserver's certificate also names
+    /// `extra_address` (where a node's Pods reach it) when given.
+    pub(crate) fn generate(extra_address: Option<std::net::Ipv4Addr>) -> anyhow::Result<Self> {
         let (ca_cert, issuer) = certificate_authority("handoff-envtest-ca")?;
 
         let serving_key = KeyPair::generate()?;
-        let mut serving = CertificateParams::new(vec![
+        let mut names = vec![
             "localhost".to_owned(),
             "127.0.0.1".to_owned(),
             "10.0.0.1".to_owned(),
             "kubernetes.default.svc".to_owned(),
-        ])?;
+            "kubernetes.default.svc.cluster.local".to_owned(),
+        ];
+        names.extend(extra_address.map(|a| a.to_string()));
+        let mut serving = CertificateParams::new(names)?;
         serving.distinguished_name = name("kube-apiserver", None);
         serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let serving_cert = serving.signed_by(&serving_key, &issuer)?;

@@ -20,6 +20,9 @@ use nix::unistd::{Uid, User, chown};
 pub struct Postgres {
     server: Supervised,
     port: u16,
+    /// `listen_addresses`: 127.0.0.1, and a pod network's gateway for
+    /// [`Postgres::start_for_pods`].
+    listen: String,
     bindir: PathBuf,
     run_as: Option<User>,
     dir: Place,
@@ -60,6 +63,7 @@ impl Postgres {
                 bindir,
                 run_as,
                 dir: Place::Kept(dir.to_owned()),
+                listen: LOOPBACK.to_owned(),
             }
         } else {
             std::fs::create_dir_all(dir)?;
@@ -77,6 +81,21 @@ impl Postgres {
         let init = Initialized::new(&std::env::temp_dir())?;
         let ca = init.enable_tls(host_names)?;
         Ok((init.start(0)?, ca))
+    }
+
+    /// [`Postgres::start`], also listening on `address` (a pod network's
+    /// gateway on this host) and trusting clients from `clients` (that
+    /// network's CIDR), for Pods of a local node (`handoff_testkit::cluster`).
+    pub fn start_for_pods(address: std::net::Ipv4Addr, clients: &str) -> anyhow::Result<Self> {
+        use std::io::Write;
+        let mut init = Initialized::new(&std::env::temp_dir())?;
+        let hba = init.dir.path().join("data").join("pg_hba.conf");
+        writeln!(
+            std::fs::OpenOptions::new().append(true).open(hba)?,
+            "host all all {clients} trust"
+        )?;
+        init.listen = format!("127.0.0.1,{address}");
+        init.start(0)
     }
 
     /// Waits until the postmaster reports `ready` in `postmaster.pid` (its
@@ -133,6 +152,7 @@ impl Postgres {
             self.run_as.as_ref(),
             self.dir.path(),
             self.port,
+            &self.listen,
         )?;
         self.wait_ready()
     }
@@ -143,6 +163,7 @@ struct Initialized {
     bindir: PathBuf,
     run_as: Option<User>,
     dir: Place,
+    listen: String,
 }
 
 impl Initialized {
@@ -201,6 +222,7 @@ impl Initialized {
             bindir,
             run_as,
             dir,
+            listen: LOOPBACK.to_owned(),
         })
     }
 
@@ -247,10 +269,17 @@ impl Initialized {
     /// Starts the server and waits until it accepts connections.
     fn start(self, preferred_port: u16) -> anyhow::Result<Postgres> {
         let port = port_or_free(preferred_port)?;
-        let server = spawn_server(&self.bindir, self.run_as.as_ref(), self.dir.path(), port)?;
+        let server = spawn_server(
+            &self.bindir,
+            self.run_as.as_ref(),
+            self.dir.path(),
+            port,
+            &self.listen,
+        )?;
         let mut pg = Postgres {
             server,
             port,
+            listen: self.listen,
             bindir: self.bindir,
             run_as: self.run_as,
             dir: self.dir,
@@ -259,6 +288,9 @@ impl Initialized {
         Ok(pg)
     }
 }
+
+/// Where every server listens.
+const LOOPBACK: &str = "127.0.0.1";
 
 /// The user the server runs as: `None` (ourselves) unless we are root.
 fn server_user() -> anyhow::Result<Option<User>> {
@@ -279,6 +311,7 @@ fn spawn_server(
     run_as: Option<&User>,
     dir: &Path,
     port: u16,
+    listen: &str,
 ) -> anyhow::Result<Supervised> {
     let mut cmd = command(bindir, "postgres", run_as);
     cmd.arg("-D")
@@ -287,7 +320,7 @@ fn spawn_server(
         .arg(dir)
         .args([
             "-c",
-            "listen_addresses=127.0.0.1",
+            &format!("listen_addresses={listen}"),
             "-c",
             "fsync=off",
             "-c",
