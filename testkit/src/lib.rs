@@ -32,8 +32,8 @@ use kube::config::Kubeconfig;
 use kube::{Client, ResourceExt};
 
 pub use handoff_local::{
-    Assets, ControlPlane, PlaneOptions, Postgres, StaticToken, Versions, assets, client_from,
-    install_crds, postgres, process,
+    Assets, ControlPlane, PlaneOptions, Postgres, ServerTls, StaticToken, Versions, assets,
+    client_from, install_crds, postgres, process,
 };
 pub use served::{BridgeProcess, ControllerProcess, WebhookProcess};
 
@@ -146,6 +146,18 @@ impl TestEnv {
             existing_cluster: true,
             pids: Vec::new(),
         })
+    }
+
+    /// The environment of a [`cluster::Cluster`] (the e2e tier): its admin
+    /// kubeconfig and kubectl, its processes' ids.
+    pub fn of_cluster(cluster: &cluster::Cluster) -> Self {
+        Self {
+            kubeconfig: cluster.kubeconfig().clone(),
+            kubeconfig_path: cluster.kubeconfig_path().to_owned(),
+            kubectl: cluster.assets().bin("kubectl"),
+            existing_cluster: false,
+            pids: cluster.pids(),
+        }
     }
 
     /// A fresh client (make one per test: clients are bound to their runtime).

@@ -1,0 +1,194 @@
+//! The e2e suite's shared cluster, started once per test binary: the
+//! control plane with one real node ([`Cluster`]), the project's images
+//! imported into it, a PostgreSQL the Pods reach on the pod network's
+//! gateway, and `config/default` with the PostgreSQL overlay installed
+//! ([`installed`]). Like kubebuilder's `test/e2e` suite: one installation,
+//! the scenarios in namespaces of their own.
+
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use handoff_testkit::TestEnv;
+use handoff_testkit::cluster::Cluster;
+use handoff_testkit::postgres::Postgres;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
+use kube::api::{Api, PostParams};
+
+/// The namespace `config/default` installs into.
+pub(crate) const SYSTEM: &str = "handoff-system";
+
+/// The e2e cluster and what the suites need to know of it.
+pub(crate) struct E2e {
+    /// Admin access (kubeconfig, kubectl, clients).
+    pub(crate) env: TestEnv,
+    /// The mirror's PostgreSQL as the host reaches it.
+    pub(crate) postgres_url: String,
+    /// The same database as the Pods reach it (the gateway address).
+    pub(crate) postgres_url_for_pods: String,
+    /// The PostgreSQL server's process id (its process group: SIGSTOP
+    /// stalls every backend too).
+    pub(crate) postgres_pid: u32,
+}
+
+/// Kept until the process exits, then torn down (see [`register_teardown`]).
+static CLUSTER: Mutex<Option<Cluster>> = Mutex::new(None);
+static POSTGRES: Mutex<Option<Postgres>> = Mutex::new(None);
+
+/// The shared cluster, started on first use; panics with the reason when
+/// it cannot start (never skips).
+pub(crate) fn e2e() -> &'static E2e {
+    static E2E: OnceLock<E2e> = OnceLock::new();
+    E2E.get_or_init(|| {
+        let started = std::thread::spawn(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|rt| rt.block_on(start()))
+        })
+        .join();
+        match started {
+            Ok(Ok(e2e)) => e2e,
+            Ok(Err(err)) => panic!("the e2e cluster could not start: {err:#}"),
+            Err(_) => panic!("the e2e cluster could not start: its thread panicked"),
+        }
+    })
+}
+
+async fn start() -> anyhow::Result<E2e> {
+    let images = crate::images::archives()?;
+    let cluster = Cluster::start(&images.paths()).await?;
+    let network = cluster.network();
+    let postgres = Postgres::start_for_pods(network.gateway, &network.cidr())?;
+    let e2e = E2e {
+        env: TestEnv::of_cluster(&cluster),
+        postgres_url: postgres.url(),
+        postgres_url_for_pods: format!(
+            "postgres://postgres@{}:{}/postgres?sslmode=disable",
+            network.gateway,
+            postgres.port()
+        ),
+        postgres_pid: postgres.pid(),
+    };
+    *CLUSTER
+        .lock()
+        .map_err(|_| anyhow::anyhow!("cluster lock poisoned"))? = Some(cluster);
+    *POSTGRES
+        .lock()
+        .map_err(|_| anyhow::anyhow!("postgres lock poisoned"))? = Some(postgres);
+    register_teardown();
+    Ok(e2e)
+}
+
+/// Runs `f` with the cluster (its node's processes, imports).
+pub(crate) fn with_cluster<T>(f: impl FnOnce(&mut Cluster) -> T) -> T {
+    e2e();
+    let mut slot = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
+    match slot.as_mut() {
+        Some(cluster) => f(cluster),
+        None => panic!("the e2e cluster is gone"),
+    }
+}
+
+/// Tears the cluster down when the process exits normally (statics are
+/// never dropped): Pods, the node's processes, mounts, rules, the bridge.
+fn register_teardown() {
+    static REGISTERED: OnceLock<()> = OnceLock::new();
+    REGISTERED.get_or_init(|| {
+        extern "C" fn teardown() {
+            if let Ok(mut cluster) = CLUSTER.lock() {
+                drop(cluster.take());
+            }
+            if let Ok(mut pg) = POSTGRES.lock() {
+                drop(pg.take());
+            }
+        }
+        // SAFETY: `teardown` is a plain extern "C" fn with no arguments.
+        unsafe {
+            libc::atexit(teardown);
+        }
+    });
+}
+
+pub(crate) fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl …` against the e2e cluster, from the repository root.
+pub(crate) fn kubectl(args: &[&str]) -> Output {
+    e2e()
+        .env
+        .kubectl()
+        .current_dir(root())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl does not run: {e}"))
+}
+
+/// `kubectl …` with `stdin`.
+pub(crate) fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = e2e()
+        .env
+        .kubectl()
+        .current_dir(root())
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl does not run: {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        input
+            .write_all(stdin.as_bytes())
+            .unwrap_or_else(|e| panic!("kubectl's stdin: {e}"));
+    }
+    child
+        .wait_with_output()
+        .unwrap_or_else(|e| panic!("kubectl's output: {e}"))
+}
+
+/// The output of a successful command, else a panic naming `what`.
+pub(crate) fn must(out: Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A namespace `<prefix>-<random>` that the installed controller manages
+/// (unlike the `it` suite's, it carries no `handoff.dev/controller` claim).
+pub(crate) async fn namespace(prefix: &str) -> String {
+    let api: Api<Namespace> = Api::all(e2e().env.client().await);
+    let mut ns = Namespace::default();
+    ns.metadata.generate_name = Some(format!("{prefix}-"));
+    api.create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create a namespace: {e}"))
+        .name_any()
+}
+
+/// Polls `probe` every 250 ms until it returns `Some`, failing after
+/// `limit` with `what` and the last state `probe` saw.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(state) if Instant::now() >= deadline => {
+                panic!("{what}: not within {limit:?}; last seen: {state}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}

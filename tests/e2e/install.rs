@@ -1,0 +1,315 @@
+//! Install: `config/default` with the PostgreSQL overlay, applied as built
+//! (`kubectl kustomize config/overlays/postgres`) with only what an
+//! operator fills in changed ([`as_installed`]): the image (the local one,
+//! never pulled), the webhook's `caBundle` (cert-manager's cainjector's
+//! part; its Secret is made here from a CA of our own, as docs/install.md
+//! says to without cert-manager), the PostgreSQL Secret and CA ConfigMap,
+//! and — so the liveness scenario takes seconds, not minutes — the
+//! controller's `--wedged-after` and its liveness probe's period. The
+//! Deployments must then become available under the namespace's
+//! `restricted` Pod Security Standard, with their probes passing.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use handoff_testkit::ServerTls;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use crate::harness::{SYSTEM, e2e, eventually, kubectl, kubectl_stdin, must};
+use crate::images::HANDOFF;
+
+/// How soon a wedged controller answers 503 in the e2e installation.
+pub(crate) const WEDGED_AFTER: &str = "8s";
+
+/// What the e2e installation changes in the built manifests.
+pub(crate) struct Rewrites<'a> {
+    /// The image every Deployment runs.
+    pub(crate) image: &'a str,
+    /// The webhook's serving CA (PEM) for the configuration's caBundle.
+    pub(crate) webhook_ca: &'a str,
+    /// The controller's `--wedged-after`.
+    pub(crate) wedged_after: &'a str,
+}
+
+/// Pure: `objects` (a kustomize build) as the e2e cluster installs them.
+pub(crate) fn as_installed(mut objects: Vec<Value>, rewrites: &Rewrites<'_>) -> Vec<Value> {
+    use base64::Engine as _;
+    for object in &mut objects {
+        match object["kind"].as_str() {
+            Some("Deployment") => {
+                let controller = object["metadata"]["name"] == "handoff-controller";
+                let containers = object["spec"]["template"]["spec"]["containers"].as_array_mut();
+                for container in containers.into_iter().flatten() {
+                    container["image"] = json!(rewrites.image);
+                    container["imagePullPolicy"] = json!("Never");
+                    if controller {
+                        shorten_liveness(container, rewrites.wedged_after);
+                    }
+                }
+            }
+            Some("ValidatingWebhookConfiguration") => {
+                let bundle = base64::engine::general_purpose::STANDARD.encode(rewrites.webhook_ca);
+                for hook in object["webhooks"].as_array_mut().into_iter().flatten() {
+                    hook["clientConfig"]["caBundle"] = json!(bundle);
+                }
+            }
+            _ => {}
+        }
+    }
+    objects
+}
+
+/// `--wedged-after=<after>` and a liveness probe every 2 s, restarting
+/// after 2 failures (the shipped: 5m, every 20 s, 3 failures).
+fn shorten_liveness(container: &mut Value, after: &str) {
+    for arg in container["args"].as_array_mut().into_iter().flatten() {
+        if arg
+            .as_str()
+            .is_some_and(|a| a.starts_with("--wedged-after="))
+        {
+            *arg = json!(format!("--wedged-after={after}"));
+        }
+    }
+    let probe = &mut container["livenessProbe"];
+    probe["periodSeconds"] = json!(2);
+    probe["failureThreshold"] = json!(2);
+    probe["initialDelaySeconds"] = json!(2);
+}
+
+/// The installation, applied once per test binary; later calls wait for
+/// nothing. Panics with the failing step's output.
+pub(crate) fn installed() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(install);
+}
+
+fn install() {
+    let e2e = e2e();
+    must(
+        kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            "config/components/namespace.yaml",
+        ]),
+        "apply the namespace",
+    );
+    // Certificate and Issuer objects apply; nothing acts on them.
+    must(
+        kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            "tests/fixtures/cert-manager/",
+        ]),
+        "apply the cert-manager stand-in CRDs",
+    );
+    must(
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/issuers.cert-manager.io",
+            "crd/certificates.cert-manager.io",
+        ]),
+        "cert-manager stand-in CRDs established",
+    );
+    let tls = ServerTls::generate(
+        "handoff-e2e-webhook-ca",
+        &[
+            "handoff-webhook.handoff-system.svc",
+            "handoff-webhook.handoff-system.svc.cluster.local",
+        ],
+    )
+    .unwrap_or_else(|e| panic!("the webhook's certificate: {e:#}"));
+    let secrets = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+         "metadata": {"name": "handoff-webhook-tls", "namespace": SYSTEM},
+         "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca_cert}},
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "handoff-postgres", "namespace": SYSTEM},
+         "stringData": {"dsn": e2e.postgres_url_for_pods}},
+        // The overlay mounts a CA bundle; the e2e database speaks plain TCP
+        // on the pod network (sslmode=disable), so any CA does.
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": "handoff-postgres-ca", "namespace": SYSTEM},
+         "data": {"ca.crt": tls.ca_cert}},
+    ]});
+    must(
+        kubectl_stdin(&["apply", "--server-side", "-f", "-"], &secrets.to_string()),
+        "the webhook's Secret, the DSN Secret and the CA ConfigMap",
+    );
+    let built = must(
+        kubectl(&["kustomize", "config/overlays/postgres"]),
+        "kustomize config/overlays/postgres",
+    );
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&built)
+        .unwrap_or_else(|e| panic!("the build is not YAML: {e}"));
+    let objects = as_installed(
+        objects,
+        &Rewrites {
+            image: HANDOFF,
+            webhook_ca: &tls.ca_cert,
+            wedged_after: WEDGED_AFTER,
+        },
+    );
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let applied = kubectl_stdin(&["apply", "--server-side", "-f", "-"], &list.to_string());
+    let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
+    must(applied, "apply config/default with the PostgreSQL overlay");
+    assert!(
+        !warnings.contains("PodSecurity"),
+        "the Deployments must meet the restricted Pod Security Standard: {warnings}"
+    );
+    for deployment in ["handoff-webhook", "handoff-bridge", "handoff-controller"] {
+        let rolled = kubectl(&[
+            "-n",
+            SYSTEM,
+            "rollout",
+            "status",
+            &format!("deployment/{deployment}"),
+            "--timeout=60s",
+        ]);
+        if !rolled.status.success() {
+            panic!(
+                "deployment/{deployment} did not roll out: {}\n{}",
+                String::from_utf8_lossy(&rolled.stderr),
+                diagnose()
+            );
+        }
+    }
+}
+
+/// The Pods, Events and the node's logs, for a failure's message.
+pub(crate) fn diagnose() -> String {
+    let pods = kubectl(&["get", "pods", "-A", "-o", "wide"]);
+    let events = kubectl(&["get", "events", "-A", "--sort-by=.lastTimestamp"]);
+    let kubelet = crate::harness::with_cluster(|c| {
+        std::fs::read_to_string(c.dir().join("kubelet.log")).unwrap_or_default()
+    });
+    let tail: Vec<&str> = kubelet.lines().rev().take(30).collect();
+    let logs = kubectl(&[
+        "-n",
+        SYSTEM,
+        "logs",
+        "--all-containers",
+        "--prefix",
+        "--tail=15",
+        "-l",
+        "app.kubernetes.io/part-of=handoff",
+    ]);
+    format!(
+        "pods:\n{}\nevents:\n{}\nlogs:\n{}{}\nkubelet:\n{}",
+        String::from_utf8_lossy(&pods.stdout),
+        String::from_utf8_lossy(&events.stdout),
+        String::from_utf8_lossy(&logs.stdout),
+        String::from_utf8_lossy(&logs.stderr),
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    )
+}
+
+/// The installation's Pods of one component, by `app.kubernetes.io/name`.
+pub(crate) async fn pods_of(name: &str) -> Vec<Pod> {
+    let pods: Api<Pod> = Api::namespaced(e2e().env.client().await, SYSTEM);
+    pods.list(&ListParams::default().labels(&format!("app.kubernetes.io/name={name}")))
+        .await
+        .unwrap_or_else(|e| panic!("list the {name} pods: {e}"))
+        .items
+}
+
+#[tokio::test]
+async fn config_default_runs_as_pods_under_the_restricted_standard_with_its_probes_passing() {
+    installed();
+    let deployments: Api<Deployment> = Api::namespaced(e2e().env.client().await, SYSTEM);
+    for name in ["handoff-controller", "handoff-bridge", "handoff-webhook"] {
+        let ready = eventually(
+            &format!("deployment/{name} has every replica ready"),
+            Duration::from_secs(120),
+            || {
+                let deployments = deployments.clone();
+                async move {
+                    let d = deployments.get(name).await.map_err(|e| e.to_string())?;
+                    let want = d.spec.replicas.unwrap_or(1);
+                    let status = d.status.unwrap_or_default();
+                    let ready = status.ready_replicas.unwrap_or(0);
+                    (ready == want && want > 0)
+                        .then_some(ready)
+                        .ok_or(format!("{ready} of {want} ready"))
+                }
+            },
+        )
+        .await;
+        assert!(ready >= 1, "{name}");
+        for pod in pods_of(name).await {
+            let spec = pod.spec.unwrap_or_default();
+            let container = &spec.containers[0];
+            assert_eq!(container.image.as_deref(), Some(HANDOFF), "{name}");
+            let security = container.security_context.clone().unwrap_or_default();
+            assert_eq!(security.read_only_root_filesystem, Some(true), "{name}");
+            let statuses = pod
+                .status
+                .and_then(|s| s.container_statuses)
+                .unwrap_or_default();
+            assert!(
+                statuses.iter().all(|s| s.ready),
+                "{name}'s containers are ready (readiness probe): {statuses:?}"
+            );
+        }
+    }
+    // The image's user, as the kubelet ran it (the restricted standard
+    // needs non-root; the Dockerfile says 65532).
+    let pod = pods_of("handoff-bridge")
+        .await
+        .remove(0)
+        .metadata
+        .name
+        .unwrap_or_default();
+    let id = must(
+        kubectl(&["-n", SYSTEM, "exec", &pod, "--", "/handoff", "--version"]),
+        "exec into the bridge",
+    );
+    assert!(id.contains("handoff"), "{id}");
+}
+
+#[test]
+fn the_installation_changes_only_what_an_operator_fills_in() {
+    let objects = vec![
+        json!({"kind": "Deployment", "metadata": {"name": "handoff-controller"},
+               "spec": {"template": {"spec": {"containers": [{"image": "ghcr.io/x:1",
+                 "args": ["controller", "--wedged-after=5m", "--lease-namespace=x"],
+                 "livenessProbe": {"periodSeconds": 20, "failureThreshold": 3}}]}}}}),
+        json!({"kind": "Deployment", "metadata": {"name": "handoff-bridge"},
+               "spec": {"template": {"spec": {"containers": [{"image": "ghcr.io/x:1",
+                 "args": ["mcp"], "livenessProbe": {"periodSeconds": 20}}]}}}}),
+        json!({"kind": "ValidatingWebhookConfiguration", "webhooks": [{"clientConfig": {"service": {}}}]}),
+        json!({"kind": "ConfigMap", "data": {"a": "b"}}),
+    ];
+    let out = as_installed(
+        objects.clone(),
+        &Rewrites {
+            image: "localhost/h:e2e",
+            webhook_ca: "PEM",
+            wedged_after: "8s",
+        },
+    );
+    let controller = &out[0]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(controller["image"], "localhost/h:e2e");
+    assert_eq!(controller["imagePullPolicy"], "Never");
+    assert_eq!(
+        controller["args"],
+        json!(["controller", "--wedged-after=8s", "--lease-namespace=x"])
+    );
+    assert_eq!(controller["livenessProbe"]["periodSeconds"], 2);
+    let bridge = &out[1]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(bridge["image"], "localhost/h:e2e");
+    assert_eq!(bridge["args"], json!(["mcp"]));
+    assert_eq!(
+        bridge["livenessProbe"]["periodSeconds"], 20,
+        "only the controller's is shortened"
+    );
+    assert_eq!(out[2]["webhooks"][0]["clientConfig"]["caBundle"], "UEVN");
+    assert_eq!(out[3], objects[3]);
+}

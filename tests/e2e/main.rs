@@ -1,0 +1,11 @@
+//! The e2e tier: the project as Pods on a real node (`make test-e2e`, run
+//! by `make test`, as root). One cluster per test binary
+//! ([`harness::e2e`]: the local control plane, one node with containerd,
+//! the kubelet, the controller-manager, the scheduler, kube-proxy and
+//! CoreDNS), the project's images imported with no registry, and
+//! `config/default` installed once ([`install::installed`]). Laid out as
+//! kubebuilder's `test/e2e`: each module is one scenario's suite.
+
+mod harness;
+mod images;
+mod install;
