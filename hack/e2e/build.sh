@@ -5,6 +5,11 @@
 #    from the same wrapper module and version as kube-apiserver
 #    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns), once per version,
 #    into a cache directory printed on the last line of stdout;
+#  - beside them, the node's own small programs, static (CGO_ENABLED=0) so
+#    that each is an image's only file: the sandbox container
+#    (hack/e2e/pause) and the scripted agent (hack/e2e/agent). They are
+#    sources of this repository, not versions, so they are rebuilt on
+#    every run (about a second each from Go's build cache);
 #  - the container runtime: containerd, runc and the CNI plugins, from the
 #    distribution's packages. As root with apt it installs them; otherwise
 #    it prints the command and fails.
@@ -24,7 +29,8 @@ tag=e2e
 source "$here/../lib/go-cache.sh"
 
 kube_commands=(kubelet kube-controller-manager kube-scheduler kube-proxy)
-need=("${kube_commands[@]}" coredns)
+versioned=("${kube_commands[@]}" coredns)
+local_programs=(pause agent)
 packages=(containerd runc containernetworking-plugins)
 
 # The runtime's binaries; Debian's CNI plugins live in /usr/lib/cni.
@@ -50,15 +56,21 @@ ensure_runtime() {
 ensure_runtime
 
 dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
-use_cached "$dest" "${need[@]}"
 start_stage "$dest" "the node"
 
-for c in "${kube_commands[@]}"; do
-  go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
+if all_built "$dest" "${versioned[@]}"; then
+  echo "$tag: cached binaries in $dest" >&2
+else
+  for c in "${kube_commands[@]}"; do
+    go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
+  done
+  go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+  publish "$dest" "${versioned[@]}"
+fi
+for p in "${local_programs[@]}"; do
+  CGO_ENABLED=0 go_build "$here/$p" "handoff.dev/hack/e2e/$p" "$p" "-s -w"
 done
-go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
-
-publish "$dest" "${need[@]}"
+publish "$dest" "${local_programs[@]}"
 "$dest/kubelet" --version >&2
 "$dest/coredns" -version | head -1 >&2
 echo "$dest"
