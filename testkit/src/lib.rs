@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod controller;
 pub mod http;
+pub mod image;
 pub mod mirror;
 pub mod model;
 pub mod plot;
