@@ -3,8 +3,9 @@
 #
 #  - kubelet, kube-controller-manager, kube-scheduler and kube-proxy, built
 #    from the same wrapper module and version as kube-apiserver
-#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns), once per version,
-#    into a cache directory printed on the last line of stdout;
+#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns, static for its
+#    image), once per version, into a cache directory printed on the last
+#    line of stdout;
 #  - beside them, the node's own small programs, static (CGO_ENABLED=0) so
 #    that each is an image's only file: the sandbox container
 #    (hack/e2e/pause) and the scripted agent (hack/e2e/agent). They are
@@ -29,7 +30,6 @@ tag=e2e
 source "$here/../lib/go-cache.sh"
 
 kube_commands=(kubelet kube-controller-manager kube-scheduler kube-proxy)
-versioned=("${kube_commands[@]}" coredns)
 local_programs=(pause agent)
 packages=(containerd runc containernetworking-plugins)
 
@@ -58,19 +58,29 @@ ensure_runtime
 dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
 start_stage "$dest" "the node"
 
-if all_built "$dest" "${versioned[@]}"; then
+# What goes into an image must be static: an image has no loader. A
+# CoreDNS cached before it was built so is built again.
+is_static() { ! LC_ALL=C readelf --program-headers --wide "$1" | grep -q INTERP; }
+if [[ -x "$dest/coredns" ]] && ! is_static "$dest/coredns"; then rm -f "$dest/coredns"; fi
+
+built=()
+for c in "${kube_commands[@]}"; do
+  all_built "$dest" "$c" && continue
+  go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
+  built+=("$c")
+done
+if ! all_built "$dest" coredns; then
+  CGO_ENABLED=0 go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+  built+=(coredns)
+fi
+if [[ ${#built[@]} -eq 0 ]]; then
   echo "$tag: cached binaries in $dest" >&2
-else
-  for c in "${kube_commands[@]}"; do
-    go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
-  done
-  go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
-  publish "$dest" "${versioned[@]}"
 fi
 for p in "${local_programs[@]}"; do
   CGO_ENABLED=0 go_build "$here/$p" "handoff.dev/hack/e2e/$p" "$p" "-s -w"
+  built+=("$p")
 done
-publish "$dest" "${local_programs[@]}"
+publish "$dest" "${built[@]}"
 "$dest/kubelet" --version >&2
 "$dest/coredns" -version | head -1 >&2
 echo "$dest"

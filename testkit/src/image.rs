@@ -617,10 +617,7 @@ pub fn final_stage(dockerfile: &str) -> Result<FinalStage> {
                         stage.entrypoint = Some(exec);
                     }
                     "COPY" | "ADD" => {
-                        let dest = rest
-                            .split_whitespace()
-                            .filter(|w| !w.starts_with("--"))
-                            .last();
+                        let dest = rest.split_whitespace().rfind(|w| !w.starts_with("--"));
                         stage.copied.extend(dest.map(str::to_owned));
                     }
                     _ => {}
