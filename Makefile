@@ -5,7 +5,9 @@
 #   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
 #   make e2e-assets      the e2e node's parts: kubelet, controller-manager, scheduler,
-#                        kube-proxy, CoreDNS (cached), containerd/runc/CNI (apt, as root)
+#                        kube-proxy, CoreDNS (cached), containerd/runc/CNI (apt, as root),
+#                        and the node's pause and scripted agent programs
+#   make e2e-image-binary  the static `handoff` of the local e2e image (no registry)
 #   make crds            regenerate crds/ from the Rust types
 #   make lint / fmt / build / bench
 #   make image IMG=…     build the container image (needs docker or podman)
@@ -17,7 +19,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets e2e-assets postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -32,6 +34,11 @@ envtest-assets:
 ## the container runtime (not yet used by `make test`: the node comes next).
 e2e-assets:
 	@hack/e2e/build.sh >/dev/null
+
+## The static (glibc crt-static) release `handoff` of the e2e node's local
+## image, in target/x86_64-unknown-linux-gnu/release; fails if not static.
+e2e-image-binary:
+	@hack/e2e/handoff-static.sh >/dev/null
 
 ## PostgreSQL server binaries for the mirror tests and `handoff dev`.
 postgres:

@@ -3,8 +3,14 @@
 #
 #  - kubelet, kube-controller-manager, kube-scheduler and kube-proxy, built
 #    from the same wrapper module and version as kube-apiserver
-#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns), once per version,
-#    into a cache directory printed on the last line of stdout;
+#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns, static for its
+#    image), once per version, into a cache directory printed on the last
+#    line of stdout;
+#  - beside them, the node's own small programs, static (CGO_ENABLED=0) so
+#    that each is an image's only file: the sandbox container
+#    (hack/e2e/pause) and the scripted agent (hack/e2e/agent). They are
+#    sources of this repository, not versions, so they are rebuilt on
+#    every run (about a second each from Go's build cache);
 #  - the container runtime: containerd, runc and the CNI plugins, from the
 #    distribution's packages. As root with apt it installs them; otherwise
 #    it prints the command and fails.
@@ -24,7 +30,7 @@ tag=e2e
 source "$here/../lib/go-cache.sh"
 
 kube_commands=(kubelet kube-controller-manager kube-scheduler kube-proxy)
-need=("${kube_commands[@]}" coredns)
+local_programs=(pause agent)
 packages=(containerd runc containernetworking-plugins)
 
 # The runtime's binaries; Debian's CNI plugins live in /usr/lib/cni.
@@ -50,15 +56,31 @@ ensure_runtime() {
 ensure_runtime
 
 dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
-use_cached "$dest" "${need[@]}"
 start_stage "$dest" "the node"
 
-for c in "${kube_commands[@]}"; do
-  go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
-done
-go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+# What goes into an image must be static: an image has no loader. A
+# CoreDNS cached before it was built so is built again.
+is_static() { ! LC_ALL=C readelf --program-headers --wide "$1" | grep -q INTERP; }
+if [[ -x "$dest/coredns" ]] && ! is_static "$dest/coredns"; then rm -f "$dest/coredns"; fi
 
-publish "$dest" "${need[@]}"
+built=()
+for c in "${kube_commands[@]}"; do
+  all_built "$dest" "$c" && continue
+  go_build "$here/../envtest/kube" "k8s.io/kubernetes/cmd/$c" "$c" "$(kube_ldflags)"
+  built+=("$c")
+done
+if ! all_built "$dest" coredns; then
+  CGO_ENABLED=0 go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+  built+=(coredns)
+fi
+if [[ ${#built[@]} -eq 0 ]]; then
+  echo "$tag: cached binaries in $dest" >&2
+fi
+for p in "${local_programs[@]}"; do
+  CGO_ENABLED=0 go_build "$here/$p" "handoff.dev/hack/e2e/$p" "$p" "-s -w"
+  built+=("$p")
+done
+publish "$dest" "${built[@]}"
 "$dest/kubelet" --version >&2
 "$dest/coredns" -version | head -1 >&2
 echo "$dest"

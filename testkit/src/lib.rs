@@ -14,6 +14,7 @@ pub mod bench;
 pub mod cluster;
 pub mod controller;
 pub mod http;
+pub mod image;
 pub mod mirror;
 pub mod model;
 pub mod plot;

@@ -1,0 +1,342 @@
+//! The e2e node's images in a real containerd (issue 30): the four archives
+//! of `handoff_testkit::image` are imported by a throwaway containerd (its
+//! own root, state and socket in a temporary directory) and each runs under
+//! runc. The project's image prints `handoff --version`, and runs as user
+//! 65532 with host names resolved by the static binary (glibc's built-in
+//! `files` backend, /etc/hosts bind-mounted as the kubelet does).
+//!
+//! Needs root, containerd, ctr and runc (`make e2e-assets`), the static
+//! binary (`make e2e-image-binary`); fails with what to run when one is
+//! missing. The node's programs (pause, agent, CoreDNS) come from
+//! hack/e2e/build.sh, which reuses its cache.
+
+use std::io::Read as _;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use handoff_testkit::image::{self, ImageSpec};
+
+/// The repository's root (the test kit is one of its members).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn require_root() {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "the containerd image check runs containers: run it as root"
+    );
+}
+
+fn require_tools() {
+    for tool in ["containerd", "ctr", "runc"] {
+        let found = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+            .unwrap_or(false);
+        assert!(
+            found,
+            "{tool} is missing: run `make e2e-assets` as root (it installs containerd, runc and the CNI plugins)"
+        );
+    }
+}
+
+/// The static `handoff` of `make e2e-image-binary`, checked static.
+fn static_handoff() -> PathBuf {
+    let bin = root().join("target/x86_64-unknown-linux-gnu/release/handoff");
+    let bytes = std::fs::read(&bin)
+        .unwrap_or_else(|e| panic!("{}: {e}: run `make e2e-image-binary` first", bin.display()));
+    let interpreter = image::elf_interpreter(&bytes).expect("an ELF executable");
+    assert_eq!(
+        interpreter,
+        None,
+        "{} is dynamically linked: rebuild it with `make e2e-image-binary`",
+        bin.display()
+    );
+    bin
+}
+
+/// The e2e cache directory of hack/e2e/build.sh (pause, agent, coredns).
+fn e2e_programs() -> PathBuf {
+    let out = Command::new(root().join("hack/e2e/build.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("hack/e2e/build.sh");
+    assert!(
+        out.status.success(),
+        "hack/e2e/build.sh failed (see above): `make e2e-assets` builds the node's programs"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(
+        stdout
+            .lines()
+            .last()
+            .expect("the cache directory on the last line")
+            .trim(),
+    )
+}
+
+/// A containerd of its own, stopped (its containers first) when dropped.
+struct Containerd {
+    child: Child,
+    dir: tempfile::TempDir,
+    socket: PathBuf,
+    containers: Vec<String>,
+}
+
+impl Containerd {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let socket = d.join("containerd.sock");
+        let config = format!(
+            r#"version = 2
+root = "{root}"
+state = "{state}"
+[grpc]
+  address = "{socket}"
+[plugins."io.containerd.grpc.v1.cri"]
+  restrict_oom_score_adj = true
+  sandbox_image = "{pause}"
+"#,
+            root = d.join("root").display(),
+            state = d.join("state").display(),
+            socket = socket.display(),
+            pause = image::PAUSE_IMAGE,
+        );
+        std::fs::write(d.join("config.toml"), config).expect("config");
+        let log = std::fs::File::create(d.join("containerd.log")).expect("log");
+        let child = Command::new("containerd")
+            .arg("--config")
+            .arg(d.join("config.toml"))
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("containerd");
+        let mut containerd = Self {
+            child,
+            dir,
+            socket,
+            containers: Vec::new(),
+        };
+        containerd.wait_ready();
+        containerd
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("containerd.log")).unwrap_or_default()
+    }
+
+    /// Polls `ctr version` until the socket answers (or containerd died).
+    fn wait_ready(&mut self) {
+        for _ in 0..300 {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("containerd exited ({status}):\n{}", self.log());
+            }
+            if self.ctr(&["version"]).status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "containerd did not answer on {}:\n{}",
+            self.socket.display(),
+            self.log()
+        );
+    }
+
+    fn ctr(&self, args: &[&str]) -> Output {
+        Command::new("ctr")
+            .arg("--address")
+            .arg(&self.socket)
+            .args(["--namespace", "k8s.io"])
+            .args(args)
+            .output()
+            .expect("ctr")
+    }
+
+    /// `ctr ARGS`, which must succeed; its stdout.
+    fn ctr_ok(&self, args: &[&str]) -> String {
+        let out = self.ctr(args);
+        assert!(
+            out.status.success(),
+            "ctr {args:?}: {}\nstdout: {}\nstderr: {}\ncontainerd:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Writes `spec` as an archive and imports it; the manifest's digest.
+    fn import(&self, spec: &ImageSpec) -> image::Digest {
+        let archive = self
+            .dir
+            .path()
+            .join(format!("{}.tar", spec.reference.replace(['/', ':'], "_")));
+        let digest = spec.write_archive(&archive).expect("archive");
+        self.ctr_ok(&["images", "import", &archive.to_string_lossy()]);
+        digest
+    }
+
+    /// `ctr run --rm IMAGE ID ARGS...`: the container's stdout and stderr.
+    fn run(&mut self, reference: &str, id: &str, args: &[&str]) -> String {
+        self.containers.push(id.into());
+        let mut all = vec!["run", "--rm", reference, id];
+        all.extend_from_slice(args);
+        let out = self.ctr(&all);
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    }
+}
+
+impl Drop for Containerd {
+    fn drop(&mut self) {
+        for id in &self.containers {
+            let _ = self.ctr(&["task", "delete", "--force", id]);
+            let _ = self.ctr(&["containers", "delete", id]);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn containerd_imports_and_runs_the_node_images() {
+    require_root();
+    require_tools();
+    let handoff = static_handoff();
+    let programs = e2e_programs();
+    let mut containerd = Containerd::start();
+
+    let specs = [
+        image::handoff_image(&handoff),
+        image::pause_image(&programs.join("pause")),
+        image::coredns_image(&programs.join("coredns")),
+        image::agent_image(&programs.join("agent"), &handoff),
+    ];
+    let listed_before = containerd.ctr_ok(&["images", "ls"]);
+    for spec in &specs {
+        assert!(
+            !listed_before.contains(&spec.reference),
+            "a fresh containerd has no {}",
+            spec.reference
+        );
+        let digest = containerd.import(spec);
+        let listed = containerd.ctr_ok(&["images", "ls"]);
+        let line = listed
+            .lines()
+            .find(|l| l.starts_with(&format!("{} ", spec.reference)));
+        let line = line.unwrap_or_else(|| panic!("{} not imported:\n{listed}", spec.reference));
+        assert!(
+            line.contains(digest.as_str()),
+            "{} has digest {digest}: {line}",
+            spec.reference
+        );
+    }
+
+    let version = containerd.run(image::HANDOFF_IMAGE, "t-version", &[]);
+    assert!(
+        version.contains("Usage: handoff <COMMAND>"),
+        "the entrypoint is /handoff: {version}"
+    );
+    let version = containerd.run(
+        image::HANDOFF_IMAGE,
+        "t-version2",
+        &["/handoff", "--version"],
+    );
+    assert_eq!(
+        version.trim(),
+        format!("handoff {}", env!("CARGO_PKG_VERSION"))
+    );
+    let pause = containerd.run(image::PAUSE_IMAGE, "t-pause", &["/pause", "-v"]);
+    assert!(pause.contains("pause (handoff e2e)"), "{pause}");
+    let coredns = containerd.run(image::COREDNS_IMAGE, "t-coredns", &["/coredns", "-version"]);
+    assert!(coredns.contains("CoreDNS-"), "{coredns}");
+    let agent = containerd.run(image::AGENT_IMAGE, "t-agent", &[]);
+    assert!(
+        agent.contains("agent: no script"),
+        "the entrypoint is /agent: {agent}"
+    );
+    let beside = containerd.run(
+        image::AGENT_IMAGE,
+        "t-agent-handoff",
+        &["/handoff", "--version"],
+    );
+    assert!(
+        beside.starts_with("handoff "),
+        "/handoff is in the agent's image: {beside}"
+    );
+
+    user_and_name_resolution(&mut containerd);
+}
+
+/// The project's image runs as 65532:65532, and its static binary resolves
+/// `localhost` by name: `handoff mirror purge` dials PostgreSQL at
+/// `localhost:<port>` (host network, /etc/hosts bind-mounted as the kubelet
+/// mounts it), where this test listens; while it is connected, the
+/// container's process is read in /proc.
+fn user_and_name_resolution(containerd: &mut Containerd) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let (accepted, connection) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = accepted.send(listener.accept());
+    });
+    let url = format!("HANDOFF_POSTGRES_URL=postgres://u@localhost:{port}/db");
+    let id = "t-uid";
+    containerd.containers.push(id.into());
+    containerd.ctr_ok(&[
+        "run",
+        "--detach",
+        "--net-host",
+        "--env",
+        &url,
+        "--mount",
+        "type=bind,src=/etc/hosts,dst=/etc/hosts,options=rbind:ro",
+        image::HANDOFF_IMAGE,
+        id,
+        "/handoff",
+        "mirror",
+        "purge",
+        "--key",
+        "k",
+        "--dry-run",
+    ]);
+    let stream = connection
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|_| {
+            panic!(
+                "the container never dialed localhost:{port} (name resolution?): {}",
+                containerd.log()
+            )
+        })
+        .expect("accept");
+    let tasks = containerd.ctr_ok(&["task", "ls"]);
+    let pid = tasks
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{id} ")))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("{id} is not running: {tasks}"));
+    let mut status = String::new();
+    std::fs::File::open(format!("/proc/{pid}/status"))
+        .and_then(|mut f| f.read_to_string(&mut status))
+        .expect("the container's /proc status");
+    let ids = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.split_whitespace().collect::<Vec<_>>())
+    };
+    assert_eq!(ids("Uid:"), Some(vec!["65532"; 4]), "{status}");
+    assert_eq!(ids("Gid:"), Some(vec!["65532"; 4]), "{status}");
+    drop(stream);
+}
