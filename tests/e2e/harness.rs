@@ -60,7 +60,7 @@ pub(crate) fn e2e() -> &'static E2e {
 
 async fn start() -> anyhow::Result<E2e> {
     let images = crate::images::archives()?;
-    let cluster = Cluster::start(&images.paths()).await?;
+    let cluster = Cluster::start(images.paths()).await?;
     let network = cluster.network();
     let postgres = Postgres::start_for_pods(network.gateway, &network.cidr())?;
     let e2e = E2e {

@@ -1,20 +1,69 @@
-//! TEMPORARY: the images from /tmp/pz (to be replaced by the image writer).
+//! The images the e2e node runs, written as OCI archives by the test kit
+//! ([`handoff_testkit::image`]) from the static `handoff` (`make
+//! e2e-image-binary`) and the node's pause and scripted agent (`make
+//! e2e-assets`), and imported before the kubelet starts.
 
 use std::path::PathBuf;
 
-pub(crate) const HANDOFF: &str = "localhost/handoff:e2e";
+use handoff_testkit::cluster::NodeAssets;
+use handoff_testkit::image::{agent_image, elf_interpreter, handoff_image, pause_image};
 
-pub(crate) struct Archives(Vec<PathBuf>);
+pub(crate) use handoff_testkit::image::{AGENT_IMAGE, HANDOFF_IMAGE as HANDOFF};
+
+/// The archives, in a directory removed on drop (after the import).
+pub(crate) struct Archives {
+    _dir: tempfile::TempDir,
+    paths: Vec<PathBuf>,
+}
 
 impl Archives {
-    pub(crate) fn paths(&self) -> Vec<PathBuf> {
-        self.0.clone()
+    pub(crate) fn paths(&self) -> &[PathBuf] {
+        &self.paths
     }
 }
 
+/// The static `handoff` of the image: `HANDOFF_E2E_BINARY`, else what
+/// `make e2e-image-binary` builds; it must be static (no ELF interpreter).
+fn static_handoff() -> anyhow::Result<PathBuf> {
+    let path = std::env::var_os("HANDOFF_E2E_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/x86_64-unknown-linux-gnu/release/handoff")
+        });
+    let elf = std::fs::read(&path).map_err(|e| {
+        anyhow::anyhow!(
+            "the image's static handoff binary {} is missing ({e}): run `make e2e-image-binary`",
+            path.display()
+        )
+    })?;
+    if let Some(interpreter) = elf_interpreter(&elf)? {
+        anyhow::bail!(
+            "{} is linked dynamically (interpreter {interpreter}); the image is FROM \
+             nothing: run `make e2e-image-binary`",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+/// Writes the pause, handoff and agent images.
 pub(crate) fn archives() -> anyhow::Result<Archives> {
-    Ok(Archives(vec![
-        "/tmp/pz/pause.tar".into(),
-        "/tmp/pz/handoff.tar".into(),
-    ]))
+    let node = NodeAssets::locate()?;
+    let handoff = static_handoff()?;
+    let dir = tempfile::Builder::new()
+        .prefix("handoff-images-")
+        .tempdir()?;
+    let specs = [
+        pause_image(&node.bin("pause")),
+        handoff_image(&handoff),
+        agent_image(&node.bin("agent"), &handoff),
+    ];
+    let mut paths = Vec::new();
+    for (i, spec) in specs.iter().enumerate() {
+        let path = dir.path().join(format!("image-{i}.tar"));
+        spec.write_archive(&path)?;
+        paths.push(path);
+    }
+    Ok(Archives { _dir: dir, paths })
 }

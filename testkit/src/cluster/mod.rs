@@ -45,8 +45,7 @@ use handoff_local::{Assets, ControlPlane, PlaneOptions, Versions, install_crds};
 use config::{KubeletSettings, Layout, PodNetwork};
 use host::{Bridge, FixedDirs, HostLock, KubeletChains, Runtime, Sysctl};
 
-/// The sandbox image every Pod's network namespace is held by.
-pub const PAUSE_IMAGE: &str = "localhost/pause:e2e";
+pub use crate::image::PAUSE_IMAGE;
 
 /// How long the node gets to become Ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
@@ -58,13 +57,16 @@ pub struct NodeAssets {
     pub dir: PathBuf,
 }
 
-/// What `hack/e2e/build.sh` builds.
-const NODE_BINARIES: [&str; 5] = [
+/// What `hack/e2e/build.sh` builds: the node's processes, and the
+/// programs of its images (the sandbox's pause, the scripted agent).
+const NODE_BINARIES: [&str; 7] = [
     "kubelet",
     "kube-controller-manager",
     "kube-scheduler",
     "kube-proxy",
     "coredns",
+    "pause",
+    "agent",
 ];
 
 impl NodeAssets {
