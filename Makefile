@@ -2,6 +2,8 @@
 #
 #   make run             local control plane (+ PostgreSQL) with the CRDs, until Ctrl-C
 #   make test            install what is missing, then fmt check, clippy, every test
+#   make test-e2e        the e2e tier: config/default as Pods on a real node (as root);
+#                        part of make test
 #   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
 #   make envtest-assets  build kube-apiserver, etcd, kubectl from Go modules (cached)
 #   make e2e-assets      the e2e node's parts: kubelet, controller-manager, scheduler,
@@ -19,7 +21,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-reliability test-deps lint fmt crds envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-e2e test-reliability test-deps lint fmt crds envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -30,8 +32,9 @@ build:
 envtest-assets:
 	@hack/envtest/build.sh >/dev/null
 
-## The e2e node's parts, built once per version into ~/.cache/handoff/e2e, and
-## the container runtime (not yet used by `make test`: the node comes next).
+## The e2e node's parts, built once per version into ~/.cache/handoff/e2e
+## (kubelet, controller-manager, scheduler, kube-proxy, CoreDNS, the images'
+## pause and scripted agent), and the container runtime (apt, as root).
 e2e-assets:
 	@hack/e2e/build.sh >/dev/null
 
@@ -95,6 +98,17 @@ test-deps: envtest-assets postgres mcp-sdk agents-claude agents-codex
 ## belong to `make bench`, in release mode.
 test: test-deps lint
 	$(CARGO) test --locked --workspace --lib --bins --tests
+	$(MAKE) --no-print-directory test-e2e
+
+## The e2e tier (tests/e2e): the control plane with one real node (containerd,
+## kubelet, controller-manager, scheduler, kube-proxy, CoreDNS), the project's
+## images written locally and imported (no registry), config/default installed
+## as Pods; then the whole `it` suite against such a cluster, and the host
+## left as it was found (one test at a time: a node holds the host). Needs
+## root (README, "Running on a real node").
+test-e2e: envtest-assets postgres e2e-assets e2e-image-binary mcp-sdk
+	$(CARGO) test --locked --test e2e
+	$(CARGO) test --locked --test e2e_existing -- --test-threads=1
 
 ## The reliability suite alone (make test runs it too, so CI does).
 test-reliability: test-deps
@@ -105,7 +119,7 @@ test-reliability: test-deps
 ## a module there that did I/O would not compile.
 lint:
 	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets --test e2e --test e2e_existing -- -D warnings
 	$(CARGO) check --locked -q -p handoff-core --lib
 
 fmt:
