@@ -3,7 +3,7 @@
 //! own root, state and socket in a temporary directory) and each runs under
 //! runc. The project's image prints `handoff --version`, and runs as user
 //! 65532 with host names resolved by the static binary (glibc's built-in
-//! `files` backend, /etc/hosts bind-mounted as the kubelet does).
+//! `files` backend, an /etc/hosts bind-mounted as the kubelet does).
 //!
 //! Needs root, containerd, ctr and runc (`make e2e-assets`), the static
 //! binary (`make e2e-image-binary`); fails with what to run when one is
@@ -276,33 +276,55 @@ fn containerd_imports_and_runs_the_node_images() {
         "/handoff is in the agent's image: {beside}"
     );
 
-    user_and_name_resolution(&mut containerd);
+    user_and_name_resolution(&mut containerd, image::HANDOFF_IMAGE, "t-uid");
+    // glibc's own `files` backend, not the image's /etc/nsswitch.conf.
+    let mut bare = image::handoff_image(&handoff);
+    bare.reference = "localhost/handoff:no-nsswitch".into();
+    bare.files.retain(|f| f.path != "/etc/nsswitch.conf");
+    containerd.import(&bare);
+    user_and_name_resolution(&mut containerd, &bare.reference, "t-uid-bare");
 }
 
-/// The project's image runs as 65532:65532, and its static binary resolves
-/// `localhost` by name: `handoff mirror purge` dials PostgreSQL at
-/// `localhost:<port>` (host network, /etc/hosts bind-mounted as the kubelet
-/// mounts it), where this test listens; while it is connected, the
+/// The image `reference` runs as 65532:65532, and its static binary resolves
+/// a host name: `handoff mirror purge` dials PostgreSQL at
+/// `handoff-e2e-postgres:<port>`, a name only the /etc/hosts this test
+/// bind-mounts knows (as the kubelet mounts one into a Pod), on the host
+/// network where this test listens. While it is connected, the
 /// container's process is read in /proc.
-fn user_and_name_resolution(containerd: &mut Containerd) {
+/// The name of the test's listener inside the container.
+const HOST: &str = "handoff-e2e-postgres";
+
+fn user_and_name_resolution(containerd: &mut Containerd, reference: &str, id: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("addr").port();
     let (accepted, connection) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = accepted.send(listener.accept());
     });
-    let url = format!("HANDOFF_POSTGRES_URL=postgres://u@localhost:{port}/db");
-    let id = "t-uid";
+    let hosts = containerd.dir.path().join(format!("{id}.hosts"));
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {HOST}\n")).expect("hosts");
+    let url = format!("HANDOFF_POSTGRES_URL=postgres://u@{HOST}:{port}/db");
+    let hosts_mount = format!(
+        "type=bind,src={},dst=/etc/hosts,options=rbind:ro",
+        hosts.display()
+    );
     containerd.containers.push(id.into());
     containerd.ctr_ok(&[
         "run",
         "--detach",
-        "--net-host",
+        "--log-uri",
+        &format!(
+            "file://{}",
+            containerd.dir.path().join(format!("{id}.log")).display()
+        ),
+        // The host's network, without the host's /etc/hosts that --net-host adds.
+        "--with-ns",
+        &format!("network:/proc/{}/ns/net", std::process::id()),
         "--env",
         &url,
         "--mount",
-        "type=bind,src=/etc/hosts,dst=/etc/hosts,options=rbind:ro",
-        image::HANDOFF_IMAGE,
+        &hosts_mount,
+        reference,
         id,
         "/handoff",
         "mirror",
@@ -311,15 +333,21 @@ fn user_and_name_resolution(containerd: &mut Containerd) {
         "k",
         "--dry-run",
     ]);
-    let stream = connection
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| {
-            panic!(
-                "the container never dialed localhost:{port} (name resolution?): {}",
-                containerd.log()
-            )
-        })
-        .expect("accept");
+    let log = containerd.dir.path().join(format!("{id}.log"));
+    let stream = loop {
+        if let Ok(accepted) = connection.recv_timeout(Duration::from_millis(100)) {
+            break accepted.expect("accept");
+        }
+        let tasks = containerd.ctr_ok(&["task", "ls"]);
+        let stopped = tasks
+            .lines()
+            .any(|l| l.starts_with(&format!("{id} ")) && l.contains("STOPPED"));
+        assert!(
+            !stopped,
+            "{reference} exited before dialing {HOST}:{port} (name resolution?):\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    };
     let tasks = containerd.ctr_ok(&["task", "ls"]);
     let pid = tasks
         .lines()
