@@ -259,6 +259,7 @@ fn containerd_imports_and_runs_the_node_images() {
     );
     let pause = containerd.run(image::PAUSE_IMAGE, "t-pause", &["/pause", "-v"]);
     assert!(pause.contains("pause (handoff e2e)"), "{pause}");
+    pause_holds_until_sigterm(&mut containerd);
     let coredns = containerd.run(image::COREDNS_IMAGE, "t-coredns", &["/coredns", "-version"]);
     assert!(coredns.contains("CoreDNS-"), "{coredns}");
     let agent = containerd.run(image::AGENT_IMAGE, "t-agent", &[]);
@@ -291,6 +292,43 @@ fn containerd_imports_and_runs_the_node_images() {
 /// bind-mounts knows (as the kubelet mounts one into a Pod), on the host
 /// network where this test listens. While it is connected, the
 /// container's process is read in /proc.
+/// The sandbox runs until the kubelet's SIGTERM (as PID 1, which ignores
+/// signals it has no handler for), then exits 0.
+fn pause_holds_until_sigterm(containerd: &mut Containerd) {
+    let id = "t-pause-held";
+    containerd.containers.push(id.into());
+    containerd.ctr_ok(&["run", "--detach", image::PAUSE_IMAGE, id]);
+    let status = |containerd: &Containerd| {
+        let tasks = containerd.ctr_ok(&["task", "ls"]);
+        let line = tasks
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no task {id}: {tasks}"))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        status(containerd).contains("RUNNING"),
+        "pause holds: {}",
+        status(containerd)
+    );
+    containerd.ctr_ok(&["task", "kill", "--signal", "SIGTERM", id]);
+    for _ in 0..100 {
+        if status(containerd).contains("STOPPED") {
+            // ctr warns of a non-zero exit code only; zero is silent.
+            let out = containerd.ctr(&["task", "delete", id]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && !said.contains("exit code"),
+                "pause exits 0 on SIGTERM: {said}"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("pause did not stop on SIGTERM: {}", status(containerd));
+}
+
 /// The name of the test's listener inside the container.
 const HOST: &str = "handoff-e2e-postgres";
 
