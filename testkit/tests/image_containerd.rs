@@ -286,12 +286,6 @@ fn containerd_imports_and_runs_the_node_images() {
     user_and_name_resolution(&mut containerd, &bare.reference, "t-uid-bare");
 }
 
-/// The image `reference` runs as 65532:65532, and its static binary resolves
-/// a host name: `handoff mirror purge` dials PostgreSQL at
-/// `handoff-e2e-postgres:<port>`, a name only the /etc/hosts this test
-/// bind-mounts knows (as the kubelet mounts one into a Pod), on the host
-/// network where this test listens. While it is connected, the
-/// container's process is read in /proc.
 /// The sandbox runs until the kubelet's SIGTERM (as PID 1, which ignores
 /// signals it has no handler for), then exits 0.
 fn pause_holds_until_sigterm(containerd: &mut Containerd) {
@@ -332,6 +326,12 @@ fn pause_holds_until_sigterm(containerd: &mut Containerd) {
 /// The name of the test's listener inside the container.
 const HOST: &str = "handoff-e2e-postgres";
 
+/// The image `reference` runs as 65532:65532, and its static binary resolves
+/// a host name: `handoff mirror purge` dials PostgreSQL at
+/// `handoff-e2e-postgres:<port>`, a name only the /etc/hosts this test
+/// bind-mounts knows (as the kubelet mounts one into a Pod), on the host
+/// network where this test listens. While it is connected, the
+/// container's process is read in /proc.
 fn user_and_name_resolution(containerd: &mut Containerd, reference: &str, id: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("addr").port();
