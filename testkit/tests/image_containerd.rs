@@ -47,7 +47,9 @@ fn require_tools() {
 
 /// The static `handoff` of `make e2e-image-binary`, checked static.
 fn static_handoff() -> PathBuf {
-    let bin = root().join("target/x86_64-unknown-linux-gnu/release/handoff");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let bin = target.join("x86_64-unknown-linux-gnu/release/handoff");
     let bytes = std::fs::read(&bin)
         .unwrap_or_else(|e| panic!("{}: {e}: run `make e2e-image-binary` first", bin.display()));
     let interpreter = image::elf_interpreter(&bytes).expect("an ELF executable");
