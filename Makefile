@@ -92,7 +92,9 @@ agents-codex-bump:
 	touch tests/agents/codex/node_modules/.installed
 	$(CARGO) test --locked --test agents_codex
 
-test-deps: envtest-assets postgres mcp-sdk agents-claude agents-codex
+## e2e-assets and e2e-image-binary: the image check (testkit/tests/image_containerd.rs,
+## as root) and the scripted agent's suite (tests/scripted_agent.rs).
+test-deps: envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode.

@@ -82,5 +82,5 @@ for p in "${local_programs[@]}"; do
 done
 publish "$dest" "${built[@]}"
 "$dest/kubelet" --version >&2
-"$dest/coredns" -version | head -1 >&2
+"$dest/coredns" -version | sed -n 1p >&2
 echo "$dest"

@@ -16,7 +16,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 target=x86_64-unknown-linux-gnu
-bin="$root/target/$target/release/handoff"
+bin="${CARGO_TARGET_DIR:-$root/target}/$target/release/handoff"
 
 started=$SECONDS
 echo "e2e: building the static handoff binary (release, $target, crt-static)..." >&2

@@ -3,7 +3,7 @@
 //! own root, state and socket in a temporary directory) and each runs under
 //! runc. The project's image prints `handoff --version`, and runs as user
 //! 65532 with host names resolved by the static binary (glibc's built-in
-//! `files` backend, /etc/hosts bind-mounted as the kubelet does).
+//! `files` backend, an /etc/hosts bind-mounted as the kubelet does).
 //!
 //! Needs root, containerd, ctr and runc (`make e2e-assets`), the static
 //! binary (`make e2e-image-binary`); fails with what to run when one is
@@ -47,7 +47,9 @@ fn require_tools() {
 
 /// The static `handoff` of `make e2e-image-binary`, checked static.
 fn static_handoff() -> PathBuf {
-    let bin = root().join("target/x86_64-unknown-linux-gnu/release/handoff");
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
+    let bin = target.join("x86_64-unknown-linux-gnu/release/handoff");
     let bytes = std::fs::read(&bin)
         .unwrap_or_else(|e| panic!("{}: {e}: run `make e2e-image-binary` first", bin.display()));
     let interpreter = image::elf_interpreter(&bytes).expect("an ELF executable");
@@ -259,6 +261,7 @@ fn containerd_imports_and_runs_the_node_images() {
     );
     let pause = containerd.run(image::PAUSE_IMAGE, "t-pause", &["/pause", "-v"]);
     assert!(pause.contains("pause (handoff e2e)"), "{pause}");
+    pause_holds_until_sigterm(&mut containerd);
     let coredns = containerd.run(image::COREDNS_IMAGE, "t-coredns", &["/coredns", "-version"]);
     assert!(coredns.contains("CoreDNS-"), "{coredns}");
     let agent = containerd.run(image::AGENT_IMAGE, "t-agent", &[]);
@@ -276,33 +279,92 @@ fn containerd_imports_and_runs_the_node_images() {
         "/handoff is in the agent's image: {beside}"
     );
 
-    user_and_name_resolution(&mut containerd);
+    user_and_name_resolution(&mut containerd, image::HANDOFF_IMAGE, "t-uid");
+    // glibc's own `files` backend, not the image's /etc/nsswitch.conf.
+    let mut bare = image::handoff_image(&handoff);
+    bare.reference = "localhost/handoff:no-nsswitch".into();
+    bare.files.retain(|f| f.path != "/etc/nsswitch.conf");
+    containerd.import(&bare);
+    user_and_name_resolution(&mut containerd, &bare.reference, "t-uid-bare");
 }
 
-/// The project's image runs as 65532:65532, and its static binary resolves
-/// `localhost` by name: `handoff mirror purge` dials PostgreSQL at
-/// `localhost:<port>` (host network, /etc/hosts bind-mounted as the kubelet
-/// mounts it), where this test listens; while it is connected, the
+/// The sandbox runs until the kubelet's SIGTERM (as PID 1, which ignores
+/// signals it has no handler for), then exits 0.
+fn pause_holds_until_sigterm(containerd: &mut Containerd) {
+    let id = "t-pause-held";
+    containerd.containers.push(id.into());
+    containerd.ctr_ok(&["run", "--detach", image::PAUSE_IMAGE, id]);
+    let status = |containerd: &Containerd| {
+        let tasks = containerd.ctr_ok(&["task", "ls"]);
+        let line = tasks
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .map(str::to_owned);
+        line.unwrap_or_else(|| panic!("no task {id}: {tasks}"))
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        status(containerd).contains("RUNNING"),
+        "pause holds: {}",
+        status(containerd)
+    );
+    containerd.ctr_ok(&["task", "kill", "--signal", "SIGTERM", id]);
+    for _ in 0..100 {
+        if status(containerd).contains("STOPPED") {
+            // ctr warns of a non-zero exit code only; zero is silent.
+            let out = containerd.ctr(&["task", "delete", id]);
+            let said = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success() && !said.contains("exit code"),
+                "pause exits 0 on SIGTERM: {said}"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("pause did not stop on SIGTERM: {}", status(containerd));
+}
+
+/// The name of the test's listener inside the container.
+const HOST: &str = "handoff-e2e-postgres";
+
+/// The image `reference` runs as 65532:65532, and its static binary resolves
+/// a host name: `handoff mirror purge` dials PostgreSQL at
+/// `handoff-e2e-postgres:<port>`, a name only the /etc/hosts this test
+/// bind-mounts knows (as the kubelet mounts one into a Pod), on the host
+/// network where this test listens. While it is connected, the
 /// container's process is read in /proc.
-fn user_and_name_resolution(containerd: &mut Containerd) {
+fn user_and_name_resolution(containerd: &mut Containerd, reference: &str, id: &str) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
     let port = listener.local_addr().expect("addr").port();
     let (accepted, connection) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = accepted.send(listener.accept());
     });
-    let url = format!("HANDOFF_POSTGRES_URL=postgres://u@localhost:{port}/db");
-    let id = "t-uid";
+    let hosts = containerd.dir.path().join(format!("{id}.hosts"));
+    std::fs::write(&hosts, format!("127.0.0.1 localhost\n127.0.0.1 {HOST}\n")).expect("hosts");
+    let url = format!("HANDOFF_POSTGRES_URL=postgres://u@{HOST}:{port}/db");
+    let hosts_mount = format!(
+        "type=bind,src={},dst=/etc/hosts,options=rbind:ro",
+        hosts.display()
+    );
     containerd.containers.push(id.into());
     containerd.ctr_ok(&[
         "run",
         "--detach",
-        "--net-host",
+        "--log-uri",
+        &format!(
+            "file://{}",
+            containerd.dir.path().join(format!("{id}.log")).display()
+        ),
+        // The host's network, without the host's /etc/hosts that --net-host adds.
+        "--with-ns",
+        &format!("network:/proc/{}/ns/net", std::process::id()),
         "--env",
         &url,
         "--mount",
-        "type=bind,src=/etc/hosts,dst=/etc/hosts,options=rbind:ro",
-        image::HANDOFF_IMAGE,
+        &hosts_mount,
+        reference,
         id,
         "/handoff",
         "mirror",
@@ -311,15 +373,21 @@ fn user_and_name_resolution(containerd: &mut Containerd) {
         "k",
         "--dry-run",
     ]);
-    let stream = connection
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| {
-            panic!(
-                "the container never dialed localhost:{port} (name resolution?): {}",
-                containerd.log()
-            )
-        })
-        .expect("accept");
+    let log = containerd.dir.path().join(format!("{id}.log"));
+    let stream = loop {
+        if let Ok(accepted) = connection.recv_timeout(Duration::from_millis(100)) {
+            break accepted.expect("accept");
+        }
+        let tasks = containerd.ctr_ok(&["task", "ls"]);
+        let stopped = tasks
+            .lines()
+            .any(|l| l.starts_with(&format!("{id} ")) && l.contains("STOPPED"));
+        assert!(
+            !stopped,
+            "{reference} exited before dialing {HOST}:{port} (name resolution?):\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    };
     let tasks = containerd.ctr_ok(&["task", "ls"]);
     let pid = tasks
         .lines()

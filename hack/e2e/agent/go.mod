@@ -1,6 +1,7 @@
 // The e2e node's scripted agent: a real MCP client (the official Go SDK)
 // that runs a JSON script of tool calls against the bridge. Built static by
-// hack/e2e/build.sh into the e2e cache.
+// hack/e2e/build.sh into the e2e cache. Bump the SDK with:
+// go get github.com/modelcontextprotocol/go-sdk@<version> && go mod tidy
 module handoff.dev/hack/e2e/agent
 
 go 1.26.8
