@@ -541,6 +541,32 @@ pub fn pause_image(pause_binary: &Path) -> ImageSpec {
     }
 }
 
+/// The static `handoff` of the image: `HANDOFF_E2E_BINARY` when set, else
+/// what `make e2e-image-binary` builds (under `CARGO_TARGET_DIR`, else
+/// `<workspace>/target`). Fails with what to run when it is missing or
+/// linked dynamically (the image has no loader).
+pub fn static_handoff_binary(workspace: &Path) -> Result<PathBuf> {
+    let path = match std::env::var_os("HANDOFF_E2E_BINARY") {
+        Some(path) => PathBuf::from(path),
+        None => std::env::var_os("CARGO_TARGET_DIR")
+            .map_or_else(|| workspace.join("target"), PathBuf::from)
+            .join("x86_64-unknown-linux-gnu/release/handoff"),
+    };
+    let elf = std::fs::read(&path).with_context(|| {
+        format!(
+            "the image's static handoff binary {} is missing: run `make e2e-image-binary`",
+            path.display()
+        )
+    })?;
+    if let Some(interpreter) = elf_interpreter(&elf)? {
+        bail!(
+            "{} is linked dynamically (interpreter {interpreter}): run `make e2e-image-binary`",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
 /// The ELF interpreter (dynamic loader) an x86-64 executable names, `None`
 /// when it names none, that is when it is statically linked: an image here
 /// has no loader and no shared libraries, so its binaries must be static.

@@ -45,23 +45,6 @@ fn require_tools() {
     }
 }
 
-/// The static `handoff` of `make e2e-image-binary`, checked static.
-fn static_handoff() -> PathBuf {
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root().join("target"), PathBuf::from);
-    let bin = target.join("x86_64-unknown-linux-gnu/release/handoff");
-    let bytes = std::fs::read(&bin)
-        .unwrap_or_else(|e| panic!("{}: {e}: run `make e2e-image-binary` first", bin.display()));
-    let interpreter = image::elf_interpreter(&bytes).expect("an ELF executable");
-    assert_eq!(
-        interpreter,
-        None,
-        "{} is dynamically linked: rebuild it with `make e2e-image-binary`",
-        bin.display()
-    );
-    bin
-}
-
 /// The e2e cache directory of hack/e2e/build.sh (pause, agent, coredns).
 fn e2e_programs() -> PathBuf {
     let out = Command::new(root().join("hack/e2e/build.sh"))
@@ -215,7 +198,7 @@ impl Drop for Containerd {
 fn containerd_imports_and_runs_the_node_images() {
     require_root();
     require_tools();
-    let handoff = static_handoff();
+    let handoff = image::static_handoff_binary(&root()).unwrap_or_else(|e| panic!("{e:#}"));
     let programs = e2e_programs();
     let mut containerd = Containerd::start();
 

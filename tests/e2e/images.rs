@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use handoff_testkit::cluster::NodeAssets;
-use handoff_testkit::image::{agent_image, elf_interpreter, handoff_image, pause_image};
+use handoff_testkit::image::{agent_image, handoff_image, pause_image, static_handoff_binary};
 
 pub(crate) use handoff_testkit::image::{AGENT_IMAGE, HANDOFF_IMAGE as HANDOFF};
 
@@ -22,35 +22,10 @@ impl Archives {
     }
 }
 
-/// The static `handoff` of the image: `HANDOFF_E2E_BINARY`, else what
-/// `make e2e-image-binary` builds; it must be static (no ELF interpreter).
-fn static_handoff() -> anyhow::Result<PathBuf> {
-    let path = std::env::var_os("HANDOFF_E2E_BINARY")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("target/x86_64-unknown-linux-gnu/release/handoff")
-        });
-    let elf = std::fs::read(&path).map_err(|e| {
-        anyhow::anyhow!(
-            "the image's static handoff binary {} is missing ({e}): run `make e2e-image-binary`",
-            path.display()
-        )
-    })?;
-    if let Some(interpreter) = elf_interpreter(&elf)? {
-        anyhow::bail!(
-            "{} is linked dynamically (interpreter {interpreter}); the image is FROM \
-             nothing: run `make e2e-image-binary`",
-            path.display()
-        );
-    }
-    Ok(path)
-}
-
 /// Writes the pause, handoff and agent images.
 pub(crate) fn archives() -> anyhow::Result<Archives> {
     let node = NodeAssets::locate()?;
-    let handoff = static_handoff()?;
+    let handoff = static_handoff_binary(std::path::Path::new(env!("CARGO_MANIFEST_DIR")))?;
     let dir = tempfile::Builder::new()
         .prefix("handoff-images-")
         .tempdir()?;

@@ -76,6 +76,9 @@ fn shared_plane_is_gone_after_the_test_binary_exits() {
             "--test-threads=1",
         ])
         .env(CHILD_ENV, "1")
+        // The test kit's own plane, even when this run uses an existing
+        // cluster (the e2e tier runs the suite so).
+        .env_remove("USE_EXISTING_CLUSTER")
         .output()
         .expect("child test binary runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
