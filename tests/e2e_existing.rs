@@ -100,17 +100,23 @@ fn it_binary() -> PathBuf {
         .unwrap_or_else(|| panic!("cargo named no executable for the it suite"))
 }
 
-#[tokio::test]
-async fn the_it_suite_runs_against_the_e2e_cluster() {
+/// A cluster with only the sandbox image (the `it` suites start their own
+/// processes; nothing of the project runs as a Pod here).
+async fn start_cluster() -> Cluster {
     let node = NodeAssets::locate().unwrap_or_else(|e| panic!("{e:#}"));
     let images = tempfile::tempdir().unwrap_or_else(|e| panic!("a temp dir: {e}"));
     let pause = images.path().join("pause.tar");
     pause_image(&node.bin("pause"))
         .write_archive(&pause)
         .unwrap_or_else(|e| panic!("the pause image: {e:#}"));
-    let cluster = Cluster::start(&[pause])
+    Cluster::start(&[pause])
         .await
-        .unwrap_or_else(|e| panic!("the e2e cluster could not start: {e:#}"));
+        .unwrap_or_else(|e| panic!("the e2e cluster could not start: {e:#}"))
+}
+
+#[tokio::test]
+async fn the_it_suite_runs_against_the_e2e_cluster() {
+    let cluster = start_cluster().await;
     let mut it = Command::new(it_binary());
     it.env("USE_EXISTING_CLUSTER", "true")
         .env("KUBECONFIG", cluster.kubeconfig_path())
@@ -222,16 +228,8 @@ fn host_state() -> HostState {
 
 #[tokio::test]
 async fn a_stopped_cluster_leaves_the_host_as_it_found_it() {
-    let node = NodeAssets::locate().unwrap_or_else(|e| panic!("{e:#}"));
-    let images = tempfile::tempdir().unwrap_or_else(|e| panic!("a temp dir: {e}"));
-    let pause = images.path().join("pause.tar");
-    pause_image(&node.bin("pause"))
-        .write_archive(&pause)
-        .unwrap_or_else(|e| panic!("the pause image: {e:#}"));
     let before = host_state();
-    let cluster = Cluster::start(&[pause])
-        .await
-        .unwrap_or_else(|e| panic!("the e2e cluster could not start: {e:#}"));
+    let cluster = start_cluster().await;
     // A Pod on the pod network: a sandbox, a veth, CNI rules and a lease.
     let kubectl = |args: &[&str]| {
         Command::new(cluster.assets().bin("kubectl"))

@@ -5,11 +5,11 @@
 //! ([`installed`]). Like kubebuilder's `test/e2e` suite: one installation,
 //! the scenarios in namespaces of their own.
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use handoff_testkit::TestEnv;
 use handoff_testkit::cluster::Cluster;
 use handoff_testkit::postgres::Postgres;
@@ -113,53 +113,16 @@ fn register_teardown() {
     });
 }
 
-pub(crate) fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+pub(crate) use crate::common::kubectl::must;
 
 /// `kubectl …` against the e2e cluster, from the repository root.
 pub(crate) fn kubectl(args: &[&str]) -> Output {
-    e2e()
-        .env
-        .kubectl()
-        .current_dir(root())
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl does not run: {e}"))
+    common::kubectl::kubectl(&e2e().env, args)
 }
 
 /// `kubectl …` with `stdin`.
 pub(crate) fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = e2e()
-        .env
-        .kubectl()
-        .current_dir(root())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("kubectl does not run: {e}"));
-    if let Some(mut input) = child.stdin.take() {
-        input
-            .write_all(stdin.as_bytes())
-            .unwrap_or_else(|e| panic!("kubectl's stdin: {e}"));
-    }
-    child
-        .wait_with_output()
-        .unwrap_or_else(|e| panic!("kubectl's output: {e}"))
-}
-
-/// The output of a successful command, else a panic naming `what`.
-pub(crate) fn must(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    common::kubectl::kubectl_stdin(&e2e().env, args, stdin)
 }
 
 /// A namespace `<prefix>-<random>` that the installed controller manages

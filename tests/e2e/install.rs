@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
+use crate::common;
 use crate::harness::{SYSTEM, e2e, eventually, kubectl, kubectl_stdin, must};
 use crate::images::HANDOFF;
 
@@ -97,26 +98,7 @@ fn install() {
         ]),
         "apply the namespace",
     );
-    // Certificate and Issuer objects apply; nothing acts on them.
-    must(
-        kubectl(&[
-            "apply",
-            "--server-side",
-            "-f",
-            "tests/fixtures/cert-manager/",
-        ]),
-        "apply the cert-manager stand-in CRDs",
-    );
-    must(
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/issuers.cert-manager.io",
-            "crd/certificates.cert-manager.io",
-        ]),
-        "cert-manager stand-in CRDs established",
-    );
+    common::kubectl::apply_cert_manager_stand_ins(&e2e.env);
     let tls = ServerTls::generate(
         "handoff-e2e-webhook-ca",
         &[

@@ -6,6 +6,9 @@
 //! `config/default` installed once ([`install::installed`]). Laid out as
 //! kubebuilder's `test/e2e`: each module is one scenario's suite.
 
+#[path = "../common/mod.rs"]
+mod common;
+
 mod harness;
 mod images;
 mod install;

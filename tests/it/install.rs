@@ -30,47 +30,8 @@ use serde_json::{Value, json};
 /// The namespace `config/default` installs into.
 const NS: &str = "handoff-system";
 
-pub(crate) fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-pub(crate) fn kubectl(env: &TestEnv, args: &[&str]) -> Output {
-    env.kubectl()
-        .current_dir(root())
-        .args(args)
-        .output()
-        .expect("kubectl runs")
-}
-
-pub(crate) fn kubectl_stdin(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
-    use std::io::Write;
-    let mut child = env
-        .kubectl()
-        .current_dir(root())
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write stdin");
-    child.wait_with_output().expect("kubectl output")
-}
-
-pub(crate) fn must(out: Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what} failed: {}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use crate::common::kubectl::{apply_cert_manager_stand_ins, wait_for_cert_manager_crds};
+pub(crate) use crate::common::kubectl::{kubectl, kubectl_stdin, must, root};
 
 /// `kubectl kustomize <dir>` as a list of objects.
 fn build(env: &TestEnv, dir: &str) -> Vec<Value> {
@@ -150,33 +111,11 @@ pub(crate) fn installed() -> &'static TestEnv {
             "apply the namespace",
         );
         // Never over a real cluster's cert-manager.
-        if !env.existing_cluster() {
-            must(
-                kubectl(
-                    env,
-                    &[
-                        "apply",
-                        "--server-side",
-                        "-f",
-                        "tests/fixtures/cert-manager/",
-                    ],
-                ),
-                "apply the cert-manager stand-in CRDs",
-            );
+        if env.existing_cluster() {
+            wait_for_cert_manager_crds(env);
+        } else {
+            apply_cert_manager_stand_ins(env);
         }
-        must(
-            kubectl(
-                env,
-                &[
-                    "wait",
-                    "--for=condition=Established",
-                    "--timeout=60s",
-                    "crd/issuers.cert-manager.io",
-                    "crd/certificates.cert-manager.io",
-                ],
-            ),
-            "cert-manager stand-in CRDs established",
-        );
         must(
             kubectl(
                 env,
