@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use handoff_testkit::cluster::{Cluster, NodeAssets};
+use handoff_testkit::cluster::{Cluster, HostLock, NodeAssets};
 use handoff_testkit::image::pause_image;
 
 /// Why a test of the `it` suite cannot run against a real cluster.
@@ -102,21 +102,22 @@ fn it_binary() -> PathBuf {
 
 /// A cluster with only the sandbox image (the `it` suites start their own
 /// processes; nothing of the project runs as a Pod here).
-async fn start_cluster() -> Cluster {
+async fn start_cluster(lock: HostLock) -> Cluster {
     let node = NodeAssets::locate().unwrap_or_else(|e| panic!("{e:#}"));
     let images = tempfile::tempdir().unwrap_or_else(|e| panic!("a temp dir: {e}"));
     let pause = images.path().join("pause.tar");
     pause_image(&node.bin("pause"))
         .write_archive(&pause)
         .unwrap_or_else(|e| panic!("the pause image: {e:#}"));
-    Cluster::start(&[pause])
+    Cluster::start_holding(lock, &[pause])
         .await
         .unwrap_or_else(|e| panic!("the e2e cluster could not start: {e:#}"))
 }
 
 #[tokio::test]
 async fn the_it_suite_runs_against_the_e2e_cluster() {
-    let cluster = start_cluster().await;
+    let lock = HostLock::acquire().unwrap_or_else(|e| panic!("{e:#}"));
+    let cluster = start_cluster(lock).await;
     let mut it = Command::new(it_binary());
     it.env("USE_EXISTING_CLUSTER", "true")
         .env("KUBECONFIG", cluster.kubeconfig_path())
@@ -228,8 +229,10 @@ fn host_state() -> HostState {
 
 #[tokio::test]
 async fn a_stopped_cluster_leaves_the_host_as_it_found_it() {
+    // Held across: no other node may change the host in between.
+    let lock = HostLock::acquire().unwrap_or_else(|e| panic!("{e:#}"));
     let before = host_state();
-    let cluster = start_cluster().await;
+    let cluster = start_cluster(lock).await;
     // A Pod on the pod network: a sandbox, a veth, CNI rules and a lease.
     let kubectl = |args: &[&str]| {
         Command::new(cluster.assets().bin("kubectl"))
@@ -268,8 +271,9 @@ async fn a_stopped_cluster_leaves_the_host_as_it_found_it() {
         "the Pod's bridge and veth exist while it runs"
     );
     let pids = cluster.pids();
-    drop(cluster);
+    let lock = cluster.stop();
     let changes = host_state().changes_since(&before);
+    drop(lock);
     assert_eq!(
         changes,
         Vec::<String>::new(),

@@ -166,12 +166,13 @@ impl Drop for Sysctl {
 /// An exclusive lock on the host's one e2e node: the bridge, the kubelet's
 /// cgroups and kube-proxy's chains are the host's, so two nodes at once
 /// would tear each other down. Released when dropped (or the process dies).
-pub(super) struct HostLock {
+pub struct HostLock {
     _file: File,
 }
 
 impl HostLock {
-    pub(super) fn acquire() -> anyhow::Result<Self> {
+    /// Waits until no other node runs on this host, then holds it.
+    pub fn acquire() -> anyhow::Result<Self> {
         use std::os::fd::AsRawFd;
         let path = Path::new("/run/handoff-e2e-node.lock");
         let file = File::options()

@@ -43,7 +43,9 @@ use handoff_local::process::{Supervised, free_port};
 use handoff_local::{Assets, ControlPlane, PlaneOptions, Versions, install_crds};
 
 use config::{KubeletSettings, Layout, PodNetwork};
-use host::{Bridge, FixedDirs, HostLock, KubeletChains, Runtime, Sysctl};
+use host::{Bridge, FixedDirs, KubeletChains, Runtime, Sysctl};
+
+pub use host::HostLock;
 
 pub use crate::image::PAUSE_IMAGE;
 
@@ -107,13 +109,18 @@ pub struct Cluster {
     network: PodNetwork,
     socket: PathBuf,
     node_name: String,
-    // Dropped after the processes, in this order.
+    /// Undone after the processes ([`Cluster::stop`]).
+    host: Option<HostChanges>,
+    dir: tempfile::TempDir,
+    lock: Option<HostLock>,
+}
+
+/// What the node changed on the host, undone in field order when dropped.
+struct HostChanges {
     _chains: KubeletChains,
     _fixed_dirs: FixedDirs,
     _bridge: Bridge,
     _forwarding: Sysctl,
-    dir: tempfile::TempDir,
-    _lock: HostLock,
 }
 
 /// The node's processes, stopped in field order after the Pods are gone.
@@ -135,10 +142,16 @@ impl Cluster {
     /// exists. Fails with what to do when not root or a part is missing.
     pub async fn start(images: &[PathBuf]) -> anyhow::Result<Self> {
         host::require_root()?;
+        Self::start_holding(HostLock::acquire()?, images).await
+    }
+
+    /// [`Cluster::start`] with the host's lock already held (a caller that
+    /// looks at the host before the node changes it).
+    pub async fn start_holding(lock: HostLock, images: &[PathBuf]) -> anyhow::Result<Self> {
+        host::require_root()?;
         let runtime = Runtime::locate()?;
         let assets = Assets::locate()?;
         let node_assets = NodeAssets::locate()?;
-        let lock = HostLock::acquire()?;
         let network = PodNetwork::E2E;
         // Short: containerd's socket path must fit a sockaddr_un.
         let dir = tempfile::Builder::new()
@@ -165,12 +178,14 @@ impl Cluster {
             network,
             socket,
             node_name,
-            _chains: chains,
-            _fixed_dirs: fixed_dirs,
-            _bridge: bridge,
-            _forwarding: forwarding,
+            host: Some(HostChanges {
+                _chains: chains,
+                _fixed_dirs: fixed_dirs,
+                _bridge: bridge,
+                _forwarding: forwarding,
+            }),
             dir,
-            _lock: lock,
+            lock: Some(lock),
         };
         cluster.node = Some(cluster.start_node(&node_assets, images)?);
         cluster.wait_ready().await?;
@@ -487,8 +502,19 @@ impl Cluster {
     }
 }
 
-impl Drop for Cluster {
-    fn drop(&mut self) {
+impl Cluster {
+    /// Tears everything down (as dropping does) and hands back the host's
+    /// lock, so the caller sees the host as the node left it before another
+    /// node may start (`tests/e2e_existing.rs` compares it with before).
+    pub fn stop(mut self) -> HostLock {
+        self.teardown();
+        match self.lock.take() {
+            Some(lock) => lock,
+            None => unreachable!("only stop takes the lock"),
+        }
+    }
+
+    fn teardown(&mut self) {
         if let Some(mut node) = self.node.take() {
             self.drain(&mut node);
             let grace = Duration::from_secs(10);
@@ -504,6 +530,13 @@ impl Drop for Cluster {
         }
         self.plane.take();
         host::unmount_under(self.dir.path());
+        self.host.take();
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.teardown();
     }
 }
 
