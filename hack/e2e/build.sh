@@ -3,9 +3,9 @@
 #
 #  - kubelet, kube-controller-manager, kube-scheduler and kube-proxy, built
 #    from the same wrapper module and version as kube-apiserver
-#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns, static for its
-#    image), once per version, into a cache directory printed on the last
-#    line of stdout;
+#    (hack/envtest/kube), and CoreDNS (hack/e2e/coredns; the node runs it
+#    as a host process), once per version, into a cache directory printed
+#    on the last line of stdout;
 #  - beside them, the node's own small programs, static (CGO_ENABLED=0) so
 #    that each is an image's only file: the sandbox container
 #    (hack/e2e/pause) and the scripted agent (hack/e2e/agent). They are
@@ -58,11 +58,6 @@ ensure_runtime
 dest="$cache_root/e2e/k8s-${KUBE_VERSION}-coredns-${COREDNS_VERSION}"
 start_stage "$dest" "the node"
 
-# What goes into an image must be static: an image has no loader. A
-# CoreDNS cached before it was built so is built again.
-is_static() { ! LC_ALL=C readelf --program-headers --wide "$1" | grep -q INTERP; }
-if [[ -x "$dest/coredns" ]] && ! is_static "$dest/coredns"; then rm -f "$dest/coredns"; fi
-
 built=()
 for c in "${kube_commands[@]}"; do
   all_built "$dest" "$c" && continue
@@ -70,7 +65,7 @@ for c in "${kube_commands[@]}"; do
   built+=("$c")
 done
 if ! all_built "$dest" coredns; then
-  CGO_ENABLED=0 go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
+  go_build "$here/coredns" github.com/coredns/coredns coredns "-s -w"
   built+=(coredns)
 fi
 if [[ ${#built[@]} -eq 0 ]]; then

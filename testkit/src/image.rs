@@ -19,8 +19,9 @@
 //! The project's images are functions here: [`handoff_image`] reproduces
 //! what the Dockerfile's final stage produces on
 //! `distroless/static-debian12:nonroot` (a unit test keeps the two in
-//! agreement), [`pause_image`] is the node's sandbox, [`coredns_image`] its
-//! cluster DNS and [`agent_image`] the scripted agent of the Jobs.
+//! agreement), [`pause_image`] is the node's sandbox and [`agent_image`] the
+//! scripted agent of the Jobs. (The node runs CoreDNS as a host process,
+//! so it has no image.)
 //!
 //! The pure part (layer, config, manifest, index, archive as bytes) is
 //! separate from the thin I/O shell ([`ImageSpec::write_archive`] reads host
@@ -39,8 +40,6 @@ pub const HANDOFF_IMAGE: &str = "localhost/handoff:e2e";
 /// The node's sandbox image (the kubelet's `--pod-infra-container-image`,
 /// containerd's `sandbox_image`).
 pub const PAUSE_IMAGE: &str = "localhost/pause:e2e";
-/// The node's cluster DNS image.
-pub const COREDNS_IMAGE: &str = "localhost/coredns:e2e";
 /// The scripted agent's image (entrypoint `/agent`, with `/handoff` beside it).
 pub const AGENT_IMAGE: &str = "localhost/handoff-agent:e2e";
 
@@ -518,16 +517,6 @@ pub fn agent_image(agent_binary: &Path, static_handoff: &Path) -> ImageSpec {
         ImageFile::host("/handoff", static_handoff, 0o755),
     ];
     distroless_nonroot(AGENT_IMAGE, files, &["/agent"])
-}
-
-/// CoreDNS at `/coredns`, as user 65532 (binding port 53 then needs
-/// `NET_BIND_SERVICE` from the Pod, as with the upstream image).
-pub fn coredns_image(coredns_binary: &Path) -> ImageSpec {
-    distroless_nonroot(
-        COREDNS_IMAGE,
-        vec![ImageFile::host("/coredns", coredns_binary, 0o755)],
-        &["/coredns"],
-    )
 }
 
 /// The sandbox image: only `/pause`, run as 65535 like Kubernetes' own.

@@ -1,4 +1,4 @@
-//! The e2e node's images in a real containerd (issue 30): the four archives
+//! The e2e node's images in a real containerd (issue 30): the three archives
 //! of `handoff_testkit::image` are imported by a throwaway containerd (its
 //! own root, state and socket in a temporary directory) and each runs under
 //! runc. The project's image prints `handoff --version`, and runs as user
@@ -7,7 +7,7 @@
 //!
 //! Needs root, containerd, ctr and runc (`make e2e-assets`), the static
 //! binary (`make e2e-image-binary`); fails with what to run when one is
-//! missing. The node's programs (pause, agent, CoreDNS) come from
+//! missing. The node's programs (pause, agent) come from
 //! hack/e2e/build.sh, which reuses its cache.
 
 use std::io::Read as _;
@@ -45,7 +45,7 @@ fn require_tools() {
     }
 }
 
-/// The e2e cache directory of hack/e2e/build.sh (pause, agent, coredns).
+/// The e2e cache directory of hack/e2e/build.sh (pause, agent).
 fn e2e_programs() -> PathBuf {
     let out = Command::new(root().join("hack/e2e/build.sh"))
         .stderr(Stdio::inherit())
@@ -205,7 +205,6 @@ fn containerd_imports_and_runs_the_node_images() {
     let specs = [
         image::handoff_image(&handoff),
         image::pause_image(&programs.join("pause")),
-        image::coredns_image(&programs.join("coredns")),
         image::agent_image(&programs.join("agent"), &handoff),
     ];
     let listed_before = containerd.ctr_ok(&["images", "ls"]);
@@ -245,8 +244,6 @@ fn containerd_imports_and_runs_the_node_images() {
     let pause = containerd.run(image::PAUSE_IMAGE, "t-pause", &["/pause", "-v"]);
     assert!(pause.contains("pause (handoff e2e)"), "{pause}");
     pause_holds_until_sigterm(&mut containerd);
-    let coredns = containerd.run(image::COREDNS_IMAGE, "t-coredns", &["/coredns", "-version"]);
-    assert!(coredns.contains("CoreDNS-"), "{coredns}");
     let agent = containerd.run(image::AGENT_IMAGE, "t-agent", &[]);
     assert!(
         agent.contains("agent: no script"),
