@@ -9,3 +9,7 @@
 mod harness;
 mod images;
 mod install;
+mod leader;
+mod liveness;
+mod namespaces;
+mod writes;
