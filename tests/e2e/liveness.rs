@@ -19,44 +19,83 @@ use std::time::Duration;
 use handoff_core::api::Handoff;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::harness::{POSTGRES_IN_USE, SYSTEM, e2e, eventually, namespace};
 use crate::install::{installed, pods_of};
 use crate::leader::leadership;
-use crate::writes::{create_handoff, first_container, http_get, lease_holder, pod, proc_state};
+use crate::writes::{create_handoff, first_container, http_get, lease_holder, pod, proc_stat};
 
 /// The controller's metrics and health port (config/manager).
 const HEALTH_PORT: u16 = 8080;
 
-/// PostgreSQL stopped until dropped.
+/// PostgreSQL stopped until dropped: the postmaster (so it forks no
+/// more) and then every process it forked. Not its process group: each
+/// backend calls `setsid()`, so a `killpg` stops the postmaster alone and
+/// the connections already open (the controller's pool) keep answering.
 struct Stalled {
-    group: Pid,
+    stopped: Vec<Pid>,
 }
 
 impl Stalled {
     fn postgres() -> Self {
-        let pid = i32::try_from(e2e().postgres_pid).unwrap_or_else(|e| panic!("pid: {e}"));
-        let group = Pid::from_raw(pid);
-        killpg(group, Signal::SIGSTOP).unwrap_or_else(|e| panic!("SIGSTOP PostgreSQL: {e}"));
-        let stalled = Self { group };
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert_eq!(
-            proc_state(&stat),
-            Some('T'),
-            "PostgreSQL is stopped: {stat}"
+        let postmaster = i32::try_from(e2e().postgres_pid).unwrap_or_else(|e| panic!("pid: {e}"));
+        let mut stalled = Self {
+            stopped: Vec::new(),
+        };
+        stalled.stop(postmaster);
+        for child in children_of(postmaster) {
+            stalled.stop(child);
+        }
+        assert!(
+            stalled.stopped.len() > 1,
+            "PostgreSQL's backends were found and stopped: {:?}",
+            stalled.stopped
         );
         stalled
+    }
+
+    /// SIGSTOPs `pid` and waits until it is stopped (signals are delivered
+    /// asynchronously); it is SIGCONTed on drop either way.
+    fn stop(&mut self, pid: i32) {
+        let process = Pid::from_raw(pid);
+        kill(process, Signal::SIGSTOP).unwrap_or_else(|e| panic!("SIGSTOP {pid}: {e}"));
+        self.stopped.push(process);
+        let stat = || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        for _ in 0..100 {
+            if proc_stat(&stat()).is_some_and(|(state, _)| state == 'T') {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("PostgreSQL's process {pid} did not stop: {}", stat())
     }
 }
 
 impl Drop for Stalled {
     fn drop(&mut self) {
-        if let Err(e) = killpg(self.group, Signal::SIGCONT) {
-            eprintln!("SIGCONT PostgreSQL's process group {}: {e}", self.group);
+        for process in self.stopped.iter().rev() {
+            if let Err(e) = kill(*process, Signal::SIGCONT) {
+                eprintln!("SIGCONT PostgreSQL's process {process}: {e}");
+            }
         }
     }
+}
+
+/// The processes whose parent is `parent` (from /proc).
+fn children_of(parent: i32) -> Vec<i32> {
+    let entries = std::fs::read_dir("/proc").unwrap_or_else(|e| panic!("/proc: {e}"));
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| proc_stat(&stat))
+                .is_some_and(|(_, ppid)| ppid == parent)
+        })
+        .collect()
 }
 
 /// `/healthz` of Pod `name`, from the host (Pod IPs are routed).
@@ -74,6 +113,22 @@ async fn get(name: &str, path: &'static str) -> Result<(u16, String), String> {
     tokio::task::spawn_blocking(move || http_get(&ip, HEALTH_PORT, path))
         .await
         .map_err(|e| e.to_string())?
+}
+
+/// The loop gauges of Pod `name`'s `/metrics`, for a failure's message.
+async fn loops(name: &str) -> String {
+    let gauges = match get(name, "/metrics").await {
+        Ok((_, metrics)) => metrics
+            .lines()
+            .filter(|l| !l.starts_with('#') && (l.contains("loop_") || l.contains("mirror")))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(e) => e,
+    };
+    gauges
+        + &String::from_utf8_lossy(
+            &crate::harness::kubectl(&["-n", SYSTEM, "logs", "--tail=30", name]).stdout,
+        )
 }
 
 /// Pure: whether `events` say the kubelet restarts a container for its
@@ -125,7 +180,7 @@ async fn a_stalled_postgres_wedges_the_leader_the_kubelet_restarts_it_and_it_rec
         || async {
             match healthz(&leader).await {
                 Ok(503) => Ok(()),
-                other => Err(format!("{other:?}")),
+                other => Err(format!("{other:?}; {}", loops(&leader).await)),
             }
         },
     )

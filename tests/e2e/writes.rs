@@ -125,15 +125,14 @@ pub(crate) fn http_get(ip: &str, port: u16, path: &str) -> Result<(u16, String),
     }
 }
 
-/// Pure: the state letter of a `/proc/<pid>/stat` line (`T`: stopped).
-pub(crate) fn proc_state(stat: &str) -> Option<char> {
+/// Pure: the state letter (`T`: stopped) and the parent pid of a
+/// `/proc/<pid>/stat` line.
+pub(crate) fn proc_stat(stat: &str) -> Option<(char, i32)> {
     // The command name is in parentheses and may hold spaces.
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .next()?
-        .chars()
-        .next()
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
 }
 
 #[cfg(test)]
@@ -158,14 +157,15 @@ mod tests {
     }
 
     #[test]
-    fn the_process_state_follows_the_command_name() {
+    fn the_process_state_and_parent_follow_the_command_name() {
         for (stat, want) in [
-            ("4242 (postgres) T 1 4242 4242 0 -1", Some('T')),
-            ("7 (a (b) c) S 1 7", Some('S')),
+            ("4242 (postgres) T 1 4242 4242 0 -1", Some(('T', 1))),
+            ("7 (a (b) c) S 42 7", Some(('S', 42))),
+            ("7 (postgres) R", None),
             ("7 (postgres)", None),
             ("", None),
         ] {
-            assert_eq!(proc_state(stat), want, "{stat:?}");
+            assert_eq!(proc_stat(stat), want, "{stat:?}");
         }
     }
 
