@@ -28,8 +28,9 @@ pub(crate) struct E2e {
     pub(crate) postgres_url: String,
     /// The same database as the Pods reach it (the gateway address).
     pub(crate) postgres_url_for_pods: String,
-    /// The PostgreSQL server's process id (its process group: SIGSTOP
-    /// stalls every backend too).
+    /// The PostgreSQL server's (postmaster's) process id. Its backends
+    /// are its children but not in its process group (each calls
+    /// `setsid()`): stalling the server means stopping each of them.
     pub(crate) postgres_pid: u32,
 }
 
