@@ -28,10 +28,19 @@ pub(crate) struct E2e {
     pub(crate) postgres_url: String,
     /// The same database as the Pods reach it (the gateway address).
     pub(crate) postgres_url_for_pods: String,
-    /// The PostgreSQL server's process id (its process group: SIGSTOP
-    /// stalls every backend too).
+    /// The PostgreSQL server's (postmaster's) process id. Its backends
+    /// are its children but not in its process group (each calls
+    /// `setsid()`): stalling the server means stopping each of them.
     pub(crate) postgres_pid: u32,
 }
+
+/// PostgreSQL as the scenarios share it: every scenario whose outcome
+/// needs the mirror answering (install, leader, namespaces) holds it
+/// shared (`read`); the liveness scenario, which stalls the server, holds
+/// it exclusively (`write`), so it never runs beside them. A tokio lock:
+/// each `#[tokio::test]` has its own runtime, and a guard held across
+/// awaits must not block a thread; it is not poisoned by a panic.
+pub(crate) static POSTGRES_IN_USE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// Kept until the process exits, then torn down (see [`register_teardown`]).
 static CLUSTER: Mutex<Option<Cluster>> = Mutex::new(None);

@@ -12,3 +12,7 @@ mod common;
 mod harness;
 mod images;
 mod install;
+mod leader;
+mod liveness;
+mod namespaces;
+mod writes;
