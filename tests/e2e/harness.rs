@@ -34,13 +34,15 @@ pub(crate) struct E2e {
     pub(crate) postgres_pid: u32,
 }
 
-/// PostgreSQL as the scenarios share it: every scenario whose outcome
-/// needs the mirror answering (install, leader, namespaces) holds it
-/// shared (`read`); the liveness scenario, which stalls the server, holds
-/// it exclusively (`write`), so it never runs beside them. A tokio lock:
-/// each `#[tokio::test]` has its own runtime, and a guard held across
-/// awaits must not block a thread; it is not poisoned by a panic.
-pub(crate) static POSTGRES_IN_USE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+/// The installation as the scenarios share it. Every scenario whose
+/// outcome needs it as installed (PostgreSQL answering, both controller
+/// replicas ready: install, agent, schedule, namespaces) holds it shared
+/// (`read`); a scenario that disturbs it (liveness stalls PostgreSQL,
+/// leader kills the leading Pod) holds it exclusively (`write`), so it
+/// never runs beside the others. A tokio lock: each `#[tokio::test]` has
+/// its own runtime, and a guard held across awaits must not block a
+/// thread; it is not poisoned by a panic.
+pub(crate) static UNDISTURBED: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 /// Kept until the process exits, then torn down (see [`register_teardown`]).
 static CLUSTER: Mutex<Option<Cluster>> = Mutex::new(None);

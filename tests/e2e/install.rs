@@ -205,7 +205,7 @@ pub(crate) async fn pods_of(name: &str) -> Vec<Pod> {
 #[tokio::test]
 async fn config_default_runs_as_pods_under_the_restricted_standard_with_its_probes_passing() {
     // Probes pass only while PostgreSQL answers (the liveness scenario stalls it).
-    let _postgres = crate::harness::POSTGRES_IN_USE.read().await;
+    let _undisturbed = crate::harness::UNDISTURBED.read().await;
     installed();
     let deployments: Api<Deployment> = Api::namespaced(e2e().env.client().await, SYSTEM);
     for name in ["handoff-controller", "handoff-bridge", "handoff-webhook"] {

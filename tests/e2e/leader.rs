@@ -16,7 +16,7 @@ use handoff_core::api::Handoff;
 use kube::api::Api;
 
 use crate::harness::{
-    POSTGRES_IN_USE, SYSTEM, e2e, eventually, kubectl, must, namespace, with_cluster,
+    UNDISTURBED, SYSTEM, e2e, eventually, kubectl, must, namespace, with_cluster,
 };
 use crate::install::{installed, pods_of};
 use crate::writes::{create_handoff, first_container, lease_holder, mirror_db};
@@ -84,7 +84,7 @@ pub(crate) async fn sigkill_container(name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_takes_the_lease_from_a_killed_leader_and_no_write_in_flight_is_lost() {
-    let _postgres = POSTGRES_IN_USE.read().await;
+    let _exclusive = UNDISTURBED.write().await;
     installed();
     let before = leadership().await;
     let ns = namespace("e2e-leader").await;

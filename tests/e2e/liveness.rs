@@ -1,8 +1,8 @@
 //! Liveness: the controller's `/healthz` is progress (a loop with pending
 //! work and none done for `--wedged-after`, 8 s in the e2e installation,
-//! answers 503), and the kubelet acts on it. PostgreSQL is stalled — its
-//! whole process group SIGSTOPped, so every backend stops too, and
-//! SIGCONTed by a guard on drop even when the test panics — and a write
+//! answers 503), and the kubelet acts on it. PostgreSQL is stalled — the
+//! postmaster and each backend SIGSTOPped (see [`Stalled`]), and SIGCONTed
+//! by a guard on drop even when the test panics — and a write
 //! gives the mirror pending work: the leading Pod's `/healthz` answers
 //! 503, the kubelet restarts its container (the restart count rises, the
 //! Events say the liveness probe failed). Once PostgreSQL resumes, the
@@ -10,9 +10,9 @@
 //! pending write mirrored.
 //!
 //! The stall is of the suite's one PostgreSQL: this scenario holds
-//! [`POSTGRES_IN_USE`] exclusively, and every scenario that needs the
-//! mirror answering holds it shared, so none runs while PostgreSQL is
-//! stopped.
+//! [`UNDISTURBED`] exclusively, and every scenario that needs the
+//! installation as installed holds it shared, so none runs while
+//! PostgreSQL is stopped.
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use kube::api::{Api, ListParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::harness::{POSTGRES_IN_USE, SYSTEM, e2e, eventually, namespace};
+use crate::harness::{UNDISTURBED, SYSTEM, e2e, eventually, namespace};
 use crate::install::{installed, pods_of};
 use crate::leader::leadership;
 use crate::writes::{create_handoff, first_container, http_get, lease_holder, pod, proc_stat};
@@ -155,7 +155,7 @@ async fn pod_events(name: &str) -> Result<Vec<Event>, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_postgres_wedges_the_leader_the_kubelet_restarts_it_and_it_recovers() {
-    let _exclusive = POSTGRES_IN_USE.write().await;
+    let _exclusive = UNDISTURBED.write().await;
     installed();
     let leading = leadership().await;
     let leader = leading.leader;

@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::harness::{POSTGRES_IN_USE, e2e, eventually, namespace};
+use crate::harness::{UNDISTURBED, e2e, eventually, namespace};
 use crate::images::HANDOFF;
 use crate::install::installed;
 use crate::writes::{MIRROR_TABLES, create_handoff, mirror_db, rows_in};
@@ -58,7 +58,7 @@ fn owned_by(jobs: &[Job], uid: &str) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_namespace_with_handoffs_an_offer_and_a_schedule_finalizes_and_forgets_its_rows()
 {
-    let _postgres = POSTGRES_IN_USE.read().await;
+    let _undisturbed = UNDISTURBED.read().await;
     installed();
     let client = e2e().env.client().await;
     let ns = namespace("e2e-ns").await;
@@ -154,7 +154,7 @@ async fn deleting_a_namespace_with_handoffs_an_offer_and_a_schedule_finalizes_an
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedules_jobs_run_and_are_garbage_collected_with_it() {
-    let _postgres = POSTGRES_IN_USE.read().await;
+    let _undisturbed = UNDISTURBED.read().await;
     installed();
     let client = e2e().env.client().await;
     let ns = namespace("e2e-gc").await;
