@@ -30,6 +30,7 @@ pub(crate) struct E2e {
     pub(crate) postgres_url_for_pods: String,
     /// The PostgreSQL server's process id (its process group: SIGSTOP
     /// stalls every backend too).
+    #[allow(dead_code, reason = "the liveness suite's; not on every branch")]
     pub(crate) postgres_pid: u32,
 }
 
@@ -164,6 +165,10 @@ pub(crate) fn must(out: Output, what: &str) -> String {
 
 /// A namespace `<prefix>-<random>` that the installed controller manages
 /// (unlike the `it` suite's, it carries no `handoff.dev/controller` claim).
+#[allow(
+    dead_code,
+    reason = "the suites in namespaces of their own; not on every branch"
+)]
 pub(crate) async fn namespace(prefix: &str) -> String {
     let api: Api<Namespace> = Api::all(e2e().env.client().await);
     let mut ns = Namespace::default();

@@ -6,6 +6,8 @@
 //! `config/default` installed once ([`install::installed`]). Laid out as
 //! kubebuilder's `test/e2e`: each module is one scenario's suite.
 
+mod agent;
 mod harness;
 mod images;
 mod install;
+mod schedule;
