@@ -29,6 +29,7 @@ use handoff_core::api::{BrainstormSchedule, Handoff, HandoffSpec, JobResult, Sch
 use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_kube::store::HandoffStore;
 
+use crate::agent::{goal, log_lines, step};
 use crate::harness::{SYSTEM, e2e, eventually, kubectl, kubectl_stdin, must};
 use crate::images::AGENT_IMAGE;
 use crate::install::{diagnose, installed};
@@ -107,14 +108,7 @@ fn job_log(job: &str) -> Vec<Value> {
         kubectl(&["-n", SYSTEM, "logs", &format!("job/{job}")]),
         "the agent's log",
     );
-    crate::agent::log_lines(&log)
-}
-
-fn step(lines: &[Value], step: u64) -> &Value {
-    lines
-        .iter()
-        .find(|l| l["step"] == step)
-        .unwrap_or_else(|| panic!("no step {step}: {lines:?}"))
+    log_lines(&log)
 }
 
 #[tokio::test]
@@ -265,7 +259,7 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
 
     // What the agents saw: the refine listed both and deleted the stale one.
     let refine_log = job_log(&cycle.refine.job);
-    let refine_goal = refine_log[0]["goal"].as_str().unwrap_or_default();
+    let refine_goal = goal(&refine_log);
     assert!(
         refine_goal.contains(&format!("refine (grooming) agent for project {project}")),
         "{refine_goal}"
@@ -284,12 +278,12 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
     );
     assert_eq!(step(&refine_log, 2)["is_error"], false, "{refine_log:?}");
 
-    // The brainstorm's goal (its first log line) lists the open keys.
+    // The brainstorm's goal (the first line it logs) lists the open keys.
     let brainstorm_log = job_log(&brainstorm_run.job);
-    let goal = brainstorm_log[0]["goal"].as_str().unwrap_or_default();
-    assert!(goal.contains(&format!("key \"{live}\"")), "{goal}");
-    assert!(goal.contains(&format!("key \"{refine_key}\"")), "{goal}");
-    assert!(!goal.contains(stale), "the deleted key is not open: {goal}");
+    let open = goal(&brainstorm_log);
+    assert!(open.contains(&format!("key \"{live}\"")), "{open}");
+    assert!(open.contains(&format!("key \"{refine_key}\"")), "{open}");
+    assert!(!open.contains(stale), "the deleted key is not open: {open}");
     assert_eq!(
         step(&brainstorm_log, 1)["is_error"],
         false,
