@@ -283,7 +283,11 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
     let open = goal(&brainstorm_log);
     assert!(open.contains(&format!("key \"{live}\"")), "{open}");
     assert!(open.contains(&format!("key \"{refine_key}\"")), "{open}");
-    assert!(!open.contains(stale), "the deleted key is not open: {open}");
+    assert!(
+        !open.contains(&format!("key \"{stale}\"")),
+        "the deleted key is not open: {open}"
+    );
+    assert!(open.contains("Open handoffs of shop-e2e (2)"), "{open}");
     assert_eq!(
         step(&brainstorm_log, 1)["is_error"],
         false,
