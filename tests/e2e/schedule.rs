@@ -204,7 +204,13 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
         .clone()
         .unwrap_or_else(|| panic!("{status:?}"));
     if cycle.result != Some(JobResult::Succeeded) {
-        panic!("the cycle failed: {status:?}\n{}", diagnose());
+        let refine_log = kubectl(&["-n", SYSTEM, "logs", &format!("job/{}", cycle.refine.job)]);
+        panic!(
+            "the cycle failed: {status:?}\nthe refine agent's log:\n{}{}\n{}",
+            String::from_utf8_lossy(&refine_log.stdout),
+            String::from_utf8_lossy(&refine_log.stderr),
+            diagnose()
+        );
     }
     assert_eq!(status.phase, Some(SchedulePhase::Idle), "{status:?}");
     assert_eq!(
