@@ -138,6 +138,10 @@ pub(crate) fn kubectl_stdin(args: &[&str], stdin: &str) -> Output {
 
 /// A namespace `<prefix>-<random>` that the installed controller manages
 /// (unlike the `it` suite's, it carries no `handoff.dev/controller` claim).
+#[allow(
+    dead_code,
+    reason = "the suites in namespaces of their own; not on every branch"
+)]
 pub(crate) async fn namespace(prefix: &str) -> String {
     let api: Api<Namespace> = Api::all(e2e().env.client().await);
     let mut ns = Namespace::default();

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use handoff_testkit::cluster::NodeAssets;
 use handoff_testkit::image::{agent_image, handoff_image, pause_image, static_handoff_binary};
 
-pub(crate) use handoff_testkit::image::HANDOFF_IMAGE as HANDOFF;
+pub(crate) use handoff_testkit::image::{AGENT_IMAGE, HANDOFF_IMAGE as HANDOFF};
 
 /// The archives, in a directory removed on drop (after the import).
 pub(crate) struct Archives {

@@ -16,7 +16,7 @@ use handoff_core::api::Handoff;
 use kube::api::Api;
 
 use crate::harness::{
-    UNDISTURBED, SYSTEM, e2e, eventually, kubectl, must, namespace, with_cluster,
+    SYSTEM, UNDISTURBED, e2e, eventually, kubectl, must, namespace, with_cluster,
 };
 use crate::install::{installed, pods_of};
 use crate::writes::{create_handoff, first_container, lease_holder, mirror_db};

@@ -22,7 +22,7 @@ use kube::api::{Api, ListParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::harness::{UNDISTURBED, SYSTEM, e2e, eventually, namespace};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, eventually, namespace};
 use crate::install::{installed, pods_of};
 use crate::leader::leadership;
 use crate::writes::{create_handoff, first_container, http_get, lease_holder, pod, proc_stat};

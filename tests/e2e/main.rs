@@ -9,10 +9,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod agent;
 mod harness;
 mod images;
 mod install;
 mod leader;
 mod liveness;
 mod namespaces;
+mod schedule;
 mod writes;
