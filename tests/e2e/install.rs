@@ -241,6 +241,14 @@ async fn config_default_runs_as_pods_under_the_restricted_standard_with_its_prob
                 statuses.iter().all(|s| s.ready),
                 "{name}'s containers are ready (readiness probe): {statuses:?}"
             );
+            // Their liveness probes pass: never restarted. (The controller's
+            // may be, by the liveness scenario.)
+            if name != "handoff-controller" {
+                assert!(
+                    statuses.iter().all(|s| s.restart_count == 0),
+                    "{name}'s liveness probe restarted it: {statuses:?}"
+                );
+            }
         }
     }
     // The image's user, as the kubelet ran it (the restricted standard
