@@ -160,10 +160,7 @@ impl ControlPlane {
             options.node_address,
         )?;
 
-        let host = options
-            .node_address
-            .map_or_else(|| "127.0.0.1".to_owned(), |a| a.to_string());
-        let kubeconfig = admin_kubeconfig(&pki, &host, api_port)?;
+        let kubeconfig = admin_kubeconfig(&pki, &api_host(options.node_address), api_port)?;
         let kubeconfig_path = root.join("kubeconfig");
         std::fs::write(&kubeconfig_path, serde_saphyr::to_string(&kubeconfig)?)?;
 
@@ -320,7 +317,7 @@ fn start_apiserver(
     node_address: Option<std::net::Ipv4Addr>,
 ) -> anyhow::Result<Supervised> {
     let cert = |f: &str| certs.join(f).display().to_string();
-    let bind = node_address.map_or_else(|| "127.0.0.1".to_owned(), |a| a.to_string());
+    let bind = api_host(node_address);
     let mut cmd = Command::new(assets.bin("kube-apiserver"));
     cmd.arg(format!("--etcd-servers=http://127.0.0.1:{etcd_port}"))
         .arg(format!("--cert-dir={}", certs.display()))
@@ -357,6 +354,11 @@ fn start_apiserver(
         None => cmd.arg("--disable-admission-plugins=ServiceAccount"),
     };
     Supervised::spawn("kube-apiserver", cmd, &root.join("kube-apiserver.log"))
+}
+
+/// Where the apiserver listens: the node's address, else loopback.
+fn api_host(node_address: Option<std::net::Ipv4Addr>) -> String {
+    node_address.map_or_else(|| "127.0.0.1".to_owned(), |a| a.to_string())
 }
 
 /// An admin kubeconfig (client certificate in `system:masters`).
