@@ -157,10 +157,15 @@ pub async fn flood(
     tally
 }
 
+/// `GET path` of `addr` on a new connection, closed after the answer.
+pub async fn get(addr: &str, path: &str) -> anyhow::Result<Answer> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    exchange(addr, request.as_bytes()).await
+}
+
 /// The text of `http://addr/metrics`.
 pub async fn scrape(addr: &str) -> anyhow::Result<String> {
-    let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    let answer = exchange(addr, request.as_bytes()).await?;
+    let answer = get(addr, "/metrics").await?;
     anyhow::ensure!(answer.status == 200, "metrics answered {}", answer.status);
     Ok(answer.body)
 }

@@ -288,8 +288,35 @@ pub async fn connect_postgres(url: &str) -> anyhow::Result<tokio_postgres::Clien
 pub fn is_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z')),
+        Ok(stat) => proc_stat(&stat).is_some_and(|(state, _)| state == 'Z'),
+    }
+}
+
+/// Pure: the state letter (`T` stopped, `Z` zombie) and the parent pid of
+/// a `/proc/<pid>/stat` line.
+pub fn proc_stat(stat: &str) -> Option<(char, i32)> {
+    // The command name is in parentheses and may hold spaces.
+    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_state_and_parent_follow_the_command_name() {
+        for (stat, want) in [
+            ("4242 (postgres) T 1 4242 4242 0 -1", Some(('T', 1))),
+            ("7 (a (b) c) S 42 7", Some(('S', 42))),
+            ("9 (defunct) Z 1 9", Some(('Z', 1))),
+            ("7 (postgres) R", None),
+            ("7 (postgres)", None),
+            ("", None),
+        ] {
+            assert_eq!(proc_stat(stat), want, "{stat:?}");
+        }
     }
 }

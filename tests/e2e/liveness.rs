@@ -25,7 +25,9 @@ use nix::unistd::Pid;
 use crate::harness::{SYSTEM, UNDISTURBED, e2e, eventually, namespace};
 use crate::install::{installed, pods_of};
 use crate::leader::leadership;
-use crate::writes::{create_handoff, first_container, http_get, lease_holder, pod, proc_stat};
+use handoff_testkit::proc_stat;
+
+use crate::writes::{create_handoff, first_container, lease_holder, pod};
 
 /// The controller's metrics and health port (config/manager).
 const HEALTH_PORT: u16 = 8080;
@@ -110,9 +112,15 @@ async fn get(name: &str, path: &'static str) -> Result<(u16, String), String> {
         .status
         .and_then(|s| s.pod_ip)
         .ok_or(format!("{name} has no IP"))?;
-    tokio::task::spawn_blocking(move || http_get(&ip, HEALTH_PORT, path))
-        .await
-        .map_err(|e| e.to_string())?
+    let addr = format!("{ip}:{HEALTH_PORT}");
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        handoff_testkit::http::get(&addr, path),
+    )
+    .await
+    .map_err(|_| format!("GET {path} of {addr}: no answer within 5 s"))?
+    .map_err(|e| format!("GET {path} of {addr}: {e:#}"))?;
+    Ok((answer.status, answer.body))
 }
 
 /// The loop gauges of Pod `name`'s `/metrics`, for a failure's message.

@@ -1,12 +1,7 @@
 //! What the controller scenarios share: handoffs written as an admin
 //! (with kube, as `kubectl apply` would: no `spec.createdBy`, the name
 //! derived from the key, which the webhook requires), the Lease that says
-//! which controller Pod leads, the mirror's rows of a namespace, and a
-//! plain HTTP GET of a Pod's port from the host.
-
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::Duration;
+//! which controller Pod leads, and the mirror's rows of a namespace.
 
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffSpec};
@@ -91,83 +86,9 @@ pub(crate) async fn mirror_db() -> tokio_postgres::Client {
         .unwrap_or_else(|e| panic!("connect to the mirror's PostgreSQL: {e:#}"))
 }
 
-/// Pure: the status code of an HTTP/1.x response.
-pub(crate) fn status_code(response: &str) -> Option<u16> {
-    let line = response.lines().next()?;
-    let mut parts = line.split_whitespace();
-    parts.next().filter(|v| v.starts_with("HTTP/1."))?;
-    parts.next()?.parse().ok()
-}
-
-/// `GET path` of `ip:port` (HTTP/1.0, so the server closes): the status
-/// code and the whole response, or why there is none.
-pub(crate) fn http_get(ip: &str, port: u16, path: &str) -> Result<(u16, String), String> {
-    let timeout = Duration::from_secs(5);
-    let address = format!("{ip}:{port}");
-    let socket = address
-        .parse()
-        .map_err(|e| format!("address {address}: {e}"))?;
-    let mut stream = TcpStream::connect_timeout(&socket, timeout)
-        .map_err(|e| format!("connect {address}: {e}"))?;
-    stream
-        .set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {ip}\r\n\r\n").as_bytes())
-        .map_err(|e| format!("send to {address}: {e}"))?;
-    let mut response = String::new();
-    stream
-        .read_to_string(&mut response)
-        .map_err(|e| format!("read from {address}: {e}"))?;
-    match status_code(&response) {
-        Some(code) => Ok((code, response)),
-        None => Err(format!("not an HTTP response: {response:?}")),
-    }
-}
-
-/// Pure: the state letter (`T`: stopped) and the parent pid of a
-/// `/proc/<pid>/stat` line.
-pub(crate) fn proc_stat(stat: &str) -> Option<(char, i32)> {
-    // The command name is in parentheses and may hold spaces.
-    let mut fields = stat.rsplit_once(')')?.1.split_whitespace();
-    let state = fields.next()?.chars().next()?;
-    let parent = fields.next()?.parse().ok()?;
-    Some((state, parent))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_status_code_is_the_second_word_of_an_http_1_status_line() {
-        for (response, want) in [
-            ("HTTP/1.1 200 OK\r\n\r\nok", Some(200)),
-            (
-                "HTTP/1.0 503 Service Unavailable\r\ncontent-length: 3\r\n\r\nno",
-                Some(503),
-            ),
-            ("HTTP/2 200\r\n", None),
-            ("SSH-2.0-OpenSSH\r\n", None),
-            ("HTTP/1.1 abc\r\n", None),
-            ("", None),
-        ] {
-            assert_eq!(status_code(response), want, "{response:?}");
-        }
-    }
-
-    #[test]
-    fn the_process_state_and_parent_follow_the_command_name() {
-        for (stat, want) in [
-            ("4242 (postgres) T 1 4242 4242 0 -1", Some(('T', 1))),
-            ("7 (a (b) c) S 42 7", Some(('S', 42))),
-            ("7 (postgres) R", None),
-            ("7 (postgres)", None),
-            ("", None),
-        ] {
-            assert_eq!(proc_stat(stat), want, "{stat:?}");
-        }
-    }
 
     #[test]
     fn an_admins_handoff_is_named_for_its_key_and_claims_no_author() {
