@@ -170,7 +170,7 @@ fn apply(objects: Vec<Value>) {
 }
 
 /// The agent's log (its container's stdout).
-fn job_log(job: &str) -> String {
+pub(crate) fn job_log(job: &str) -> String {
     must(
         kubectl(&["-n", SYSTEM, "logs", &format!("job/{job}")]),
         "the agent's log",

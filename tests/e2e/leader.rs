@@ -9,7 +9,6 @@
 //! counted (its status speaks for its content, `handoff_kube::store::counted`)
 //! and the namespace's mirror holds exactly those handoffs.
 
-use std::process::Command;
 use std::time::Duration;
 
 use handoff_core::api::Handoff;
@@ -68,18 +67,8 @@ pub(crate) async fn sigkill_container(name: &str) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let (id, _, _) = first_container(&pod).unwrap_or_else(|| panic!("{name} has no container"));
-    let socket = with_cluster(|c| c.dir().join("containerd.sock"));
-    let killed = Command::new("ctr")
-        .arg("-a")
-        .arg(&socket)
-        .args(["-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", &id])
-        .output()
-        .unwrap_or_else(|e| panic!("ctr does not run: {e}"));
-    assert!(
-        killed.status.success(),
-        "SIGKILL {name}'s container {id}: {}",
-        String::from_utf8_lossy(&killed.stderr)
-    );
+    with_cluster(|c| c.ctr(&["tasks", "kill", "-s", "SIGKILL", &id]))
+        .unwrap_or_else(|e| panic!("SIGKILL {name}'s container {id}: {e:#}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

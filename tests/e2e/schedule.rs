@@ -104,11 +104,7 @@ async fn jobs_of(jobs: &Api<Job>, schedule: &str, role: &str) -> Vec<Job> {
 }
 
 fn job_log(job: &str) -> Vec<Value> {
-    let log = must(
-        kubectl(&["-n", SYSTEM, "logs", &format!("job/{job}")]),
-        "the agent's log",
-    );
-    log_lines(&log)
+    log_lines(&crate::agent::job_log(job))
 }
 
 #[tokio::test]

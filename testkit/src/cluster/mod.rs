@@ -340,8 +340,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// `ctr -a <our socket> -n k8s.io …` (the CRI's namespace).
-    fn ctr(&self, args: &[&str]) -> anyhow::Result<String> {
+    /// `ctr -a <our socket> -n k8s.io …` (the CRI's namespace): its
+    /// stdout, or why it failed (e.g. a scenario killing a container's task).
+    pub fn ctr(&self, args: &[&str]) -> anyhow::Result<String> {
         let socket = self.socket.display().to_string();
         let mut all = vec!["-a", socket.as_str(), "-n", "k8s.io"];
         all.extend_from_slice(args);
