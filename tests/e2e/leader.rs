@@ -8,6 +8,13 @@
 //! and reconcile every write: none in flight is lost, each handoff ends
 //! counted (its status speaks for its content, `handoff_kube::store::counted`)
 //! and the namespace's mirror holds exactly those handoffs.
+//!
+//! The node is cordoned while the leader dies ([`Cordoned`]): the kubelet
+//! may still restart the killed container before the deletion reaches it,
+//! and that container, stopped gracefully then, releases the Lease at
+//! once; a replacement Pod already running could then take it before the
+//! standby. With no replacement scheduled, the standby is the only other
+//! candidate, as with a node lost.
 
 use std::time::Duration;
 
@@ -60,6 +67,27 @@ pub(crate) async fn leadership() -> Leadership {
     .await
 }
 
+/// The node cordoned (no new Pod scheduled) until dropped, even when the
+/// test panics.
+struct Cordoned {
+    node: String,
+}
+
+impl Cordoned {
+    fn node(node: &str) -> Self {
+        must(kubectl(&["cordon", node]), "cordon the node");
+        Self {
+            node: node.to_owned(),
+        }
+    }
+}
+
+impl Drop for Cordoned {
+    fn drop(&mut self) {
+        let _ = kubectl(&["uncordon", &self.node]);
+    }
+}
+
 /// SIGKILLs the first container of Pod `name` through the node's
 /// containerd (`ctr tasks kill`).
 pub(crate) async fn sigkill_container(name: &str) {
@@ -91,6 +119,7 @@ async fn the_standby_takes_the_lease_from_a_killed_leader_and_no_write_in_flight
     });
     while written.recv().await.is_some_and(|n| n < KILL_AFTER) {}
 
+    let cordoned = Cordoned::node(&with_cluster(|c| c.node_name().to_owned()));
     sigkill_container(&before.leader).await;
     must(
         kubectl(&[
@@ -134,6 +163,8 @@ async fn the_standby_takes_the_lease_from_a_killed_leader_and_no_write_in_flight
         before.transitions + 1,
         "one transition: the killed leader to the standby"
     );
+    // The Deployment may replace the killed Pod again.
+    drop(cordoned);
 
     let api: Api<Handoff> = Api::namespaced(e2e().env.client().await, &ns);
     let db = mirror_db().await;
