@@ -151,6 +151,33 @@ async fn events(client: &Client, namespace: &str, name: &str) -> Vec<Event> {
     list
 }
 
+/// Waits until `controller` has counted `n` groomed handoffs. The counter
+/// (and the `Groomed` Event) follow the delete's answer, so a test that has
+/// just seen the object go may look before the controller has.
+async fn groomed(controller: &Running, n: u64) {
+    eventually(
+        &format!("{n} groomed handoff(s) counted"),
+        Duration::from_secs(20),
+        || async { (controller.metrics.groomed() == n).then_some(()) },
+    )
+    .await;
+}
+
+/// Waits until the controller's Event with `reason` about `name` exists.
+async fn event_of(client: &Client, namespace: &str, name: &str, reason: &str) -> Event {
+    eventually(
+        &format!("a {reason} Event about {name}"),
+        Duration::from_secs(20),
+        || async {
+            events(client, namespace, name)
+                .await
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason))
+        },
+    )
+    .await
+}
+
 /// The revisions of `key` in the history of `namespace`, oldest first.
 async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec<i64> {
     db.query(
@@ -916,12 +943,8 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
             "{key} was updated within the TTL"
         );
     }
-    assert_eq!(controller.metrics.groomed(), 1);
-    let groomed = events(&client, &ns, &name_for_key("old")).await;
-    let event = groomed
-        .iter()
-        .find(|e| e.reason.as_deref() == Some("Groomed"))
-        .expect("a Groomed Event");
+    groomed(&controller, 1).await;
+    let event = event_of(&client, &ns, &name_for_key("old"), "Groomed").await;
     assert_eq!(event.involved_object.uid, old.uid());
     assert!(
         event
@@ -1133,7 +1156,7 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     // Exactly the TTL after "fresh" was written: "stale" has outlived it.
     clock.set(fresh + Duration::from_secs(2 * 3600));
     gone(&api, &db, &ns, "stale").await;
-    assert_eq!(controller.metrics.groomed(), 1);
+    groomed(&controller, 1).await;
     assert_eq!(
         history(&db, &ns, "stale").await,
         [0_i64; 0],
@@ -1427,7 +1450,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         },
     )
     .await;
-    assert_eq!(controller.metrics.groomed(), 1);
+    groomed(&controller, 1).await;
     controller.stop().await;
     assert_eq!(
         holder(&admin, &ns).await,
