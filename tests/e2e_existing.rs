@@ -254,26 +254,41 @@ async fn a_stopped_cluster_leaves_the_host_as_it_found_it() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let ready = kubectl(&[
-        "wait",
-        "--for=condition=Ready",
-        "pod/sleeper",
-        "--timeout=120s",
-    ]);
+    // A Job's Pod that never finishes: it keeps the Job controller's
+    // tracking finalizer, which the drain must release itself.
+    let job = kubectl(&["create", "job", "unfinished", "--image=localhost/pause:e2e"]);
     assert!(
-        ready.status.success(),
+        job.status.success(),
         "{}",
-        String::from_utf8_lossy(&ready.stderr)
+        String::from_utf8_lossy(&job.stderr)
     );
+    for pods in [
+        ["pod/sleeper", ""],
+        ["pod", "--selector=job-name=unfinished"],
+    ] {
+        let mut args = vec!["wait", "--for=condition=Ready", "--timeout=120s"];
+        args.extend(pods.into_iter().filter(|a| !a.is_empty()));
+        let ready = kubectl(&args);
+        assert!(
+            ready.status.success(),
+            "{pods:?}: {}",
+            String::from_utf8_lossy(&ready.stderr)
+        );
+    }
     let during = host_state();
     assert_ne!(
         during.links, before.links,
         "the Pod's bridge and veth exist while it runs"
     );
     let pids = cluster.pids();
-    let lock = cluster.stop();
+    let stopped = cluster.stop();
     let changes = host_state().changes_since(&before);
-    drop(lock);
+    drop(stopped.lock);
+    assert_eq!(
+        stopped.left,
+        Vec::<String>::new(),
+        "what the drain left: the Pods and sandboxes not gone within its minute"
+    );
     assert_eq!(
         changes,
         Vec::<String>::new(),

@@ -468,10 +468,13 @@ impl Cluster {
 
     /// Deletes every Pod with the controllers stopped (so none comes back)
     /// and waits until the kubelet has torn their sandboxes down: that is
-    /// what removes their CNI rules, leases and mounts.
-    fn drain(&mut self, node: &mut NodeProcesses) {
+    /// what removes their CNI rules, leases and mounts. Returns what had
+    /// not gone within the drain's minute (Pods, then sandboxes, which it
+    /// then kills by force); empty when the drain was clean.
+    fn drain(&mut self, node: &mut NodeProcesses) -> Vec<String> {
         node.controller_manager.stop(Duration::from_secs(5));
         node.scheduler.stop(Duration::from_secs(5));
+        self.release_pod_finalizers();
         let _ = self
             .kubectl()
             .args([
@@ -484,21 +487,73 @@ impl Cluster {
             ])
             .output();
         let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            let left = self
-                .kubectl()
-                .args(["get", "pods", "--all-namespaces", "-o", "name"])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-            let sandboxes = self.ctr(&["tasks", "ls", "-q"]).unwrap_or_default();
-            if left.is_ok_and(|l| l.is_empty()) && sandboxes.trim().is_empty() {
-                return;
-            }
+        let mut left = self.left_behind();
+        while !left.is_empty() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(250));
+            left = self.left_behind();
         }
-        // What is still running goes by force.
-        for task in self.ctr(&["tasks", "ls", "-q"]).unwrap_or_default().lines() {
-            let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", task.trim()]);
+        if !left.is_empty() {
+            eprintln!("cluster: still there after 60s (sandboxes are killed by force): {left:?}");
+            for task in left.iter().filter_map(|l| l.strip_prefix("sandbox/")) {
+                let _ = self.ctr(&["tasks", "kill", "-s", "SIGKILL", task]);
+            }
+        }
+        left
+    }
+
+    /// The Pods (`pod/<name>`) and sandboxes (`sandbox/<id>`) still there;
+    /// a listing that fails counts as something left.
+    fn left_behind(&self) -> Vec<String> {
+        let pods = self
+            .kubectl()
+            .args(["get", "pods", "--all-namespaces", "-o", "name"])
+            .output();
+        let mut left: Vec<String> = match pods {
+            Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            _ => vec!["pods (the listing failed)".to_owned()],
+        };
+        match self.ctr(&["tasks", "ls", "-q"]) {
+            Ok(tasks) => left.extend(
+                tasks
+                    .lines()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .map(|t| format!("sandbox/{t}")),
+            ),
+            Err(_) => left.push("sandboxes (the listing failed)".to_owned()),
+        }
+        left
+    }
+
+    /// Drops the finalizers of every Pod. The Pods of an unfinished Job
+    /// carry the Job controller's tracking finalizer, which, with the
+    /// controller-manager stopped, nobody else removes: such a Pod would
+    /// stay Terminating and hold the drain to its deadline.
+    fn release_pod_finalizers(&self) {
+        let listed = self
+            .kubectl()
+            .args(["get", "pods", "--all-namespaces", "-o", FINALIZED_PODS])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for (namespace, name) in finalized_pods(&listed) {
+            let _ = self
+                .kubectl()
+                .args([
+                    "patch",
+                    "pod",
+                    name,
+                    "--namespace",
+                    namespace,
+                    "--type=json",
+                ])
+                .arg(r#"--patch=[{"op":"remove","path":"/metadata/finalizers"}]"#)
+                .output();
         }
     }
 }
@@ -507,17 +562,18 @@ impl Cluster {
     /// Tears everything down (as dropping does) and hands back the host's
     /// lock, so the caller sees the host as the node left it before another
     /// node may start (`tests/e2e_existing.rs` compares it with before).
-    pub fn stop(mut self) -> HostLock {
-        self.teardown();
+    pub fn stop(mut self) -> Stopped {
+        let left = self.teardown();
         match self.lock.take() {
-            Some(lock) => lock,
+            Some(lock) => Stopped { lock, left },
             None => unreachable!("only stop takes the lock"),
         }
     }
 
-    fn teardown(&mut self) {
+    fn teardown(&mut self) -> Vec<String> {
+        let mut left = Vec::new();
         if let Some(mut node) = self.node.take() {
-            self.drain(&mut node);
+            left = self.drain(&mut node);
             let grace = Duration::from_secs(10);
             node.kubelet.stop(grace);
             node.kube_proxy.stop(grace);
@@ -532,13 +588,37 @@ impl Cluster {
         self.plane.take();
         host::unmount_under(self.dir.path());
         self.host.take();
+        left
     }
+}
+
+/// What [`Cluster::stop`] hands back.
+pub struct Stopped {
+    /// The host's lock, still held.
+    pub lock: HostLock,
+    /// The Pods and sandboxes that had not gone within the drain's minute
+    /// (the sandboxes then killed by force); empty when the drain was clean.
+    pub left: Vec<String>,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.teardown();
     }
+}
+
+/// The kubectl output format that lists Pods with finalizers, a
+/// `namespace/name` line each.
+const FINALIZED_PODS: &str = "jsonpath={range .items[?(@.metadata.finalizers)]}\
+    {.metadata.namespace}/{.metadata.name}{\"\\n\"}{end}";
+
+/// Pure: the `(namespace, name)` pairs of a [`FINALIZED_PODS`] listing.
+fn finalized_pods(listed: &str) -> Vec<(&str, &str)> {
+    listed
+        .lines()
+        .filter_map(|line| line.trim().split_once('/'))
+        .filter(|(namespace, name)| !namespace.is_empty() && !name.is_empty())
+        .collect()
 }
 
 /// This host's name, as the kubelet registers its Node (kept: the
@@ -549,4 +629,21 @@ fn host_name() -> anyhow::Result<String> {
         .to_lowercase();
     anyhow::ensure!(!name.is_empty(), "this host has no name");
     Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finalized_pods_are_read_a_line_each() {
+        for (listed, want) in [
+            ("", vec![]),
+            ("ns-a/job-x-1\n", vec![("ns-a", "job-x-1")]),
+            ("a/p\nb/q\n\n", vec![("a", "p"), ("b", "q")]),
+            ("no-slash\n/p\na/\n", vec![]),
+        ] {
+            assert_eq!(finalized_pods(listed), want, "{listed:?}");
+        }
+    }
 }
