@@ -263,12 +263,10 @@ async fn a_stopped_cluster_leaves_the_host_as_it_found_it() {
         String::from_utf8_lossy(&job.stderr)
     );
     for pods in [
-        ["pod/sleeper", ""],
-        ["pod", "--selector=job-name=unfinished"],
+        &["pod/sleeper"][..],
+        &["pod", "--selector=job-name=unfinished"],
     ] {
-        let mut args = vec!["wait", "--for=condition=Ready", "--timeout=120s"];
-        args.extend(pods.into_iter().filter(|a| !a.is_empty()));
-        let ready = kubectl(&args);
+        let ready = kubectl(&[&["wait", "--for=condition=Ready", "--timeout=120s"], pods].concat());
         assert!(
             ready.status.success(),
             "{pods:?}: {}",
