@@ -97,9 +97,11 @@ agents-codex-bump:
 test-deps: envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
-## belong to `make bench`, in release mode.
+## belong to `make bench`, in release mode. The scripted agent (hack/e2e/agent,
+## Go) has unit tests of its own.
 test: test-deps lint
 	$(CARGO) test --locked --workspace --lib --bins --tests
+	cd hack/e2e/agent && go vet ./... && go test ./...
 	$(MAKE) --no-print-directory test-e2e
 
 ## The e2e tier (tests/e2e): the control plane with one real node (containerd,
@@ -118,12 +120,14 @@ test-reliability: test-deps
 
 ## handoff-core is built alone too: inside the workspace, Cargo's feature
 ## unification would lend it kube's client; alone it has the derive only, so
-## a module there that did I/O would not compile.
+## a module there that did I/O would not compile. The Go programs under hack/
+## are held to gofmt.
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --locked --test e2e --test e2e_existing -- -D warnings
 	$(CARGO) check --locked -q -p handoff-core --lib
+	@test -z "$$(gofmt -l hack)" || { gofmt -l hack; echo "gofmt: the files above are not formatted"; exit 1; }
 
 fmt:
 	$(CARGO) fmt

@@ -8,10 +8,11 @@
 //! The agent is built by hack/e2e/build.sh (`make e2e-assets`); the control
 //! plane is the test kit's, with a static token for the agent.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use handoff_testkit::image::Digest;
 use handoff_testkit::{BridgeProcess, ControlPlane};
 use serde_json::{Value, json};
 
@@ -88,8 +89,11 @@ impl Setup {
 
 /// The agent's JSON lines.
 fn json_lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    parse_lines(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn parse_lines(text: &str) -> Vec<Value> {
+    text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect()
 }
@@ -172,10 +176,12 @@ async fn the_scripted_agent_drives_the_bridge_over_http_and_stdio() {
     stdio(&setup);
 }
 
-/// The token file replaced during a sleep: the next call carries the new
-/// (unknown) token and is refused.
+/// The token file replaced while the agent waits for a new token: the next
+/// call carries the new (unknown) token and is refused, and each step's
+/// line names the token its call carried by digest.
 fn token_is_read_for_every_request(setup: &Setup) {
-    let script = json!([write("go-agent-3"), {"sleep_ms": 3000}, {"tool": "get_handoff", "args": {"handoff_key": "go-agent-3"}}]);
+    let unknown = "a-token-the-apiserver-does-not-know";
+    let script = json!([write("go-agent-3"), {"wait_new_token": true}, {"tool": "get_handoff", "args": {"handoff_key": "go-agent-3"}}]);
     let mut child = setup
         .http("implement", &script)
         .stdout(Stdio::piped())
@@ -186,9 +192,20 @@ fn token_is_read_for_every_request(setup: &Setup) {
     let mut first = String::new();
     stdout.read_line(&mut first).expect("the write's line");
     assert!(first.contains(r#""is_error":false"#), "{first}");
-    std::fs::write(setup.token_file(), "a-token-the-apiserver-does-not-know").expect("rotate");
+    std::fs::write(setup.token_file(), unknown).expect("rotate");
+    let mut rest = String::new();
+    stdout
+        .read_to_string(&mut rest)
+        .expect("the agent's other lines");
     let out = child.wait_with_output().expect("agent");
     std::fs::write(setup.token_file(), TOKEN).expect("restore");
+    let digest = |token: &str| Digest::of(token.as_bytes()).as_str().to_owned();
+    let first: Value = serde_json::from_str(&first).expect("the write's line");
+    assert_eq!(first["token"], digest(TOKEN), "{first}");
+    let refused = parse_lines(&rest);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["step"], 2, "{refused:?}");
+    assert_eq!(refused[0]["token"], digest(unknown), "{refused:?}");
     assert_eq!(
         out.status.code(),
         Some(1),

@@ -23,7 +23,11 @@
 //! `..data` link swapped), the agent's next request carries the new token,
 //! without a restart: a write made while the file holds another account's
 //! token is stored as that account, and the run's last write, after a
-//! freshly issued Pod-bound token of its own account, as its own. Not shown:
+//! freshly issued Pod-bound token of its own account, as its own. The agent
+//! waits for each new token (`wait_new_token`) and logs the digest of the
+//! token each call carried, so the kubelet writing its own token back while
+//! the test swaps (it resyncs the volume about once a minute) can neither
+//! make a write go out with the old token nor pass unnoticed. Not shown:
 //! the kubelet's refresh itself (its timing is its own).
 
 use std::path::{Path, PathBuf};
@@ -35,6 +39,7 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use handoff_core::api::Handoff;
+use handoff_testkit::image::Digest;
 
 use crate::harness::{
     SYSTEM, UNDISTURBED, e2e, eventually, kubectl, kubectl_stdin, must, with_cluster,
@@ -353,8 +358,8 @@ fn swap_token(volume: &Path, token: &str, generation: usize) {
     std::fs::rename(&link, volume.join("..data")).unwrap_or_else(|e| panic!("swap ..data: {e}"));
 }
 
-/// Keeps `token`, if any, in the volume (the kubelet may write its own
-/// back when it resyncs the volume) until the agent has logged step `step`.
+/// Keeps `token`, if any, in the volume (the kubelet writes its own back
+/// when it resyncs the volume) until the agent has logged step `step`.
 async fn hold_token_until_step(
     job: &str,
     volume: &Path,
@@ -395,12 +400,12 @@ async fn the_agent_job_reaches_the_bridge_by_its_service_name_and_follows_a_rota
         json!({"tool": "write_handoff", "args": {"handoff_key": key, "project": "shop",
                "body": format!("## State\n{key} over HTTP.\n")}})
     };
-    // Steps 1 and 3 give the test time to change the token file.
+    // At steps 1 and 3 the agent waits for the test to change the token file.
     let script = json!([
         write(keys[0]),
-        {"sleep_ms": 15000},
+        {"wait_new_token": true},
         write(keys[1]),
-        {"sleep_ms": 15000},
+        {"wait_new_token": true},
         write(keys[2]),
         {"tool": "get_handoff", "args": {"handoff_key": keys[2]}},
     ]);
@@ -459,7 +464,7 @@ async fn the_agent_job_reaches_the_bridge_by_its_service_name_and_follows_a_rota
     let lifetime = claims["exp"].as_i64().unwrap_or(0) - claims["iat"].as_i64().unwrap_or(0);
     assert_eq!(lifetime, 3600, "the example's expirationSeconds: {claims}");
 
-    // Step 0 was written with it; then, while the agent sleeps, another
+    // Step 0 was written with it; then, while the agent waits, another
     // account's token; step 2 must be stored as that account.
     let other = must(
         kubectl(&[
@@ -498,6 +503,18 @@ async fn the_agent_job_reaches_the_bridge_by_its_service_name_and_follows_a_rota
     let lines = log_lines(&job_log(job));
     for n in [0, 2, 4, 5] {
         assert_eq!(step(&lines, n)["is_error"], false, "{lines:?}");
+    }
+    let digest = |token: &str| Digest::of(token.trim().as_bytes()).as_str().to_owned();
+    for (n, token, which) in [
+        (0, &first, "the kubelet's"),
+        (2, &other, "agent-issue-lifecycle's"),
+        (4, &rotated, "the rotated"),
+    ] {
+        assert_eq!(
+            step(&lines, n)["token"],
+            digest(token),
+            "step {n} carried {which} token: {lines:?}"
+        );
     }
     let created_by = |h: Handoff| h.spec.created_by.unwrap_or_default();
     assert_eq!(created_by(stored(keys[0]).await), AGENT_USER);

@@ -8,9 +8,11 @@
 // Over streamable HTTP (the default) it reaches $HANDOFF_MCP_URL as the
 // Pod's ServiceAccount: the bearer token is read from $HANDOFF_TOKEN_FILE
 // again for every request, because the kubelet rotates a projected token
-// in place. $HANDOFF_PROFILE, when set, goes in the X-Handoff-Profile
-// header. With --stdio it spawns `handoff mcp --stdio ARGS...` (the
-// binary of --handoff) and talks to it over its stdin and stdout.
+// in place, and each tool step's line names the token its call carried
+// by digest ("token": "sha256:<hex>"). $HANDOFF_PROFILE, when set, goes
+// in the X-Handoff-Profile header. With --stdio it spawns `handoff mcp
+// --stdio ARGS...` (the binary of --handoff) and talks to it over its
+// stdin and stdout.
 //
 // The script is $E2E_SCRIPT, or the file of --script: a JSON array of
 // steps (see Step). $HANDOFF_GOAL, when set, is printed first as
@@ -31,6 +33,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -63,7 +66,7 @@ func run(ctx context.Context, stdio bool, handoff, scriptFile string, args []str
 	if err != nil {
 		return err
 	}
-	transport, err := newTransport(stdio, handoff, args)
+	transport, id, err := newTransport(stdio, handoff, args)
 	if err != nil {
 		return err
 	}
@@ -79,8 +82,9 @@ func run(ctx context.Context, stdio bool, handoff, scriptFile string, args []str
 		return fmt.Errorf("connecting to the bridge: %w", err)
 	}
 	defer session.Close()
+	a := agent{session: session, out: out, id: id}
 	for i, s := range steps {
-		if err := runStep(ctx, session, out, i, s); err != nil {
+		if err := a.runStep(ctx, i, s); err != nil {
 			return fmt.Errorf("step %d: %w", i, err)
 		}
 	}
@@ -109,51 +113,118 @@ func loadScript(file string) ([]Step, error) {
 	return steps, nil
 }
 
-// newTransport is the spawned `handoff mcp --stdio` or the bridge's URL.
-func newTransport(stdio bool, handoff string, args []string) (mcp.Transport, error) {
+// newTransport is the spawned `handoff mcp --stdio` or the bridge's URL,
+// with the identity that signs the URL's requests (nil over stdio).
+func newTransport(stdio bool, handoff string, args []string) (mcp.Transport, *identity, error) {
 	if stdio {
 		cmd := exec.Command(handoff, append([]string{"mcp", "--stdio"}, args...)...)
 		cmd.Stderr = os.Stderr
-		return &mcp.CommandTransport{Command: cmd}, nil
+		return &mcp.CommandTransport{Command: cmd}, nil, nil
 	}
 	url := os.Getenv("HANDOFF_MCP_URL")
 	tokenFile := os.Getenv("HANDOFF_TOKEN_FILE")
 	if url == "" || tokenFile == "" {
-		return nil, usageError{errors.New("HANDOFF_MCP_URL and HANDOFF_TOKEN_FILE are required (or --stdio)")}
+		return nil, nil, usageError{errors.New("HANDOFF_MCP_URL and HANDOFF_TOKEN_FILE are required (or --stdio)")}
 	}
 	if len(args) > 0 {
-		return nil, usageError{fmt.Errorf("arguments %q are for --stdio only", args)}
+		return nil, nil, usageError{fmt.Errorf("arguments %q are for --stdio only", args)}
+	}
+	id := &identity{
+		tokenFile: tokenFile,
+		profile:   os.Getenv("HANDOFF_PROFILE"),
+		next:      http.DefaultTransport,
 	}
 	return &mcp.StreamableClientTransport{
-		Endpoint: url,
-		HTTPClient: &http.Client{Transport: &identity{
-			tokenFile: tokenFile,
-			profile:   os.Getenv("HANDOFF_PROFILE"),
-			next:      http.DefaultTransport,
-		}},
+		Endpoint:   url,
+		HTTPClient: &http.Client{Transport: id},
 		// Only answers to the agent's own requests matter here.
 		DisableStandaloneSSE: true,
-	}, nil
+	}, id, nil
 }
 
 // identity sets the caller's bearer token, freshly read, and profile on
-// every request.
+// every request, and remembers the digests of the tokens it sent.
 type identity struct {
 	tokenFile, profile string
 	next               http.RoundTripper
+
+	mu   sync.Mutex
+	last string
+	// sent holds one entry per distinct token: a handful in a Job's life.
+	sent map[string]bool
 }
 
 func (t *identity) RoundTrip(req *http.Request) (*http.Response, error) {
-	token, err := os.ReadFile(t.tokenFile)
+	token, err := t.read()
 	if err != nil {
-		return nil, fmt.Errorf("reading the token: %w", err)
+		return nil, err
 	}
+	t.mu.Lock()
+	t.last = digest(token)
+	if t.sent == nil {
+		t.sent = map[string]bool{}
+	}
+	t.sent[t.last] = true
+	t.mu.Unlock()
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	req.Header.Set("Authorization", "Bearer "+token)
 	if t.profile != "" {
 		req.Header.Set("X-Handoff-Profile", t.profile)
 	}
 	return t.next.RoundTrip(req)
+}
+
+// read is the token the file holds now, trimmed.
+func (t *identity) read() (string, error) {
+	token, err := os.ReadFile(t.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("reading the token: %w", err)
+	}
+	return strings.TrimSpace(string(token)), nil
+}
+
+// lastSent is the digest of the token of the latest request.
+func (t *identity) lastSent() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.last
+}
+
+// wasSent says whether a request carried the token of digest d.
+func (t *identity) wasSent(d string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sent[d]
+}
+
+// waitForNew polls the token file until it holds a token not sent yet.
+func (t *identity) waitForNew(ctx context.Context) error {
+	deadline := time.After(tokenWait)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		token, err := t.read()
+		if err == nil && token != "" && !t.wasSent(digest(token)) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("the token file held no new token within %s", tokenWait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tokenWait bounds a wait_new_token step.
+const tokenWait = 2 * time.Minute
+
+// agent runs a script's steps on one session.
+type agent struct {
+	session *mcp.ClientSession
+	out     *json.Encoder
+	id      *identity
 }
 
 // stepLine is the JSON line printed for a tool step.
@@ -162,9 +233,11 @@ type stepLine struct {
 	Tool    string `json:"tool"`
 	IsError bool   `json:"is_error"`
 	Result  any    `json:"result"`
+	// Token is the digest of the bearer token of the call (over HTTP).
+	Token string `json:"token,omitempty"`
 }
 
-func runStep(ctx context.Context, session *mcp.ClientSession, out *json.Encoder, i int, s Step) error {
+func (a agent) runStep(ctx context.Context, i int, s Step) error {
 	switch {
 	case s.SleepMS > 0:
 		select {
@@ -173,8 +246,13 @@ func runStep(ctx context.Context, session *mcp.ClientSession, out *json.Encoder,
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	case s.WaitNewToken:
+		if a.id == nil {
+			return errors.New("wait_new_token needs a token file (not --stdio)")
+		}
+		return a.id.waitForNew(ctx)
 	case s.ListTools:
-		tools, err := session.ListTools(ctx, nil)
+		tools, err := a.session.ListTools(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("listing the tools: %w", err)
 		}
@@ -182,10 +260,13 @@ func runStep(ctx context.Context, session *mcp.ClientSession, out *json.Encoder,
 		for _, t := range tools.Tools {
 			names = append(names, t.Name)
 		}
-		return out.Encode(map[string]any{"step": i, "tools": names})
+		return a.out.Encode(map[string]any{"step": i, "tools": names})
 	}
 	line := stepLine{Step: i, Tool: s.Tool}
-	res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: s.Tool, Arguments: s.Args})
+	res, err := a.session.CallTool(ctx, &mcp.CallToolParams{Name: s.Tool, Arguments: s.Args})
+	if a.id != nil {
+		line.Token = a.id.lastSent()
+	}
 	var detail string
 	switch {
 	case err != nil:
@@ -199,7 +280,7 @@ func runStep(ctx context.Context, session *mcp.ClientSession, out *json.Encoder,
 			line.Result = detail
 		}
 	}
-	if err := out.Encode(line); err != nil {
+	if err := a.out.Encode(line); err != nil {
 		return err
 	}
 	return verdict(s, line.IsError, detail)

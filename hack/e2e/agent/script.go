@@ -2,14 +2,16 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 )
 
-// Step is one line of an agent's script. Exactly one of Tool, ListTools
-// and SleepMS says what the step does.
+// Step is one line of an agent's script. Exactly one of Tool, ListTools,
+// SleepMS and WaitNewToken says what the step does.
 type Step struct {
 	// Tool is the MCP tool to call, with Args as its arguments.
 	Tool string         `json:"tool,omitempty"`
@@ -19,8 +21,14 @@ type Step struct {
 	ExpectError bool `json:"expect_error,omitempty"`
 	// ListTools prints the names of the tools the bridge offers.
 	ListTools bool `json:"list_tools,omitempty"`
-	// SleepMS pauses the script (to let a token rotate, a lease expire).
+	// SleepMS pauses the script (to let a lease expire).
 	SleepMS int `json:"sleep_ms,omitempty"`
+	// WaitNewToken pauses the script until $HANDOFF_TOKEN_FILE holds a
+	// token the agent has not sent yet: a test puts one there while the
+	// agent waits, so the next call is made right after the file changed,
+	// not at a time the test guessed (and not with the old token, should
+	// the kubelet write that back meanwhile).
+	WaitNewToken bool `json:"wait_new_token,omitempty"`
 }
 
 // parseScript reads a JSON array of steps, refusing unknown fields (a typo
@@ -55,15 +63,25 @@ func (s Step) validate() error {
 	if s.SleepMS != 0 {
 		kinds++
 	}
+	if s.WaitNewToken {
+		kinds++
+	}
 	switch {
 	case kinds != 1:
-		return errors.New(`a step is exactly one of {"tool": ...}, {"list_tools": true}, {"sleep_ms": N}`)
+		return errors.New(`a step is exactly one of {"tool": ...}, {"list_tools": true}, {"sleep_ms": N}, {"wait_new_token": true}`)
 	case s.SleepMS < 0:
 		return errors.New("sleep_ms is negative")
 	case s.Tool == "" && (s.Args != nil || s.ExpectError):
 		return errors.New(`"args" and "expect_error" belong to a "tool" step`)
 	}
 	return nil
+}
+
+// digest is how the agent's log names a token: sha256:<hex> of the token
+// without surrounding whitespace, never the token itself.
+func digest(token string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // verdict says whether a tool step did what the script expects of it: nil

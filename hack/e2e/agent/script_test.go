@@ -20,6 +20,8 @@ func TestParseScript(t *testing.T) {
 		{"negative sleep", `[{"sleep_ms":-1}]`, "negative", 0},
 		{"args without a tool", `[{"list_tools":true,"args":{}}]`, "belong to", 0},
 		{"trailing data", `[] []`, "after its array", 0},
+		{"a wait for a new token", `[{"wait_new_token":true}]`, "", 1},
+		{"a wait and a sleep", `[{"wait_new_token":true,"sleep_ms":5}]`, "exactly one of", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -71,5 +73,16 @@ func TestOneLine(t *testing.T) {
 	}
 	if got := oneLine(strings.Repeat("x", 400)); len(got) != 303 || !strings.HasSuffix(got, "...") {
 		t.Fatalf("got %d chars", len(got))
+	}
+}
+
+func TestDigest(t *testing.T) {
+	// sha256 of "abc", the FIPS 180-2 example; whitespace around a token is
+	// not part of it.
+	want := "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	for _, token := range []string{"abc", " abc\n"} {
+		if got := digest(token); got != want {
+			t.Fatalf("digest(%q) = %s; want %s", token, got, want)
+		}
 	}
 }
