@@ -367,6 +367,13 @@ fn copy(from: &str, to: &Path) {
     fs::copy(fixture(from), to).unwrap();
 }
 
+/// Session `id` of `kind` under `root`, as `transcript read --session`
+/// finds it from `cwd`.
+fn read_session(kind: AgentKind, root: &Path, id: &str, cwd: &Path) -> Option<Outcome> {
+    let locations = Locations::default().with_root(kind, root.to_owned());
+    read_with(&locations, kind, id, cwd, Budget::default())
+}
+
 #[test]
 fn claude_sessions_are_found_by_cwd_then_by_search() {
     let root = tempfile::tempdir().unwrap();
@@ -379,16 +386,7 @@ fn claude_sessions_are_found_by_cwd_then_by_search() {
         "claude/sidechain.jsonl",
         &root.path().join("projects/-elsewhere/s-2.jsonl"),
     );
-    let locations = Locations::default().with_root(AgentKind::Claude, root.path().to_owned());
-    let read = |session: &str| {
-        read_with(
-            &locations,
-            AgentKind::Claude,
-            session,
-            cwd,
-            Budget::default(),
-        )
-    };
+    let read = |session: &str| read_session(AgentKind::Claude, root.path(), session, cwd);
     assert_eq!(read("s-1").unwrap().turns.len(), 4);
     assert_eq!(read("s-2").unwrap().turns[0].text, "Find the flaky test.");
     assert_eq!(read("s-3"), None);
@@ -411,16 +409,7 @@ fn codex_sessions_are_found_in_dated_and_archived_directories() {
             "archived_sessions/rollout-2025-05-02T09-00-00-{archived}.jsonl"
         )),
     );
-    let locations = Locations::default().with_root(AgentKind::Codex, root.path().to_owned());
-    let read = |session: &str| {
-        read_with(
-            &locations,
-            AgentKind::Codex,
-            session,
-            Path::new("/"),
-            Budget::default(),
-        )
-    };
+    let read = |session: &str| read_session(AgentKind::Codex, root.path(), session, Path::new("/"));
     assert_eq!(read(live).unwrap().records, 19);
     assert_eq!(read(archived).unwrap().records, 4);
     assert_eq!(read("5f0c2a8e-0000-4000-8000-000000000009"), None);
@@ -431,15 +420,7 @@ fn codex_sessions_are_found_in_dated_and_archived_directories() {
 fn grok_database_sessions_read_in_seq_order() {
     let root = tempfile::tempdir().unwrap();
     grok_db(&root.path().join("grok.db"));
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "sess-a",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "sess-a", Path::new("/")).unwrap();
     assert_eq!((o.records, o.used, o.ignored, o.skipped), (7, 4, 2, 1));
     assert_eq!(
         o.turns,
@@ -469,13 +450,7 @@ fn grok_database_sessions_read_in_seq_order() {
     .unwrap();
     assert_eq!(direct, Some(o));
     assert_eq!(
-        read_with(
-            &locations,
-            AgentKind::Grok,
-            "sess-z",
-            Path::new("/"),
-            Budget::default()
-        ),
+        read_session(AgentKind::Grok, root.path(), "sess-z", Path::new("/")),
         None
     );
 }
@@ -488,15 +463,7 @@ fn grok_falls_back_to_the_legacy_session_file() {
         "grok/legacy-session.json",
         &root.path().join("sessions/legacy-1.json"),
     );
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "legacy-1",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "legacy-1", Path::new("/")).unwrap();
     assert_eq!(o.turns.len(), 3);
 }
 
@@ -504,15 +471,7 @@ fn grok_falls_back_to_the_legacy_session_file() {
 fn an_unreadable_grok_database_is_reported() {
     let root = tempfile::tempdir().unwrap();
     fs::write(root.path().join("grok.db"), "this is not a database").unwrap();
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "sess-a",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "sess-a", Path::new("/")).unwrap();
     assert!(o.turns.is_empty());
     assert!(
         o.warnings[0].starts_with("could not read"),

@@ -213,70 +213,69 @@ mod tests {
 
     #[test]
     fn user_text_is_sorted_into_requests_and_marked_turns() {
-        let marked = |mark: Mark, text: &str| Said::Marked(mark, text.to_owned());
-        let cases = [
-            ("fix the build", Said::Request("fix the build")),
+        // Text that names a tag is typed text: only a leading tag marks
+        // what Claude Code recorded.
+        let requests = [
+            "fix the build",
+            "please explain <bash-input>",
+            "what does <command-name>x</command-name> do?",
+        ];
+        for text in requests {
+            assert_eq!(classify(text), Said::Request(text), "{text:?}");
+        }
+        let interrupt = "[Request interrupted by user for tool use]";
+        let hook = "Stop hook feedback:\n[x]: write it";
+        let compact = "<command-message>compact</command-message>\n<command-name>/compact</command-name>\n<command-args></command-args>";
+        let marked = [
             (
                 "[Request interrupted by user]",
-                marked(Mark::Interrupt, "[Request interrupted by user]"),
+                Mark::Interrupt,
+                "[Request interrupted by user]",
             ),
-            (
-                "[Request interrupted by user for tool use]",
-                marked(
-                    Mark::Interrupt,
-                    "[Request interrupted by user for tool use]",
-                ),
-            ),
-            (
-                "<bash-input>ls -la</bash-input>",
-                marked(Mark::Shell, "$ ls -la"),
-            ),
+            (interrupt, Mark::Interrupt, interrupt),
+            ("<bash-input>ls -la</bash-input>", Mark::Shell, "$ ls -la"),
             (
                 "<bash-stdout>a\nb</bash-stdout><bash-stderr>oops</bash-stderr>",
-                marked(Mark::Shell, "a\nb\noops"),
+                Mark::Shell,
+                "a\nb\noops",
             ),
             (
                 "<bash-stdout></bash-stdout><bash-stderr></bash-stderr>",
-                marked(Mark::Shell, ""),
+                Mark::Shell,
+                "",
             ),
-            (
-                "<command-message>compact</command-message>\n<command-name>/compact</command-name>\n<command-args></command-args>",
-                marked(Mark::Command, "/compact"),
-            ),
+            (compact, Mark::Command, "/compact"),
             (
                 "<command-name>review</command-name><command-args>PR 7</command-args>",
-                marked(Mark::Command, "/review PR 7"),
+                Mark::Command,
+                "/review PR 7",
             ),
-            (
-                "Stop hook feedback:\n[x]: write it",
-                marked(Mark::Hook, "Stop hook feedback:\n[x]: write it"),
-            ),
-            (
-                "please explain <bash-input>",
-                Said::Request("please explain <bash-input>"),
-            ),
+            (hook, Mark::Hook, hook),
+        ];
+        for (text, mark, want) in marked {
+            assert_eq!(
+                classify(text),
+                Said::Marked(mark, want.to_owned()),
+                "{text:?}"
+            );
+        }
+        let reports = [
             (
                 "<task-notification>\n<task-id>a1</task-id>\n<tool-use-id>toolu_t</tool-use-id>\n<status>completed</status>\n<summary>Agent \"x\" finished</summary>\n<result>found it</result>\n</task-notification>",
-                Said::Report {
-                    call: "toolu_t",
-                    text: "found it".to_owned(),
-                },
+                "toolu_t",
+                "found it",
             ),
             (
                 "<task-notification><summary>Agent \"x\" stopped</summary></task-notification>",
-                Said::Report {
-                    call: "",
-                    text: "Agent \"x\" stopped".to_owned(),
-                },
-            ),
-            (
-                "what does <command-name>x</command-name> do?",
-                Said::Request("what does <command-name>x</command-name> do?"),
+                "",
+                "Agent \"x\" stopped",
             ),
         ];
-        for (text, want) in cases {
-            // Text that names a tag is typed text: only a leading tag
-            // marks what Claude Code recorded.
+        for (text, call, report) in reports {
+            let want = Said::Report {
+                call,
+                text: report.to_owned(),
+            };
             assert_eq!(classify(text), want, "{text:?}");
         }
     }
