@@ -255,14 +255,17 @@ mod tests {
             ("codex", Ok(AgentKind::Codex)),
             (" grok ", Ok(AgentKind::Grok)),
             ("grok-cli", Ok(AgentKind::Grok)),
-            (
-                "gemini",
-                Err("unknown agent \"gemini\" (supported: claude, codex, grok)".to_owned()),
-            ),
         ];
         for (input, want) in cases {
             assert_eq!(input.parse::<AgentKind>(), want, "{input}");
         }
+        let unknown = "gemini".parse::<AgentKind>().expect_err("not a kind");
+        let names: Vec<&str> = AgentKind::ALL.into_iter().map(AgentKind::name).collect();
+        assert_eq!(
+            unknown,
+            format!("unknown agent \"gemini\" (supported: {})", names.join(", "))
+        );
+        assert!(unknown.contains("claude, codex, grok"), "{unknown}");
     }
 
     #[test]
