@@ -140,6 +140,7 @@ mod json;
 mod linear;
 mod read;
 pub mod rescue;
+mod source;
 pub mod writes;
 
 use std::fmt;
@@ -152,9 +153,9 @@ pub use document::{build_continuation_handoff, build_handoff, continue_message, 
 pub use files::{sweep_files, write_file};
 pub use formats::{AgentKind, ContextLimit};
 pub use read::{
-    FileError, Locations, check_session_id, linearize, locate, read, read_file, read_file_tail,
-    read_with,
+    Locations, check_session_id, linearize, locate, read, read_file, read_file_tail, read_with,
 };
+pub use source::FileError;
 
 /// Who speaks in a turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,12 +7,12 @@
 
 use std::collections::HashMap;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{self, BufRead};
 use std::path::{Path, PathBuf};
 
-use crate::formats::{AgentKind, Format};
-use crate::{Budget, Outcome, linear};
+use crate::formats::AgentKind;
+use crate::source::FileError;
+use crate::{Budget, Outcome};
 
 /// Where each agent keeps its state (`~/.claude`, `~/.codex`, `~/.grok`):
 /// no entry when there is neither an override nor a home directory.
@@ -111,17 +111,6 @@ pub fn locate(
     kind.format().locate(root, session_id, cwd)
 }
 
-/// Why a file cannot be read as a transcript of a kind.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum FileError {
-    #[error("a Grok database holds many sessions: give the session id (--session)")]
-    SessionRequired,
-    #[error(
-        "{0}: a Grok transcript file is a .db database, a session's chat_history.jsonl or a legacy .json session"
-    )]
-    UnsupportedGrokFile(PathBuf),
-}
-
 /// Reads one transcript file directly: a `.jsonl` (Claude, Codex, a Grok
 /// session's `chat_history.jsonl`), or for Grok a legacy `.json` session
 /// or a `.db` database with `session`.
@@ -166,81 +155,6 @@ pub fn read_file_tail(
 /// line, as in its database).
 pub fn linearize(kind: AgentKind, mut reader: impl BufRead, budget: Budget) -> Outcome {
     kind.format().linearize(&mut reader, budget)
-}
-
-/// Streams a JSON-lines transcript file through `format`; `None` when it
-/// does not exist.
-pub(crate) fn read_jsonl(
-    format: &(impl Format + ?Sized),
-    path: &Path,
-    budget: Budget,
-) -> Option<Outcome> {
-    match File::open(path) {
-        Ok(file) => Some(format.linearize(&mut BufReader::with_capacity(1 << 16, file), budget)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-        Err(err) => Some(Outcome::unreadable(path, &err)),
-    }
-}
-
-/// The last `max_bytes` of a JSON-lines file of `len` bytes, from the first
-/// whole line in that window, through `format`.
-pub(crate) fn read_jsonl_tail(
-    format: &(impl Format + ?Sized),
-    path: &Path,
-    budget: Budget,
-    len: u64,
-    max_bytes: u64,
-) -> Outcome {
-    let Tail { mut reader, cut } = match open_tail(path, max_bytes) {
-        Ok(tail) => tail,
-        Err(err) => return Outcome::unreadable(path, &err),
-    };
-    let start = len.saturating_sub(max_bytes);
-    let mut outcome = format.linearize(&mut reader, budget);
-    if cut {
-        outcome.records += 1;
-        outcome.skipped += 1;
-    }
-    outcome.warnings.insert(
-        0,
-        format!(
-            "the transcript is {len} bytes: only its last {max_bytes} were read (the first {start} bytes were not)"
-        ),
-    );
-    outcome
-}
-
-/// The last `max_bytes` of a file, from its first whole line in that window.
-pub(crate) struct Tail {
-    pub(crate) reader: io::Take<BufReader<File>>,
-    /// Whether the window began inside a line (which was passed over).
-    pub(crate) cut: bool,
-}
-
-/// Opens the [`Tail`] of the file at `path` (the whole file when it is at
-/// most `max_bytes`).
-pub(crate) fn open_tail(path: &Path, max_bytes: u64) -> io::Result<Tail> {
-    let mut file = File::open(path)?;
-    let len = file.metadata()?.len();
-    if len <= max_bytes {
-        return Ok(Tail {
-            reader: BufReader::with_capacity(1 << 16, file).take(max_bytes),
-            cut: false,
-        });
-    }
-    // The byte before the window says whether it starts a line.
-    file.seek(SeekFrom::Start(len - max_bytes - 1))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let mut before = [0u8; 1];
-    reader.read_exact(&mut before)?;
-    let cut = before[0] != b'\n';
-    if cut {
-        linear::discard_line(&mut reader)?;
-    }
-    Ok(Tail {
-        reader: reader.take(max_bytes),
-        cut,
-    })
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ pub fn file_wrote_handoff(kind: AgentKind, path: &Path, key: &str, max_bytes: u6
     if kind.format().write_check().is_none() {
         return false;
     }
-    match crate::read::open_tail(path, max_bytes) {
+    match crate::source::open_tail(path, max_bytes) {
         Ok(tail) => wrote_handoff(kind, tail.reader, key),
         Err(_) => false,
     }

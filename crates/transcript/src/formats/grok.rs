@@ -18,7 +18,7 @@ use crate::budget::Budget;
 use crate::formats::{Format, Home};
 use crate::json::{Content, Loose, Text, ToolInput};
 use crate::linear::{Disposition, Linearizer, Note, Records, read_lines};
-use crate::read::{FileError, read_jsonl, read_jsonl_tail};
+use crate::source::{FileError, read_jsonl, read_jsonl_tail};
 use crate::{Outcome, Role};
 
 const DB_FILE: &str = "grok.db";
@@ -81,7 +81,7 @@ impl Format for Transcripts {
                 Ok(read_db(path, session, budget))
             }
             Some("json") => Ok(read_legacy(path, budget)),
-            Some("jsonl") => Ok(read_jsonl(self, path, budget)),
+            Some("jsonl") => Ok(read_jsonl(path, |r| self.linearize(r, budget))),
             _ => Err(FileError::UnsupportedGrokFile(path.to_owned())),
         }
     }
@@ -97,7 +97,9 @@ impl Format for Transcripts {
         max_bytes: u64,
     ) -> Result<Option<Outcome>, FileError> {
         match path.extension().and_then(|e| e.to_str()) {
-            Some("jsonl") => Ok(Some(read_jsonl_tail(self, path, budget, len, max_bytes))),
+            Some("jsonl") => Ok(Some(read_jsonl_tail(path, len, max_bytes, |r| {
+                self.linearize(r, budget)
+            }))),
             Some("json") => Ok(Some(Outcome::unreadable(
                 path,
                 &format!("it is {len} bytes, over the {max_bytes}-byte limit of this read"),
@@ -121,7 +123,7 @@ fn read(root: &Path, session: &str, budget: Budget) -> Option<Outcome> {
     let from_db = db.is_file().then(|| query(&db, session, budget));
     match (from_db, history) {
         (Some(Ok(Some(outcome))), _) => Some(outcome),
-        (_, Some(history)) => read_jsonl(&Transcripts, &history, budget),
+        (_, Some(history)) => read_jsonl(&history, |r| Transcripts.linearize(r, budget)),
         (Some(Err(err)), None) if !legacy.is_file() => Some(Outcome::unreadable(&db, &err)),
         _ => read_legacy(&legacy, budget),
     }

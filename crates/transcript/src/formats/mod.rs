@@ -23,7 +23,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::read::{FileError, read_jsonl, read_jsonl_tail};
+use crate::source::{FileError, read_jsonl, read_jsonl_tail};
 use crate::writes::WriteCheck;
 use crate::{Budget, Outcome};
 
@@ -56,7 +56,9 @@ pub(crate) trait Format: Sync {
         cwd: &Path,
         budget: Budget,
     ) -> Option<Outcome> {
-        read_jsonl(self, &self.locate(root, session, cwd)?, budget)
+        read_jsonl(&self.locate(root, session, cwd)?, |r| {
+            self.linearize(r, budget)
+        })
     }
 
     /// Reads one transcript file (`session`: for a file that holds many,
@@ -68,7 +70,7 @@ pub(crate) trait Format: Sync {
         _session: Option<&str>,
         budget: Budget,
     ) -> Result<Option<Outcome>, FileError> {
-        Ok(read_jsonl(self, path, budget))
+        Ok(read_jsonl(path, |r| self.linearize(r, budget)))
     }
 
     /// Reads the end of a file of `len` bytes, longer than `max_bytes`:
@@ -81,7 +83,9 @@ pub(crate) trait Format: Sync {
         len: u64,
         max_bytes: u64,
     ) -> Result<Option<Outcome>, FileError> {
-        Ok(Some(read_jsonl_tail(self, path, budget, len, max_bytes)))
+        Ok(Some(read_jsonl_tail(path, len, max_bytes, |r| {
+            self.linearize(r, budget)
+        })))
     }
 
     /// Whether the file at `path` holds many sessions, so that reading it
