@@ -48,13 +48,13 @@ use tokio_util::sync::CancellationToken;
 use super::handoff::reference;
 use crate::run::Context;
 use handoff_core::api::Handoff;
-use handoff_kube::loops::bounded_note;
+use handoff_core::loops::bounded_note;
 
 /// The type of an Event of `reason`: `Warning` for an object an admin must
 /// act on (one whose name is not derived from its key), else `Normal`.
 pub(crate) fn event_type(reason: &str) -> &'static str {
     match reason {
-        super::handoff::NAME_NOT_DERIVED => "Warning",
+        handoff_core::handoff::NAME_NOT_DERIVED => "Warning",
         _ => "Normal",
     }
 }
@@ -325,7 +325,7 @@ impl Context {
                 }
             }
             Err(err) => {
-                tracing::warn!(handoff = %handoff_kube::store::describe(h), reason, error = %err, "could not record an Event");
+                tracing::warn!(handoff = %handoff_core::handoff::describe(h), reason, error = %err, "could not record an Event");
             }
         }
     }

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::run::Context;
 use handoff_core::api::Handoff;
+use handoff_core::loops::quoted;
 use handoff_kube::cluster::Pages;
-use handoff_kube::loops::quoted;
 
 /// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
 /// Without a TTL or a known update time nothing expires.
@@ -82,7 +82,7 @@ pub(crate) async fn groom_once(
                 continue;
             }
             let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
-            let updated = handoff_kube::store::updated_at(h).map(|t| t.0);
+            let updated = handoff_core::handoff::view::updated_at(h).map(|t| t.0);
             if !expired(updated, ttl, now) {
                 continue;
             }
@@ -118,11 +118,11 @@ async fn delete(
     let since = updated.map(|t| t.to_string()).unwrap_or_default();
     let note = format!(
         "Handoff {} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
-        quoted(&h.spec.handoff_key, super::handoff::NOTE_KEY_CHARS),
+        quoted(&h.spec.handoff_key, handoff_core::handoff::NOTE_KEY_CHARS),
         h.spec.project,
         ttl.as_secs()
     );
-    tracing::info!(handoff = %handoff_kube::store::describe(h), "groomed");
+    tracing::info!(handoff = %handoff_core::handoff::describe(h), "groomed");
     ctx.event(h, "Groomed", note).await;
     Ok(true)
 }

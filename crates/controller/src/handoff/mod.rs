@@ -4,7 +4,7 @@
 //! current.
 //!
 //! Only the current handoff of a key — the object whose name is derived
-//! from its key ([`handoff_kube::store::canonical`]) — is mirrored. Another
+//! from its key ([`handoff_core::handoff::canonical`]) — is mirrored. Another
 //! (a *twin*: a name of its own and another object's key; a *squat*: the
 //! name of one key holding another key), made where nothing checked the
 //! name, is reported instead: its `KeyBound` condition is False (reason
@@ -14,18 +14,19 @@
 //! and no row (resync forgets any it had), and its revisions announce no
 //! `Superseded` Event (they are not the key's).
 //!
-//! One reconcile is observe → [`plan`] → apply:
+//! One reconcile is observe → [`handoff_core::handoff::plan`] → apply:
 //!
-//! - **observe**: the cached copy holds no body ([`cached`], see
+//! - **observe**: the cached copy holds no body
+//!   ([`handoff_core::handoff::cached`], see
 //!   "Memory" below); when the object must be counted or mirrored
-//!   ([`plan::cached_plan`]: not counted at this generation, its `Mirrored`
+//!   ([`handoff_core::handoff::plan::cached_plan`]: not counted at this generation, its `Mirrored`
 //!   condition not True for it, or mirror work for its key owed in the
 //!   loop's [`crate::backlog::Backlog`]) the reconcile GETs it (bounded by
 //!   `--apiserver-timeout`) and reads the namespace's lint budget (through
 //!   the cache of [`handoff_kube::settings`]: a request at most once per
 //!   namespace per [`handoff_kube::settings::BUDGET_TTL`]); the clock says
 //!   when.
-//! - **plan** (pure, [`plan`]): the counted status, then, given the row
+//! - **plan** (pure, [`handoff_core::handoff::plan`]): the counted status, then, given the row
 //!   write's outcome, every effect: the status patch, the `Superseded`
 //!   Event, the labels, the history append, whether to retry.
 //! - **apply**, in an order chosen so nothing is counted twice and nothing
@@ -53,7 +54,7 @@
 //!
 //! Memory: the watch cache is most of the controller's memory, and a body
 //! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
-//! keeps no body ([`cached`]). The alternative, kube's metadata-only watch,
+//! keeps no body ([`handoff_core::handoff::cached`]). The alternative, kube's metadata-only watch,
 //! would keep even less, but without `status`: every reconcile — and, after
 //! a restart, every object — would need a GET just to learn whether it is
 //! counted and mirrored. With the full watch made compact before the
@@ -86,12 +87,11 @@
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
 //! `metav1.Time` serializes) when it counted the change — normally within a
-//! second of the write. Before that, [`handoff_kube::store::updated_at`] falls back
+//! second of the write. Before that, [`handoff_core::handoff::view::updated_at`] falls back
 //! to the write time in managedFields; afterwards both the bridge and the
 //! mirror order by this same value.
 
 pub(crate) mod cached;
-pub(crate) mod plan;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,32 +101,17 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use self::cached::CachedHandoff;
-use self::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
 use crate::run::Context;
 use handoff_core::api::{Handoff, HandoffStatus};
+use handoff_core::handoff::NAME_NOT_DERIVED;
+use handoff_core::handoff::cached::CachedHandoff;
+use handoff_core::handoff::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
+use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-use handoff_kube::loops::{Categorized, Category, describe};
+use handoff_kube::loops::{KubeCategory, describe};
 use handoff_kube::runner::{Plumbing, Reconcile};
 use handoff_mirror::batch::Batcher;
 use handoff_mirror::{MirrorError, Row};
-
-/// Characters of a key quoted in an Event's note (keys may be 1 KiB; the
-/// whole note may not).
-pub(crate) const NOTE_KEY_CHARS: usize = 200;
-
-/// The condition that reports the mirror row.
-pub const MIRRORED: &str = "Mirrored";
-
-/// The condition that reports the quality lint of the body.
-pub const LINTED: &str = "Linted";
-
-/// The condition that reports, False, an object whose name is not derived
-/// from its key (set on such objects only: name and key never change).
-pub const KEY_BOUND: &str = "KeyBound";
-
-/// The reason of a False [`KEY_BOUND`] and of its Warning Event.
-pub const NAME_NOT_DERIVED: &str = "NameNotDerivedFromKey";
 
 /// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]).
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +179,7 @@ async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action
     let budget = ctx.budgets.budget(&namespace).await;
     let observed = Observed {
         handoff: &h,
+        canonical: cached.canonical,
         budget: &budget,
         mirror,
         now: ctx.clock.now(),
