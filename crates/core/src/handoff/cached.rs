@@ -139,3 +139,74 @@ impl Resource for CachedHandoff {
         &mut self.metadata
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::naming::name_for_key;
+    use crate::handoff::fixture::object;
+    use crate::names::{BRIDGE_FIELD_MANAGER, CONTROLLER_FIELD_MANAGER};
+
+    /// kubectl's client-side apply record.
+    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+    #[test]
+    fn the_cache_keeps_what_the_loop_reads_and_nothing_else() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        use kube::{Resource, ResourceExt};
+        let entry = |manager: &str, subresource: Option<&str>| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            subresource: subresource.map(Into::into),
+            ..Default::default()
+        };
+        for (labels, owned) in [
+            (vec![], vec![]),
+            (vec![("project", "other")], vec![]),
+            (
+                vec![("project", "old"), ("kind", "issue")],
+                vec!["project", "kind"],
+            ),
+        ] {
+            let mut h = object(&labels, &owned);
+            h.metadata.namespace = Some("ns".into());
+            h.metadata.uid = Some("u".into());
+            h.metadata.resource_version = Some("7".into());
+            h.metadata.generation = Some(3);
+            let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
+            fields.extend([
+                entry(BRIDGE_FIELD_MANAGER, None),
+                entry(CONTROLLER_FIELD_MANAGER, Some("status")),
+            ]);
+            h.metadata.managed_fields = Some(fields);
+            h.metadata.annotations = Some(
+                [
+                    (LAST_APPLIED.to_owned(), "{…}".to_owned()),
+                    ("keep".into(), "me".into()),
+                ]
+                .into(),
+            );
+            let cached = CachedHandoff::of(&h);
+            assert_eq!(cached.labels, metadata_plan(&h), "{labels:?} {owned:?}");
+            assert_eq!(cached.key, "k", "the delete and the backlog read the key");
+            assert_eq!(
+                (
+                    cached.name_any(),
+                    cached.namespace(),
+                    cached.uid(),
+                    cached.resource_version(),
+                    cached.meta().generation,
+                ),
+                (
+                    name_for_key("k"),
+                    Some("ns".to_owned()),
+                    Some("u".to_owned()),
+                    Some("7".to_owned()),
+                    Some(3)
+                )
+            );
+            assert!(cached.labels().is_empty(), "no labels kept: {labels:?}");
+            assert!(cached.annotations().is_empty(), "no annotations kept");
+            assert!(cached.managed_fields().is_empty(), "no managedFields kept");
+        }
+    }
+}

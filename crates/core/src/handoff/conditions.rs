@@ -95,3 +95,31 @@ pub(crate) fn unbound_condition(h: &Handoff, now: Timestamp) -> Condition {
         last_transition_time: Time(whole_seconds(now)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::set_condition;
+    use crate::handoff::fixture::at;
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_unchanged() {
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(1), at(10)),
+        );
+        set_condition(
+            &mut conditions,
+            mirrored_condition(true, "ok".into(), Some(2), at(20)),
+        );
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+        set_condition(
+            &mut conditions,
+            mirrored_condition(false, "down".into(), Some(2), at(30)),
+        );
+        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
+        assert_eq!(conditions[0].reason, "MirrorUnavailable");
+    }
+}

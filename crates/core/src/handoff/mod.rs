@@ -23,6 +23,8 @@
 pub mod cached;
 mod conditions;
 mod count;
+#[cfg(test)]
+mod fixture;
 mod managed_fields;
 mod metadata;
 pub mod outcome;
