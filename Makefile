@@ -2,6 +2,8 @@
 #
 #   make run             local control plane (+ PostgreSQL) with the CRDs, until Ctrl-C
 #   make test            install what is missing, then fmt check, clippy, every test
+#   make test-unit       the tests that need no cluster, no PostgreSQL and no agent CLI
+#                        (no install step; what a change to core or the readers needs)
 #   make test-e2e        the e2e tier: config/default as Pods on a real node (as root);
 #                        part of make test
 #   make test-reliability  only the reliability suite (faults, load, bad input); part of make test
@@ -21,7 +23,7 @@ CARGO ?= cargo
 IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
 CONTAINER_TOOL ?= docker
 
-.PHONY: all build run test test-e2e test-reliability test-deps lint fmt crds envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-unit test-e2e test-reliability test-deps lint fmt crds envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
 
 all: build
 
@@ -103,6 +105,15 @@ test: test-deps lint
 	$(CARGO) test --locked --workspace --lib --bins --tests
 	cd hack/e2e/agent && go vet ./... && go test ./...
 	$(MAKE) --no-print-directory test-e2e
+
+## The fast tier: every crate's unit tests and its own tests/ (none needs a
+## cluster, PostgreSQL or an agent's CLI), the binary's unit tests and the
+## cluster-free test files of the root (UNIT_TESTS). Installs nothing.
+UNIT_TESTS := layout
+test-unit:
+	$(CARGO) test --locked --workspace --exclude handoff --exclude handoff-testkit --lib --bins --tests
+	$(CARGO) test --locked -p handoff-testkit --lib
+	$(CARGO) test --locked -p handoff --lib --bins $(addprefix --test ,$(UNIT_TESTS))
 
 ## The e2e tier (tests/e2e): the control plane with one real node (containerd,
 ## kubelet, controller-manager, scheduler, kube-proxy, CoreDNS), the project's

@@ -11,7 +11,9 @@
 //! ```text
 //!  4  handoff (this crate)  the binary: `handoff dev` (control plane +
 //!                           controller + bridge), the SRE's get / history /
-//!                           diff / search, the agents' hooks
+//!                           diff / search, the agents' hooks, and the
+//!                           commands that print or write what core
+//!                           computes (`crd`, `preamble`)
 //!  3  handoff-controller    the reconcile loops, leader-elected; the only
 //!     handoff-bridge        crate that assembles loops / the MCP bridge
 //!     handoff-webhook       the validating admission webhook (a Handoff's
@@ -31,5 +33,7 @@
 //! is never in the shipped binary.
 
 pub mod cli;
+pub mod crd;
 pub mod dev;
 pub mod hook;
+pub mod preamble;

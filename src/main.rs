@@ -34,7 +34,7 @@ enum Command {
         dir: Option<PathBuf>,
     },
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
-    Preamble(handoff_core::goals::PreambleArgs),
+    Preamble(handoff::preamble::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
     #[command(subcommand)]
     Transcript(handoff_transcript::cli::TranscriptCommand),
@@ -77,10 +77,10 @@ fn main() -> ExitCode {
         Err(err) => err.exit(),
     };
     let result = match cli.command {
-        Command::Crd { dir: Some(dir) } => handoff_core::api::write_crds(&dir),
-        Command::Crd { dir: None } => handoff_core::api::print_crds(&mut std::io::stdout().lock()),
+        Command::Crd { dir: Some(dir) } => handoff::crd::write(&dir),
+        Command::Crd { dir: None } => handoff::crd::print(&mut std::io::stdout().lock()),
         Command::McpHeaders(args) => handoff_bridge::headers::run(args),
-        Command::Preamble(args) => handoff_core::goals::run_preamble(args),
+        Command::Preamble(args) => handoff::preamble::run(args),
         Command::Transcript(command) => handoff_transcript::cli::run(command),
         Command::Name(args) => {
             handoff::cli::name(&args);

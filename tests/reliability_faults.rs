@@ -634,7 +634,7 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
     }
     assert!(
         !text.contains(
-            "handoff_controller_reconcile_errors_total{kind=\"Handoff\",category=\"invalid\"}"
+            "handoff_controller_reconcile_errors_total{kind=\"Handoff\",category=\"invalid\","
         ),
         "a poisoned object is skipped, not retried as an error:\n{text}"
     );

@@ -1429,7 +1429,7 @@ where
 /// can-i matrix here.)
 #[tokio::test(flavor = "multi_thread")]
 async fn the_controller_loops_run_with_the_controller_identity() {
-    use handoff_controller::schedule::reconcile::Context as ScheduleContext;
+    use handoff_controller::schedule::reconcile::ScheduleLoop;
     use handoff_core::api::{BrainstormSchedule, HandoffOffer, OfferPhase};
     use handoff_core::schedule::tick::Timing;
     use handoff_core::time::ManualClock;
@@ -1469,12 +1469,12 @@ async fn the_controller_loops_run_with_the_controller_identity() {
         .expect("tick");
     let clock = Arc::new(ManualClock::new(tick + jiff::SignedDuration::from_secs(20)));
     let stop = tokio_util::sync::CancellationToken::new();
-    let schedule_ctx = Arc::new(ScheduleContext::new(controller.clone(), clock, "install"));
+    let schedule_ctx = Arc::new(ScheduleLoop::new(controller.clone(), clock, "install"));
     let schedule_loop = tokio::spawn({
         let stop = stop.clone();
         async move { handoff_controller::schedule::reconcile::run(schedule_ctx, None, 2, stop).await }
     });
-    let offer_ctx = Arc::new(handoff_controller::offers::Context::new(
+    let offer_ctx = Arc::new(handoff_controller::offer_loops::OfferLoops::new(
         controller.clone(),
         handoff_core::offers::DEFAULT_ACTIVE_SELECTOR,
         kube::runtime::events::Reporter {
@@ -1485,7 +1485,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     ));
     let offer_loop = tokio::spawn({
         let stop = stop.clone();
-        async move { handoff_controller::offers::run(offer_ctx, None, 2, stop).await }
+        async move { handoff_controller::offer_loops::run(offer_ctx, None, 2, stop).await }
     });
 
     // The schedule loop creates the refine Job and records status and an Event.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::agents::{Served, client_with_token, groomer_token, served, writer_token};
 use common::{agent_token, call, env};
-use handoff_controller::offers::{Context, run};
+use handoff_controller::offer_loops::{OfferLoops, run};
 use handoff_core::api::{HandoffOffer, OfferPhase, SupersedeReason};
 use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
 use k8s_openapi::api::batch::v1::Job;
@@ -241,7 +241,7 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         controller: handoff_core::names::CONTROLLER_FIELD_MANAGER.into(),
         instance: Some("offers-test".into()),
     };
-    let ctx = Arc::new(Context::new(
+    let ctx = Arc::new(OfferLoops::new(
         env().client().await,
         DEFAULT_ACTIVE_SELECTOR,
         reporter,
@@ -787,7 +787,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
         instance: Some("retention-test".into()),
     };
     let ctx = Arc::new(
-        Context::new(
+        OfferLoops::new(
             env().client().await,
             DEFAULT_ACTIVE_SELECTOR,
             reporter,

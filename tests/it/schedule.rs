@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use handoff_controller::schedule::reconcile::{Context, reconcile_schedule};
+use handoff_controller::schedule::reconcile::{ScheduleLoop, reconcile_schedule};
 use handoff_core::api::{BrainstormSchedule, SchedulePhase};
 use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_core::schedule::tick::Timing;
@@ -47,7 +47,7 @@ struct Fixture {
     name: String,
     namespace: String,
     clock: Arc<ManualClock>,
-    ctx: Arc<Context>,
+    ctx: Arc<ScheduleLoop>,
     first_tick: Timestamp,
 }
 
@@ -70,7 +70,7 @@ impl Fixture {
             .next_after(created_at)
             .expect("tick");
         let clock = Arc::new(ManualClock::new(created_at));
-        let ctx = Arc::new(Context::new(client.clone(), clock.clone(), "test"));
+        let ctx = Arc::new(ScheduleLoop::new(client.clone(), clock.clone(), "test"));
         Self {
             jobs: Api::namespaced(client.clone(), &ns),
             client,
@@ -195,7 +195,11 @@ async fn a_due_tick_runs_refine_then_brainstorm_then_idles() {
         )
         .await
         .expect("lose the status write");
-    let restarted = Arc::new(Context::new(f.client.clone(), f.clock.clone(), "restarted"));
+    let restarted = Arc::new(ScheduleLoop::new(
+        f.client.clone(),
+        f.clock.clone(),
+        "restarted",
+    ));
     let current = f.schedules.get(&f.name).await.expect("get");
     reconcile_schedule(&current, &restarted)
         .await
@@ -312,7 +316,7 @@ async fn an_invalid_time_zone_is_reported_in_a_condition() {
         )
         .await
         .expect("create");
-    let ctx = Arc::new(Context::new(
+    let ctx = Arc::new(ScheduleLoop::new(
         client.clone(),
         Arc::new(ManualClock::new(Timestamp::now())),
         "test",
@@ -358,7 +362,7 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
     // The running-step requeue is an hour, far beyond the wait below: only
     // the Job watch can make the loop react to the refine Job's end.
     let ctx = Arc::new(
-        Context::new(f.client.clone(), f.clock.clone(), "loop")
+        ScheduleLoop::new(f.client.clone(), f.clock.clone(), "loop")
             .with_running_requeue(Duration::from_secs(3600)),
     );
     let ns = f.namespace.clone();

@@ -18,9 +18,11 @@
 //! (docs/security.md).
 //!
 //! - [`tools`]: one module per tool (arguments, validation, handler, result,
-//!   text) and the table `tools/list` and `tools/call` read.
-//! - [`call`]: what every call shares: the one dispatch (profile gate,
-//!   timeout, handler), its context, errors, RBAC mapping.
+//!   text) and the table `tools/list` and `tools/call` read; beside them the
+//!   leaves every tool imports: the contract (a tool, its call context,
+//!   errors, RBAC mapping), the definition's shape, the shared views.
+//! - [`call`]: the one dispatch (profile gate, timeout, handler) and the
+//!   services it hands each call.
 //! - [`profiles`]: which profiles see which tools (pure).
 //! - [`resources`]: handoffs as resources `handoff://{handoff_key}` (pure).
 //! - [`prompts`]: the prompt `continue`: preamble and handoff (pure).

@@ -1,4 +1,6 @@
-//! Agent profiles and which tools each may see (the contract, DESIGN §2).
+//! Agent profiles and which tools each may see: the contract's four tools
+//! and their extensions, per profile, as the README ("The MCP bridge") and
+//! docs/agents.md ("Identity and profile") describe them.
 //!
 //! The profile is the *agent-facing* gate: it decides which tools an agent
 //! is shown and may call, so a coding agent is never tempted to delete

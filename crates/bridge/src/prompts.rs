@@ -9,8 +9,8 @@
 
 use rmcp::model::{JsonObject, Prompt, PromptArgument};
 
-use super::tools::HandoffView;
-use super::tools::get::{GetResult, text as get_text};
+use crate::tools::get::{GetResult, text as get_text};
+use crate::tools::views::HandoffView;
 use handoff_core::api::validation;
 use handoff_core::goals;
 
@@ -73,7 +73,7 @@ pub(crate) fn text(key: &str, handoff: Option<HandoffView>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::HandoffFacts;
+    use crate::tools::views::HandoffFacts;
 
     fn view(key: &str, body: &str) -> HandoffView {
         HandoffView {

@@ -29,7 +29,9 @@ use rmcp::{ErrorData as McpError, RoleServer};
 
 use super::auth::Caller;
 use super::call::{CALL_TIMEOUT, OfferSettings, Services, Unanswered, timed_out};
-use super::tools::{self, HandoffView};
+use super::tools;
+use super::tools::contract::Tool;
+use super::tools::views::HandoffView;
 use super::{prompts, resources};
 use handoff_core::api::Handoff;
 use handoff_kube::settings::{Budgets, READ_TIMEOUT};
@@ -110,7 +112,7 @@ impl HandoffServer {
     /// and the outcome label of the metric.
     async fn run(
         &self,
-        tool: &'static tools::Tool,
+        tool: &'static Tool,
         caller: &Caller,
         args: Option<rmcp::model::JsonObject>,
     ) -> (CallToolResult, &'static str) {

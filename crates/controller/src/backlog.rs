@@ -1,8 +1,9 @@
 //! The mirror's backlog: the keys whose mirror work (a row upsert, a
 //! history append, a delete) this process started and has not finished.
-//! It is the Handoff loop's state, in its context: the loop reads it to
-//! decide whether a key's row is owed ([`crate::handoff`]); the metrics
-//! only report it (`mirror_pending_rows`, `mirror_lag_seconds`).
+//! It is part of the Handoff loop's state ([`crate::handoff::state`]):
+//! the loop reads it to decide whether a key's row is owed
+//! ([`crate::handoff`]); the metrics only report it
+//! (`mirror_pending_rows`, `mirror_lag_seconds`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -30,8 +30,10 @@
 //! [`MAX_SERIES`] series; quiet ones go first, and one dropped with
 //! occurrences still to write is written first).
 //!
-//! [`decide`], [`due`] and [`evict`] are the decisions, [`Context::event`]
-//! and [`Context::flush_events`] the I/O.
+//! [`decide`], [`due`] and [`evict`] are the decisions, [`Events::event`]
+//! and [`Events::flush`] the I/O. [`Events`] holds all it needs (client,
+//! reporter, timeout, series), so the loops that record Events (the
+//! Handoff loop, grooming) share it without this module knowing them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -41,20 +43,20 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::events::Reporter;
+use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::handoff::reference;
-use crate::run::Context;
 use handoff_core::api::Handoff;
+use handoff_core::handoff::NAME_NOT_DERIVED;
 use handoff_core::loops::bounded_note;
 
 /// The type of an Event of `reason`: `Warning` for an object an admin must
 /// act on (one whose name is not derived from its key), else `Normal`.
 pub(crate) fn event_type(reason: &str) -> &'static str {
     match reason {
-        handoff_core::handoff::NAME_NOT_DERIVED => "Warning",
+        NAME_NOT_DERIVED => "Warning",
         _ => "Normal",
     }
 }
@@ -273,7 +275,28 @@ async fn bounded<T>(
         })
 }
 
-impl Context {
+/// The Handoff loop's Events: the series counted here, written with the
+/// controller's client as its reporter, every call bounded by
+/// `--apiserver-timeout`.
+pub(crate) struct Events {
+    client: Client,
+    reporter: Reporter,
+    api_timeout: Duration,
+    series: Series,
+}
+
+impl Events {
+    /// Events written with `client`, reported as `reporter`, each call
+    /// given at most `api_timeout`.
+    pub(crate) fn new(client: Client, reporter: Reporter, api_timeout: Duration) -> Self {
+        Self {
+            client,
+            reporter,
+            api_timeout,
+            series: Series::default(),
+        }
+    }
+
     /// Records an occurrence of `reason` about `h` (see the module docs):
     /// a new series' Event is created now; an occurrence of a known series
     /// is only counted. A failure or a call past `--apiserver-timeout` is
@@ -300,7 +323,7 @@ impl Context {
             observed,
             regarding: regarding.clone(),
         };
-        if self.events.occur(&key, occurrence) == Publish::Count {
+        if self.series.occur(&key, occurrence) == Publish::Count {
             return;
         }
         match bounded(
@@ -320,7 +343,7 @@ impl Context {
                     observed,
                     regarding,
                 };
-                for (key, dropped) in self.events.record(key, entry) {
+                for (key, dropped) in self.series.record(key, entry) {
                     self.write_series(&key, &dropped).await;
                 }
             }
@@ -332,8 +355,8 @@ impl Context {
 
     /// Writes every series' occurrences its Event does not show yet: one
     /// update per series, whatever the number of occurrences.
-    pub(crate) async fn flush_events(&self) {
-        for (key, entry) in self.events.pending(Instant::now()) {
+    pub(crate) async fn flush(&self) {
+        for (key, entry) in self.series.pending(Instant::now()) {
             Box::pin(self.write_series(&key, &entry)).await;
         }
     }
@@ -345,7 +368,7 @@ impl Context {
             return;
         };
         match bounded(self.api_timeout, self.extend(entry, count)).await {
-            Ok(()) => self.events.shown(key, count, None),
+            Ok(()) => self.series.shown(key, count, None),
             // Expired (or deleted): a new series.
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 match bounded(
@@ -354,7 +377,7 @@ impl Context {
                 )
                 .await
                 {
-                    Ok(name) => self.events.shown(key, count, Some(name)),
+                    Ok(name) => self.series.shown(key, count, Some(name)),
                     Err(err) => {
                         tracing::warn!(event = %entry.name, reason = %key.1, error = %err, "could not record an Event");
                     }
@@ -422,16 +445,25 @@ impl Context {
 /// Writes the counted occurrences every `every` until `stop` (the leader's
 /// refresh; the final write on a graceful stop is the caller's, after the
 /// loops that count have ended).
-pub(crate) async fn refresh(
-    ctx: std::sync::Arc<Context>,
-    every: Duration,
-    stop: CancellationToken,
-) {
+pub(crate) async fn refresh(events: &Events, every: Duration, stop: CancellationToken) {
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
-            () = tokio::time::sleep(every) => ctx.flush_events().await,
+            () = tokio::time::sleep(every) => events.flush().await,
         }
+    }
+}
+
+/// A reference to `h` for Events (kept valid after `h` is deleted).
+pub(crate) fn reference(h: &Handoff) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(Handoff::api_version(&()).into_owned()),
+        kind: Some(Handoff::kind(&()).into_owned()),
+        name: h.metadata.name.clone(),
+        namespace: h.metadata.namespace.clone(),
+        uid: h.metadata.uid.clone(),
+        resource_version: h.metadata.resource_version.clone(),
+        field_path: None,
     }
 }
 
@@ -466,6 +498,31 @@ mod tests {
             observed: Timestamp::UNIX_EPOCH,
             regarding: ObjectReference::default(),
         }
+    }
+
+    #[test]
+    fn events_regard_the_handoff_at_its_version() {
+        let mut h = Handoff::new(
+            "obj",
+            handoff_core::api::HandoffSpec {
+                handoff_key: "k".into(),
+                project: "p".into(),
+                repo: None,
+                kind: None,
+                body: "b".into(),
+                created_by: None,
+            },
+        );
+        h.metadata.namespace = Some("ns".into());
+        h.metadata.uid = Some("u-1".into());
+        h.metadata.resource_version = Some("42".into());
+        let r = reference(&h);
+        assert_eq!(r.kind.as_deref(), Some("Handoff"));
+        assert_eq!(r.api_version.as_deref(), Some("handoff.dev/v1alpha1"));
+        assert_eq!(r.namespace.as_deref(), Some("ns"));
+        assert_eq!(r.name.as_deref(), Some("obj"));
+        assert_eq!(r.uid.as_deref(), Some("u-1"));
+        assert_eq!(r.resource_version.as_deref(), Some("42"));
     }
 
     #[test]

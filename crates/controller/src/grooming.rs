@@ -22,8 +22,10 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::Context;
+use crate::handoff::state::HandoffLoop;
 use handoff_core::api::Handoff;
+use handoff_core::handoff::NOTE_KEY_CHARS;
+use handoff_core::liveness::PASS;
 use handoff_core::loops::quoted;
 use handoff_kube::cluster::Pages;
 
@@ -45,14 +47,14 @@ pub(crate) fn expired(
 
 /// Grooms every `interval` until `stop` is cancelled.
 pub(crate) async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<HandoffLoop>,
     api: Api<DeserializeGuard<Handoff>>,
     interval: Duration,
     stop: CancellationToken,
 ) {
     let progress = ctx.metrics.liveness.track("grooming", interval);
     loop {
-        let attempt = progress.start(super::resync::PASS.into());
+        let attempt = progress.start(PASS.into());
         let result = groom_once(&ctx, &api).await;
         attempt.end(result.is_ok());
         if let Err(err) = result {
@@ -68,7 +70,7 @@ pub(crate) async fn run(
 /// One pass: deletes every expired handoff; returns how many. Objects that
 /// do not deserialize are left alone (the Handoff loop reports them).
 pub(crate) async fn groom_once(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     api: &Api<DeserializeGuard<Handoff>>,
 ) -> Result<usize, kube::Error> {
     let now = ctx.clock.now();
@@ -95,7 +97,7 @@ pub(crate) async fn groom_once(
 }
 
 async fn delete(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     h: &Handoff,
     ttl: Duration,
     updated: Option<Timestamp>,
@@ -118,12 +120,12 @@ async fn delete(
     let since = updated.map(|t| t.to_string()).unwrap_or_default();
     let note = format!(
         "Handoff {} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
-        quoted(&h.spec.handoff_key, handoff_core::handoff::NOTE_KEY_CHARS),
+        quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
         h.spec.project,
         ttl.as_secs()
     );
     tracing::info!(handoff = %handoff_core::handoff::describe(h), "groomed");
-    ctx.event(h, "Groomed", note).await;
+    ctx.events.event(h, "Groomed", note).await;
     Ok(true)
 }
 

@@ -17,11 +17,15 @@
 //! - [`options`]: the flags, and what dev and the tests run with.
 //! - [`run`]: `handoff controller`, leader election, the loops' assembly.
 //! - [`metrics`]: the controller's metrics.
-//! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row).
+//! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row);
+//!   its state, shared with the tasks below, is [`handoff::state`].
 //! - [`events`]: the Handoff loop's Events, one series per object and reason.
 //! - [`grooming`]: TTL grooming.
 //! - [`leader`]: Lease-based leader election.
-//! - [`resync`]: the mirror's periodic repair (the plan is [`handoff_mirror::resync`]).
+//! - [`mirror_resync`]: the mirror's periodic repair (the plan is [`handoff_mirror::resync`]).
+//! - [`offer_loops`]: the offer and agent Job loops (the plan is
+//!   [`handoff_core::offers::plan`]).
+//! - [`schedule`]: the `BrainstormSchedule` loop and the TTLs it feeds grooming.
 //!
 //! Operator notes: `/healthz` (every loop makes progress: 503 naming the
 //! loop once one with pending work made none for `--wedged-after`, see
@@ -37,9 +41,9 @@ pub(crate) mod grooming;
 pub mod handoff;
 pub mod leader;
 pub mod metrics;
-pub mod offers;
+pub(crate) mod mirror_resync;
+pub mod offer_loops;
 pub mod options;
-pub(crate) mod resync;
 pub mod run;
 pub mod schedule;
 

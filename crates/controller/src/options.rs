@@ -208,8 +208,8 @@ mod tests {
         let defaults = ControllerOptions::defaults();
         assert_eq!(
             defaults.offer_retention,
-            crate::offers::DEFAULT_OFFER_RETENTION,
-            "offers::Context::new"
+            crate::offer_loops::DEFAULT_OFFER_RETENTION,
+            "OfferLoops::new"
         );
         assert_eq!(defaults.concurrency, DEFAULT_CONCURRENCY);
         assert_eq!(defaults.batch(), BatchSettings::default());
@@ -313,7 +313,7 @@ mod tests {
         let parse = |line: &[&str]| super::tests::parse(line).map(|o| o.offer_retention);
         assert_eq!(
             parse(&[]).expect("default"),
-            crate::offers::DEFAULT_OFFER_RETENTION
+            crate::offer_loops::DEFAULT_OFFER_RETENTION
         );
         assert_eq!(
             parse(&["--offer-retention", "36h"]).expect("36h"),

@@ -1,13 +1,17 @@
 //! The controller's run: `handoff controller` from its flags ([`run_cli`]),
 //! leader election around the leader's loops ([`run`]), and the one place
-//! loops are assembled ([`lead`]): each loop is one module and one line
-//! here, run by [`handoff_kube::runner`] with the plumbing made here.
+//! loops are assembled: [`lead`] walks [`LOOPS`], where each loop is one
+//! row — a function that starts it for one leadership from [`Leading`]
+//! (the Handoff loop's state, the flags, the Handoff API, the stop token,
+//! the plumbing made here). Adding a loop is one module and one row. This
+//! module only assembles: nothing imports it but `lib.rs`.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::Api;
 use kube::core::DeserializeGuard;
@@ -15,11 +19,14 @@ use kube::runtime::events::Reporter;
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 use tokio_util::sync::CancellationToken;
 
+use crate::events::Events;
+use crate::handoff::state::HandoffLoop;
 use crate::leader::LeaderElector;
 use crate::metrics::ControllerMetrics;
+use crate::offer_loops::OfferLoops;
 use crate::options::{ControllerOptions, POSTGRES_URL_VARS};
-use crate::schedule::ttl::TtlPolicy;
-use crate::{backlog, events, grooming, handoff, resync};
+use crate::schedule::reconcile::ScheduleLoop;
+use crate::{backlog, events, grooming, handoff, mirror_resync, offer_loops, schedule};
 use handoff_core::api::Handoff;
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
 use handoff_core::time::{Clock, SystemClock};
@@ -27,38 +34,6 @@ use handoff_kube::cluster::{NamespaceScope, scoped};
 use handoff_kube::runner::{self, Plumbing};
 use handoff_mirror::Mirror;
 use handoff_mirror::batch::Batcher;
-
-/// Shared state of the loops.
-pub(crate) struct Context {
-    /// The controller's own client.
-    pub(crate) client: Client,
-    /// This replica's identity (Events name it as reporting instance).
-    pub(crate) identity: String,
-    /// Time source.
-    pub(crate) clock: Arc<dyn Clock>,
-    /// Metrics.
-    pub(crate) metrics: Arc<ControllerMetrics>,
-    /// The mirror, when enabled (resync, deletes).
-    pub(crate) mirror: Option<Arc<Mirror>>,
-    /// The mirror's batched writes, when enabled (the Handoff loop's rows
-    /// and history appends).
-    pub(crate) writes: Option<Batcher>,
-    /// The TTL of each project.
-    pub(crate) ttl: Arc<dyn TtlPolicy>,
-    /// Reports Events as the controller (`reportingInstance` = identity).
-    pub(crate) reporter: Reporter,
-    /// The Handoff loop's recorder, backoff, progress (`/healthz`) and
-    /// namespace scope (the scope every loop shares).
-    pub(crate) plumbing: Plumbing,
-    /// Most time one apiserver request of the Handoff loop or resync takes.
-    pub(crate) api_timeout: Duration,
-    /// The mirror work owed per key (the Handoff loop's; the metrics report it).
-    pub(crate) backlog: Arc<backlog::Backlog>,
-    /// Repeated Events of one object count into one Event's series.
-    pub(crate) events: events::Series,
-    /// The namespaces' lint budgets (the `Linted` condition), cached.
-    pub(crate) budgets: handoff_kube::settings::Budgets,
-}
 
 /// Runs `handoff controller` from its flags until SIGTERM / Ctrl-C.
 pub async fn run_cli(mut options: ControllerOptions) -> anyhow::Result<()> {
@@ -143,7 +118,7 @@ pub async fn run(
     }
     let backlog = Arc::new(backlog::Backlog::default());
     metrics.report_backlog(backlog.clone());
-    let ctx = Arc::new(Context {
+    let ctx = Arc::new(HandoffLoop {
         backlog,
         plumbing: Plumbing::new(
             client.clone(),
@@ -164,9 +139,8 @@ pub async fn run(
         }),
         mirror,
         ttl,
-        reporter,
+        events: Events::new(client.clone(), reporter.clone(), options.apiserver_timeout),
         api_timeout: options.apiserver_timeout,
-        events: events::Series::default(),
         budgets: handoff_kube::settings::Budgets::new(client.clone(), options.apiserver_timeout),
     });
     let mut elector = LeaderElector::new(client, lease.clone());
@@ -181,7 +155,7 @@ pub async fn run(
         metrics.leader.set(1);
         let leading = shutdown.child_token();
         let work = bounded(
-            lead(ctx.clone(), &options, leading.clone()),
+            lead(ctx.clone(), &options, &reporter, leading.clone()),
             &leading,
             &shutdown,
         );
@@ -231,11 +205,74 @@ async fn bounded(
     }
 }
 
-/// The loops of the leader, until `leading` is cancelled.
-async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: CancellationToken) {
-    ctx.metrics.liveness.reset();
-    let api: Api<DeserializeGuard<Handoff>> =
-        scoped(ctx.client.clone(), options.namespace.as_deref());
+/// What each loop of a leadership is started from.
+struct Leading<'a> {
+    /// The Handoff loop's state (shared with the tasks on Handoffs).
+    handoff: Arc<HandoffLoop>,
+    /// The flags.
+    options: &'a ControllerOptions,
+    /// Events are reported as the controller, this replica the instance.
+    reporter: &'a Reporter,
+    /// The Handoffs of the managed namespaces (`--namespace`, else all).
+    api: Api<DeserializeGuard<Handoff>>,
+    /// Cancelled when leadership ends.
+    stop: CancellationToken,
+}
+
+impl Leading<'_> {
+    /// The plumbing of a loop tracked as `name` on `/healthz`, counting
+    /// into the loop metrics, managing the Handoff loop's namespaces.
+    fn plumbing(&self, name: &'static str) -> Plumbing {
+        let ctx = &self.handoff;
+        Plumbing::new(
+            ctx.client.clone(),
+            self.reporter.clone(),
+            ctx.metrics.liveness.track(name, Duration::ZERO),
+            ctx.metrics.loops.clone(),
+        )
+        .with_scope(ctx.plumbing.scope().clone())
+    }
+}
+
+/// A row of [`LOOPS`]: starts one loop for one leadership.
+type Start = for<'a> fn(&'a Leading<'a>) -> BoxFuture<'a, ()>;
+
+/// The leader's loops, one row each; [`lead`] runs them all until the
+/// leadership ends.
+const LOOPS: [Start; 6] = [
+    handoffs,
+    grooming,
+    mirror_resync,
+    schedules,
+    offers,
+    event_refresh,
+];
+
+/// The loops of the leader ([`LOOPS`]), until `leading` is cancelled.
+async fn lead(
+    handoff: Arc<HandoffLoop>,
+    options: &ControllerOptions,
+    reporter: &Reporter,
+    leading: CancellationToken,
+) {
+    handoff.metrics.liveness.reset();
+    let leading = Leading {
+        api: scoped(handoff.client.clone(), options.namespace.as_deref()),
+        handoff,
+        options,
+        reporter,
+        stop: leading,
+    };
+    futures::future::join_all(LOOPS.iter().map(|start| start(&leading))).await;
+    // Still leading (a lost lease abandons this future before): write the
+    // occurrences counted since the last refresh.
+    leading.handoff.events.flush().await;
+}
+
+/// The Handoff loop, fed by a watch whose cache holds compact copies, and
+/// the mirror's deleter, fed by the same watch's deletes.
+fn handoffs<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    let ctx = &l.handoff;
     // The cache holds compact copies, without bodies (see `handoff::cached`):
     // its memory is most of the controller's, and grows with the number of
     // handoffs. A reconcile fetches the object when it needs it.
@@ -256,7 +293,7 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
     // Deleted handoffs go to the mirror's deleter (there is no finalizer:
     // deletes never wait for PostgreSQL; resync removes what it missed).
     let (deleted, deletions) = tokio::sync::mpsc::unbounded_channel();
-    let handoffs = watcher(api.clone(), watcher::Config::default())
+    let handoffs = watcher(l.api.clone(), watcher::Config::default())
         .default_backoff()
         .map_ok(handoff::cached::cached_event)
         .reflect(writer)
@@ -267,74 +304,82 @@ async fn lead(ctx: Arc<Context>, options: &ControllerOptions, leading: Cancellat
             }
         })
         .applied_objects();
-    let deleter = handoff::delete_rows(ctx.clone(), deletions, leading.clone());
+    let deleter = handoff::delete_rows(ctx.clone(), deletions, l.stop.clone());
     let controller = runner::run(
         Controller::for_stream(handoffs, cache),
         ctx.clone(),
-        options.concurrency,
-        leading.clone(),
+        l.options.concurrency,
+        l.stop.clone(),
     );
-    let groom = grooming::run(
-        ctx.clone(),
-        api.clone(),
-        options.groom_interval,
-        leading.clone(),
-    );
-    let resync = async {
-        if let Some(mirror) = ctx.mirror.clone() {
-            resync::run(
-                ctx.clone(),
+    async move {
+        tokio::join!(controller, deleter);
+    }
+    .boxed()
+}
+
+/// TTL grooming.
+fn grooming<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    let interval = l.options.groom_interval;
+    grooming::run(l.handoff.clone(), l.api.clone(), interval, l.stop.clone()).boxed()
+}
+
+/// The mirror's resync, when there is a mirror.
+fn mirror_resync<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    async move {
+        if let Some(mirror) = l.handoff.mirror.clone() {
+            let every = l.options.mirror_resync_interval;
+            let namespace = l.options.namespace.clone();
+            mirror_resync::run(
+                l.handoff.clone(),
                 mirror,
-                api.clone(),
-                options.namespace.clone(),
-                options.mirror_resync_interval,
-                leading.clone(),
+                l.api.clone(),
+                namespace,
+                every,
+                l.stop.clone(),
             )
             .await;
         }
-    };
-    let plumbing = |name| {
-        Plumbing::new(
-            ctx.client.clone(),
-            ctx.reporter.clone(),
-            ctx.metrics.liveness.track(name, Duration::ZERO),
-            ctx.metrics.loops.clone(),
-        )
-        .with_scope(ctx.plumbing.scope().clone())
-    };
-    let schedules = crate::schedule::reconcile::run(
-        Arc::new(
-            crate::schedule::reconcile::Context::new(
-                ctx.client.clone(),
-                ctx.clock.clone(),
-                &ctx.identity,
-            )
-            .with_plumbing(plumbing("schedule")),
-        ),
-        options.namespace.as_deref(),
+    }
+    .boxed()
+}
+
+/// The `BrainstormSchedule` loop.
+fn schedules<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    let ctx = &l.handoff;
+    let schedule = ScheduleLoop::new(ctx.client.clone(), ctx.clock.clone(), &ctx.identity)
+        .with_plumbing(l.plumbing("schedule"));
+    let namespace = l.options.namespace.as_deref();
+    schedule::reconcile::run(
+        Arc::new(schedule),
+        namespace,
+        l.options.concurrency,
+        l.stop.clone(),
+    )
+    .boxed()
+}
+
+/// The offer and agent Job loops.
+fn offers<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    let (ctx, options) = (&l.handoff, l.options);
+    let offers = OfferLoops::new(
+        ctx.client.clone(),
+        &options.active_agent_selector,
+        l.reporter.clone(),
+        ctx.metrics.loops.clone(),
+    )
+    .with_retention(options.offer_retention, ctx.clock.clone())
+    .with_plumbing(l.plumbing("offers"));
+    let namespace = options.namespace.as_deref();
+    offer_loops::run(
+        Arc::new(offers),
+        namespace,
         options.concurrency,
-        leading.clone(),
-    );
-    let offers = crate::offers::run(
-        Arc::new(
-            crate::offers::Context::new(
-                ctx.client.clone(),
-                &options.active_agent_selector,
-                ctx.reporter.clone(),
-                ctx.metrics.loops.clone(),
-            )
-            .with_retention(options.offer_retention, ctx.clock.clone())
-            .with_plumbing(plumbing("offers")),
-        ),
-        options.namespace.as_deref(),
-        options.concurrency,
-        leading.clone(),
-    );
-    let refresh = events::refresh(ctx.clone(), options.event_refresh, leading.clone());
-    tokio::join!(
-        controller, groom, resync, schedules, offers, deleter, refresh
-    );
-    // Still leading (a lost lease abandons this future before): write the
-    // occurrences counted since the last refresh.
-    ctx.flush_events().await;
+        l.stop.clone(),
+    )
+    .boxed()
+}
+
+/// The Events' refresh (series written every `--event-refresh`).
+fn event_refresh<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
+    events::refresh(&l.handoff.events, l.options.event_refresh, l.stop.clone()).boxed()
 }

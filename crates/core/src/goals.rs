@@ -1,14 +1,11 @@
 //! Goal texts given to agents, as pure functions: the continuation preamble
-//! of the contract (DESIGN §2), prepended to an agent's first goal when it
+//! of the contract (the exact text every agent is given with its key),
+//! prepended to an agent's first goal when it
 //! has a conversation object key, and the goals of a schedule's refine and
 //! brainstorm Jobs.
 
-use std::io::{Read, Write};
-
-use clap::Args;
-
 /// The environment variable that carries the conversation object key.
-pub(crate) const KEY_ENV: &str = "CONVERSATION_OBJECT_KEY";
+pub const KEY_ENV: &str = "CONVERSATION_OBJECT_KEY";
 
 /// The exact preamble of the contract for `key`; `None` when the key is empty.
 pub fn preamble(key: &str) -> Option<String> {
@@ -178,30 +175,6 @@ pub fn brainstorm_goal(
         ));
     }
     goal
-}
-
-/// Arguments of `handoff preamble`.
-#[derive(Debug, Args)]
-pub struct PreambleArgs {
-    /// The conversation object key (stable per issue).
-    #[arg(long, env = KEY_ENV, default_value = "")]
-    pub key: String,
-    /// Read a goal on stdin and write preamble + goal to stdout.
-    #[arg(long)]
-    pub prepend: bool,
-}
-
-/// Runs `handoff preamble`.
-pub fn run_preamble(args: PreambleArgs) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if args.prepend {
-        let mut goal = String::new();
-        std::io::stdin().read_to_string(&mut goal)?;
-        out.write_all(prepend(&args.key, &goal).as_bytes())?;
-    } else if let Some(p) = preamble(&args.key) {
-        writeln!(out, "{p}")?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

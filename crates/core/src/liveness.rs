@@ -147,6 +147,10 @@ struct State {
     last_progress: Instant,
 }
 
+/// The key of a periodic loop's pass in its [`LoopProgress`] (grooming,
+/// the mirror's resync): a failed pass stays pending until one succeeds.
+pub const PASS: &str = "pass";
+
 /// The progress record of one loop. Every loop's reconcile goes through
 /// [`LoopProgress::start`]; a dropped [`Attempt`] (a reconcile abandoned
 /// when leadership ends) stops counting as running.

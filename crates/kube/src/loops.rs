@@ -14,7 +14,9 @@
 //!   apiserver or PostgreSQL is unavailable, a conflict, a timeout;
 //!   [`handoff_core::loops::Category`], of an apiserver error
 //!   [`KubeCategory::of_kube`]); counted in
-//!   `handoff_controller_reconcile_errors_total{kind,category}`.
+//!   `handoff_controller_reconcile_errors_total{kind,category,step}`
+//!   (`step`: what the reconcile was doing, `get`, `patch_status`, …, as
+//!   the loop's error names it) and logged with the same step.
 //! - **One backoff policy** ([`Backoff`], its pauses
 //!   [`handoff_core::loops::delay`]): 1 s doubling per consecutive
 //!   failure of an object, at most 60 s; an invalid failure waits the
@@ -92,13 +94,15 @@ impl Backoff {
         }
     }
 
-    /// A failed reconcile of `object` (any kind `K`, or a guard of it):
-    /// counted by kind and category in `metrics`, logged, and retried after
-    /// the policy's pause. Every loop's error policy is this call.
+    /// A failed reconcile of `object` (any kind `K`, or a guard of it) at
+    /// `step`: counted by kind, category and step in `metrics`, logged, and
+    /// retried after the policy's pause. Every loop's error policy is this
+    /// call.
     pub(crate) fn failed_reconcile<K, E>(
         &self,
         object: &K,
         err: &E,
+        step: &str,
         metrics: &LoopMetrics,
     ) -> Action
     where
@@ -107,8 +111,8 @@ impl Backoff {
     {
         let name = describe(object);
         let category = err.category();
-        metrics.count_error(&K::kind(&()), category);
-        tracing::warn!(object = %name, category = category.as_str(), error = %err, "reconcile failed; retrying");
+        metrics.count_error(&K::kind(&()), category, step);
+        tracing::warn!(object = %name, category = category.as_str(), step, error = %err, "reconcile failed; retrying");
         self.failed(&name, category)
     }
 
@@ -186,11 +190,12 @@ pub fn describe<K: Resource<DynamicType = ()>>(object: &K) -> String {
     )
 }
 
-/// `kind` and `category` labels.
+/// `kind`, `category` and `step` labels.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ErrorLabels {
     kind: String,
     category: String,
+    step: String,
 }
 
 /// `kind` label.
@@ -211,7 +216,7 @@ impl LoopMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "reconcile_errors",
-            "Failed reconciles by object kind and category (invalid or transient)",
+            "Failed reconciles by object kind, category (invalid or transient) and the step that failed",
             self.errors.clone(),
         );
         registry.register(
@@ -221,12 +226,13 @@ impl LoopMetrics {
         );
     }
 
-    /// Counts a failed reconcile of a `kind`.
-    pub(crate) fn count_error(&self, kind: &str, category: Category) {
+    /// Counts a failed reconcile of a `kind` at `step`.
+    pub(crate) fn count_error(&self, kind: &str, category: Category, step: &str) {
         self.errors
             .get_or_create(&ErrorLabels {
                 kind: kind.into(),
                 category: category.as_str().into(),
+                step: step.into(),
             })
             .inc();
     }
@@ -375,6 +381,12 @@ mod tests {
     #[derive(Debug)]
     struct Failed(Category);
 
+    impl std::fmt::Display for Failed {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "failed ({})", self.0.as_str())
+        }
+    }
+
     impl Categorized for Failed {
         fn category(&self) -> Category {
             self.0
@@ -399,6 +411,27 @@ mod tests {
         for (result, expected, why) in cases {
             assert_eq!(done(&result), expected, "{why}");
         }
+    }
+
+    #[test]
+    fn failed_reconciles_are_counted_by_kind_category_and_step() {
+        let metrics = LoopMetrics::default();
+        let mut registry = Registry::with_prefix("handoff_controller");
+        metrics.register(&mut registry);
+        Backoff::default().failed_reconcile(
+            &k8s_openapi::api::core::v1::ConfigMap::default(),
+            &Failed(Category::Transient),
+            "patch_status",
+            &metrics,
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(
+            text.contains(
+                "handoff_controller_reconcile_errors_total{kind=\"ConfigMap\",category=\"transient\",step=\"patch_status\"} 1"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //!    [`LoopProgress`] (`/healthz`);
 //! 4. **forget**: a clean reconcile drops the object's failure count.
 //!
-//! A failure goes through the one error policy ([`Backoff::failed_reconcile`])
+//! A failure, which names its step ([`LoopError`]), goes through the one
+//! error policy ([`Backoff::failed_reconcile`])
 //! and every outcome through [`Backoff::observe`] (an object deleted while a
 //! retry was pending is forgotten). A loop supplies only its reconcile and
 //! the `Controller` that says what it watches; adding a loop is one module
@@ -96,7 +97,7 @@ pub trait Reconcile: Send + Sync + 'static {
         + Sync
         + 'static;
     /// Why a reconcile failed.
-    type Error: Categorized + std::error::Error + Send + Sync + 'static;
+    type Error: LoopError;
 
     /// The plumbing of this loop.
     fn plumbing(&self) -> &Plumbing;
@@ -106,6 +107,15 @@ pub trait Reconcile: Send + Sync + 'static {
         &self,
         object: &Self::Object,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+}
+
+/// A loop's error: its [`Categorized`] category (the backoff, `/healthz`)
+/// and the step of the reconcile that failed (the `step` label of
+/// `reconcile_errors_total` and a field of the error's log line).
+pub trait LoopError: Categorized + std::error::Error + Send + Sync + 'static {
+    /// The step that failed, as a metric label value (`get`,
+    /// `patch_status`, …): each loop's error has one variant per step.
+    fn step(&self) -> &'static str;
 }
 
 /// Runs `controller` (the loop's watches) with `reconciler` until
@@ -151,7 +161,8 @@ async fn guarded<R: Reconcile>(
     .await
 }
 
-/// The one error policy: counted, logged, retried after the backoff's pause.
+/// The one error policy: counted, logged (both with the failed step),
+/// retried after the backoff's pause.
 fn error_policy<R: Reconcile>(
     guard: Arc<DeserializeGuard<R::Object>>,
     err: &R::Error,
@@ -160,5 +171,5 @@ fn error_policy<R: Reconcile>(
     let plumbing = reconciler.plumbing();
     plumbing
         .backoff
-        .failed_reconcile(guard.as_ref(), err, &plumbing.metrics)
+        .failed_reconcile(guard.as_ref(), err, err.step(), &plumbing.metrics)
 }

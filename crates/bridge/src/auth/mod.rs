@@ -42,26 +42,10 @@ mod caller;
 mod namespace;
 mod resolver;
 
-use std::time::Duration;
-
-use kube::Config;
-
 pub use self::caller::{ACCESS_TTL, Caller, who_am_i};
 pub use self::namespace::NamespaceError;
 pub(crate) use self::resolver::bearer_token;
-pub use self::resolver::{AuthError, ResolverSettings, TokenResolver};
+pub use self::resolver::{AuthError, ResolverSettings, TokenResolver, with_timeouts};
 
 /// The request header that names a profile when the ServiceAccount has no label.
 pub const PROFILE_HEADER: &str = "x-handoff-profile";
-
-/// Per-request timeouts of clients made for callers: an unreachable
-/// apiserver gives a retriable error quickly instead of a hang.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-const READ_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// `config` with the bridge's bounded connect and read timeouts.
-pub fn with_timeouts(mut config: Config) -> Config {
-    config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
-    config
-}

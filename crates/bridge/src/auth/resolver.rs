@@ -1,7 +1,8 @@
 //! Bearer tokens to callers: one identity review per token at a time
 //! (single flight, keyed by the token's SHA-256), a bounded TTL cache of
 //! identities and a shorter one of rejected tokens, and at most
-//! `--max-concurrent-reviews` reviews in progress.
+//! `--max-concurrent-reviews` reviews in progress; and the bounded
+//! timeouts of every client made for a caller ([`with_timeouts`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,11 +18,22 @@ use kube::{Client, Config, Resource};
 use sha2::{Digest, Sha256};
 
 use super::cache::{TokenHash, TtlCache};
-use super::caller::{AccessCache, account_labels, username_of};
+use super::caller::{AccessCache, Caller, account_labels, username_of};
 use super::namespace::{NamespaceError, call_namespace};
-use super::{Caller, with_timeouts};
 use crate::profiles::Profile;
 use handoff_kube::telemetry::BridgeMetrics;
+
+/// Per-request timeouts of clients made for callers: an unreachable
+/// apiserver gives a retriable error quickly instead of a hang.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const READ_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `config` with the bridge's bounded connect and read timeouts.
+pub fn with_timeouts(mut config: Config) -> Config {
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config
+}
 
 /// Asks the apiserver who `token` belongs to (a SelfSubjectReview), on the
 /// pooled connections of `reviewer`, a client without credentials of its

@@ -5,8 +5,8 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Destructive, Idempotent, Tool, definition, writes};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::definition::{Destructive, Idempotent, definition, writes};
 use crate::profiles::Audience;
 use handoff_core::api::validation;
 

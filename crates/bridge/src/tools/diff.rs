@@ -24,9 +24,8 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::list_revisions::needs_mirror;
-use super::{Tool, definition, reads};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer, needs_mirror};
+use super::definition::{definition, reads};
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_mirror::{ListedRow, Mirror};

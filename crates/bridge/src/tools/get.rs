@@ -10,8 +10,9 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{HandoffView, Tool, definition, reads};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::definition::{definition, reads};
+use super::views::HandoffView;
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 

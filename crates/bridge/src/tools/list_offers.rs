@@ -14,8 +14,10 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{OfferView, Tool, definition, page, reads};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::definition::{definition, reads};
+use super::page;
+use super::views::OfferView;
 use crate::profiles::Audience;
 use handoff_core::api::OfferPhase;
 use handoff_core::api::validation::{self, FieldError};

@@ -12,8 +12,9 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Tool, definition, page, reads};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer, needs_mirror};
+use super::definition::{definition, reads};
+use super::page;
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_mirror::Mirror;
@@ -72,15 +73,6 @@ pub(crate) struct RevisionsResult {
     /// Pass as `cursor` to get the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
-}
-
-/// The refusal of a history tool on a bridge without the mirror.
-pub(crate) fn needs_mirror(tool: &str) -> CallError {
-    CallError::Unsupported(format!(
-        "{tool} reads the handoff history, which the PostgreSQL mirror keeps, and this bridge runs \
-         without it: start the bridge with --postgres-url (or HANDOFF_POSTGRES_URL, or \
-         --postgres-url-file) pointing at the mirror the controller writes"
-    ))
 }
 
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {

@@ -7,8 +7,9 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Destructive, Idempotent, OfferView, Tool, definition, writes};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::definition::{Destructive, Idempotent, definition, writes};
+use super::views::OfferView;
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
 use handoff_core::api::{HandoffOfferSpec, MAX_ARTIFACT_CHARS, MAX_BODY_CHARS, MAX_SESSION_CHARS};

@@ -20,8 +20,9 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Destructive, HandoffView, Idempotent, Tool, definition, writes};
-use crate::call::{Answer, Call, CallError, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::definition::{Destructive, Idempotent, definition, writes};
+use super::views::HandoffView;
 use crate::profiles::Audience;
 use handoff_core::api::HandoffSpec;
 use handoff_core::api::validation::{self, FieldError};

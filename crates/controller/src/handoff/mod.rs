@@ -92,16 +92,16 @@
 //! mirror order by this same value.
 
 pub(crate) mod cached;
+pub(crate) mod state;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ObjectReference;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
 
-use crate::run::Context;
+use self::state::HandoffLoop;
 use handoff_core::api::{Handoff, HandoffStatus};
 use handoff_core::handoff::NAME_NOT_DERIVED;
 use handoff_core::handoff::cached::CachedHandoff;
@@ -109,40 +109,80 @@ use handoff_core::handoff::plan::{Mirroring, Observed, Plan, cached_plan, counti
 use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
 use handoff_kube::loops::{KubeCategory, describe};
-use handoff_kube::runner::{Plumbing, Reconcile};
+use handoff_kube::runner::{LoopError, Plumbing, Reconcile};
 use handoff_mirror::batch::Batcher;
 use handoff_mirror::{MirrorError, Row};
 
-/// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]).
+/// Why a reconcile failed (retried by the backoff of [`handoff_kube::loops`]):
+/// one variant per step.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The apiserver refused or could not be reached.
-    #[error("apiserver: {0}")]
-    Kube(#[from] kube::Error),
-    /// The mirror could not be written.
-    #[error("mirror: {0}")]
-    Mirror(#[from] MirrorError),
     /// The object has no namespace (Handoffs are namespaced).
     #[error("handoff {0} has no namespace")]
     NoNamespace(String),
+    /// Reading the whole object (observe).
+    #[error("apiserver: {0}")]
+    Get(ApiError),
+    /// Writing the mirror row.
+    #[error("mirror: {0}")]
+    WriteRow(MirrorError),
+    /// Writing the status.
+    #[error("apiserver: {0}")]
+    PatchStatus(ApiError),
+    /// Applying the labels the object lacks.
+    #[error("apiserver: {0}")]
+    ApplyLabels(ApiError),
+    /// Appending the revision to the mirror's history.
+    #[error("mirror: {0}")]
+    RecordRevision(MirrorError),
+}
+
+/// How an apiserver request of the loop failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The apiserver refused or could not be reached.
+    #[error("{0}")]
+    Refused(kube::Error),
     /// The apiserver did not answer within `--apiserver-timeout`.
-    #[error("apiserver: no answer within {0:?}")]
-    ApiTimeout(Duration),
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl ApiError {
+    fn category(&self) -> Category {
+        match self {
+            Self::Refused(err) => Category::of_kube(err),
+            Self::Timeout(_) => Category::Transient,
+        }
+    }
 }
 
 impl Categorized for Error {
     fn category(&self) -> Category {
         match self {
-            Self::Kube(err) => Category::of_kube(err),
-            Self::Mirror(err) => err.category(),
             Self::NoNamespace(_) => Category::Invalid,
-            Self::ApiTimeout(_) => Category::Transient,
+            Self::Get(err) | Self::PatchStatus(err) | Self::ApplyLabels(err) => err.category(),
+            Self::WriteRow(err) | Self::RecordRevision(err) => err.category(),
         }
     }
 }
-/// The Handoff loop, run by [`handoff_kube::runner`] with the controller's
-/// context: each reconcile is timed and counted.
-impl Reconcile for Context {
+
+impl LoopError for Error {
+    fn step(&self) -> &'static str {
+        match self {
+            Self::NoNamespace(_) => "namespace",
+            Self::Get(_) => "get",
+            Self::WriteRow(_) => "write_row",
+            Self::PatchStatus(_) => "patch_status",
+            Self::ApplyLabels(_) => "apply_labels",
+            Self::RecordRevision(_) => "record_revision",
+        }
+    }
+}
+
+/// The Handoff loop, run by [`handoff_kube::runner`] with its state: each
+/// reconcile is timed and counted.
+impl Reconcile for HandoffLoop {
     type Object = CachedHandoff;
     type Error = Error;
 
@@ -161,7 +201,7 @@ impl Reconcile for Context {
 }
 
 /// observe → plan → apply (see the module docs).
-async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner(cached: &CachedHandoff, ctx: &HandoffLoop) -> Result<Action, Error> {
     let namespace = cached
         .namespace()
         .ok_or_else(|| Error::NoNamespace(cached.name_any()))?;
@@ -171,7 +211,10 @@ async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action
     if let Some(plan) = cached_plan(cached, mirror, owed) {
         return apply(ctx, &api, cached, None, plan, None).await;
     }
-    let h = match within(ctx, api.get_opt(&cached.name_any())).await?? {
+    let h = match within(ctx, api.get_opt(&cached.name_any()))
+        .await
+        .map_err(Error::Get)?
+    {
         Some(full) if full.uid() == cached.uid() => full,
         // Deleted (or re-created) since: its watch event decides.
         _ => return Ok(Action::await_change()),
@@ -206,7 +249,7 @@ async fn reconcile_inner(cached: &CachedHandoff, ctx: &Context) -> Result<Action
 /// the object the plan was made from; `written` is the outcome of the row
 /// write made for it, if any.
 async fn apply(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     api: &Api<Handoff>,
     cached: &CachedHandoff,
     fetched: Option<&Handoff>,
@@ -216,19 +259,19 @@ async fn apply(
     let name = cached.name_any();
     if let (Some(status), Some(h)) = (&plan.status, fetched) {
         let current =
-            match within(ctx, write_status(api, &name, h.resource_version(), status)).await? {
+            match within(ctx, write_status(api, &name, h.resource_version(), status)).await {
                 Ok(current) => current,
-                Err(kube::Error::Api(s)) if s.code == 409 => {
+                Err(ApiError::Refused(kube::Error::Api(s))) if s.code == 409 => {
                     // A newer version exists: its watch event reconciles it.
                     return Ok(Action::requeue(Duration::from_secs(1)));
                 }
-                Err(err) => return Err(err.into()),
+                Err(err) => return Err(Error::PatchStatus(err)),
             };
         if let Some(note) = plan.superseded {
-            ctx.event(&current, "Superseded", note).await;
+            ctx.events.event(&current, "Superseded", note).await;
         }
         if let Some(note) = plan.unbound {
-            ctx.event(&current, NAME_NOT_DERIVED, note).await;
+            ctx.events.event(&current, NAME_NOT_DERIVED, note).await;
         }
         if plan.counted {
             ctx.metrics.count_revision();
@@ -236,18 +279,20 @@ async fn apply(
     }
     if let Some(labels) = &plan.labels {
         let params = PatchParams::apply(CONTROLLER_FIELD_MANAGER);
-        match within(ctx, api.patch(&name, &params, &Patch::Apply(labels))).await? {
+        match within(ctx, api.patch(&name, &params, &Patch::Apply(labels))).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {
+            Err(ApiError::Refused(kube::Error::Api(s))) if s.code == 409 => {
                 tracing::info!(handoff = %describe(cached), message = %s.message, "labels owned by another writer are left alone");
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(Error::ApplyLabels(err)),
         }
     }
     match (written, &ctx.writes) {
-        (Some(Err(err)), _) if plan.retry => Err(err.into()),
+        (Some(Err(err)), _) if plan.retry => Err(Error::WriteRow(err)),
         (Some(Ok(Some(row))), Some(mirror)) if plan.history => {
-            record_revision(ctx, mirror, &row).await?;
+            record_revision(ctx, mirror, &row)
+                .await
+                .map_err(Error::RecordRevision)?;
             Ok(Action::await_change())
         }
         _ => Ok(Action::await_change()),
@@ -258,7 +303,7 @@ async fn apply(
 /// batch), marking its key behind in the backlog first; `None` for an
 /// object the mirror has no row for yet.
 async fn write_row(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     mirror: &Batcher,
     h: &Handoff,
     status: &HandoffStatus,
@@ -278,7 +323,11 @@ async fn write_row(
 
 /// Records a revision the apiserver now holds in status, then marks the
 /// key caught up.
-async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(), MirrorError> {
+async fn record_revision(
+    ctx: &HandoffLoop,
+    mirror: &Batcher,
+    row: &Row,
+) -> Result<(), MirrorError> {
     let dropped = mirror
         .record_revision(row)
         .await
@@ -290,14 +339,15 @@ async fn record_revision(ctx: &Context, mirror: &Batcher, row: &Row) -> Result<(
 }
 
 /// `request` bounded by `--apiserver-timeout`: its own outcome, or
-/// [`Error::ApiTimeout`].
+/// [`ApiError::Timeout`].
 async fn within<T>(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     request: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<Result<T, kube::Error>, Error> {
+) -> Result<T, ApiError> {
     tokio::time::timeout(ctx.api_timeout, request)
         .await
-        .map_err(|_| Error::ApiTimeout(ctx.api_timeout))
+        .map_err(|_| ApiError::Timeout(ctx.api_timeout))?
+        .map_err(ApiError::Refused)
 }
 
 /// Deletes the mirror row (and, unless `--keep-history-on-delete`, the
@@ -305,7 +355,7 @@ async fn within<T>(
 /// `stop`. A delete that fails (PostgreSQL unavailable) is left to resync,
 /// which finds the row orphaned; deletes themselves never wait for it.
 pub(crate) async fn delete_rows(
-    ctx: Arc<Context>,
+    ctx: Arc<HandoffLoop>,
     mut deleted: tokio::sync::mpsc::UnboundedReceiver<CachedHandoff>,
     stop: tokio_util::sync::CancellationToken,
 ) {
@@ -372,46 +422,64 @@ async fn write_status(
     api.patch_status(name, &params, &Patch::Merge(&patch)).await
 }
 
-/// A reference to `h` for Events (kept valid after `h` is deleted).
-pub fn reference(h: &Handoff) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(Handoff::api_version(&()).into_owned()),
-        kind: Some(Handoff::kind(&()).into_owned()),
-        name: h.metadata.name.clone(),
-        namespace: h.metadata.namespace.clone(),
-        uid: h.metadata.uid.clone(),
-        resource_version: h.metadata.resource_version.clone(),
-        field_path: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use handoff_core::api::HandoffSpec;
 
     #[test]
-    fn events_regard_the_handoff_at_its_version() {
-        let mut h = Handoff::new(
-            "obj",
-            HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
-                repo: None,
-                kind: None,
-                body: "b".into(),
-                created_by: None,
-            },
+    fn each_step_names_itself() {
+        let kube = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        let mirror = || MirrorError::Unavailable(Duration::from_secs(3));
+        let timeout = || ApiError::Timeout(Duration::from_secs(5));
+        // (error, step, category)
+        let cases = [
+            (
+                Error::NoNamespace("h".into()),
+                "namespace",
+                Category::Invalid,
+            ),
+            (
+                Error::Get(ApiError::Refused(kube(500))),
+                "get",
+                Category::Transient,
+            ),
+            (Error::Get(timeout()), "get", Category::Transient),
+            (Error::WriteRow(mirror()), "write_row", Category::Transient),
+            (
+                Error::PatchStatus(ApiError::Refused(kube(422))),
+                "patch_status",
+                Category::Invalid,
+            ),
+            (
+                Error::PatchStatus(timeout()),
+                "patch_status",
+                Category::Transient,
+            ),
+            (
+                Error::ApplyLabels(ApiError::Refused(kube(503))),
+                "apply_labels",
+                Category::Transient,
+            ),
+            (
+                Error::RecordRevision(mirror()),
+                "record_revision",
+                Category::Transient,
+            ),
+        ];
+        for (err, step, category) in cases {
+            assert_eq!(err.step(), step, "{err}");
+            assert_eq!(err.category(), category, "{err}");
+        }
+        assert_eq!(
+            Error::PatchStatus(timeout()).to_string(),
+            "apiserver: no answer within 5s",
+            "the message is the one before steps"
         );
-        h.metadata.namespace = Some("ns".into());
-        h.metadata.uid = Some("u-1".into());
-        h.metadata.resource_version = Some("42".into());
-        let r = reference(&h);
-        assert_eq!(r.kind.as_deref(), Some("Handoff"));
-        assert_eq!(r.api_version.as_deref(), Some("handoff.dev/v1alpha1"));
-        assert_eq!(r.namespace.as_deref(), Some("ns"));
-        assert_eq!(r.name.as_deref(), Some("obj"));
-        assert_eq!(r.uid.as_deref(), Some("u-1"));
-        assert_eq!(r.resource_version.as_deref(), Some("42"));
     }
 }

@@ -16,7 +16,7 @@
 //! status is replaced as a whole, guarded by the resourceVersion it was
 //! planned from (a plan from an outdated schedule is not written). Jobs
 //! owned by schedules are watched; while a step runs, a requeue (30 s by
-//! default, [`Context::with_running_requeue`]) is the safety net. Time comes
+//! default, [`ScheduleLoop::with_running_requeue`]) is the safety net. Time comes
 //! from the controller's [`Clock`], so tests never wait for a minute
 //! boundary.
 
@@ -48,22 +48,23 @@ use handoff_core::schedule::plan::{Effect, JobState, Observed, Plan, Wake, plan,
 use handoff_core::time::Clock;
 use handoff_kube::cluster::scoped;
 use handoff_kube::loops::KubeCategory;
-use handoff_kube::runner::{self, Plumbing, Reconcile};
+use handoff_kube::runner::{self, LoopError, Plumbing, Reconcile};
 use handoff_kube::store::{HandoffStore, ListQuery};
 
 /// The default requeue while a step runs, in case a Job event is missed.
 pub(crate) const RUNNING_REQUEUE: Duration = Duration::from_secs(30);
 
-/// What the loop needs besides the runner's [`Plumbing`].
-pub struct Context {
+/// What the schedule loop holds besides the runner's [`Plumbing`]: the
+/// client, the clock and the requeue while a step runs.
+pub struct ScheduleLoop {
     client: Client,
     clock: Arc<dyn Clock>,
     running_requeue: Duration,
     plumbing: Plumbing,
 }
 
-impl Context {
-    /// A context acting with `client`, reading `clock`, reporting as `instance`.
+impl ScheduleLoop {
+    /// The loop acting with `client`, reading `clock`, reporting as `instance`.
     pub fn new(client: Client, clock: Arc<dyn Clock>, instance: &str) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_FIELD_MANAGER.into(),
@@ -96,7 +97,7 @@ impl Context {
     }
 }
 
-impl Reconcile for Context {
+impl Reconcile for ScheduleLoop {
     type Object = BrainstormSchedule;
     type Error = Error;
 
@@ -112,16 +113,37 @@ impl Reconcile for Context {
     }
 }
 
-/// Why a reconcile failed (retried with backoff).
+/// Why a reconcile failed (retried with backoff): one variant per step,
+/// each an apiserver call.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An apiserver call failed.
-    #[error("{action}: {source}")]
-    Kube {
-        /// What was attempted.
-        action: String,
+    /// Reading the running step's Job (gather).
+    #[error("get Job {job}: {source}")]
+    GetJob {
+        /// The Job's name.
+        job: String,
         /// The failure.
-        #[source]
+        source: kube::Error,
+    },
+    /// Listing the project's open handoffs for the brainstorm goal.
+    #[error("list the project's handoffs: {0}")]
+    ListHandoffs(kube::Error),
+    /// Creating a step's Job.
+    #[error("create {role} Job {job}: {source}")]
+    CreateJob {
+        /// `refine` or `brainstorm`.
+        role: &'static str,
+        /// The Job's name.
+        job: String,
+        /// The failure.
+        source: kube::Error,
+    },
+    /// Writing the status.
+    #[error("write the status of {schedule}: {source}")]
+    WriteStatus {
+        /// The schedule's name.
+        schedule: String,
+        /// The failure.
         source: kube::Error,
     },
 }
@@ -129,21 +151,30 @@ pub enum Error {
 impl Categorized for Error {
     fn category(&self) -> Category {
         match self {
-            Self::Kube { source, .. } => Category::of_kube(source),
+            Self::GetJob { source, .. }
+            | Self::ListHandoffs(source)
+            | Self::CreateJob { source, .. }
+            | Self::WriteStatus { source, .. } => Category::of_kube(source),
         }
     }
 }
 
-fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
-    let action = action.into();
-    move |source| Error::Kube { action, source }
+impl LoopError for Error {
+    fn step(&self) -> &'static str {
+        match self {
+            Self::GetJob { .. } => "get_job",
+            Self::ListHandoffs(_) => "list_handoffs",
+            Self::CreateJob { .. } => "create_job",
+            Self::WriteStatus { .. } => "write_status",
+        }
+    }
 }
 
 /// Runs the loop until `shutdown` resolves: schedules and the Jobs they own
 /// are watched (in `namespace`, or all namespaces), at most `concurrency`
 /// schedules reconcile at once.
 pub async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<ScheduleLoop>,
     namespace: Option<&str>,
     concurrency: u16,
     shutdown: tokio_util::sync::CancellationToken,
@@ -160,7 +191,7 @@ pub async fn run(
 /// Public so tests can drive it step by step with a manual clock.
 pub async fn reconcile_schedule(
     schedule: &BrainstormSchedule,
-    ctx: &Context,
+    ctx: &ScheduleLoop,
 ) -> Result<Action, Error> {
     let observed = gather(schedule, ctx).await?;
     let plan = plan(schedule, observed, ctx.clock.now());
@@ -177,7 +208,7 @@ pub async fn reconcile_schedule(
 }
 
 /// What plan needs to know of the world: the state of the running step's Job.
-async fn gather(schedule: &BrainstormSchedule, ctx: &Context) -> Result<Observed, Error> {
+async fn gather(schedule: &BrainstormSchedule, ctx: &ScheduleLoop) -> Result<Observed, Error> {
     let Some(name) = schedule.status.as_ref().and_then(step_job) else {
         return Ok(Observed {
             step: JobState::Absent,
@@ -186,7 +217,10 @@ async fn gather(schedule: &BrainstormSchedule, ctx: &Context) -> Result<Observed
     let job = jobs_api(schedule, ctx)
         .get_opt(name)
         .await
-        .map_err(kube_err(format!("get Job {name}")))?;
+        .map_err(|source| Error::GetJob {
+            job: name.to_owned(),
+            source,
+        })?;
     Ok(Observed {
         step: JobState::of(job.as_ref()),
     })
@@ -196,7 +230,11 @@ async fn gather(schedule: &BrainstormSchedule, ctx: &Context) -> Result<Observed
 /// was not created), then the status, then the Events (so a retried
 /// reconcile does not record them twice). `false` when the status was not
 /// written because the schedule changed since it was read.
-async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Result<bool, Error> {
+async fn apply(
+    schedule: &BrainstormSchedule,
+    ctx: &ScheduleLoop,
+    plan: &Plan,
+) -> Result<bool, Error> {
     for effect in &plan.effects {
         if let Effect::CreateJob { role, tick, name } = effect {
             create_job(schedule, ctx, *role, *tick, name).await?;
@@ -222,7 +260,7 @@ async fn apply(schedule: &BrainstormSchedule, ctx: &Context, plan: &Plan) -> Res
     Ok(true)
 }
 
-fn jobs_api(schedule: &BrainstormSchedule, ctx: &Context) -> Api<Job> {
+fn jobs_api(schedule: &BrainstormSchedule, ctx: &ScheduleLoop) -> Api<Job> {
     Api::namespaced(
         ctx.client.clone(),
         &schedule.namespace().unwrap_or_default(),
@@ -231,7 +269,11 @@ fn jobs_api(schedule: &BrainstormSchedule, ctx: &Context) -> Api<Job> {
 
 /// The goal of a step's Job; the brainstorm goal inlines the project's
 /// open handoffs, listed now.
-async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Result<String, Error> {
+async fn goal(
+    schedule: &BrainstormSchedule,
+    ctx: &ScheduleLoop,
+    role: Role,
+) -> Result<String, Error> {
     let spec = &schedule.spec;
     if role == Role::Refine {
         let lookback = spec.lookback_days.unwrap_or(DEFAULT_LOOKBACK_DAYS);
@@ -248,7 +290,7 @@ async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Resul
     let first = store
         .list_first(&query, None, MAX_INLINED_HANDOFFS)
         .await
-        .map_err(kube_err("list the project's handoffs"))?;
+        .map_err(Error::ListHandoffs)?;
     let open: Vec<OpenHandoff> = first
         .items
         .iter()
@@ -270,7 +312,7 @@ async fn goal(schedule: &BrainstormSchedule, ctx: &Context, role: Role) -> Resul
 /// second replica, a lost status write) is adopted.
 async fn create_job(
     schedule: &BrainstormSchedule,
-    ctx: &Context,
+    ctx: &ScheduleLoop,
     role: Role,
     tick: Timestamp,
     name: &str,
@@ -286,15 +328,16 @@ async fn create_job(
             tracing::debug!(schedule = %schedule.name_any(), job = name, "adopted the existing Job");
             Ok(())
         }
-        Err(source) => Err(Error::Kube {
-            action: format!("create {} Job {name}", role.as_str()),
+        Err(source) => Err(Error::CreateJob {
+            role: role.as_str(),
+            job: name.to_owned(),
             source,
         }),
     }
 }
 
 async fn publish(
-    ctx: &Context,
+    ctx: &ScheduleLoop,
     schedule: &BrainstormSchedule,
     type_: EventType,
     reason: &str,
@@ -343,8 +386,8 @@ async fn write_status(
     {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
-        Err(source) => Err(Error::Kube {
-            action: format!("write the status of {}", schedule.name_any()),
+        Err(source) => Err(Error::WriteStatus {
+            schedule: schedule.name_any(),
             source,
         }),
     }
@@ -355,5 +398,58 @@ fn event_type(planned: PlannedType) -> EventType {
     match planned {
         PlannedType::Normal => EventType::Normal,
         PlannedType::Warning => EventType::Warning,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_step_names_itself() {
+        let kube = |code: u16| {
+            kube::Error::Api(
+                kube::core::Status::failure("x", "y")
+                    .with_code(code)
+                    .boxed(),
+            )
+        };
+        // (error, step, message)
+        let cases = [
+            (
+                Error::GetJob {
+                    job: "j".into(),
+                    source: kube(500),
+                },
+                "get_job",
+                "get Job j: ",
+            ),
+            (
+                Error::ListHandoffs(kube(500)),
+                "list_handoffs",
+                "list the project's handoffs: ",
+            ),
+            (
+                Error::CreateJob {
+                    role: Role::Refine.as_str(),
+                    job: "j".into(),
+                    source: kube(500),
+                },
+                "create_job",
+                "create refine Job j: ",
+            ),
+            (
+                Error::WriteStatus {
+                    schedule: "daily".into(),
+                    source: kube(500),
+                },
+                "write_status",
+                "write the status of daily: ",
+            ),
+        ];
+        for (err, step, message) in cases {
+            assert_eq!(err.step(), step, "{err}");
+            assert!(err.to_string().starts_with(message), "{err}");
+        }
     }
 }

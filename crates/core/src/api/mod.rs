@@ -3,7 +3,8 @@
 //! Everything here is pure: types, schema generation, the key → name
 //! mapping, the rule for setting a status condition.
 //! `crds/` at the repository root holds [`render`] of each of [`crds`]; a test
-//! fails when they drift, and `make crds` regenerates them.
+//! fails when they drift, and `make crds` regenerates them (`handoff crd`,
+//! which does the printing and the file writes, lives in the binary).
 
 mod condition;
 mod handoff;
@@ -11,9 +12,6 @@ pub mod naming;
 mod offer;
 mod schedule;
 pub mod validation;
-
-use std::io::Write;
-use std::path::Path;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -47,35 +45,19 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 
 /// The file name of a CRD under `crds/`: `<group>_<plural>.yaml`, as
 /// controller-gen names them.
-pub(crate) fn crd_file_name(crd: &CustomResourceDefinition) -> String {
+pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
     format!("{}_{}.yaml", crd.spec.group, crd.spec.names.plural)
 }
 
 /// A CRD as the YAML document committed under `crds/`.
-pub(crate) fn render(crd: &CustomResourceDefinition) -> anyhow::Result<String> {
-    Ok(serde_saphyr::to_string(crd)?)
-}
-
-/// Prints every CRD as one multi-document YAML stream (what `handoff crd` prints).
-pub fn print_crds(out: &mut dyn Write) -> anyhow::Result<()> {
-    for crd in crds() {
-        writeln!(out, "---")?;
-        out.write_all(render(&crd)?.as_bytes())?;
-    }
-    Ok(())
-}
-
-/// Writes each CRD to `dir/<file name>` (what `make crds` does).
-pub fn write_crds(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for crd in crds() {
-        std::fs::write(dir.join(crd_file_name(&crd)), render(&crd)?)?;
-    }
-    Ok(())
+pub fn render(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::SerializeError> {
+    serde_saphyr::to_string(crd)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use super::*;
 
     /// `crds/` must hold exactly what the Rust types generate. Run `make crds`

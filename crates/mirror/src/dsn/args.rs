@@ -8,7 +8,7 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 
 use super::DsnError;
-use crate::pool::PoolSettings;
+use crate::pool::settings::{DEFAULT_POOL_SIZE, PoolSettings};
 use handoff_core::time::positive_duration;
 
 /// Where `handoff controller` and `handoff mcp` find the mirror's URL: a
@@ -35,7 +35,7 @@ pub struct PostgresArgs {
     #[arg(long, env = "HANDOFF_POSTGRES_TIMEOUT", value_name = "DURATION", default_value = "5s", value_parser = positive_duration)]
     pub postgres_timeout: Duration,
     /// Most PostgreSQL connections open at once.
-    #[arg(long, env = "HANDOFF_POSTGRES_POOL_SIZE", value_name = "N", default_value_t = NonZeroUsize::new(crate::pool::DEFAULT_POOL_SIZE).unwrap_or(NonZeroUsize::MIN))]
+    #[arg(long, env = "HANDOFF_POSTGRES_POOL_SIZE", value_name = "N", default_value_t = NonZeroUsize::new(DEFAULT_POOL_SIZE).unwrap_or(NonZeroUsize::MIN))]
     pub postgres_pool_size: NonZeroUsize,
 }
 

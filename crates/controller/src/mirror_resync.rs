@@ -1,4 +1,4 @@
-//! The resync loop: the mirror is compared with the apiserver at the start
+//! The mirror's resync loop: the mirror is compared with the apiserver at the start
 //! of each leadership and every `--mirror-resync-interval`, and repaired by
 //! the pure plan of [`handoff_mirror::resync`]. An orphan row is deleted
 //! with its object's history (unless `--keep-history-on-delete`), and past
@@ -19,22 +19,19 @@ use kube::api::{Api, ListParams};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::Context;
+use crate::handoff::state::HandoffLoop;
 use handoff_core::api::Handoff;
+use handoff_core::liveness::PASS;
 use handoff_core::loops::{Category, delay};
 use handoff_kube::cluster::Pages;
 use handoff_mirror::resync::{Pass, ResyncError};
 use handoff_mirror::{Mirror, Row};
 
-/// The key of a pass in the loop's progress (`/healthz`): a failed pass
-/// stays pending until one succeeds.
-pub(crate) const PASS: &str = "pass";
-
 /// One pass; returns `(written, deleted)`. It streams (see
 /// [`handoff_mirror::resync`]): each page of objects is compared and its
 /// rows written before the next is listed.
 pub(crate) async fn resync_once(
-    ctx: &Context,
+    ctx: &HandoffLoop,
     mirror: &Mirror,
     api: &Api<DeserializeGuard<Handoff>>,
     namespace: Option<&str>,
@@ -137,7 +134,7 @@ pub(crate) async fn resync_once(
 /// ([`handoff_core::loops::delay`]: doubling from 1 s, at most a minute),
 /// never later than `interval`.
 pub(crate) async fn run(
-    ctx: Arc<Context>,
+    ctx: Arc<HandoffLoop>,
     mirror: Arc<Mirror>,
     api: Api<DeserializeGuard<Handoff>>,
     namespace: Option<String>,

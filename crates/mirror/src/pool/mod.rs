@@ -41,33 +41,12 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 use super::MirrorError;
 use super::dsn::TlsSettings;
 
-/// The default of `--postgres-timeout`.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The default of `--postgres-pool-size`.
-pub(crate) const DEFAULT_POOL_SIZE: usize = 4;
+pub(crate) mod settings;
+
+pub use self::settings::PoolSettings;
+
 /// How long calls fail fast after a failure before one probes again.
 pub(crate) const PROBE_PAUSE: Duration = Duration::from_secs(1);
-
-/// How the mirror talks to PostgreSQL (`--postgres-timeout`,
-/// `--postgres-pool-size`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PoolSettings {
-    /// Most time one call may take: getting a connection (making one if
-    /// needed) and running its statement. Also the session's
-    /// `statement_timeout`.
-    pub timeout: Duration,
-    /// Most connections open at once.
-    pub size: usize,
-}
-
-impl Default for PoolSettings {
-    fn default() -> Self {
-        Self {
-            timeout: DEFAULT_TIMEOUT,
-            size: DEFAULT_POOL_SIZE,
-        }
-    }
-}
 
 /// Pure: the startup `options` of a session — the timeouts first, then
 /// whatever the URL's own `options` set (which so win over ours).

@@ -1,4 +1,7 @@
-//! The offer decision and the names that make it safe under concurrency. Pure.
+//! The offer decision and the names that make it safe under concurrency,
+//! and the controller loops' [`plan`]. Pure.
+
+pub mod plan;
 
 use sha2::{Digest, Sha256};
 

@@ -1,0 +1,296 @@
+//! What a tool is and what its handler is given: the row of the tool table
+//! ([`Tool`], with its [`Handler`]), the call a handler runs in ([`Call`]:
+//! the tool, the caller, the mirror, the offer settings), the one error
+//! type ([`CallError`]), argument parsing, and the mapping of apiserver,
+//! mirror and offer-store failures to messages an agent can act on —
+//! including the access review that guards answers served from the mirror.
+//!
+//! A leaf of the bridge's files: every tool module, the table
+//! ([`crate::tools`]) and the dispatch ([`crate::call`]) import it, and it
+//! imports none of them, so the bridge's imports run one way.
+
+use futures::future::BoxFuture;
+use rmcp::model::JsonObject;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::auth::Caller;
+use crate::profiles::{Audience, Profile};
+use handoff_core::api::validation::FieldError;
+use handoff_core::names::BRIDGE_FIELD_MANAGER;
+use handoff_kube::offers::{OfferError, OfferStore};
+use handoff_kube::settings::Budgets;
+use handoff_mirror::{Mirror, MirrorError};
+
+/// A tool's handler: its call, and the arguments as sent.
+pub(crate) type Handler =
+    for<'a> fn(&'a Call<'a>, Option<JsonObject>) -> BoxFuture<'a, Result<Answer, CallError>>;
+
+/// One tool: what [`crate::tools::TOOLS`] holds for it.
+pub struct Tool {
+    /// The wire name, e.g. `get_handoff`.
+    pub name: &'static str,
+    /// Which profiles see it and may call it.
+    pub audience: Audience,
+    /// What the caller does, for Forbidden messages: "identity … may not
+    /// {action} handoffs in namespace …".
+    pub action: &'static str,
+    /// Its MCP definition (schemas, description, annotations).
+    pub definition: fn() -> rmcp::model::Tool,
+    /// Runs a call.
+    pub call: Handler,
+}
+
+impl Tool {
+    /// Whether `profile` sees this tool and may call it.
+    pub(crate) fn visible_to(&self, profile: &Profile) -> bool {
+        profile.admits(self.audience)
+    }
+}
+
+/// Which identity moves offers, and how the offer tools check whether a
+/// destination agent is active.
+#[derive(Clone)]
+pub struct OfferSettings {
+    /// The identity that writes offer status and Events and lists agent
+    /// Jobs (the bridge's own, over HTTP); `None`: the caller's (stdio,
+    /// where the caller is the user's own kubeconfig).
+    pub acting: Option<kube::Client>,
+    /// Label selector template of an agent's Jobs (`{to}`, `{project}`).
+    pub active_selector: String,
+}
+
+/// A successful call: the structured result and the text shown beside it.
+pub type Answer = (serde_json::Value, String);
+
+/// One tool call: which tool, for whom, and what the bridge reads from.
+pub struct Call<'a> {
+    /// The tool called.
+    pub tool: &'static Tool,
+    /// Who calls, with their own credentials.
+    pub caller: &'a Caller,
+    /// The PostgreSQL mirror lists and history are answered from, if any.
+    pub mirror: Option<&'a Mirror>,
+    /// How the offer tools check agent activity.
+    pub offers: &'a OfferSettings,
+    /// The lint budgets of namespaces (`write_handoff`'s warnings).
+    pub budgets: &'a Budgets,
+}
+
+/// Why a call failed, classified for the metric and the message.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The arguments do not parse (missing field, wrong type, unknown field).
+    #[error("{0}")]
+    Args(String),
+    /// A field breaks its rule.
+    #[error("{0}")]
+    Field(#[from] FieldError),
+    /// The apiserver refused or failed.
+    #[error("{message}")]
+    Kube {
+        /// The metric's outcome label.
+        outcome: &'static str,
+        /// The agent-actionable message.
+        message: String,
+    },
+    /// This bridge cannot answer that (e.g. history without the mirror).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The mirror could not be read.
+    #[error("the handoff mirror (PostgreSQL) is unavailable ({0}); retriable: try again shortly")]
+    Mirror(#[from] MirrorError),
+    /// The call was understood and declined (e.g. an agent already at work).
+    #[error("{0}")]
+    Refused(String),
+    /// A conditional write found the handoff at another revision; nothing
+    /// was written.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl CallError {
+    /// The outcome label of the metric.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            CallError::Args(_) | CallError::Field(_) | CallError::Unsupported(_) => "invalid",
+            CallError::Kube { outcome, .. } => outcome,
+            CallError::Mirror(_) => "unavailable",
+            CallError::Refused(_) => "refused",
+            CallError::Conflict(_) => "conflict",
+        }
+    }
+}
+
+/// Parses the arguments of the tool named `tool`; the message names the
+/// tool and serde's reason (missing field, wrong type, unknown field).
+pub(crate) fn parse_args<T: DeserializeOwned>(
+    tool: &str,
+    args: Option<JsonObject>,
+) -> Result<T, CallError> {
+    let value = serde_json::Value::Object(args.unwrap_or_default());
+    serde_json::from_value(value)
+        .map_err(|e| CallError::Args(format!("invalid arguments for {tool}: {e}")))
+}
+
+/// The answer of a call: `result` as structured content, and `text`.
+pub fn answer<T: Serialize>(result: &T, text: String) -> Answer {
+    (serde_json::to_value(result).unwrap_or_default(), text)
+}
+
+/// The apiserver's wording of an RBAC refusal on handoffs.
+pub(crate) fn forbidden_message(user: &str, verb: &str, namespace: &str) -> String {
+    format!(
+        "handoffs.{group} is forbidden: User \"{user}\" cannot {verb} resource \"handoffs\" in API group \"{group}\" in the namespace \"{namespace}\"",
+        group = handoff_core::api::GROUP
+    )
+}
+
+impl Call<'_> {
+    /// The call's arguments as `T` (see [`parse_args`]).
+    pub fn args<T: DeserializeOwned>(&self, args: Option<JsonObject>) -> Result<T, CallError> {
+        parse_args(self.tool.name, args)
+    }
+
+    /// The namespace the caller's handoffs live in.
+    pub fn namespace(&self) -> &str {
+        self.caller.store().namespace()
+    }
+
+    /// Refuses the caller unless RBAC lets it `verb` handoffs: the same
+    /// Forbidden message the apiserver's refusal produces. Guards answers
+    /// from the mirror, where RBAC is not in the path.
+    pub(crate) async fn authorize(&self, verb: &str) -> Result<(), CallError> {
+        let allowed = self
+            .caller
+            .may(verb)
+            .await
+            .map_err(|e| self.kube_error(e))?;
+        if allowed {
+            return Ok(());
+        }
+        let user = self
+            .caller
+            .username()
+            .await
+            .map_err(|e| self.kube_error(e))?
+            .to_owned();
+        let message = forbidden_message(&user, verb, self.namespace());
+        let status = kube::core::Status::failure(&message, "Forbidden").with_code(403);
+        Err(self.kube_error(kube::Error::Api(status.boxed())))
+    }
+
+    /// An apiserver error as an agent-actionable message.
+    pub(crate) fn kube_error(&self, err: kube::Error) -> CallError {
+        let namespace = self.namespace();
+        let (outcome, message) = match &err {
+            // An admission policy (not RBAC) refused the object: say which, and why.
+            kube::Error::Api(status)
+                if status.code == 403 && status.message.contains("ValidatingAdmissionPolicy") =>
+            {
+                (
+                    "forbidden",
+                    format!("an admission policy refused the write: {}", status.message),
+                )
+            }
+            kube::Error::Api(status) if status.code == 403 => (
+                "forbidden",
+                format!(
+                    "identity {} may not {} handoffs in namespace {namespace} (the apiserver's RBAC refused: {})",
+                    self.caller.known_username(),
+                    self.tool.action,
+                    status.message
+                ),
+            ),
+            kube::Error::Api(status) if status.code == 401 => (
+                "forbidden",
+                "the apiserver did not accept your credentials (an expired token?)".to_owned(),
+            ),
+            kube::Error::Api(status) if status.code == 422 || status.code == 400 => (
+                "invalid",
+                format!("the apiserver refused the handoff: {}", status.message),
+            ),
+            kube::Error::Api(status) if status.code == 429 || status.code >= 500 => (
+                "unavailable",
+                format!(
+                    "the Kubernetes API is temporarily unavailable ({}: {}); retriable: try again shortly",
+                    status.code, status.message
+                ),
+            ),
+            kube::Error::Api(status) => (
+                "error",
+                format!("the apiserver answered {}: {}", status.code, status.message),
+            ),
+            other => (
+                "unavailable",
+                format!(
+                    "the Kubernetes API is unreachable ({other}); retriable: try again shortly"
+                ),
+            ),
+        };
+        CallError::Kube { outcome, message }
+    }
+
+    /// The offer store of the call: offers created, listed and read with
+    /// the caller's credentials; status, Events and the agent Job check
+    /// with the acting identity (the bridge's, or the caller's in stdio).
+    pub(crate) fn offer_store(&self) -> OfferStore {
+        let acting = self
+            .offers
+            .acting
+            .clone()
+            .unwrap_or_else(|| self.caller.client().clone());
+        OfferStore::new(
+            self.caller.client().clone(),
+            acting,
+            self.namespace(),
+            &self.offers.active_selector,
+            BRIDGE_FIELD_MANAGER,
+            std::sync::Arc::new(handoff_core::time::SystemClock),
+        )
+    }
+
+    /// An offer-store failure as an agent-actionable message.
+    pub(crate) fn offer_error(&self, err: OfferError) -> CallError {
+        match err {
+            OfferError::Kube(e) => self.kube_error(e),
+            OfferError::Acting(e) => {
+                let acting = if self.offers.acting.is_some() {
+                    "the bridge's own identity (its Role in this namespace: config/rbac/bridge.yaml)"
+                } else {
+                    "your identity"
+                };
+                let answered = match &e {
+                    kube::Error::Api(status) => {
+                        format!("the apiserver answered {}: {}", status.code, status.message)
+                    }
+                    other => other.to_string(),
+                };
+                let outcome = match self.kube_error(e) {
+                    CallError::Kube { outcome, .. } => outcome,
+                    _ => "error",
+                };
+                CallError::Kube {
+                    outcome,
+                    message: format!(
+                        "{acting} could not move the offer (its phase, an Event or the agent Job check); {answered}"
+                    ),
+                }
+            }
+            busy @ OfferError::Busy { .. } => CallError::Kube {
+                outcome: "unavailable",
+                message: busy.to_string(),
+            },
+            missing @ OfferError::NotFound(_) => CallError::Args(missing.to_string()),
+        }
+    }
+}
+
+/// The refusal of a history tool on a bridge without the mirror.
+pub(crate) fn needs_mirror(tool: &str) -> CallError {
+    CallError::Unsupported(format!(
+        "{tool} reads the handoff history, which the PostgreSQL mirror keeps, and this bridge runs \
+         without it: start the bridge with --postgres-url (or HANDOFF_POSTGRES_URL, or \
+         --postgres-url-file) pointing at the mirror the controller writes"
+    ))
+}
