@@ -48,7 +48,9 @@
 //! so the tools' results keep their shape and every writer path (bridge or
 //! kubeconfig) carries the mark.
 
+mod context;
 pub mod link;
+mod write;
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -56,16 +58,19 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use clap::{Args, ValueEnum};
-use jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use handoff_core::goals;
 use handoff_core::time::parse_duration;
-use handoff_transcript::cli::{Loaded, SourceArgs};
+use handoff_transcript::cli::SourceArgs;
 use handoff_transcript::rescue::{self, DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, Source};
-use handoff_transcript::{AgentKind, Budget, Outcome, read_file_tail, writes};
+use handoff_transcript::{AgentKind, Budget, read_file_tail, writes};
 use link::Link;
+use write::write_rescue;
+
+pub use context::{capped_context, context_limit, session_context};
+pub use handoff_transcript::ContextLimit;
+pub use write::{Plan, get, plan, run_rescue};
 
 /// The key variable (the contract's).
 pub const KEY_VAR: &str = "CONVERSATION_OBJECT_KEY";
@@ -199,168 +204,6 @@ pub struct Stored {
     pub revision: Option<i64>,
 }
 
-/// Whether a rescue may write over what the key holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Plan {
-    /// Nothing fresh: write the rescue (a second, identical one is an
-    /// unchanged write).
-    Write,
-    /// A fresh agent-written handoff; why it stays.
-    Keep(String),
-}
-
-/// Pure: the freshness rule of the module docs.
-pub fn plan(existing: Option<&Stored>, started: Option<Timestamp>) -> Plan {
-    let Some(h) = existing else {
-        return Plan::Write;
-    };
-    if rescue::is_rescued(&h.body) {
-        return Plan::Write;
-    }
-    let updated: Option<Timestamp> = h.updated_at.as_deref().and_then(|u| u.parse().ok());
-    let started = started.map(|s| at_precision_of(s, h.updated_at.as_deref().unwrap_or_default()));
-    match (updated, started) {
-        (Some(u), Some(s)) if u < s => Plan::Write,
-        (Some(u), Some(s)) => Plan::Keep(format!(
-            "the agent wrote it at {u}, since this session began ({s})"
-        )),
-        (_, None) => Plan::Keep(
-            "it was written by an agent, and when this session began is unknown".to_owned(),
-        ),
-        (None, Some(_)) => Plan::Keep("it was written by an agent at an unknown time".to_owned()),
-    }
-}
-
-/// Pure: `start` at the precision of `updated`. The apiserver stamps
-/// `updated_at` in whole seconds and the agents stamp transcripts in
-/// milliseconds: an agent writing within its session's first second would
-/// otherwise be judged older than its own session (and rescued over).
-fn at_precision_of(start: Timestamp, updated: &str) -> Timestamp {
-    if updated.contains('.') {
-        return start;
-    }
-    Timestamp::from_second(start.as_second()).unwrap_or(start)
-}
-
-/// Pure: the `additionalContext` of session-start for `h`.
-pub fn session_context(h: &Stored) -> String {
-    goals::prior_handoff(&goals::Prior {
-        key: &h.handoff_key,
-        revision: h.revision,
-        author: h.created_by.as_deref(),
-        updated: h.updated_at.as_deref(),
-        body: &h.body,
-    })
-}
-
-/// The most of `additionalContext` an agent keeps as it is. Past it, each
-/// agent hides part of the text behind a file of its own: Claude Code
-/// replaces the rest by the file and a preview, Codex cuts the middle out
-/// ("… N tokens truncated …") and names the file. Either way the key and
-/// the way back to the whole handoff could be lost, so the hook cuts first
-/// ([`capped_context`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContextLimit {
-    /// Characters as JavaScript counts them (UTF-16 code units).
-    Utf16(usize),
-    /// UTF-8 bytes.
-    Bytes(usize),
-}
-
-impl ContextLimit {
-    /// The most `text` may be.
-    fn most(self) -> usize {
-        match self {
-            ContextLimit::Utf16(n) | ContextLimit::Bytes(n) => n,
-        }
-    }
-
-    /// The size of `text` in this limit's unit.
-    fn size(self, text: &str) -> usize {
-        text.chars().map(|c| self.size_of(c)).sum()
-    }
-
-    /// The size of one character in this limit's unit.
-    fn size_of(self, c: char) -> usize {
-        match self {
-            ContextLimit::Utf16(_) => c.len_utf16(),
-            ContextLimit::Bytes(_) => c.len_utf8(),
-        }
-    }
-}
-
-/// What each agent keeps (measured with Claude Code 2.1.332 and Codex
-/// 0.171.0 in the agents tier): Claude Code 10,000 characters; Codex
-/// 2,500 of its tokens, which it counts as a quarter of the bytes, so
-/// 10,000 bytes. `None`: no known limit.
-pub fn context_limit(agent: AgentKind) -> Option<ContextLimit> {
-    match agent {
-        AgentKind::Claude => Some(ContextLimit::Utf16(10_000)),
-        AgentKind::Codex => Some(ContextLimit::Bytes(10_000)),
-        AgentKind::Grok => None,
-    }
-}
-
-/// Pure: the longest head of `body` of at most `budget` in `limit`'s unit,
-/// cut after its last whole line when that keeps at least half of it.
-fn head_within(body: &str, budget: usize, limit: ContextLimit) -> &str {
-    let mut used = 0;
-    let mut end = 0;
-    for (i, c) in body.char_indices() {
-        used += limit.size_of(c);
-        if used > budget {
-            break;
-        }
-        end = i + c.len_utf8();
-    }
-    if end == body.len() {
-        return body;
-    }
-    let head = &body[..end];
-    match head.rfind('\n') {
-        Some(nl) if nl >= head.len() / 2 => &body[..=nl],
-        _ => head,
-    }
-}
-
-/// Pure: [`session_context`] within `limit` (none: whole). A handoff too
-/// long for it keeps its head (State and Next come first in the skill's
-/// sections) and ends with how much was cut, the key and "call get_handoff
-/// for the rest", so the agent sees where the rest is instead of the
-/// agent's own preview of a spilled file.
-pub fn capped_context(h: &Stored, limit: Option<ContextLimit>) -> String {
-    let whole = session_context(h);
-    let Some(limit) = limit.filter(|l| l.size(&whole) > l.most()) else {
-        return whole;
-    };
-    let total = h.body.chars().count();
-    let key = &h.handoff_key;
-    let note = |shown: usize| {
-        format!(
-            "\nThis handoff was cut to fit the agent's context: above are the first {shown} of its \
-             {total} characters. Call get_handoff with handoff_key `{key}` for the rest.\n"
-        )
-    };
-    let with_body = |body: &str| {
-        session_context(&Stored {
-            body: body.to_owned(),
-            ..h.clone()
-        })
-    };
-    let mut budget = limit
-        .most()
-        .saturating_sub(limit.size(&with_body("")) + limit.size(&note(total)));
-    loop {
-        let head = head_within(&h.body, budget, limit);
-        let text = with_body(head) + &note(head.chars().count());
-        let over = limit.size(&text).saturating_sub(limit.most());
-        if over == 0 || budget == 0 {
-            return text;
-        }
-        budget = budget.saturating_sub(over);
-    }
-}
-
 /// Pure: the reason of a stop block.
 pub fn stop_reason(key: &str) -> String {
     format!(
@@ -372,13 +215,14 @@ pub fn stop_reason(key: &str) -> String {
 }
 
 /// Pure: the stdout line that carries a notice to the agent's user. A
-/// `systemMessage` where the agent shows one; Claude Code ignores it from
-/// PreCompact and SessionEnd (it echoes their raw stdout after `/compact`
-/// and logs SessionEnd's), so there the notice is the plain line itself.
+/// `systemMessage` where the agent shows one; where it does not (its
+/// format's `plain_notice`: Claude Code at PreCompact and SessionEnd, whose
+/// raw stdout it echoes after `/compact` or logs), the plain line itself.
 pub fn notice_line(agent: AgentKind, event: Event, message: &str) -> String {
-    match (agent, event) {
-        (AgentKind::Claude, Event::PreCompact | Event::SessionEnd) => message.to_owned(),
-        _ => json!({"systemMessage": message}).to_string(),
+    if agent.plain_notice(event.hook_event_name()) {
+        message.to_owned()
+    } else {
+        json!({"systemMessage": message}).to_string()
     }
 }
 
@@ -588,107 +432,10 @@ fn occasion(event: Event, payload: &Payload) -> String {
     }
 }
 
-/// The handoff of `key`, if any.
-pub async fn get(link: &Link, key: &str) -> anyhow::Result<Option<Stored>> {
-    let found = link
-        .call("get_handoff", json!({"handoff_key": key}))
-        .await?;
-    match found.get("handoff") {
-        Some(h) if found["found"] == json!(true) => Ok(Some(
-            serde_json::from_value(h.clone()).context("get_handoff's answer")?,
-        )),
-        _ => Ok(None),
-    }
-}
-
-/// Writes the rescue of `outcome` for `key`; `created`, `updated` or
-/// `unchanged`.
-async fn write_rescue(
-    link: &Link,
-    key: &str,
-    outcome: &Outcome,
-    source: Source<'_>,
-    target: &Target,
-    existing: Option<Stored>,
-) -> anyhow::Result<String> {
-    let project = target
-        .project
-        .clone()
-        .or_else(|| existing.as_ref().map(|h| h.project.clone()))
-        .ok_or_else(|| {
-            anyhow!("`{key}` has no handoff to take the project from: pass --project or set HANDOFF_PROJECT")
-        })?;
-    let repo = target
-        .repo
-        .clone()
-        .or_else(|| existing.as_ref().and_then(|h| h.repo.clone()));
-    let kind = target
-        .kind
-        .clone()
-        .or_else(|| existing.as_ref().and_then(|h| h.kind.clone()));
-    let body = rescue::body(outcome, source, target.max_tokens);
-    let kind = rescue::rescued_kind(kind.as_deref());
-    // A rescue has read the key anyway (the freshness rule): the same
-    // rescue again is not sent at all, so its answer never rests on
-    // whether the write path can tell an identical write apart.
-    if let Some(h) = existing.as_ref().filter(|h| {
-        h.project == project
-            && h.repo == repo
-            && h.kind.as_deref() == Some(&*kind)
-            && h.body == body
-    }) {
-        tracing::debug!(key = %h.handoff_key, "the rescue is already stored");
-        return Ok("unchanged".to_owned());
-    }
-    let mut args = json!({
-        "handoff_key": key,
-        "project": project,
-        "kind": kind,
-        "body": body,
-    });
-    if let Some(repo) = repo {
-        args["repo"] = json!(repo);
-    }
-    let written = link.call("write_handoff", args).await?;
-    Ok(written["outcome"].as_str().unwrap_or("written").to_owned())
-}
-
-/// Runs `handoff rescue`: prints one JSON line, `{"outcome", "key",
-/// "approx_tokens"}` (`kept` with a `reason` when a fresh agent-written
-/// handoff stays).
-pub async fn run_rescue(args: RescueArgs) -> anyhow::Result<()> {
-    let Loaded {
-        outcome,
-        file,
-        session,
-    } = args.source.load(Budget::UNLIMITED)?;
-    let started = file.as_deref().and_then(rescue::started_at);
-    let link = Link::from_env(args.link.namespace.as_deref(), &args.link.profile).await?;
-    let existing = get(&link, &args.key).await?;
-    if let Plan::Keep(reason) = plan(existing.as_ref(), started) {
-        println!(
-            "{}",
-            json!({"outcome": "kept", "key": args.key, "reason": reason})
-        );
-        return Ok(());
-    }
-    let source = Source {
-        agent: args.source.agent,
-        session: session.as_deref(),
-        started,
-    };
-    let written = write_rescue(&link, &args.key, &outcome, source, &args.target, existing).await?;
-    let after = get(&link, &args.key).await?;
-    let tokens = after.map_or(0, |h| rescue::approx_tokens(&h.body));
-    println!(
-        "{}",
-        json!({"outcome": written, "key": args.key, "approx_tokens": tokens})
-    );
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use jiff::Timestamp;
+
     use super::*;
 
     fn stored(body: &str, updated: Option<&str>) -> Stored {

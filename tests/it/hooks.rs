@@ -666,7 +666,7 @@ async fn rescue_on_every_shared_transcript() {
     let mut checked = 0;
     for agent in ["claude", "codex"] {
         let mut files: Vec<PathBuf> =
-            std::fs::read_dir(crate::transcript_shared::shared_dir().join(agent))
+            std::fs::read_dir(crate::transcript_support::shared_dir().join(agent))
                 .expect("fixtures")
                 .map(|e| e.expect("entry").path())
                 .collect();
@@ -766,7 +766,7 @@ async fn rescue_reads_a_session_of_a_grok_database() {
     let via = Via::Kubeconfig { namespace: &ns };
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("grok.db");
-    crate::transcript::grok_db(&db);
+    crate::transcript_support::grok_db(&db);
     let db = db.display().to_string();
     let out = rescue_json(
         &via,

@@ -31,9 +31,7 @@ mod search;
 mod secrets;
 mod sre_cli;
 mod tenancy;
-mod transcript;
-mod transcript_cli;
-mod transcript_props;
-mod transcript_shared;
+#[path = "../../crates/transcript/tests/support/mod.rs"]
+mod transcript_support;
 mod twins;
 mod writes;

@@ -212,8 +212,7 @@ impl SourceArgs {
         session: Option<&str>,
         budget: Budget,
     ) -> anyhow::Result<Outcome> {
-        let is_db = self.agent == AgentKind::Grok && file.extension().is_some_and(|e| e == "db");
-        if session.is_some() && !is_db {
+        if session.is_some() && !self.agent.file_holds_sessions(file) {
             bail!("--session is not used with --file, except for a Grok .db file");
         }
         if self.cwd.is_some() || self.agent_home.is_some() {

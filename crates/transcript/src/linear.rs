@@ -133,7 +133,7 @@ impl Note {
 }
 
 /// A transcript format: reads one record at a time into a [`Linearizer`].
-pub(crate) trait Format {
+pub(crate) trait Records {
     /// Reads one non-blank line (or database row).
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition;
 
@@ -471,7 +471,7 @@ pub(crate) fn next_text_line(
 /// a read error stops the read with a warning and keeps what was read.
 pub(crate) fn read_lines(
     reader: impl BufRead,
-    format: &mut impl Format,
+    format: &mut impl Records,
     budget: Budget,
 ) -> Outcome {
     read_lines_limited(reader, format, budget, MAX_LINE)
@@ -479,7 +479,7 @@ pub(crate) fn read_lines(
 
 fn read_lines_limited(
     mut reader: impl BufRead,
-    format: &mut impl Format,
+    format: &mut impl Records,
     budget: Budget,
     max_line: usize,
 ) -> Outcome {
@@ -519,7 +519,7 @@ mod tests {
     /// Uses lines that start with `u`/`a`, ignores `-`, skips the rest.
     struct Letters;
 
-    impl Format for Letters {
+    impl Records for Letters {
         fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
             let text = String::from_utf8_lossy(bytes);
             match bytes.first() {

@@ -30,11 +30,26 @@ use serde_json::Value;
 use crate::AgentKind;
 use crate::linear::contains;
 
+/// How one format's transcript shows a successful write of `key`: given a
+/// parsed line that names the tool or may answer a pending call, whether
+/// it completes one. `pending` holds the ids of calls of the tool for the
+/// key still waiting for their answer (Claude Code answers in a later
+/// record). Each format's own check is its row's
+/// [`Format::write_check`](crate::formats::Format::write_check).
+pub(crate) type WriteCheck = fn(record: &Value, key: &str, pending: &mut HashSet<String>) -> bool;
+
 /// Whether the JSON-lines transcript on `reader` shows a successful
 /// `write_handoff` of `key` (see the module docs). Unreadable lines are
 /// passed over.
 pub fn wrote_handoff(kind: AgentKind, reader: impl BufRead, key: &str) -> bool {
-    let mut scan = Scan::new(kind, key);
+    let Some(check) = kind.format().write_check() else {
+        return false;
+    };
+    let mut scan = Scan {
+        check,
+        key,
+        pending: HashSet::new(),
+    };
     for line in reader.split(b'\n') {
         let Ok(line) = line else {
             return false;
@@ -48,34 +63,27 @@ pub fn wrote_handoff(kind: AgentKind, reader: impl BufRead, key: &str) -> bool {
 
 /// [`wrote_handoff`] over the last `max_bytes` of the file at `path` (a
 /// write's answer is near the session's end, where a hook looks). `false`
-/// when the file cannot be read.
+/// when the file cannot be read, or the agent's transcript never shows a
+/// write (it runs no hooks).
 pub fn file_wrote_handoff(kind: AgentKind, path: &Path, key: &str, max_bytes: u64) -> bool {
-    if kind == AgentKind::Grok {
+    if kind.format().write_check().is_none() {
         return false;
     }
-    match crate::open_tail(path, max_bytes) {
+    match crate::read::open_tail(path, max_bytes) {
         Ok(tail) => wrote_handoff(kind, tail.reader, key),
         Err(_) => false,
     }
 }
 
-/// The scan's state: the ids of calls of the tool for the key still
-/// waiting for their answer (Claude Code answers in a later record).
+/// The scan's state: the format's check, and the ids of calls of the tool
+/// for the key still waiting for their answer.
 struct Scan<'a> {
-    kind: AgentKind,
+    check: WriteCheck,
     key: &'a str,
     pending: HashSet<String>,
 }
 
-impl<'a> Scan<'a> {
-    fn new(kind: AgentKind, key: &'a str) -> Self {
-        Self {
-            kind,
-            key,
-            pending: HashSet::new(),
-        }
-    }
-
+impl Scan<'_> {
     /// Reads one line; `true` once a successful write of the key is seen.
     fn line(&mut self, line: &[u8]) -> bool {
         let names_tool = contains(line, b"write_handoff");
@@ -86,58 +94,12 @@ impl<'a> Scan<'a> {
         let Ok(record) = serde_json::from_slice::<Value>(line) else {
             return false;
         };
-        match self.kind {
-            AgentKind::Claude => self.claude(&record),
-            AgentKind::Codex => codex(&record, self.key),
-            AgentKind::Grok => false,
-        }
+        (self.check)(&record, self.key, &mut self.pending)
     }
-
-    fn claude(&mut self, record: &Value) -> bool {
-        let blocks = record["message"]["content"]
-            .as_array()
-            .into_iter()
-            .flatten();
-        for block in blocks {
-            match block["type"].as_str() {
-                Some("tool_use")
-                    if is_write_tool(block["name"].as_str())
-                        && block["input"]["handoff_key"] == self.key =>
-                {
-                    if let Some(id) = block["id"].as_str() {
-                        self.pending.insert(id.to_owned());
-                    }
-                }
-                Some("tool_result")
-                    if block["is_error"] != Value::Bool(true)
-                        && block["tool_use_id"]
-                            .as_str()
-                            .is_some_and(|id| self.pending.contains(id)) =>
-                {
-                    return true;
-                }
-                _ => {}
-            }
-        }
-        false
-    }
-}
-
-/// Codex: one `item_completed` event of a successful MCP call of the tool.
-fn codex(record: &Value, key: &str) -> bool {
-    let payload = &record["payload"];
-    let item = &payload["item"];
-    record["type"] == "event_msg"
-        && payload["type"] == "item_completed"
-        && item["type"] == "McpToolCall"
-        && is_write_tool(item["tool"].as_str())
-        && item["arguments"]["handoff_key"] == key
-        && item["status"] == "completed"
-        && item["result"]["isError"] != Value::Bool(true)
 }
 
 /// `write_handoff`, bare or as an MCP client prefixes it.
-fn is_write_tool(name: Option<&str>) -> bool {
+pub(crate) fn is_write_tool(name: Option<&str>) -> bool {
     name.is_some_and(|n| n == "write_handoff" || n.ends_with("__write_handoff"))
 }
 

@@ -68,20 +68,34 @@ fn seen(outcome: &Outcome) -> Vec<Seen> {
         .unwrap_or_default()
 }
 
-/// `(role, text, tools, mark, agent)` as expected.
-type Want<'a> = (&'a str, &'a str, &'a [&'a str], &'a str, &'a str);
+const U: &str = "user";
+const A: &str = "assistant";
 
-fn want(turns: &[Want<'_>]) -> Vec<Seen> {
-    turns
-        .iter()
-        .map(|(role, text, tools, mark, agent)| Seen {
-            role: (*role).to_owned(),
-            text: (*text).to_owned(),
-            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
-            mark: (*mark).to_owned(),
-            agent: (*agent).to_owned(),
-        })
-        .collect()
+/// An unmarked turn of `role` as expected, with its tool calls.
+fn turn(role: &str, text: &str, tools: &[&str]) -> Seen {
+    Seen {
+        role: role.to_owned(),
+        text: text.to_owned(),
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        mark: String::new(),
+        agent: String::new(),
+    }
+}
+
+/// A turn of `role` marked `mark`, as expected.
+fn marked(role: &str, mark: &str, text: &str) -> Seen {
+    Seen {
+        mark: mark.to_owned(),
+        ..turn(role, text, &[])
+    }
+}
+
+/// The report of the sub-agent `agent`, as expected.
+fn sidechain(agent: &str, text: &str) -> Seen {
+    Seen {
+        agent: agent.to_owned(),
+        ..marked(A, "sidechain", text)
+    }
 }
 
 fn body(kind: AgentKind, outcome: &Outcome) -> String {
@@ -110,159 +124,115 @@ fn each_fixture_reads_as_its_turns() {
         (
             AgentKind::Codex,
             "codex-event-prompts.jsonl",
-            want(&[
-                ("user", "Count the TODOs in src/.", &[], "", ""),
-                (
-                    "assistant",
+            vec![
+                turn(U, "Count the TODOs in src/.", &[]),
+                turn(
+                    A,
                     "There are 4 TODOs: 3 in a.rs, 1 in b.rs.",
                     &["[tool] shell: bash -lc grep -rc TODO src/"],
-                    "",
-                    "",
                 ),
-                ("user", "Fix the one in b.rs.", &[], "", ""),
-                (
-                    "assistant",
+                turn(U, "Fix the one in b.rs.", &[]),
+                turn(
+                    A,
                     "Removed the TODO in b.rs.",
                     &["[tool] apply_patch: src/b.rs"],
-                    "",
-                    "",
                 ),
-                ("user", "Now run the tests.", &[], "", ""),
-                (
-                    "assistant",
-                    "All tests pass.",
-                    &["[tool] shell: bash -lc cargo test"],
-                    "",
-                    "",
-                ),
-            ]),
+                turn(U, "Now run the tests.", &[]),
+                turn(A, "All tests pass.", &["[tool] shell: bash -lc cargo test"]),
+            ],
         ),
         // B2: a queued message taken back (popAll), edited and delivered.
         (
             AgentKind::Claude,
             "claude-steering-edited.jsonl",
-            want(&[
-                ("user", "Build the project.", &[], "", ""),
-                ("assistant", "", &["[tool] Bash: make"], "", ""),
-                ("user", "Use clang, not gcc.", &[], "", ""),
-                ("assistant", "Switching to clang as you asked.", &[], "", ""),
-            ]),
+            vec![
+                turn(U, "Build the project.", &[]),
+                turn(A, "", &["[tool] Bash: make"]),
+                turn(U, "Use clang, not gcc.", &[]),
+                turn(A, "Switching to clang as you asked.", &[]),
+            ],
         ),
         // Codex 0.171.0 records: the sub-agent's message, tool search,
         // image generation, a message between agents, a hook's prompt.
         (
             AgentKind::Codex,
             "codex-newer-records.jsonl",
-            want(&[
-                (
-                    "user",
-                    "Review the parser with a helper agent.",
-                    &[],
-                    "",
-                    "",
-                ),
-                (
-                    "assistant",
+            vec![
+                turn(U, "Review the parser with a helper agent.", &[]),
+                turn(
+                    A,
                     "",
                     &[
                         "[tool] tool_search: parser review tools",
                         "[tool] spawn_agent: Read src/parser.rs and list its error paths.",
                     ],
-                    "",
-                    "",
                 ),
-                (
-                    "assistant",
-                    "parser.rs has three error paths: EOF, bad token, depth.",
-                    &[],
-                    "sidechain",
+                sidechain(
                     "explorer",
+                    "parser.rs has three error paths: EOF, bad token, depth.",
                 ),
-                (
-                    "assistant",
+                turn(
+                    A,
                     "The helper found three error paths.",
                     &["[tool] image_generation: a diagram of the parser states"],
-                    "",
-                    "",
                 ),
-                (
-                    "user",
-                    "Write the handoff before you stop (write_handoff).",
-                    &[],
+                marked(
+                    U,
                     "hook",
-                    "",
+                    "Write the handoff before you stop (write_handoff).",
                 ),
-                ("assistant", "Handoff written.", &[], "", ""),
-            ]),
+                turn(A, "Handoff written.", &[]),
+            ],
         ),
         // Claude Code 2.1.332: a Task sub-agent's report (not its steps), a
         // Stop hook's feedback, a compaction summary, the /compact command.
         (
             AgentKind::Claude,
             "claude-newer-records.jsonl",
-            want(&[
-                ("user", "Find why the login test is flaky.", &[], "", ""),
-                (
-                    "assistant",
+            vec![
+                turn(U, "Find why the login test is flaky.", &[]),
+                turn(
+                    A,
                     "I'll ask a sub-agent to search.",
                     &["[tool] Task: Search for flaky login tests"],
-                    "",
-                    "",
                 ),
-                (
-                    "assistant",
-                    "Report: tests/login.rs::timeout races the mock server; add a readiness wait.",
-                    &[],
-                    "sidechain",
+                sidechain(
                     "Explore",
+                    "Report: tests/login.rs::timeout races the mock server; add a readiness wait.",
                 ),
-                (
-                    "assistant",
+                turn(
+                    A,
                     "The sub-agent found the race; adding a readiness wait.",
                     &["[tool] Edit: /w/tests/login.rs"],
-                    "",
-                    "",
                 ),
-                (
-                    "user",
-                    "Stop hook feedback:\n[handoff hook stop]: write the handoff before you stop",
-                    &[],
+                marked(
+                    U,
                     "hook",
-                    "",
+                    "Stop hook feedback:\n[handoff hook stop]: write the handoff before you stop",
                 ),
-                (
-                    "assistant",
+                turn(
+                    A,
                     "Fixed the race in tests/login.rs and wrote the handoff.",
                     &[],
-                    "",
-                    "",
                 ),
-                (
-                    "user",
+                marked(
+                    U,
+                    "summary",
                     "[compaction summary] This session is being continued from a previous \
                      conversation. Summary: the login race is fixed.",
-                    &[],
-                    "summary",
-                    "",
                 ),
-                ("user", "/compact", &[], "command", ""),
-            ]),
+                marked(U, "command", "/compact"),
+            ],
         ),
         // B4: interrupts and shell-mode input after the last answer.
         (
             AgentKind::Claude,
             "claude-interrupted.jsonl",
-            want(&[
-                ("user", "Set up CI for the workspace.", &[], "", ""),
-                ("assistant", "Setting up CI.", &[], "", ""),
-                (
-                    "user",
-                    "Now make every crate's tests pass, one by one.",
-                    &[],
-                    "",
-                    "",
-                ),
-            ]),
+            vec![
+                turn(U, "Set up CI for the workspace.", &[]),
+                turn(A, "Setting up CI.", &[]),
+                turn(U, "Now make every crate's tests pass, one by one.", &[]),
+            ],
         ),
     ];
     for (kind, name, turns) in cases {
@@ -287,26 +257,18 @@ fn each_fixture_reads_as_its_turns() {
 /// found by its session id under `sessions/<URL-encoded cwd>/<id>/`.
 #[test]
 fn grok_chat_histories_are_read_as_files_and_by_session() {
-    let turns = want(&[
-        (
-            "user",
-            "Rename the config loader to load_settings.",
-            &[],
-            "",
-            "",
-        ),
-        (
-            "assistant",
+    let turns = vec![
+        turn(U, "Rename the config loader to load_settings.", &[]),
+        turn(
+            A,
             "I'll find its uses first.\n\nRenamed load_config to load_settings in src/config.rs and \
              src/main.rs.",
             &[
                 "[tool] search: load_config",
                 "[tool] str_replace_editor: str_replace",
             ],
-            "",
-            "",
         ),
-    ]);
+    ];
     let file = read(AgentKind::Grok, "grok-chat_history.jsonl");
     assert_eq!(seen(&file), turns, "{file:?}");
     assert!(file.is_balanced() && file.skipped == 0, "{file:?}");
@@ -351,30 +313,12 @@ fn interrupts_and_shell_input_are_marked_not_requests() {
     let tail: Vec<Seen> = seen(&o).into_iter().rev().take(4).rev().collect();
     assert_eq!(
         tail,
-        want(&[
-            (
-                "user",
-                "[Request interrupted by user for tool use]",
-                &[],
-                "interrupt",
-                ""
-            ),
-            (
-                "user",
-                "[Request interrupted by user]",
-                &[],
-                "interrupt",
-                ""
-            ),
-            ("user", "$ git status", &[], "shell", ""),
-            (
-                "user",
-                "On branch main\nnothing to commit",
-                &[],
-                "shell",
-                ""
-            ),
-        ])
+        vec![
+            marked(U, "interrupt", "[Request interrupted by user for tool use]"),
+            marked(U, "interrupt", "[Request interrupted by user]"),
+            marked(U, "shell", "$ git status"),
+            marked(U, "shell", "On branch main\nnothing to commit")
+        ]
     );
 }
 

@@ -1,17 +1,79 @@
 //! Codex rollouts: `~/.codex/sessions/YYYY/MM/DD/rollout-*-<session>.jsonl`
-//! (or `archived_sessions/`). See the module docs of [`super`] for what is
+//! (or `archived_sessions/`). See the module docs of the crate for what is
 //! kept and what is left out.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_json::Value;
 
-use super::json::{Content, Loose, Text, ToolInput};
-use super::linear::{Disposition, Format, Linearizer, Note};
-use super::{Mark, Role};
+use crate::formats::{ContextLimit, Format, Home};
+use crate::json::{Content, Loose, Text, ToolInput};
+use crate::linear::{Disposition, Linearizer, Note, Records, read_lines};
+use crate::writes::{WriteCheck, is_write_tool};
+use crate::{Budget, Mark, Outcome, Role};
+
+/// Codex's row of the registry.
+pub(crate) struct Transcripts;
+
+impl Format for Transcripts {
+    fn name(&self) -> &'static str {
+        "codex"
+    }
+
+    fn label(&self) -> &'static str {
+        "Codex"
+    }
+
+    fn home(&self) -> Home {
+        Home {
+            var: "CODEX_HOME",
+            dir: ".codex",
+        }
+    }
+
+    fn linearize(&self, reader: &mut dyn BufRead, budget: Budget) -> Outcome {
+        read_lines(reader, &mut Codex::default(), budget)
+    }
+
+    /// A rollout's name holds the session id; the working directory does
+    /// not place it.
+    fn locate(&self, root: &Path, session: &str, _cwd: &Path) -> Option<PathBuf> {
+        locate(root, session)
+    }
+
+    fn write_check(&self) -> Option<WriteCheck> {
+        Some(wrote)
+    }
+
+    /// 2,500 of its tokens, which it counts as a quarter of the bytes, so
+    /// 10,000 bytes (measured with Codex 0.171.0 in the agents tier).
+    fn context_limit(&self) -> Option<ContextLimit> {
+        Some(ContextLimit::Bytes(10_000))
+    }
+}
+
+/// A write shows as an `event_msg` record `item_completed` whose item is
+/// an `McpToolCall` of the tool with `arguments.handoff_key` = the key,
+/// `status` `completed` and a result that is not `isError`. (Its
+/// `function_call_output` response item carries no reliable error mark: a
+/// failed call's output is only shaped differently.) Codex answers in the
+/// same record, so nothing is pending.
+fn wrote(record: &Value, key: &str, _pending: &mut HashSet<String>) -> bool {
+    let payload = &record["payload"];
+    let item = &payload["item"];
+    record["type"] == "event_msg"
+        && payload["type"] == "item_completed"
+        && item["type"] == "McpToolCall"
+        && is_write_tool(item["tool"].as_str())
+        && item["arguments"]["handoff_key"] == key
+        && item["status"] == "completed"
+        && item["result"]["isError"] != Value::Bool(true)
+}
 
 /// Response-item types that are not conversation: tool outputs, snapshots.
 const IGNORED_ITEMS: [&str; 7] = [
@@ -83,7 +145,7 @@ const SEARCH_DEPTH: usize = 3;
 
 /// The rollout file of `session`: under `sessions/`, newest first, then
 /// under `archived_sessions/`.
-pub(crate) fn locate(root: &Path, session: &str) -> Option<PathBuf> {
+fn locate(root: &Path, session: &str) -> Option<PathBuf> {
     ["sessions", "archived_sessions"]
         .into_iter()
         .find_map(|dir| find_rollout(&root.join(dir), session, SEARCH_DEPTH))
@@ -221,7 +283,7 @@ fn text_hash(text: &str) -> u64 {
 /// The Codex reader: each message is read once, from the record it is
 /// first seen in ([`Sightings`]).
 #[derive(Debug, Default)]
-pub(crate) struct Codex {
+struct Codex {
     seen: Sightings,
     /// Messages read from an event and not (yet) repeated by a response
     /// item.
@@ -388,7 +450,7 @@ fn agent_message(item: &Rec<'_>, out: &mut Linearizer) -> Disposition {
     Disposition::Used
 }
 
-impl Format for Codex {
+impl Records for Codex {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
         let rec: Rec = match out.parse(bytes) {
             Ok(rec) => rec,

@@ -1,7 +1,7 @@
 //! The transcript readers on hand-written fixtures (tests/fixtures/transcripts),
 //! locating sessions, the Grok database, documents and files.
 
-use crate::common;
+mod support;
 
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
@@ -15,13 +15,7 @@ use handoff_transcript::{
     AgentKind, Budget, FileError, Locations, Mark, Outcome, Role, Turn, build_continuation_handoff,
     build_handoff, continue_message, inject_message, read_file, read_with,
 };
-use rusqlite::Connection;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/transcripts")
-        .join(name)
-}
+use support::{assert_warnings, fixture, grok_db};
 
 fn read(kind: AgentKind, name: &str) -> Outcome {
     read_file(kind, &fixture(name), None, Budget::UNLIMITED)
@@ -273,7 +267,7 @@ fn fixtures_read_as_expected() {
         );
         assert!(o.is_balanced(), "{name}");
         assert_eq!(o.turns, case.turns, "{name}");
-        common::assert_warnings(name, &o.warnings, case.warnings);
+        assert_warnings(name, &o.warnings, case.warnings);
     }
 }
 
@@ -373,6 +367,13 @@ fn copy(from: &str, to: &Path) {
     fs::copy(fixture(from), to).unwrap();
 }
 
+/// Session `id` of `kind` under `root`, as `transcript read --session`
+/// finds it from `cwd`.
+fn read_session(kind: AgentKind, root: &Path, id: &str, cwd: &Path) -> Option<Outcome> {
+    let locations = Locations::default().with_root(kind, root.to_owned());
+    read_with(&locations, kind, id, cwd, Budget::default())
+}
+
 #[test]
 fn claude_sessions_are_found_by_cwd_then_by_search() {
     let root = tempfile::tempdir().unwrap();
@@ -385,16 +386,7 @@ fn claude_sessions_are_found_by_cwd_then_by_search() {
         "claude/sidechain.jsonl",
         &root.path().join("projects/-elsewhere/s-2.jsonl"),
     );
-    let locations = Locations::default().with_root(AgentKind::Claude, root.path().to_owned());
-    let read = |session: &str| {
-        read_with(
-            &locations,
-            AgentKind::Claude,
-            session,
-            cwd,
-            Budget::default(),
-        )
-    };
+    let read = |session: &str| read_session(AgentKind::Claude, root.path(), session, cwd);
     assert_eq!(read("s-1").unwrap().turns.len(), 4);
     assert_eq!(read("s-2").unwrap().turns[0].text, "Find the flaky test.");
     assert_eq!(read("s-3"), None);
@@ -417,111 +409,18 @@ fn codex_sessions_are_found_in_dated_and_archived_directories() {
             "archived_sessions/rollout-2025-05-02T09-00-00-{archived}.jsonl"
         )),
     );
-    let locations = Locations::default().with_root(AgentKind::Codex, root.path().to_owned());
-    let read = |session: &str| {
-        read_with(
-            &locations,
-            AgentKind::Codex,
-            session,
-            Path::new("/"),
-            Budget::default(),
-        )
-    };
+    let read = |session: &str| read_session(AgentKind::Codex, root.path(), session, Path::new("/"));
     assert_eq!(read(live).unwrap().records, 19);
     assert_eq!(read(archived).unwrap().records, 4);
     assert_eq!(read("5f0c2a8e-0000-4000-8000-000000000009"), None);
     assert_eq!(read("000000000001"), None, "only whole ids match");
 }
 
-/// A database with Grok CLI's schema: two sessions, interleaved.
-pub(crate) fn grok_db(path: &Path) {
-    let db = Connection::open(path).unwrap();
-    db.execute_batch(
-        "CREATE TABLE sessions (id TEXT PRIMARY KEY, model TEXT NOT NULL) STRICT;
-         CREATE TABLE messages (
-           session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-           seq INTEGER NOT NULL,
-           role TEXT NOT NULL,
-           message_json TEXT NOT NULL,
-           created_at TEXT NOT NULL,
-           PRIMARY KEY (session_id, seq)
-         ) STRICT;
-         INSERT INTO sessions VALUES ('sess-a', 'grok-4'), ('sess-b', 'grok-4');",
-    )
-    .unwrap();
-    let rows: [(&str, i64, &str, &str); 9] = [
-        (
-            "sess-a",
-            1,
-            "system",
-            r#"{"role":"system","content":"You are Grok."}"#,
-        ),
-        (
-            "sess-b",
-            1,
-            "user",
-            r#"{"role":"user","content":"Another session"}"#,
-        ),
-        (
-            "sess-a",
-            2,
-            "user",
-            r#"{"role":"user","content":"Run the tests"}"#,
-        ),
-        (
-            "sess-a",
-            3,
-            "assistant",
-            r#"{"role":"assistant","content":[{"type":"reasoning","text":"npm test, probably"},{"type":"text","text":"Running them."},{"type":"tool-call","toolCallId":"c1","toolName":"bash","input":{"command":"npm test"}}]}"#,
-        ),
-        (
-            "sess-a",
-            4,
-            "tool",
-            r#"{"role":"tool","content":[{"type":"tool-result","toolCallId":"c1","toolName":"bash","output":{"type":"json","value":{"success":true,"output":"12 passing"}}}]}"#,
-        ),
-        (
-            "sess-a",
-            6,
-            "user",
-            r#"{"role":"user","content":[{"type":"text","text":"Ship it"},{"type":"image","image":"aGk="},{"type":"file","filename":"notes.txt","data":"aGk=","mediaType":"text/plain"}]}"#,
-        ),
-        (
-            "sess-a",
-            5,
-            "assistant",
-            r#"{"role":"assistant","content":[{"type":"text","text":"All 12 tests pass."}]}"#,
-        ),
-        ("sess-a", 7, "assistant", "not json"),
-        (
-            "sess-b",
-            2,
-            "assistant",
-            r#"{"role":"assistant","content":"Other"}"#,
-        ),
-    ];
-    for (session, seq, role, json) in rows {
-        db.execute(
-            "INSERT INTO messages VALUES (?1, ?2, ?3, ?4, '2025-06-01T00:00:00Z')",
-            (session, seq, role, json),
-        )
-        .unwrap();
-    }
-}
-
 #[test]
 fn grok_database_sessions_read_in_seq_order() {
     let root = tempfile::tempdir().unwrap();
     grok_db(&root.path().join("grok.db"));
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "sess-a",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "sess-a", Path::new("/")).unwrap();
     assert_eq!((o.records, o.used, o.ignored, o.skipped), (7, 4, 2, 1));
     assert_eq!(
         o.turns,
@@ -551,13 +450,7 @@ fn grok_database_sessions_read_in_seq_order() {
     .unwrap();
     assert_eq!(direct, Some(o));
     assert_eq!(
-        read_with(
-            &locations,
-            AgentKind::Grok,
-            "sess-z",
-            Path::new("/"),
-            Budget::default()
-        ),
+        read_session(AgentKind::Grok, root.path(), "sess-z", Path::new("/")),
         None
     );
 }
@@ -570,15 +463,7 @@ fn grok_falls_back_to_the_legacy_session_file() {
         "grok/legacy-session.json",
         &root.path().join("sessions/legacy-1.json"),
     );
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "legacy-1",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "legacy-1", Path::new("/")).unwrap();
     assert_eq!(o.turns.len(), 3);
 }
 
@@ -586,15 +471,7 @@ fn grok_falls_back_to_the_legacy_session_file() {
 fn an_unreadable_grok_database_is_reported() {
     let root = tempfile::tempdir().unwrap();
     fs::write(root.path().join("grok.db"), "this is not a database").unwrap();
-    let locations = Locations::default().with_root(AgentKind::Grok, root.path().to_owned());
-    let o = read_with(
-        &locations,
-        AgentKind::Grok,
-        "sess-a",
-        Path::new("/"),
-        Budget::default(),
-    )
-    .unwrap();
+    let o = read_session(AgentKind::Grok, root.path(), "sess-a", Path::new("/")).unwrap();
     assert!(o.turns.is_empty());
     assert!(
         o.warnings[0].starts_with("could not read"),
@@ -745,7 +622,7 @@ fn sweep_removes_only_our_expired_files() {
 mod corpus {
     include!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/secrets/corpus.rs"
+        "/../../tests/fixtures/secrets/corpus.rs"
     ));
 
     pub(super) fn credentials() -> Vec<(&'static str, String)> {

@@ -6,7 +6,7 @@
 //! the legacy `~/.grok/sessions/<id>.json`.
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use rusqlite::types::ValueRef;
@@ -14,27 +14,114 @@ use rusqlite::{Connection, OpenFlags};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::budget::Budget;
-use super::json::{Content, Loose, Text, ToolInput};
-use super::linear::{Disposition, Format, Linearizer, Note};
-use super::{Outcome, Role};
+use crate::budget::Budget;
+use crate::formats::{Format, Home};
+use crate::json::{Content, Loose, Text, ToolInput};
+use crate::linear::{Disposition, Linearizer, Note, Records, read_lines};
+use crate::read::{FileError, read_jsonl, read_jsonl_tail};
+use crate::{Outcome, Role};
 
 const DB_FILE: &str = "grok.db";
 /// A session's messages, in its own directory under `sessions/<cwd>/`.
 pub(crate) const HISTORY_FILE: &str = "chat_history.jsonl";
 const MESSAGES_QUERY: &str = "SELECT message_json FROM messages WHERE session_id = ?1 ORDER BY seq";
 
+/// Grok CLI's row of the registry. It runs no hooks (the defaults).
+pub(crate) struct Transcripts;
+
+impl Format for Transcripts {
+    fn name(&self) -> &'static str {
+        "grok"
+    }
+
+    fn label(&self) -> &'static str {
+        "Grok CLI"
+    }
+
+    fn home(&self) -> Home {
+        Home {
+            var: "GROK_HOME",
+            dir: ".grok",
+        }
+    }
+
+    /// One AI SDK message per line, as in its database.
+    fn linearize(&self, reader: &mut dyn BufRead, budget: Budget) -> Outcome {
+        read_lines(reader, &mut Grok, budget)
+    }
+
+    /// A session's `chat_history.jsonl`, unless a database holds the
+    /// sessions (its legacy files are not JSON lines).
+    fn locate(&self, root: &Path, session: &str, _cwd: &Path) -> Option<PathBuf> {
+        let in_db = root.join(DB_FILE).is_file();
+        locate_history(root, session).filter(|_| !in_db)
+    }
+
+    fn read_session(
+        &self,
+        root: &Path,
+        session: &str,
+        _cwd: &Path,
+        budget: Budget,
+    ) -> Option<Outcome> {
+        read(root, session, budget)
+    }
+
+    /// A `.db` database (with `session`), a session's
+    /// `chat_history.jsonl` or a legacy `.json` session.
+    fn read_file(
+        &self,
+        path: &Path,
+        session: Option<&str>,
+        budget: Budget,
+    ) -> Result<Option<Outcome>, FileError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("db") => {
+                let session = session.ok_or(FileError::SessionRequired)?;
+                Ok(read_db(path, session, budget))
+            }
+            Some("json") => Ok(read_legacy(path, budget)),
+            Some("jsonl") => Ok(read_jsonl(self, path, budget)),
+            _ => Err(FileError::UnsupportedGrokFile(path.to_owned())),
+        }
+    }
+
+    /// A `chat_history.jsonl` from a whole line; a legacy `.json` (one
+    /// JSON document) is not read; a database is read by session.
+    fn read_tail(
+        &self,
+        path: &Path,
+        session: Option<&str>,
+        budget: Budget,
+        len: u64,
+        max_bytes: u64,
+    ) -> Result<Option<Outcome>, FileError> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("jsonl") => Ok(Some(read_jsonl_tail(self, path, budget, len, max_bytes))),
+            Some("json") => Ok(Some(Outcome::unreadable(
+                path,
+                &format!("it is {len} bytes, over the {max_bytes}-byte limit of this read"),
+            ))),
+            _ => self.read_file(path, session, budget),
+        }
+    }
+
+    fn file_holds_sessions(&self, path: &Path) -> bool {
+        path.extension().is_some_and(|e| e == "db")
+    }
+}
+
 /// The session from the database when it holds it, else its
 /// `chat_history.jsonl`, else the legacy file. A database that cannot be
 /// read is reported only when there is neither of the others.
-pub(crate) fn read(root: &Path, session: &str, budget: Budget) -> Option<Outcome> {
+fn read(root: &Path, session: &str, budget: Budget) -> Option<Outcome> {
     let db = root.join(DB_FILE);
     let legacy = root.join("sessions").join(format!("{session}.json"));
     let history = locate_history(root, session);
     let from_db = db.is_file().then(|| query(&db, session, budget));
     match (from_db, history) {
         (Some(Ok(Some(outcome))), _) => Some(outcome),
-        (_, Some(history)) => super::read_jsonl(super::AgentKind::Grok, &history, budget),
+        (_, Some(history)) => read_jsonl(&Transcripts, &history, budget),
         (Some(Err(err)), None) if !legacy.is_file() => Some(Outcome::unreadable(&db, &err)),
         _ => read_legacy(&legacy, budget),
     }
@@ -43,7 +130,7 @@ pub(crate) fn read(root: &Path, session: &str, budget: Budget) -> Option<Outcome
 /// `<root>/sessions/<any cwd directory>/<session>/chat_history.jsonl`, the
 /// first that exists (the directory of a working directory is its
 /// URL-encoded path, which the session id alone does not give).
-pub(crate) fn locate_history(root: &Path, session: &str) -> Option<PathBuf> {
+fn locate_history(root: &Path, session: &str) -> Option<PathBuf> {
     std::fs::read_dir(root.join("sessions"))
         .ok()?
         .filter_map(Result::ok)
@@ -53,7 +140,7 @@ pub(crate) fn locate_history(root: &Path, session: &str) -> Option<PathBuf> {
 
 /// The messages of `session` in the database at `path`; `None` when the
 /// file does not exist or holds no message of that session.
-pub(crate) fn read_db(path: &Path, session: &str, budget: Budget) -> Option<Outcome> {
+fn read_db(path: &Path, session: &str, budget: Budget) -> Option<Outcome> {
     if !path.is_file() {
         return None;
     }
@@ -97,7 +184,7 @@ fn query(path: &Path, session: &str, budget: Budget) -> rusqlite::Result<Option<
 
 /// A legacy session file: one JSON document whose `messages` (or the
 /// document itself, when it is an array) are read one by one.
-pub(crate) fn read_legacy(path: &Path, budget: Budget) -> Option<Outcome> {
+fn read_legacy(path: &Path, budget: Budget) -> Option<Outcome> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(err) if err.kind() == io::ErrorKind::NotFound => return None,
@@ -173,9 +260,9 @@ struct Function<'a> {
 }
 
 /// The Grok reader: one message per record.
-pub(crate) struct Grok;
+struct Grok;
 
-impl Format for Grok {
+impl Records for Grok {
     fn record(&mut self, bytes: &[u8], out: &mut Linearizer) -> Disposition {
         match out.parse::<Message>(bytes) {
             Ok(message) => read_message(message, out),

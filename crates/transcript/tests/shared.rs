@@ -4,23 +4,10 @@
 //! to the work tree, locally and in CI: when it is missing, this test fails
 //! rather than skip silently.
 
-use crate::common;
-
-use std::path::{Path, PathBuf};
+mod support;
 
 use handoff_transcript::{AgentKind, Budget, Outcome, read_file};
-
-/// The shared third-party transcripts (a failure when they are missing).
-pub(crate) fn shared_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/transcripts");
-    assert!(
-        dir.is_dir(),
-        "the shared third-party transcripts are missing: expected them at {} \
-         (../shared/fixtures/transcripts beside the work tree)",
-        dir.display()
-    );
-    dir
-}
+use support::{assert_warnings, shared_dir};
 
 fn read(kind: AgentKind, name: &str) -> (Outcome, usize) {
     let path = shared_dir().join(name);
@@ -129,7 +116,7 @@ fn shared_transcripts_read_as_expected() {
             (case.turns, case.used, case.ignored, case.skipped),
             "{name}: turns, used, ignored, skipped"
         );
-        common::assert_warnings(name, &o.warnings, case.warnings);
+        assert_warnings(name, &o.warnings, case.warnings);
     }
 }
 
