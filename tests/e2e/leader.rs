@@ -6,7 +6,7 @@
 //! restart it under the same name (a replica renews a Lease that names it
 //! at once) — and the other Pod must take the Lease (one transition more)
 //! and reconcile every write: none in flight is lost, each handoff ends
-//! counted (its status speaks for its content, `handoff_kube::store::counted`)
+//! counted (its status speaks for its content, `handoff_core::handoff::view::counted`)
 //! and the namespace's mirror holds exactly those handoffs.
 //!
 //! The node is cordoned while the leader dies ([`Cordoned`]): the kubelet
@@ -179,7 +179,7 @@ async fn the_standby_takes_the_lease_from_a_killed_leader_and_no_write_in_flight
             let uncounted: Vec<String> = list
                 .items
                 .iter()
-                .filter(|h| handoff_kube::store::revision(h) != Some(1))
+                .filter(|h| handoff_core::handoff::view::revision(h) != Some(1))
                 .map(|h| h.spec.handoff_key.clone())
                 .collect();
             let mirrored = handoff_testkit::mirror::converged(&api, &db, &ns).await;

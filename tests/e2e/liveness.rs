@@ -253,7 +253,7 @@ async fn a_stalled_postgres_wedges_the_leader_the_kubelet_restarts_it_and_it_rec
         .get(&handoff_core::api::naming::name_for_key("liveness#1"))
         .await
         .unwrap_or_else(|e| panic!("the handoff: {e}"));
-    assert_eq!(handoff_kube::store::revision(&counted), Some(1));
+    assert_eq!(handoff_core::handoff::view::revision(&counted), Some(1));
 }
 
 #[test]

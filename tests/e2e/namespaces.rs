@@ -72,7 +72,7 @@ async fn deleting_a_namespace_with_handoffs_an_offer_and_a_schedule_finalizes_an
             .get(&handoff_core::api::naming::name_for_key("ns#1"))
             .await
             .map_err(|e| e.to_string())?;
-        let revision = handoff_kube::store::revision(&h);
+        let revision = handoff_core::handoff::view::revision(&h);
         (revision == Some(1))
             .then_some(())
             .ok_or(format!("revision {revision:?}"))

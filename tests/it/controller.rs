@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use handoff_controller::handoff::MIRRORED;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::handoff::MIRRORED;
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_mirror::Retention;
@@ -896,9 +896,10 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
     }
     // A content's time is its write's (the apiserver's clock, whole
     // seconds), so the rewrite comes a second after the first writes.
-    let first = handoff_kube::store::updated_at(&api.get(&name_for_key("old")).await.expect("old"))
-        .expect("dated")
-        .0;
+    let first =
+        handoff_core::handoff::view::updated_at(&api.get(&name_for_key("old")).await.expect("old"))
+            .expect("dated")
+            .0;
     common::apiserver_clock_past(&client, &ns, first).await;
     store
         .write(&request("rewritten", "shop", "v2", "w"))
@@ -911,7 +912,7 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
         .expect("write");
     revision("new", 1).await;
     let old = api.get(&name_for_key("old")).await.expect("old");
-    let rewritten = handoff_kube::store::updated_at(
+    let rewritten = handoff_core::handoff::view::updated_at(
         &api.get(&name_for_key("rewritten"))
             .await
             .expect("rewritten"),
@@ -1136,20 +1137,22 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     write_revisions(&store, &api, "stale", &["v1", "v2"]).await;
     // A content's time is its write's (the apiserver's clock, whole
     // seconds): "fresh" is written a second after "stale".
-    let stale =
-        handoff_kube::store::updated_at(&api.get(&name_for_key("stale")).await.expect("stale"))
-            .expect("dated")
-            .0;
+    let stale = handoff_core::handoff::view::updated_at(
+        &api.get(&name_for_key("stale")).await.expect("stale"),
+    )
+    .expect("dated")
+    .0;
     common::apiserver_clock_past(&client, &ns, stale).await;
     store
         .write(&request("fresh", "shop", "v1", "w"))
         .await
         .expect("write");
     counted(&api, "fresh", 1).await;
-    let fresh =
-        handoff_kube::store::updated_at(&api.get(&name_for_key("fresh")).await.expect("fresh"))
-            .expect("dated")
-            .0;
+    let fresh = handoff_core::handoff::view::updated_at(
+        &api.get(&name_for_key("fresh")).await.expect("fresh"),
+    )
+    .expect("dated")
+    .0;
     history_is(&db, &ns, "stale", &[1, 2]).await;
     history_is(&db, &ns, "fresh", &[1]).await;
 

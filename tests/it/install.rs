@@ -1680,7 +1680,8 @@ async fn the_installed_bridge_moves_offers_and_only_the_destination_rejects() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_installed_identities_read_the_namespace_budget() {
     use handoff_core::names::SETTINGS_CONFIGMAP;
-    use handoff_kube::settings::{BUDGET_KEY, Budget, Budgets, READ_TIMEOUT};
+    use handoff_core::settings::{BUDGET_KEY, Budget};
+    use handoff_kube::settings::{Budgets, READ_TIMEOUT};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Patch, PatchParams, PostParams};
 

@@ -17,13 +17,13 @@ use crate::install::{installed, kubectl_stdin};
 use std::sync::Arc;
 use std::time::Duration;
 
-use handoff_controller::handoff::LINTED;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, MAX_BODY_CHARS};
+use handoff_core::handoff::LINTED;
 use handoff_core::names::SETTINGS_CONFIGMAP;
 use handoff_core::secrets;
+use handoff_core::settings::BUDGET_KEY;
 use handoff_core::time::SystemClock;
-use handoff_kube::settings::BUDGET_KEY;
 use handoff_testkit::TestEnv;
 use handoff_testkit::controller::InProcess;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

@@ -23,9 +23,10 @@ use common::{apiserver_clock_past, call, drive_stdio, env, eventually, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::handoff::outcome::WriteOutcome;
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
-use handoff_kube::store::{HandoffStore, WriteOutcome};
+use handoff_kube::store::HandoffStore;
 use handoff_testkit::controller::{InProcess, Running};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
@@ -445,7 +446,9 @@ async fn an_updated_write_answers_with_its_own_time_and_no_stale_revision() {
     );
     let a = counted(&api, key, 1).await;
     controller.stop().await;
-    let a_at = handoff_kube::store::updated_at(&a).expect("dated").0;
+    let a_at = handoff_core::handoff::view::updated_at(&a)
+        .expect("dated")
+        .0;
     assert_eq!(
         a_at.to_string(),
         applied_at(&a),

@@ -48,9 +48,9 @@ use kube::runtime::events::Reporter;
 use kube::{Client, Resource, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::handoff::names::NAME_NOT_DERIVED;
 use handoff_core::api::Handoff;
-use handoff_kube::loops::bounded_note;
+use handoff_core::handoff::NAME_NOT_DERIVED;
+use handoff_core::loops::bounded_note;
 
 /// The type of an Event of `reason`: `Warning` for an object an admin must
 /// act on (one whose name is not derived from its key), else `Normal`.
@@ -348,7 +348,7 @@ impl Events {
                 }
             }
             Err(err) => {
-                tracing::warn!(handoff = %handoff_kube::store::describe(h), reason, error = %err, "could not record an Event");
+                tracing::warn!(handoff = %handoff_core::handoff::describe(h), reason, error = %err, "could not record an Event");
             }
         }
     }

@@ -22,12 +22,12 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
 use tokio_util::sync::CancellationToken;
 
-use crate::handoff::names::NOTE_KEY_CHARS;
 use crate::handoff::state::HandoffLoop;
 use handoff_core::api::Handoff;
+use handoff_core::handoff::NOTE_KEY_CHARS;
 use handoff_core::liveness::PASS;
+use handoff_core::loops::quoted;
 use handoff_kube::cluster::Pages;
-use handoff_kube::loops::quoted;
 
 /// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
 /// Without a TTL or a known update time nothing expires.
@@ -84,7 +84,7 @@ pub(crate) async fn groom_once(
                 continue;
             }
             let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
-            let updated = handoff_kube::store::updated_at(h).map(|t| t.0);
+            let updated = handoff_core::handoff::view::updated_at(h).map(|t| t.0);
             if !expired(updated, ttl, now) {
                 continue;
             }
@@ -124,7 +124,7 @@ async fn delete(
         h.spec.project,
         ttl.as_secs()
     );
-    tracing::info!(handoff = %handoff_kube::store::describe(h), "groomed");
+    tracing::info!(handoff = %handoff_core::handoff::describe(h), "groomed");
     ctx.events.event(h, "Groomed", note).await;
     Ok(true)
 }

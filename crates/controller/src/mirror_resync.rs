@@ -3,7 +3,7 @@
 //! the pure plan of [`handoff_mirror::resync`]. An orphan row is deleted
 //! with its object's history (unless `--keep-history-on-delete`), and past
 //! revisions older than `--history-max-age` are dropped. An object whose
-//! name is not derived from its key ([`handoff_kube::store::canonical`]:
+//! name is not derived from its key ([`handoff_core::handoff::canonical`]:
 //! a twin or a squat, made where nothing checked the name) is never
 //! mirrored: a pass forgets its row and history, whatever the retention
 //! (they may have been written before the mirror refused such objects),
@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 use crate::handoff::state::HandoffLoop;
 use handoff_core::api::Handoff;
 use handoff_core::liveness::PASS;
+use handoff_core::loops::{Category, delay};
 use handoff_kube::cluster::Pages;
-use handoff_kube::loops::{Category, delay};
 use handoff_mirror::resync::{Pass, ResyncError};
 use handoff_mirror::{Mirror, Row};
 
@@ -65,7 +65,7 @@ pub(crate) async fn resync_once(
                 continue;
             }
             let key = h.spec.handoff_key.as_str();
-            if !handoff_kube::store::canonical(&h) {
+            if !handoff_core::handoff::canonical(&h) {
                 if let Some(uid) = h.metadata.uid.clone() {
                     forget.push((namespace, key.to_owned(), uid));
                 }
@@ -131,7 +131,7 @@ pub(crate) async fn resync_once(
 
 /// Resyncs now and every `interval` until `stop`; a failed pass (say,
 /// PostgreSQL down) is retried after the loops' backoff
-/// ([`handoff_kube::loops::delay`]: doubling from 1 s, at most a minute),
+/// ([`handoff_core::loops::delay`]: doubling from 1 s, at most a minute),
 /// never later than `interval`.
 pub(crate) async fn run(
     ctx: Arc<HandoffLoop>,

@@ -29,11 +29,12 @@ use kube::{Client, ResourceExt};
 
 use handoff_core::api::HandoffOffer;
 use handoff_core::liveness::LoopProgress;
+use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::{AGENT_LABEL, CONTROLLER_FIELD_MANAGER};
 use handoff_core::offers::plan::{Effect, Observed, Plan, Reads, Wake, job_slot, plan, reads};
 use handoff_core::time::{Clock, SystemClock};
 use handoff_kube::cluster::scoped;
-use handoff_kube::loops::{Categorized, Category, LoopMetrics};
+use handoff_kube::loops::{KubeCategory, LoopMetrics};
 use handoff_kube::offers::{OfferError, OfferStore};
 use handoff_kube::runner::{self, LoopError, Plumbing, Reconcile};
 

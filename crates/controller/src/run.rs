@@ -278,7 +278,8 @@ fn handoffs<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
     // handoffs. A reconcile fetches the object when it needs it.
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `handoff_kube::loops`).
-    let (cache, writer) = reflector::store::<DeserializeGuard<handoff::cached::CachedHandoff>>();
+    let (cache, writer) =
+        reflector::store::<DeserializeGuard<handoff_core::handoff::cached::CachedHandoff>>();
     // The gauge of objects whose name is not derived from their key is
     // counted from this cache at each scrape (see `metrics`).
     let counted = cache.clone();

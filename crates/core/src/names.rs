@@ -57,6 +57,6 @@ pub const ROLE_LABEL: &str = "handoff.dev/role";
 pub(crate) const TICK_ANNOTATION: &str = "handoff.dev/tick";
 
 /// The ConfigMap of a namespace's handoff settings (the lint's soft token
-/// budget, see [`handoff_kube::settings`]): the bridge and the controller may
+/// budget, see [`crate::settings`]): the bridge and the controller may
 /// `get` this name only.
 pub const SETTINGS_CONFIGMAP: &str = "handoff-settings";

@@ -11,11 +11,14 @@
 //!   off forever: the loop stalls for every other object.
 //! - **Error categories.** A failure is `invalid` (the object or request is
 //!   wrong: retrying the same thing cannot help) or `transient` (the
-//!   apiserver or PostgreSQL is unavailable, a conflict, a timeout);
-//!   counted in `handoff_controller_reconcile_errors_total{kind,category,step}`
+//!   apiserver or PostgreSQL is unavailable, a conflict, a timeout;
+//!   [`handoff_core::loops::Category`], of an apiserver error
+//!   [`KubeCategory::of_kube`]); counted in
+//!   `handoff_controller_reconcile_errors_total{kind,category,step}`
 //!   (`step`: what the reconcile was doing, `get`, `patch_status`, …, as
 //!   the loop's error names it) and logged with the same step.
-//! - **One backoff policy** ([`Backoff`]): 1 s doubling per consecutive
+//! - **One backoff policy** ([`Backoff`], its pauses
+//!   [`handoff_core::loops::delay`]): 1 s doubling per consecutive
 //!   failure of an object, at most 60 s; an invalid failure waits the
 //!   longest at once. An object's failure count is dropped when it
 //!   reconciles cleanly and when it is deleted, so the map holds only
@@ -27,7 +30,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
@@ -43,56 +45,24 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use handoff_core::liveness::LoopProgress;
+use handoff_core::loops::{Categorized, Category, bounded_note, delay};
 
-/// Longest pause between retries of a failing object.
-pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// How a reconcile failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Category {
-    /// The object or the request is wrong: retrying cannot help until
-    /// something changes.
-    Invalid,
-    /// The apiserver or PostgreSQL is unavailable, a conflict, a timeout:
-    /// retrying can.
-    Transient,
-}
-
-impl Category {
-    /// The metric label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Invalid => "invalid",
-            Self::Transient => "transient",
-        }
-    }
-
+/// The [`Category`] of an apiserver error (this crate holds kube's
+/// client; [`Category`] is [`handoff_core::loops`]'s).
+pub trait KubeCategory {
     /// The category of an apiserver error: a request the apiserver refuses
     /// as malformed or invalid (400, 422) or a response that does not
     /// deserialize is invalid; everything else (unreachable, 5xx, 409, 429,
     /// 403 until RBAC is fixed) is transient.
-    pub fn of_kube(err: &kube::Error) -> Self {
+    fn of_kube(err: &kube::Error) -> Self;
+}
+
+impl KubeCategory for Category {
+    fn of_kube(err: &kube::Error) -> Self {
         match err {
-            kube::Error::Api(status) if matches!(status.code, 400 | 422) => Self::Invalid,
-            kube::Error::SerdeError(_) => Self::Invalid,
-            _ => Self::Transient,
-        }
-    }
-}
-
-/// An error that knows its [`Category`].
-pub trait Categorized {
-    /// Invalid or transient.
-    fn category(&self) -> Category;
-}
-
-/// Pause before retrying an object after its `failures`-th consecutive
-/// failure (1-based): 1 s, 2 s, 4 s, … at most [`MAX_BACKOFF`].
-pub fn delay(failures: u32, category: Category) -> Duration {
-    match category {
-        Category::Invalid => MAX_BACKOFF,
-        Category::Transient => {
-            Duration::from_secs(1u64 << failures.saturating_sub(1).min(6)).min(MAX_BACKOFF)
+            kube::Error::Api(status) if matches!(status.code, 400 | 422) => Category::Invalid,
+            kube::Error::SerdeError(_) => Category::Invalid,
+            _ => Category::Transient,
         }
     }
 }
@@ -314,32 +284,6 @@ where
     scope.includes(namespace.unwrap_or_default())
 }
 
-/// Most bytes of an Event's note (the Events API refuses longer ones).
-pub(crate) const MAX_NOTE_BYTES: usize = 1024;
-
-/// `note` cut to [`MAX_NOTE_BYTES`] (on a character boundary, marked `…`).
-pub fn bounded_note(mut note: String) -> String {
-    if note.len() > MAX_NOTE_BYTES {
-        let mut end = MAX_NOTE_BYTES - '…'.len_utf8();
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-        note.push('…');
-    }
-    note
-}
-
-/// A key or name as a note quotes it: at most `chars` characters (`…`
-/// marks a cut), so the rest of the note still fits.
-pub fn quoted(value: &str, chars: usize) -> String {
-    if value.chars().count() <= chars {
-        return format!("{value:?}");
-    }
-    let head: String = value.chars().take(chars).collect();
-    format!("{head:?}…")
-}
-
 /// The note of an `InvalidObject` Event.
 pub(crate) fn invalid_note(kind: &str, error: &str) -> String {
     bounded_note(format!(
@@ -383,27 +327,9 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Duration;
 
-    #[test]
-    fn the_backoff_doubles_up_to_its_ceiling_and_invalid_waits_longest() {
-        let cases = [
-            (1, Category::Transient, 1),
-            (2, Category::Transient, 2),
-            (3, Category::Transient, 4),
-            (6, Category::Transient, 32),
-            (7, Category::Transient, 60),
-            (40, Category::Transient, 60),
-            (1, Category::Invalid, 60),
-        ];
-        for (failures, category, secs) in cases {
-            assert_eq!(
-                delay(failures, category),
-                Duration::from_secs(secs),
-                "{failures} {category:?}"
-            );
-        }
-    }
+    use super::*;
 
     #[test]
     fn failures_are_counted_per_object_and_forgotten() {
@@ -506,16 +432,6 @@ mod tests {
             ),
             "{text}"
         );
-    }
-
-    #[test]
-    fn quoted_values_are_cut_to_a_number_of_characters() {
-        assert_eq!(quoted("acme/api#42", 20), "\"acme/api#42\"");
-        assert_eq!(quoted(&"é".repeat(30), 3), "\"ééé\"…");
-        assert_eq!(bounded_note("short".into()), "short");
-        let cut = bounded_note("x".repeat(2000));
-        assert_eq!(cut.len(), MAX_NOTE_BYTES);
-        assert!(cut.ends_with('…'));
     }
 
     #[test]

@@ -21,10 +21,11 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
-use crate::loops::{Categorized, Category};
+use crate::loops::KubeCategory;
 use handoff_core::api::{
     HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, OfferPhase, SupersedeReason,
 };
+use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::{SLOT_LABEL, TO_LABEL};
 use handoff_core::offers::{Decision, Outcome, active_selector, decide, offer_name, seq_of, slot};
 use handoff_core::schedule::jobs::job_result;

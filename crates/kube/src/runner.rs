@@ -34,10 +34,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cluster::NamespaceScope;
 use crate::loops::{
-    Backoff, Categorized, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked,
-    valid_or_report,
+    Backoff, LoopMetrics, UNMANAGED_RECHECK, describe, managed, tracked, valid_or_report,
 };
 use handoff_core::liveness::LoopProgress;
+use handoff_core::loops::Categorized;
 
 /// What the runner keeps for a loop (two loops may share one: the offer
 /// and agent Job loops report as one `offers` loop).

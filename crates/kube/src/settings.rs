@@ -3,12 +3,10 @@
 //! warnings) and the controller (for the `Linted` condition) through the
 //! same [`Budgets`] cache, so both lint a body under the same budget.
 //!
-//! One key today, [`BUDGET_KEY`]: the lint's soft token budget, a positive
-//! integer of approximate tokens ([`handoff_core::lint`]). A namespace without the
-//! ConfigMap or the key uses [`DEFAULT_TOKEN_BUDGET`]. A bad value never
-//! fails a write: the default is used and the [`Budget`] carries the
-//! problem (the controller puts it in the `Linted` condition's message; both
-//! log it).
+//! What its data sets — one key today, the lint's soft token budget — is
+//! decided without I/O by [`handoff_core::settings::budget_from`]; a bad
+//! value never fails a write (the default is used, the [`Budget`] carries
+//! the problem).
 //!
 //! The bridge reads a namespace's budget only after the caller's own
 //! write there succeeded, never beside or before it: a caller whose RBAC
@@ -30,11 +28,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use kube::api::Api;
 
-use handoff_core::lint::DEFAULT_TOKEN_BUDGET;
 use handoff_core::names::SETTINGS_CONFIGMAP;
-
-/// The key of [`SETTINGS_CONFIGMAP`] holding the lint's soft budget.
-pub const BUDGET_KEY: &str = "lintBudgetTokens";
+use handoff_core::settings::{Budget, budget_from};
 
 /// How long a namespace's budget is reused before it is read again: a
 /// change of the ConfigMap takes effect within this time.
@@ -47,52 +42,6 @@ pub(crate) const BUDGET_CACHE_CAPACITY: usize = 4096;
 /// Most time the bridge's read of the ConfigMap may take before the
 /// default is used (the controller uses its `--apiserver-timeout`).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The budget a namespace's bodies are linted under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Budget {
-    /// Approximate tokens.
-    pub tokens: i64,
-    /// Why the default is used although the namespace set a value (names
-    /// the ConfigMap, the key and the problem); `None` when all is well.
-    pub problem: Option<String>,
-}
-
-impl Budget {
-    /// [`DEFAULT_TOKEN_BUDGET`], with no problem.
-    pub fn default_budget() -> Self {
-        Self {
-            tokens: DEFAULT_TOKEN_BUDGET,
-            problem: None,
-        }
-    }
-}
-
-/// Pure: the budget the data of [`SETTINGS_CONFIGMAP`] sets (`None`: no
-/// ConfigMap). No key → the default; a value that is not a positive integer
-/// → the default, with the problem.
-pub(crate) fn budget_from(data: Option<&std::collections::BTreeMap<String, String>>) -> Budget {
-    let Some(value) = data.and_then(|d| d.get(BUDGET_KEY)) else {
-        return Budget::default_budget();
-    };
-    let problem = match value.trim().parse::<i64>() {
-        Ok(tokens) if tokens > 0 => {
-            return Budget {
-                tokens,
-                problem: None,
-            };
-        }
-        Ok(_) => format!("got {value:?}, not positive"),
-        Err(_) => format!("got {value:?}, not an integer"),
-    };
-    Budget {
-        tokens: DEFAULT_TOKEN_BUDGET,
-        problem: Some(format!(
-            "ConfigMap {SETTINGS_CONFIGMAP} key {BUDGET_KEY} must be a positive integer \
-             (approximate tokens): {problem}; the default {DEFAULT_TOKEN_BUDGET} is used"
-        )),
-    }
-}
 
 /// What one read found, as cached.
 #[derive(Clone)]
@@ -195,61 +144,5 @@ impl Budgets {
             }
         }
         cache.insert(namespace.to_owned(), (Instant::now(), found.clone()));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    #[test]
-    fn the_budget_comes_from_the_key_or_is_the_default_with_the_problem() {
-        // (value of the key or None for no key, tokens, problem fragment)
-        let cases: [(Option<&str>, i64, Option<&str>); 8] = [
-            (None, DEFAULT_TOKEN_BUDGET, None),
-            (Some("500"), 500, None),
-            (Some(" 8000\n"), 8000, None),
-            (Some("1"), 1, None),
-            (
-                Some("0"),
-                DEFAULT_TOKEN_BUDGET,
-                Some("got \"0\", not positive"),
-            ),
-            (
-                Some("-5"),
-                DEFAULT_TOKEN_BUDGET,
-                Some("got \"-5\", not positive"),
-            ),
-            (
-                Some("2k"),
-                DEFAULT_TOKEN_BUDGET,
-                Some("got \"2k\", not an integer"),
-            ),
-            (
-                Some(""),
-                DEFAULT_TOKEN_BUDGET,
-                Some("got \"\", not an integer"),
-            ),
-        ];
-        for (value, tokens, problem) in cases {
-            let mut data = BTreeMap::from([("other".to_owned(), "x".to_owned())]);
-            if let Some(value) = value {
-                data.insert(BUDGET_KEY.to_owned(), value.to_owned());
-            }
-            let budget = budget_from(Some(&data));
-            assert_eq!(budget.tokens, tokens, "{value:?}");
-            match (&budget.problem, problem) {
-                (None, None) => {}
-                (Some(got), Some(want)) => assert!(
-                    got.contains(want)
-                        && got.contains("ConfigMap handoff-settings key lintBudgetTokens")
-                        && got.contains("the default 2000 is used"),
-                    "{value:?}: {got}"
-                ),
-                (got, want) => panic!("{value:?}: got {got:?}, want {want:?}"),
-            }
-        }
-        assert_eq!(budget_from(None), Budget::default_budget(), "no ConfigMap");
     }
 }

@@ -89,14 +89,14 @@ fn with_causes(error: &tokio_postgres::Error) -> String {
     text
 }
 
-impl handoff_kube::loops::Categorized for MirrorError {
-    fn category(&self) -> handoff_kube::loops::Category {
+impl handoff_core::loops::Categorized for MirrorError {
+    fn category(&self) -> handoff_core::loops::Category {
         match self {
             Self::Url(_) | Self::Dsn(_) | Self::Tls(_) | Self::Pool(_) | Self::Object { .. } => {
-                handoff_kube::loops::Category::Invalid
+                handoff_core::loops::Category::Invalid
             }
             Self::Connect { .. } | Self::Postgres(_) | Self::Timeout(_) | Self::Unavailable(_) => {
-                handoff_kube::loops::Category::Transient
+                handoff_core::loops::Category::Transient
             }
             Self::Batch(error) => error.category(),
         }

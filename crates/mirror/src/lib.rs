@@ -12,7 +12,7 @@
 //!   controllers may start at once), recorded in `handoff_schema_migrations`.
 //! - the mirror holds objects, not guesses: only the current handoff of a
 //!   key (the object whose name is derived from its key,
-//!   [`handoff_kube::store::canonical`]) has a row ([`Row::of`] refuses any
+//!   [`handoff_core::handoff::canonical`]) has a row ([`Row::of`] refuses any
 //!   other), a row is written only by its own object (`id` is the uid) or a
 //!   newer incarnation of the same name, and history reads never cross
 //!   objects (`history`).

@@ -54,12 +54,12 @@ impl Row {
         else {
             return Ok(None);
         };
-        let object = handoff_kube::store::describe(h);
+        let object = handoff_core::handoff::describe(h);
         let problem = |problem: &str| MirrorError::Object {
             object: object.clone(),
             problem: problem.to_owned(),
         };
-        if !handoff_kube::store::canonical(h) {
+        if !handoff_core::handoff::canonical(h) {
             return Err(problem(&format!(
                 "its name is not {}, the name derived from its handoffKey",
                 name_for_key(&h.spec.handoff_key)

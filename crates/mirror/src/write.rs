@@ -9,7 +9,7 @@
 //! time — never by an object of another name that names the same key. Rows
 //! written before migration 0004 carry no name and may be replaced by the
 //! key's current object. The controller writes only objects whose name is
-//! derived from their key ([`handoff_kube::store::canonical`]), so the row
+//! derived from their key ([`handoff_core::handoff::canonical`]), so the row
 //! of a key is its current handoff's.
 
 use std::collections::HashSet;

@@ -5,7 +5,7 @@
 //! `list`, since RBAC is not in that path. Both give the same entries in
 //! the same order, and their cursors are the same. Both list only the
 //! current handoff of each key (the object whose name is derived from its
-//! key, [`handoff_kube::store::canonical`]): the mirror holds no other, and
+//! key, [`handoff_core::handoff::canonical`]): the mirror holds no other, and
 //! the apiserver read skips any other (an object made past the name check,
 //! holding another object's key, must not speak for it).
 

@@ -13,7 +13,7 @@
 //!
 //! Both page with an opaque cursor (the offset of the next page), and both
 //! answer only the current handoff of each key (the object whose name is
-//! derived from its key, [`handoff_kube::store::canonical`]): the mirror
+//! derived from its key, [`handoff_core::handoff::canonical`]): the mirror
 //! holds no other, and the scan skips any other.
 
 use rmcp::model::JsonObject;
@@ -234,7 +234,7 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                 .store()
                 .scan(&query, SCAN_CAP, |page| {
                     // Only the current handoff of each key is searched.
-                    let current = page.iter().filter(|h| handoff_kube::store::canonical(h));
+                    let current = page.iter().filter(|h| handoff_core::handoff::canonical(h));
                     found.extend(current.filter_map(|h| {
                         occurrences(&wanted, &excluded, &h.spec.handoff_key, &h.spec.body)
                             .filter(|n| *n > 0)

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer, OfferPhase};
-use handoff_kube::store::{revision, updated_at};
+use handoff_core::handoff::view::{revision, updated_at};
 use handoff_mirror::ListedRow;
 
 /// What every view of a handoff shows of it, whether read from the
@@ -78,7 +78,7 @@ pub struct HandoffView {
 
 impl HandoffView {
     /// The view of a stored handoff: its revision and time as
-    /// [`handoff_kube::store::counted`] rules (none and the write's time
+    /// [`handoff_core::handoff::view::counted`] rules (none and the write's time
     /// while the controller has not counted this content).
     pub fn of(h: &Handoff) -> Self {
         Self {

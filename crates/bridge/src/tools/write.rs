@@ -26,8 +26,9 @@ use super::views::HandoffView;
 use crate::profiles::Audience;
 use handoff_core::api::HandoffSpec;
 use handoff_core::api::validation::{self, FieldError};
+use handoff_core::handoff::outcome::WriteOutcome;
 use handoff_core::lint::{self, Warning};
-use handoff_kube::store::{WriteError, WriteOutcome};
+use handoff_kube::store::WriteError;
 
 const NAME: &str = "write_handoff";
 
@@ -204,7 +205,7 @@ fn outcome_text(result: &WriteResult) -> String {
 
 /// What a written answer says of the revision: its number once counted,
 /// else that it is counted shortly (the answer never carries the previous
-/// content's revision: [`handoff_kube::store::counted`]).
+/// content's revision: [`handoff_core::handoff::view::counted`]).
 fn revision_note(revision: Option<i64>) -> String {
     match revision {
         Some(r) => format!(" Revision {r}."),

@@ -1,113 +1,12 @@
-//! What the Handoff loop's watch cache keeps of a handoff: a purpose-built
-//! [`CachedHandoff`] holding only what the loop reads before it decides to
-//! fetch the object — its identity, its key, whether its name is derived
-//! from its key (and, if not, whether that is reported), whether it is
-//! counted at its generation, how its `Mirrored` condition stands and the
-//! label apply it needs, worked out from the full object as the watch
-//! delivers it. No body, no annotations, no managedFields, no condition
-//! messages: the cache is most of the controller's memory and grows with
-//! the number of handoffs (see the module docs of [`super`], "Memory").
+//! The Handoff loop's watch, made compact before the reflector stores it:
+//! each event's object becomes the [`CachedHandoff`] the cache keeps
+//! (decided in [`handoff_core::handoff::cached`]).
 
-use std::borrow::Cow;
-
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::serde::Deserialize;
-use kube::Resource;
 use kube::core::DeserializeGuard;
 use kube::runtime::watcher;
 
-use super::plan::metadata_plan;
-use super::{KEY_BOUND, MIRRORED};
-use handoff_core::api::{Handoff, HandoffPhase};
-
-/// How the `Mirrored` condition of a cached handoff stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(crate = "k8s_openapi::serde")]
-pub(crate) enum Mirrored {
-    /// No `Mirrored` condition.
-    Absent,
-    /// True for the object's generation: its row is current.
-    Current,
-    /// False, or True for an older generation.
-    Behind,
-}
-
-/// A handoff as the watch cache keeps it (see the module docs). kube's
-/// runtime asks its objects to deserialize; this one never is (it is made
-/// by [`CachedHandoff::of`]).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(crate = "k8s_openapi::serde")]
-pub(crate) struct CachedHandoff {
-    /// Name, namespace, uid, resourceVersion, generation and
-    /// deletionTimestamp only.
-    metadata: ObjectMeta,
-    /// `spec.handoffKey` (the mirror's key: the backlog, the delete).
-    pub(crate) key: String,
-    /// Its name is the one derived from its key: the key's handoff
-    /// ([`handoff_kube::store::canonical`]).
-    pub(crate) canonical: bool,
-    /// Its `KeyBound` condition is False (a non-canonical object reported).
-    pub(crate) unbound_reported: bool,
-    /// Counted at its generation (revision, time, hash and phase set).
-    pub(crate) counted: bool,
-    /// Its `Mirrored` condition.
-    pub(crate) mirrored: Mirrored,
-    /// The label apply it needs ([`metadata_plan`]), `None` for almost all.
-    pub(crate) labels: Option<serde_json::Value>,
-}
-
-impl CachedHandoff {
-    /// What the cache keeps of `h`.
-    pub(crate) fn of(h: &Handoff) -> Self {
-        let meta = &h.metadata;
-        let generation = meta.generation;
-        let status = h.status.as_ref();
-        let counted = status.is_some_and(|status| {
-            status.observed_generation == generation
-                && generation.is_some()
-                && status.revision.is_some()
-                && status.updated_at.is_some()
-                && status.content_hash.is_some()
-                && status.phase == Some(HandoffPhase::Current)
-        });
-        let condition = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == MIRRORED));
-        let mirrored = match condition {
-            None => Mirrored::Absent,
-            Some(c) if c.status == "True" && c.observed_generation == generation => {
-                Mirrored::Current
-            }
-            Some(_) => Mirrored::Behind,
-        };
-        let unbound_reported = status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == KEY_BOUND && c.status == "False")
-        });
-        Self {
-            metadata: ObjectMeta {
-                name: meta.name.clone(),
-                namespace: meta.namespace.clone(),
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-                generation,
-                deletion_timestamp: meta.deletion_timestamp.clone(),
-                ..ObjectMeta::default()
-            },
-            key: h.spec.handoff_key.clone(),
-            canonical: handoff_kube::store::canonical(h),
-            unbound_reported,
-            counted,
-            mirrored,
-            labels: metadata_plan(h),
-        }
-    }
-
-    /// Whether the object is being deleted.
-    pub(crate) fn terminating(&self) -> bool {
-        self.metadata.deletion_timestamp.is_some()
-    }
-}
+use handoff_core::api::Handoff;
+use handoff_core::handoff::cached::CachedHandoff;
 
 /// A watch event of full handoffs as the cache keeps it (an object that
 /// does not deserialize stays as it is, to be reported).
@@ -122,36 +21,5 @@ pub(crate) fn cached_event(
         watcher::Event::Init => watcher::Event::Init,
         watcher::Event::InitApply(guard) => watcher::Event::InitApply(cached(guard)),
         watcher::Event::InitDone => watcher::Event::InitDone,
-    }
-}
-
-/// A `Handoff` to the apiserver and to kube's runtime (the reflector, the
-/// controller's object references, Events).
-impl Resource for CachedHandoff {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Handoff::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Handoff::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Handoff::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Handoff::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
     }
 }

@@ -4,7 +4,7 @@
 //! current.
 //!
 //! Only the current handoff of a key — the object whose name is derived
-//! from its key ([`handoff_kube::store::canonical`]) — is mirrored. Another
+//! from its key ([`handoff_core::handoff::canonical`]) — is mirrored. Another
 //! (a *twin*: a name of its own and another object's key; a *squat*: the
 //! name of one key holding another key), made where nothing checked the
 //! name, is reported instead: its `KeyBound` condition is False (reason
@@ -14,18 +14,19 @@
 //! and no row (resync forgets any it had), and its revisions announce no
 //! `Superseded` Event (they are not the key's).
 //!
-//! One reconcile is observe → [`plan`] → apply:
+//! One reconcile is observe → [`handoff_core::handoff::plan`] → apply:
 //!
-//! - **observe**: the cached copy holds no body ([`cached`], see
+//! - **observe**: the cached copy holds no body
+//!   ([`handoff_core::handoff::cached`], see
 //!   "Memory" below); when the object must be counted or mirrored
-//!   ([`plan::cached_plan`]: not counted at this generation, its `Mirrored`
+//!   ([`handoff_core::handoff::plan::cached_plan`]: not counted at this generation, its `Mirrored`
 //!   condition not True for it, or mirror work for its key owed in the
 //!   loop's [`crate::backlog::Backlog`]) the reconcile GETs it (bounded by
 //!   `--apiserver-timeout`) and reads the namespace's lint budget (through
 //!   the cache of [`handoff_kube::settings`]: a request at most once per
 //!   namespace per [`handoff_kube::settings::BUDGET_TTL`]); the clock says
 //!   when.
-//! - **plan** (pure, [`plan`]): the counted status, then, given the row
+//! - **plan** (pure, [`handoff_core::handoff::plan`]): the counted status, then, given the row
 //!   write's outcome, every effect: the status patch, the `Superseded`
 //!   Event, the labels, the history append, whether to retry.
 //! - **apply**, in an order chosen so nothing is counted twice and nothing
@@ -53,7 +54,7 @@
 //!
 //! Memory: the watch cache is most of the controller's memory, and a body
 //! (up to 1 MiB, typically kilobytes) is most of an object, so the cache
-//! keeps no body ([`cached`]). The alternative, kube's metadata-only watch,
+//! keeps no body ([`handoff_core::handoff::cached`]). The alternative, kube's metadata-only watch,
 //! would keep even less, but without `status`: every reconcile — and, after
 //! a restart, every object — would need a GET just to learn whether it is
 //! counted and mirrored. With the full watch made compact before the
@@ -86,13 +87,11 @@
 //!
 //! `status.updatedAt` is the controller's clock (whole seconds, as
 //! `metav1.Time` serializes) when it counted the change — normally within a
-//! second of the write. Before that, [`handoff_kube::store::updated_at`] falls back
+//! second of the write. Before that, [`handoff_core::handoff::view::updated_at`] falls back
 //! to the write time in managedFields; afterwards both the bridge and the
 //! mirror order by this same value.
 
 pub(crate) mod cached;
-pub(crate) mod names;
-pub(crate) mod plan;
 pub(crate) mod state;
 
 use std::sync::Arc;
@@ -102,14 +101,14 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 
-use self::cached::CachedHandoff;
-use self::names::NOTE_KEY_CHARS;
-pub use self::names::{KEY_BOUND, LINTED, MIRRORED, NAME_NOT_DERIVED};
-use self::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
 use self::state::HandoffLoop;
 use handoff_core::api::{Handoff, HandoffStatus};
+use handoff_core::handoff::NAME_NOT_DERIVED;
+use handoff_core::handoff::cached::CachedHandoff;
+use handoff_core::handoff::plan::{Mirroring, Observed, Plan, cached_plan, counting, plan};
+use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-use handoff_kube::loops::{Categorized, Category, describe};
+use handoff_kube::loops::{KubeCategory, describe};
 use handoff_kube::runner::{LoopError, Plumbing, Reconcile};
 use handoff_mirror::batch::Batcher;
 use handoff_mirror::{MirrorError, Row};
@@ -223,6 +222,7 @@ async fn reconcile_inner(cached: &CachedHandoff, ctx: &HandoffLoop) -> Result<Ac
     let budget = ctx.budgets.budget(&namespace).await;
     let observed = Observed {
         handoff: &h,
+        canonical: cached.canonical,
         budget: &budget,
         mirror,
         now: ctx.clock.now(),

@@ -41,12 +41,13 @@ use handoff_core::api::{
 };
 use handoff_core::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
 use handoff_core::liveness::LoopProgress;
+use handoff_core::loops::{Categorized, Category};
 use handoff_core::names::{CONTROLLER_FIELD_MANAGER, SCHEDULE_LABEL};
 use handoff_core::schedule::jobs::{Role, build_job};
 use handoff_core::schedule::plan::{Effect, JobState, Observed, Plan, Wake, plan, step_job};
 use handoff_core::time::Clock;
 use handoff_kube::cluster::scoped;
-use handoff_kube::loops::{Categorized, Category};
+use handoff_kube::loops::KubeCategory;
 use handoff_kube::runner::{self, LoopError, Plumbing, Reconcile};
 use handoff_kube::store::{HandoffStore, ListQuery};
 

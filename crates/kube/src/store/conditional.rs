@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use kube::api::{Patch, PatchParams};
 
-use super::{HandoffStore, WriteOutcome, desired, updated_at};
+use super::{HandoffStore, desired};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::handoff::outcome::WriteOutcome;
+use handoff_core::handoff::view::updated_at;
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 
 impl HandoffStore {

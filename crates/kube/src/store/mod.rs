@@ -17,12 +17,12 @@
 //! new resourceVersion, no generation, no watch event, so no status write
 //! or Event downstream): identical content from the same writer writes
 //! nothing. Whether *this* apply wrote is read from its answer
-//! ([`outcome`]): `201 Created` is a creation; a response whose
+//! ([`handoff_core::handoff::outcome::outcome`]): `201 Created` is a creation; a response whose
 //! `status.observedGeneration` equals `metadata.generation` was counted by
 //! the controller before this apply and not changed by it (a spec change
 //! bumps the generation past anything counted); a version this process
 //! already received from an earlier write before sending this one
-//! ([`Seen`]), or whose last change by the bridge's field manager is older
+//! (`outcome::Seen`), or whose last change by the bridge's field manager is older
 //! than this round trip could explain (managedFields `time` against the
 //! `Date` header, both the apiserver's clock in whole seconds), was not
 //! written by it either. What is left is reported `updated`; the one case
@@ -37,15 +37,15 @@
 //! [`HandoffStore::write_if_at`] keeps its read-check-apply: the check
 //!
 //! By concern: this file is the store and its plain calls (get, write,
-//! delete); `outcome` reads what an apply did from its answer,
+//! delete); `outcome` makes an apply and gathers what its answer says
+//! (what the apply did is decided by [`handoff_core::handoff::outcome`]),
 //! `conditional` is the write at an expected revision, and `paging` the
-//! list order and the project reads page by page, `view` the one rule for
-//! the revision and time a handoff shows.
+//! list order and the project reads page by page. The one rule for the
+//! revision and time a handoff shows is [`handoff_core::handoff::view`].
 
 mod conditional;
 mod outcome;
 mod paging;
-mod view;
 
 use std::time::Duration;
 
@@ -54,26 +54,11 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 
 use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::handoff::outcome::{WriteOutcome, outcome};
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 
 pub use self::conditional::{RevisionConflict, WriteError};
-pub use self::outcome::{Answer, outcome};
 pub use self::paging::{FirstOf, SortKey, newest_first, sort_key};
-pub use self::view::{counted, revision, updated_at, written_at};
-
-/// What a write did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteOutcome {
-    /// No handoff existed for the key.
-    Created,
-    /// The stored spec changed: new content, or the same content from
-    /// another writer (see the module docs).
-    Updated,
-    /// The handoff already held this content from this writer; nothing was
-    /// written.
-    Unchanged,
-}
 
 /// A query of one project's handoffs.
 #[derive(Debug, Clone, Default)]
@@ -164,52 +149,6 @@ where
                 tokio::time::sleep(Duration::from_millis(10 * u64::from(attempt))).await;
             }
             other => return other,
-        }
-    }
-}
-
-/// `namespace/name` of a handoff, for messages and logs.
-pub fn describe(h: &Handoff) -> String {
-    format!(
-        "{}/{}",
-        h.metadata.namespace.as_deref().unwrap_or_default(),
-        h.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
-/// Whether `h` is the current handoff of its key: its name is the one
-/// derived from `spec.handoffKey` ([`name_for_key`]). Only such an object
-/// is mirrored or listed; another (a *twin* holding another object's key
-/// under a name of its own, or a *squat* at the name of another key) was
-/// made past the name check and is reported, never served.
-pub fn canonical(h: &Handoff) -> bool {
-    h.metadata.name.as_deref() == Some(name_for_key(&h.spec.handoff_key).as_str())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_name_derived_from_the_key_is_canonical() {
-        let spec = |key: &str| HandoffSpec {
-            handoff_key: key.into(),
-            project: "p".into(),
-            repo: None,
-            kind: None,
-            body: "b".into(),
-            created_by: None,
-        };
-        let cases = [
-            (Some(name_for_key("k")), "k", true, "the derived name"),
-            (Some("my-handoff".to_owned()), "k", false, "a twin"),
-            (Some(name_for_key("k2")), "k3", false, "a squat"),
-            (None, "k", false, "no name"),
-        ];
-        for (name, key, want, why) in cases {
-            let mut h = Handoff::new("x", spec(key));
-            h.metadata.name = name;
-            assert_eq!(canonical(&h), want, "{why}");
         }
     }
 }

@@ -4,9 +4,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 
-use super::{HandoffStore, ListQuery, updated_at};
+use super::{HandoffStore, ListQuery};
 use crate::cluster::Pages;
 use handoff_core::api::Handoff;
+use handoff_core::handoff::canonical;
+use handoff_core::handoff::view::updated_at;
 
 impl HandoffStore {
     /// The first `keep` handoffs of a project (and repo) in list order
@@ -16,7 +18,7 @@ impl HandoffStore {
     /// in memory at once ([`keep_first`]): memory does not grow with the
     /// project (time does; the PostgreSQL mirror answers from an index).
     /// Objects whose name is not derived from their key
-    /// ([`super::canonical`]) are neither kept nor counted.
+    /// ([`canonical`]) are neither kept nor counted.
     pub async fn list_first(
         &self,
         query: &ListQuery,
@@ -28,7 +30,7 @@ impl HandoffStore {
         let mut pages = Pages::new(&self.api, &params);
         while let Some(mut page) = pages.next().await? {
             // Only the current handoff of each key is listed.
-            page.retain(super::canonical);
+            page.retain(canonical);
             first.total += page.len();
             first.items = keep_first(first.items, page, sort_key, after, keep);
         }

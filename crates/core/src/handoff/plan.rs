@@ -1,6 +1,6 @@
 //! The Handoff loop's decisions, pure: what the reconcile observed
 //! ([`Observed`]) → the effects ([`Plan`]), tested as tables. The I/O
-//! around them is [`super`].
+//! around them is `handoff_controller::handoff`.
 //!
 //! One decision needs an outcome of I/O: the `Mirrored` condition is the
 //! result of this reconcile's row write, and goes out in the same status
@@ -11,185 +11,19 @@
 //! now, or the condition the object already carries when its row is known
 //! current; a failure is never read from anything but the write that failed.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::cached::{CachedHandoff, Mirrored};
-use super::{KEY_BOUND, LINTED, MIRRORED, NAME_NOT_DERIVED, NOTE_KEY_CHARS};
-use handoff_core::api::naming::{labels_for, name_for_key};
-use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
-use handoff_core::lint::approx_tokens;
-use handoff_core::names::CONTROLLER_FIELD_MANAGER;
-use handoff_kube::loops::quoted;
-use handoff_kube::settings::Budget;
-
-/// A time truncated to whole seconds (what `metav1.Time` keeps).
-pub(crate) fn whole_seconds(t: Timestamp) -> Timestamp {
-    Timestamp::from_second(t.as_second()).unwrap_or(t)
-}
-
-/// What counting found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Change {
-    /// First count of this object: revision 1.
-    Created,
-    /// The content changed: `from` → `to`.
-    Superseded {
-        /// The revision replaced.
-        from: i64,
-        /// The new revision.
-        to: i64,
-    },
-    /// Same content as last counted.
-    Unchanged,
-}
-
-/// The status for `spec` at `generation`, given the current status: the
-/// revision goes up by one only when the content hash differs, and new
-/// content is dated `written`, when its spec was written
-/// ([`handoff_kube::store::written_at`]), not when it is counted: the time
-/// the bridge shows before the count ([`handoff_kube::store::updated_at`])
-/// stays the same after it. The `Linted` condition is set from
-/// [`linted_condition`] under `budget` at `now`; other conditions are
-/// carried over unchanged.
-pub(crate) fn count(
-    spec: &HandoffSpec,
-    current: Option<&HandoffStatus>,
-    generation: Option<i64>,
-    budget: &Budget,
-    written: Timestamp,
-    now: Timestamp,
-) -> (HandoffStatus, Change) {
-    let hash = spec.content_hash();
-    let current = current.cloned().unwrap_or_default();
-    let (revision, updated_at, change) = match (current.revision, &current.content_hash) {
-        (Some(rev), Some(h)) if *h == hash => (rev, current.updated_at.clone(), Change::Unchanged),
-        (Some(rev), _) => (
-            rev + 1,
-            Some(Time(whole_seconds(written))),
-            Change::Superseded {
-                from: rev,
-                to: rev + 1,
-            },
-        ),
-        (None, _) => (1, Some(Time(whole_seconds(written))), Change::Created),
-    };
-    let status = HandoffStatus {
-        revision: Some(revision),
-        content_hash: Some(hash),
-        updated_at,
-        body_bytes: Some(i64::try_from(spec.body.len()).unwrap_or(i64::MAX)),
-        approx_tokens: Some(approx_tokens(&spec.body)),
-        phase: Some(HandoffPhase::Current),
-        observed_generation: generation,
-        conditions: current.conditions,
-    };
-    let mut status = status;
-    set_condition(
-        &mut status.conditions,
-        linted_condition(&spec.body, generation, budget, now),
-    );
-    (status, change)
-}
-
-/// The `Linted` condition: `True` (reason `NoWarnings`) when the body
-/// passes [`handoff_core::lint::lint`] under the namespace's budget, else `False`
-/// (reason `Warnings`) with every warning in the message — the same
-/// warnings `write_handoff` returns, for writers that do not use the bridge.
-/// A bad budget setting (the default was used) ends the message.
-pub(crate) fn linted_condition(
-    body: &str,
-    generation: Option<i64>,
-    budget: &Budget,
-    now: Timestamp,
-) -> Condition {
-    let warnings = handoff_core::lint::lint(body, budget.tokens);
-    let (status, reason, mut message) = if warnings.is_empty() {
-        (
-            "True",
-            "NoWarnings",
-            "the body passes the handoff lint".to_owned(),
-        )
-    } else {
-        ("False", "Warnings", handoff_core::lint::summary(&warnings))
-    };
-    if let Some(problem) = &budget.problem {
-        message.push_str(&format!("; {problem}"));
-    }
-    Condition {
-        type_: LINTED.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message,
-        observed_generation: generation,
-        last_transition_time: Time(whole_seconds(now)),
-    }
-}
-
-/// The `Mirrored` condition.
-pub(crate) fn mirrored_condition(
-    ok: bool,
-    message: String,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> Condition {
-    Condition {
-        type_: MIRRORED.into(),
-        status: if ok { "True" } else { "False" }.into(),
-        reason: if ok {
-            "RowCurrent"
-        } else {
-            "MirrorUnavailable"
-        }
-        .into(),
-        message,
-        observed_generation: generation,
-        last_transition_time: Time(whole_seconds(now)),
-    }
-}
-
-/// The False `KeyBound` condition of `h`, an object whose name is not the
-/// one derived from its key: the message names that name and how to
-/// remove the object.
-pub(crate) fn unbound_condition(h: &Handoff, now: Timestamp) -> Condition {
-    let name = h.name_any();
-    let expected = name_for_key(&h.spec.handoff_key);
-    Condition {
-        type_: KEY_BOUND.into(),
-        status: "False".into(),
-        reason: NAME_NOT_DERIVED.into(),
-        message: format!(
-            "metadata.name {name:?} is not {expected:?}, the name derived from spec.handoffKey {}: \
-             this object is not the key's handoff, so it is neither mirrored nor listed. \
-             Remove it with `kubectl delete handoff {name} -n {}`; the key's handoff \
-             (at {expected:?}) and its history stay",
-            quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
-            h.namespace().unwrap_or_default(),
-        ),
-        observed_generation: h.metadata.generation,
-        last_transition_time: Time(whole_seconds(now)),
-    }
-}
-
-/// The label keys the controller's field manager owns on `h` (from the
-/// managedFields of its server-side applies).
-fn owned_labels(h: &Handoff) -> Vec<String> {
-    h.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref() == Some(CONTROLLER_FIELD_MANAGER) && m.subresource.is_none()
-        })
-        .filter_map(|m| m.fields_v1.as_ref())
-        .filter_map(|f| f.0.get("f:metadata")?.get("f:labels")?.as_object())
-        .flat_map(|labels| labels.keys().filter_map(|k| k.strip_prefix("f:")))
-        .map(str::to_owned)
-        .collect()
-}
+use super::conditions::{mirrored_condition, unbound_condition};
+use super::count::{Change, count};
+use super::metadata::metadata_plan;
+use super::view::written_at;
+use super::{KEY_BOUND, MIRRORED, NOTE_KEY_CHARS};
+use crate::api::naming::name_for_key;
+use crate::api::{Handoff, HandoffSpec, HandoffStatus, set_condition};
+use crate::loops::quoted;
+use crate::settings::Budget;
 
 /// Whether the reconcile of `cached` needs the object's body, so must
 /// fetch the object: when it must count (never counted, or not at this
@@ -215,38 +49,6 @@ pub(crate) fn needs_body(cached: &CachedHandoff, mirror: bool, owed: bool) -> bo
     !(cached.counted && mirrored)
 }
 
-/// The metadata the controller applies to `h` (the labels it may set), or
-/// `None` when `h` already carries exactly that. A label is the
-/// controller's to set when the object lacks it or the controller already
-/// owns it; a label another writer set is left alone even when it
-/// disagrees with the spec.
-pub(crate) fn metadata_plan(h: &Handoff) -> Option<serde_json::Value> {
-    let current = h.metadata.labels.clone().unwrap_or_default();
-    let owned = owned_labels(h);
-    let desired = labels_for(
-        &h.spec.project,
-        h.spec.repo.as_deref(),
-        h.spec.kind.as_deref(),
-    );
-    let labels: BTreeMap<String, String> = desired
-        .into_iter()
-        .filter(|(k, _)| !current.contains_key(k) || owned.contains(k))
-        .collect();
-    let owned_now: BTreeMap<String, String> = owned
-        .iter()
-        .filter_map(|k| current.get(k).map(|v| (k.clone(), v.clone())))
-        .collect();
-    if labels == owned_now {
-        return None;
-    }
-    let metadata = serde_json::json!({ "name": h.name_any(), "labels": labels });
-    Some(serde_json::json!({
-        "apiVersion": "handoff.dev/v1alpha1",
-        "kind": "Handoff",
-        "metadata": metadata,
-    }))
-}
-
 fn writer(spec: &HandoffSpec) -> &str {
     spec.created_by
         .as_deref()
@@ -256,33 +58,37 @@ fn writer(spec: &HandoffSpec) -> &str {
 
 /// What a reconcile observed of one Handoff.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Observed<'a> {
+pub struct Observed<'a> {
     /// The object, fetched (with its body): the cache said it is to be
     /// counted or mirrored ([`cached_plan`]).
-    pub(crate) handoff: &'a Handoff,
+    pub handoff: &'a Handoff,
+    /// Whether it is its key's handoff ([`super::canonical`]), as the
+    /// cached copy says ([`CachedHandoff::canonical`]): name and key never
+    /// change, so a reconcile works it out once.
+    pub canonical: bool,
     /// The namespace's lint budget.
-    pub(crate) budget: &'a Budget,
+    pub budget: &'a Budget,
     /// Whether the mirror is on.
-    pub(crate) mirror: bool,
+    pub mirror: bool,
     /// The controller's clock.
-    pub(crate) now: Timestamp,
+    pub now: Timestamp,
 }
 
 /// The first step of the plan: the status as counted, before the row write.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Counting {
+pub struct Counting {
     /// The counted status (its `Mirrored` condition as found; dropped with
     /// the mirror off).
-    pub(crate) status: HandoffStatus,
+    pub status: HandoffStatus,
     /// What counting found.
     pub(crate) change: Change,
     /// Whether the row of the counted object is to be written now.
-    pub(crate) write_row: bool,
+    pub write_row: bool,
 }
 
 /// What this reconcile's row write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Mirroring {
+pub enum Mirroring {
     /// No row was written (mirror off, or the row is current).
     Skipped,
     /// The row holds `revision`; `history` when that revision is to be
@@ -299,26 +105,26 @@ pub(crate) enum Mirroring {
 
 /// Every effect of one reconcile, in the order the apply carries them out.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct Plan {
+pub struct Plan {
     /// The status to write (a merge patch conditional on the resourceVersion
     /// read), or `None` when it is unchanged.
-    pub(crate) status: Option<HandoffStatus>,
+    pub status: Option<HandoffStatus>,
     /// The note of the `Superseded` Event, recorded after the status write.
-    pub(crate) superseded: Option<String>,
+    pub superseded: Option<String>,
     /// The note of the `NameNotDerivedFromKey` Warning Event, recorded
     /// after the status write that first reports the object.
-    pub(crate) unbound: Option<String>,
+    pub unbound: Option<String>,
     /// A revision was counted (the metric), after the status write.
-    pub(crate) counted: bool,
+    pub counted: bool,
     /// The metadata apply ([`metadata_plan`]).
-    pub(crate) labels: Option<serde_json::Value>,
+    pub labels: Option<serde_json::Value>,
     /// Append the written row's revision to the history, after the status
     /// write (so a number is never recorded for content the apiserver does
     /// not hold).
-    pub(crate) history: bool,
+    pub history: bool,
     /// Fail the reconcile after the rest (retried with backoff): the row
     /// write failed.
-    pub(crate) retry: bool,
+    pub retry: bool,
 }
 
 /// The plan when the cached copy is enough, or `None` when the object is
@@ -326,7 +132,7 @@ pub(crate) struct Plan {
 /// loop's backlog holds mirror work for its key). A terminating object
 /// gets nothing (its delete event removes the row); a settled one only the
 /// label apply it may need.
-pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> Option<Plan> {
+pub fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> Option<Plan> {
     if cached.terminating() {
         return Some(Plan::default());
     }
@@ -339,9 +145,9 @@ pub(crate) fn cached_plan(cached: &CachedHandoff, mirror: bool, owed: bool) -> O
 /// The first step for a fetched object: the counted status and whether the
 /// row is to be written (with the mirror on, for the key's handoff only;
 /// another object is reported by its `KeyBound` condition instead).
-pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
+pub fn counting(observed: &Observed<'_>) -> Counting {
     let h = observed.handoff;
-    let written = handoff_kube::store::written_at(h).map_or(observed.now, |t| t.0);
+    let written = written_at(h).map_or(observed.now, |t| t.0);
     let (mut status, change) = count(
         &h.spec,
         h.status.as_ref(),
@@ -350,7 +156,7 @@ pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
         written,
         observed.now,
     );
-    let canonical = handoff_kube::store::canonical(h);
+    let canonical = observed.canonical;
     if !observed.mirror || !canonical {
         status.conditions.retain(|c| c.type_ != MIRRORED);
     }
@@ -365,7 +171,7 @@ pub(crate) fn counting(observed: &Observed<'_>) -> Counting {
 }
 
 /// The second step: every effect, given the row write's outcome.
-pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirroring) -> Plan {
+pub fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirroring) -> Plan {
     let h = observed.handoff;
     let generation = h.metadata.generation;
     let mut status = counting.status;
@@ -389,7 +195,7 @@ pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirr
     };
     let status = (h.status.as_ref() != Some(&status)).then_some(status);
     let written = status.is_some();
-    let canonical = handoff_kube::store::canonical(h);
+    let canonical = observed.canonical;
     let reported = h.status.as_ref().is_some_and(|s| {
         s.conditions
             .iter()
@@ -427,320 +233,13 @@ pub(crate) fn plan(observed: &Observed<'_>, counting: Counting, mirroring: &Mirr
 
 #[cfg(test)]
 mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
     use super::*;
-    use handoff_core::names::BRIDGE_FIELD_MANAGER;
-
-    fn spec(body: &str) -> HandoffSpec {
-        HandoffSpec {
-            handoff_key: "k".into(),
-            project: "p".into(),
-            repo: Some("org/repo".into()),
-            kind: Some("issue".into()),
-            body: body.into(),
-            created_by: Some("alice".into()),
-        }
-    }
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(s).expect("ts")
-    }
-
-    #[test]
-    fn content_hash_covers_content_only() {
-        let base = spec("b");
-        let h = base.content_hash();
-        assert_eq!(h.len(), 16);
-        let mut writer = base.clone();
-        writer.created_by = Some("bob".into());
-        assert_eq!(writer.content_hash(), h, "the writer is not content");
-        for changed in [
-            HandoffSpec {
-                project: "q".into(),
-                ..base.clone()
-            },
-            HandoffSpec {
-                repo: None,
-                ..base.clone()
-            },
-            HandoffSpec {
-                kind: Some("pr".into()),
-                ..base.clone()
-            },
-            HandoffSpec {
-                body: "c".into(),
-                ..base.clone()
-            },
-        ] {
-            assert_ne!(changed.content_hash(), h, "{changed:?}");
-        }
-        let a = HandoffSpec {
-            repo: Some("ab".into()),
-            kind: Some("c".into()),
-            ..base.clone()
-        };
-        let b = HandoffSpec {
-            repo: Some("a".into()),
-            kind: Some("bc".into()),
-            ..base
-        };
-        assert_ne!(a.content_hash(), b.content_hash(), "fields are delimited");
-    }
-
-    #[test]
-    fn revisions_count_content_changes_only() {
-        let (first, change) = count(
-            &spec("one"),
-            None,
-            Some(1),
-            &Budget::default_budget(),
-            at(100),
-            at(100),
-        );
-        assert_eq!(change, Change::Created);
-        assert_eq!(first.revision, Some(1));
-        assert_eq!(first.updated_at, Some(Time(at(100))));
-        assert_eq!(first.body_bytes, Some(3));
-        assert_eq!(first.approx_tokens, Some(1));
-        assert_eq!(first.phase, Some(HandoffPhase::Current));
-        assert_eq!(first.observed_generation, Some(1));
-
-        let mut writer_only = spec("one");
-        writer_only.created_by = Some("bob".into());
-        let (same, change) = count(
-            &writer_only,
-            Some(&first),
-            Some(2),
-            &Budget::default_budget(),
-            at(200),
-            at(200),
-        );
-        assert_eq!(change, Change::Unchanged);
-        assert_eq!(same.revision, Some(1));
-        assert_eq!(
-            same.updated_at,
-            Some(Time(at(100))),
-            "no content change, no new time"
-        );
-        assert_eq!(same.observed_generation, Some(2));
-
-        let (second, change) = count(
-            &spec("two!"),
-            Some(&same),
-            Some(3),
-            &Budget::default_budget(),
-            at(300),
-            at(300),
-        );
-        assert_eq!(change, Change::Superseded { from: 1, to: 2 });
-        assert_eq!(second.revision, Some(2));
-        assert_eq!(second.updated_at, Some(Time(at(300))));
-        assert_eq!(second.body_bytes, Some(4));
-    }
-
-    #[test]
-    fn a_status_without_a_hash_is_recounted_once() {
-        let legacy = HandoffStatus {
-            revision: Some(4),
-            ..HandoffStatus::default()
-        };
-        let (status, change) = count(
-            &spec("x"),
-            Some(&legacy),
-            None,
-            &Budget::default_budget(),
-            at(1),
-            at(1),
-        );
-        assert_eq!(change, Change::Superseded { from: 4, to: 5 });
-        let (_, again) = count(
-            &spec("x"),
-            Some(&status),
-            None,
-            &Budget::default_budget(),
-            at(2),
-            at(2),
-        );
-        assert_eq!(again, Change::Unchanged);
-    }
-
-    #[test]
-    fn updated_at_is_whole_seconds() {
-        let t = Timestamp::from_millisecond(1_500).expect("ts");
-        let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t, t);
-        assert_eq!(status.updated_at, Some(Time(at(1))));
-    }
-
-    #[test]
-    fn conditions_keep_their_transition_time_while_unchanged() {
-        let mut conditions = Vec::new();
-        set_condition(
-            &mut conditions,
-            mirrored_condition(true, "ok".into(), Some(1), at(10)),
-        );
-        set_condition(
-            &mut conditions,
-            mirrored_condition(true, "ok".into(), Some(2), at(20)),
-        );
-        assert_eq!(conditions.len(), 1);
-        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
-        set_condition(
-            &mut conditions,
-            mirrored_condition(false, "down".into(), Some(2), at(30)),
-        );
-        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
-        assert_eq!(conditions[0].reason, "MirrorUnavailable");
-    }
-
-    fn object(labels: &[(&str, &str)], owned: &[&str]) -> Handoff {
-        let mut h = Handoff::new(&name_for_key("k"), spec("b"));
-        h.metadata.labels = Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
-        if !owned.is_empty() {
-            let fields: serde_json::Map<String, serde_json::Value> = owned
-                .iter()
-                .map(|k| (format!("f:{k}"), serde_json::json!({})))
-                .collect();
-            h.metadata.managed_fields = Some(vec![
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
-                    manager: Some(CONTROLLER_FIELD_MANAGER.into()),
-                    operation: Some("Apply".into()),
-                    fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
-                        serde_json::json!({"f:metadata": {"f:labels": fields}}),
-                    )),
-                    ..Default::default()
-                },
-            ]);
-        }
-        h
-    }
-
-    #[test]
-    fn labels_are_added_only_where_missing_or_owned() {
-        let plan = metadata_plan(&object(&[], &[])).expect("labels missing");
-        assert_eq!(
-            plan["metadata"]["labels"],
-            serde_json::json!({"project": "p", "kind": "issue"})
-        );
-
-        let writer_set = object(&[("project", "other"), ("kind", "issue")], &[]);
-        let plan = metadata_plan(&writer_set);
-        assert!(plan.is_none(), "a writer's labels are left alone: {plan:?}");
-
-        let ours = object(&[("project", "p"), ("kind", "issue")], &["project", "kind"]);
-        assert!(metadata_plan(&ours).is_none(), "already applied");
-
-        let stale = object(
-            &[("project", "old"), ("kind", "issue")],
-            &["project", "kind"],
-        );
-        let plan = metadata_plan(&stale).expect("our label follows the spec");
-        assert_eq!(plan["metadata"]["labels"]["project"], "p");
-    }
-
-    /// kubectl's client-side apply record.
-    const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-    #[test]
-    fn a_writer_that_applies_the_labels_gets_no_metadata_write() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
-        // What the bridge (`store::desired`) and the scaling bench apply:
-        // the spec and its labels, under the writer's own field manager.
-        for (manager, spec) in [
-            (BRIDGE_FIELD_MANAGER, spec("b")),
-            (
-                "bench-writer",
-                HandoffSpec {
-                    repo: None,
-                    kind: None,
-                    ..spec("b")
-                },
-            ),
-        ] {
-            let labels = labels_for(&spec.project, spec.repo.as_deref(), spec.kind.as_deref());
-            let fields: serde_json::Map<String, serde_json::Value> = labels
-                .keys()
-                .map(|k| (format!("f:{k}"), serde_json::json!({})))
-                .collect();
-            let mut h = Handoff::new(&name_for_key("k"), spec);
-            h.metadata.labels = Some(labels);
-            h.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
-                manager: Some(manager.into()),
-                operation: Some("Apply".into()),
-                fields_v1: Some(FieldsV1(
-                    serde_json::json!({"f:metadata": {"f:labels": fields}, "f:spec": {}}),
-                )),
-                ..Default::default()
-            }]);
-            assert_eq!(metadata_plan(&h), None, "{manager}");
-            // The same object without its labels (kubectl by hand) gets them.
-            h.metadata.labels = None;
-            assert!(metadata_plan(&h).is_some(), "{manager} without labels");
-        }
-    }
-
-    #[test]
-    fn the_cache_keeps_what_the_loop_reads_and_nothing_else() {
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-        use kube::{Resource, ResourceExt};
-        let entry = |manager: &str, subresource: Option<&str>| ManagedFieldsEntry {
-            manager: Some(manager.into()),
-            subresource: subresource.map(Into::into),
-            ..Default::default()
-        };
-        for (labels, owned) in [
-            (vec![], vec![]),
-            (vec![("project", "other")], vec![]),
-            (
-                vec![("project", "old"), ("kind", "issue")],
-                vec!["project", "kind"],
-            ),
-        ] {
-            let mut h = object(&labels, &owned);
-            h.metadata.namespace = Some("ns".into());
-            h.metadata.uid = Some("u".into());
-            h.metadata.resource_version = Some("7".into());
-            h.metadata.generation = Some(3);
-            let mut fields = h.metadata.managed_fields.take().unwrap_or_default();
-            fields.extend([
-                entry(BRIDGE_FIELD_MANAGER, None),
-                entry(CONTROLLER_FIELD_MANAGER, Some("status")),
-            ]);
-            h.metadata.managed_fields = Some(fields);
-            h.metadata.annotations = Some(
-                [
-                    (LAST_APPLIED.to_owned(), "{…}".to_owned()),
-                    ("keep".into(), "me".into()),
-                ]
-                .into(),
-            );
-            let cached = CachedHandoff::of(&h);
-            assert_eq!(cached.labels, metadata_plan(&h), "{labels:?} {owned:?}");
-            assert_eq!(cached.key, "k", "the delete and the backlog read the key");
-            assert_eq!(
-                (
-                    cached.name_any(),
-                    cached.namespace(),
-                    cached.uid(),
-                    cached.resource_version(),
-                    cached.meta().generation,
-                ),
-                (
-                    name_for_key("k"),
-                    Some("ns".to_owned()),
-                    Some("u".to_owned()),
-                    Some("7".to_owned()),
-                    Some(3)
-                )
-            );
-            assert!(cached.labels().is_empty(), "no labels kept: {labels:?}");
-            assert!(cached.annotations().is_empty(), "no annotations kept");
-            assert!(cached.managed_fields().is_empty(), "no managedFields kept");
-        }
-    }
+    use crate::api::naming::labels_for;
+    use crate::handoff::canonical;
+    use crate::handoff::fixture::{at, spec};
+    use crate::names::CONTROLLER_FIELD_MANAGER;
 
     #[test]
     fn the_body_is_needed_to_count_or_to_mirror() {
@@ -1204,6 +703,7 @@ mod tests {
                 None => {
                     let observed = Observed {
                         handoff: &h,
+                        canonical: canonical(&h),
                         budget: &budget,
                         mirror,
                         now: at(10),
@@ -1275,6 +775,7 @@ mod tests {
             let budget = Budget::default_budget();
             let observed = Observed {
                 handoff: &h,
+                canonical: canonical(&h),
                 budget: &budget,
                 mirror: false,
                 now: at(10),
@@ -1298,6 +799,7 @@ mod tests {
         let budget = Budget::default_budget();
         let observed = Observed {
             handoff: &h,
+            canonical: canonical(&h),
             budget: &budget,
             mirror: true,
             now: at(10),
@@ -1341,6 +843,7 @@ mod tests {
         let budget = Budget::default_budget();
         let observed = Observed {
             handoff: &h,
+            canonical: canonical(&h),
             budget: &budget,
             mirror: true,
             now: at(10),

@@ -10,7 +10,7 @@
 //! judge an agent's fresh write older than the session.
 //!
 //! So the status speaks for the spec only when it counted this content:
-//! `status.contentHash` equals [`handoff_core::api::HandoffSpec::content_hash`] of the spec
+//! `status.contentHash` equals [`crate::api::HandoffSpec::content_hash`] of the spec
 //! ([`counted`]). Not `observedGeneration`: a generation the controller
 //! has not seen yet but with the same content (another writer's identical
 //! write, which changes only `createdBy`) is no new revision and no new
@@ -33,7 +33,8 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use handoff_core::api::{Handoff, HandoffStatus};
+use super::managed_fields::{latest, object_writes, owned};
+use crate::api::{Handoff, HandoffStatus};
 
 /// The status, if it describes the stored spec's content (its
 /// `contentHash` is the spec's).
@@ -60,18 +61,8 @@ pub fn updated_at(h: &Handoff) -> Option<Time> {
 /// When the spec was last written: the newest `time` of a managedFields
 /// entry (not of a subresource) that owns `spec`, else the creation time.
 pub fn written_at(h: &Handoff) -> Option<Time> {
-    h.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| m.subresource.as_deref().unwrap_or_default().is_empty())
-        .filter(|m| {
-            m.fields_v1
-                .as_ref()
-                .is_some_and(|f| f.0.get("f:spec").is_some())
-        })
-        .filter_map(|m| m.time.clone())
-        .max_by(|a, b| a.0.cmp(&b.0))
+    latest(object_writes(&h.metadata).filter(|m| owned(m, &["f:spec"]).is_some()))
+        .cloned()
         .or_else(|| h.metadata.creation_timestamp.clone())
 }
 
@@ -81,7 +72,7 @@ mod tests {
     use k8s_openapi::jiff::Timestamp;
 
     use super::*;
-    use handoff_core::api::HandoffSpec;
+    use crate::api::HandoffSpec;
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).expect("ts"))
