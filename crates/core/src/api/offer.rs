@@ -165,6 +165,25 @@ impl OfferPhase {
     }
 }
 
+impl HandoffOfferSpec {
+    /// An offer of the conversation `from_key` to the agent `to` in
+    /// `project`, with no session, artifact or body (set those after).
+    pub fn new(
+        project: impl Into<String>,
+        to: impl Into<String>,
+        from_key: impl Into<String>,
+    ) -> Self {
+        Self {
+            project: project.into(),
+            to: to.into(),
+            from_key: from_key.into(),
+            session: None,
+            artifact: None,
+            body: None,
+        }
+    }
+}
+
 impl HandoffOffer {
     /// The phase, pending when none is set yet.
     pub fn phase(&self) -> OfferPhase {
