@@ -219,14 +219,12 @@ pub async fn run(args: McpArgs) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("--listen ADDR or --stdio is required"))?;
     args.limits.validate().map_err(anyhow::Error::msg)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => {
-            let cert = handoff_kube::tls::ReloadingCert::load(cert, key)?;
-            tokio::spawn(
-                cert.clone()
-                    .watch(args.tls_reload_interval, shutdown.clone()),
-            );
-            Some(handoff_kube::tls::acceptor(cert)?)
-        }
+        (Some(cert), Some(key)) => Some(handoff_kube::tls::reloading_acceptor(
+            cert,
+            key,
+            args.tls_reload_interval,
+            &shutdown,
+        )?),
         _ => None,
     };
     let bridge = kube::Client::try_from(config.clone())?;

@@ -46,6 +46,8 @@ pub mod offer_loops;
 pub mod options;
 pub mod run;
 pub mod schedule;
+#[cfg(test)]
+mod test_support;
 
 pub use metrics::ControllerMetrics;
 pub use options::ControllerOptions;

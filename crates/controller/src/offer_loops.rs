@@ -262,8 +262,7 @@ mod tests {
 
     #[test]
     fn each_step_names_itself() {
-        let kube =
-            || kube::Error::Api(kube::core::Status::failure("x", "y").with_code(500).boxed());
+        let kube = || crate::test_support::api_error(500);
         let cases = [
             (Error::ListSlot(kube()), "list_slot"),
             (Error::SetPhase(OfferError::Acting(kube())), "set_phase"),

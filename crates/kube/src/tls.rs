@@ -86,7 +86,7 @@ impl ReloadingCert {
     }
 
     /// Looks at the files every `every` until `shutdown`.
-    pub async fn watch(self: Arc<Self>, every: Duration, shutdown: CancellationToken) {
+    async fn watch(self: Arc<Self>, every: Duration, shutdown: CancellationToken) {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
@@ -107,6 +107,21 @@ impl ReloadingCert {
             }
         }
     }
+}
+
+/// A TLS acceptor for HTTP/1.1 serving the pair `cert_path`/`key_path`
+/// as it changes: the files are looked at every `every` until `shutdown`,
+/// by a task on the current tokio runtime. An error when the pair does not
+/// load (the server does not start).
+pub fn reloading_acceptor(
+    cert_path: &Path,
+    key_path: &Path,
+    every: Duration,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<TlsAcceptor> {
+    let cert = ReloadingCert::load(cert_path, key_path)?;
+    tokio::spawn(cert.clone().watch(every, shutdown.clone()));
+    acceptor(cert)
 }
 
 /// A TLS acceptor for HTTP/1.1 serving `cert`.

@@ -118,37 +118,45 @@ impl Mirror {
     }
 }
 
-/// Revision `$3` of key `$2` in namespace `$1`, of the key's object: the
-/// object of the key's row, else the object that recorded the key's
-/// newest revision (a deleted handoff whose history is kept).
-const REVISION: &str = r#"
+/// The SQL of the key's object, `object(id)`, for key `$2` in namespace
+/// `$1`: the object of the key's row, else the object that recorded the
+/// key's newest revision (a deleted handoff whose history is kept). A
+/// macro, as `concat!` joins only literals.
+macro_rules! key_object {
+    () => {
+        r#"
 WITH object AS (
     SELECT COALESCE(
         (SELECT id FROM handoffs WHERE namespace = $1 AND handoff_key = $2),
         (SELECT handoff_id FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2
          ORDER BY written_at DESC, revision DESC LIMIT 1)) AS id
 )
-SELECT r.handoff_key, r.project, r.repo, r.kind, r.created_by, r.body, r.written_at, r.revision
+"#
+    };
+}
+
+/// Revision `$3` of key `$2` in namespace `$1`, of the key's object (see
+/// `key_object`).
+const REVISION: &str = concat!(
+    key_object!(),
+    r#"SELECT r.handoff_key, r.project, r.repo, r.kind, r.created_by, r.body, r.written_at, r.revision
 FROM handoff_revisions r, object o
 WHERE r.namespace = $1 AND r.handoff_key = $2 AND r.handoff_id = o.id AND r.revision = $3
-"#;
+"#
+);
 
 /// At most `$4` revisions of key `$2` in namespace `$1`, of the key's
-/// object (as [`REVISION`] finds it), newest first, below `$3` when given.
-const REVISIONS: &str = r#"
-WITH object AS (
-    SELECT COALESCE(
-        (SELECT id FROM handoffs WHERE namespace = $1 AND handoff_key = $2),
-        (SELECT handoff_id FROM handoff_revisions WHERE namespace = $1 AND handoff_key = $2
-         ORDER BY written_at DESC, revision DESC LIMIT 1)) AS id
-)
-SELECT r.revision, r.written_at, r.created_by, octet_length(r.body)::bigint AS bytes
+/// object (see `key_object`), newest first, below `$3` when given.
+const REVISIONS: &str = concat!(
+    key_object!(),
+    r#"SELECT r.revision, r.written_at, r.created_by, octet_length(r.body)::bigint AS bytes
 FROM handoff_revisions r, object o
 WHERE r.namespace = $1 AND r.handoff_key = $2 AND r.handoff_id = o.id
   AND ($3::bigint IS NULL OR r.revision < $3)
 ORDER BY r.revision DESC
 LIMIT $4
-"#;
+"#
+);
 
 /// One revision of a key, without its body.
 #[derive(Debug, Clone, PartialEq)]

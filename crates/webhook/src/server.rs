@@ -47,12 +47,12 @@ pub struct WebhookArgs {
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    let cert = handoff_kube::tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?;
-    tokio::spawn(
-        cert.clone()
-            .watch(args.tls_reload_interval, shutdown.clone()),
-    );
-    let acceptor = handoff_kube::tls::acceptor(cert)?;
+    let acceptor = handoff_kube::tls::reloading_acceptor(
+        &args.tls_cert_file,
+        &args.tls_key_file,
+        args.tls_reload_interval,
+        &shutdown,
+    )?;
     let listener = TcpListener::bind(args.listen).await?;
     println!(
         "handoff webhook: serving https://{}/validate",

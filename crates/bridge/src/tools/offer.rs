@@ -110,12 +110,10 @@ pub(crate) fn validate(args: OfferArgs) -> Result<(HandoffOfferSpec, bool), Fiel
         validation::no_credentials("session", session)?;
     }
     let spec = HandoffOfferSpec {
-        project: args.project,
-        to: args.to,
-        from_key: args.handoff_key,
         session,
         artifact,
         body,
+        ..HandoffOfferSpec::new(args.project, args.to, args.handoff_key)
     };
     Ok((spec, args.if_absent.unwrap_or(false)))
 }

@@ -186,14 +186,7 @@ mod tests {
     fn the_refusal_names_the_offer_its_destination_and_the_caller() {
         let offer = HandoffOffer::new(
             "dev-lead-abc-1",
-            HandoffOfferSpec {
-                project: "shop".into(),
-                to: "dev-lead".into(),
-                from_key: "k".into(),
-                session: None,
-                artifact: None,
-                body: None,
-            },
+            HandoffOfferSpec::new("shop", "dev-lead", "k"),
         );
         let user = "system:serviceaccount:ns:impl";
         assert_eq!(

@@ -428,13 +428,7 @@ mod tests {
 
     #[test]
     fn each_step_names_itself() {
-        let kube = |code: u16| {
-            kube::Error::Api(
-                kube::core::Status::failure("x", "y")
-                    .with_code(code)
-                    .boxed(),
-            )
-        };
+        let kube = crate::test_support::api_error;
         let mirror = || MirrorError::Unavailable(Duration::from_secs(3));
         let timeout = || ApiError::Timeout(Duration::from_secs(5));
         // (error, step, category)

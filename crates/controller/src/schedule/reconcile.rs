@@ -407,13 +407,7 @@ mod tests {
 
     #[test]
     fn each_step_names_itself() {
-        let kube = |code: u16| {
-            kube::Error::Api(
-                kube::core::Status::failure("x", "y")
-                    .with_code(code)
-                    .boxed(),
-            )
-        };
+        let kube = crate::test_support::api_error;
         // (error, step, message)
         let cases = [
             (

@@ -27,6 +27,7 @@
 )]
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::core::Rule;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -41,6 +42,20 @@ pub const MAX_REPO_CHARS: usize = 253;
 pub const MAX_LABEL_CHARS: usize = 63;
 /// Most characters of `createdBy` (a Kubernetes user name).
 pub const MAX_WRITER_CHARS: usize = 512;
+
+/// CEL: the string is a valid label value (its length is the schema's
+/// `maxLength`, [`MAX_LABEL_CHARS`]).
+pub(super) const LABEL_VALUE_CEL: &str =
+    r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')";
+
+/// The rule of every resource's `project`: a valid label value, so
+/// `kubectl get <resource> -l project=x` finds all of a project's objects.
+pub(super) fn project_rule() -> Rule {
+    Rule::new(LABEL_VALUE_CEL).message(
+        "project must be a valid label value: at most 63 characters, only letters, digits, '-', \
+         '_' or '.', starting and ending with a letter or digit",
+    )
+}
 
 /// A handoff: the compact summary an agent leaves for whoever continues the
 /// same conversation (issue, incident, …). One current handoff per key: the
@@ -108,7 +123,7 @@ pub struct HandoffSpec {
     /// most 63 characters: letters, digits, '-', '_' or '.', starting and
     /// ending with a letter or digit) so `kubectl get handoffs -l project=x`
     /// always works.
-    #[x_kube(validation = Rule::new(r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("project must be a valid label value: at most 63 characters, only letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))]
+    #[x_kube(validation = project_rule())]
     #[schemars(length(min = 1, max = MAX_LABEL_CHARS))]
     pub project: String,
 

@@ -28,7 +28,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::handoff::{MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS};
+use super::handoff::{
+    LABEL_VALUE_CEL, MAX_BODY_CHARS, MAX_KEY_BYTES, MAX_LABEL_CHARS, project_rule,
+};
 
 /// Longest offering session id.
 pub const MAX_SESSION_CHARS: usize = 253;
@@ -83,11 +85,11 @@ pub const MAX_ARTIFACT_CHARS: usize = 1024;
 #[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable after creation: an offer is a record of what was offered; offer again (offer_handoff) to change it"))]
 pub struct HandoffOfferSpec {
     /// The project. A valid label value.
-    #[x_kube(validation = Rule::new(r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("project must be a valid label value: at most 63 characters, only letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))]
+    #[x_kube(validation = project_rule())]
     #[schemars(length(min = 1, max = MAX_LABEL_CHARS))]
     pub project: String,
     /// The destination agent (e.g. `dev-lead`, `infra`). A valid label value.
-    #[x_kube(validation = Rule::new(r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("to must be a valid label value (an agent name such as dev-lead): at most 63 characters, letters, digits, '-', '_' or '.'"))]
+    #[x_kube(validation = Rule::new(LABEL_VALUE_CEL).message("to must be a valid label value (an agent name such as dev-lead): at most 63 characters, letters, digits, '-', '_' or '.'"))]
     #[schemars(length(min = 1, max = MAX_LABEL_CHARS))]
     pub to: String,
     /// The handoff key of the offering conversation.
@@ -162,6 +164,25 @@ impl OfferPhase {
     /// `--offer-retention`, then deleted).
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Rejected | Self::Superseded)
+    }
+}
+
+impl HandoffOfferSpec {
+    /// An offer of the conversation `from_key` to the agent `to` in
+    /// `project`, with no session, artifact or body (set those after).
+    pub fn new(
+        project: impl Into<String>,
+        to: impl Into<String>,
+        from_key: impl Into<String>,
+    ) -> Self {
+        Self {
+            project: project.into(),
+            to: to.into(),
+            from_key: from_key.into(),
+            session: None,
+            artifact: None,
+            body: None,
+        }
     }
 }
 

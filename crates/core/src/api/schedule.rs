@@ -19,6 +19,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::handoff::project_rule;
+
 /// Default for `startingDeadlineSeconds`: a tick more than five minutes late
 /// is missed, not run.
 pub const DEFAULT_STARTING_DEADLINE_SECONDS: i64 = 300;
@@ -81,7 +83,7 @@ pub const DEFAULT_MAX_OPEN_PROPOSALS: i32 = 5;
 pub struct BrainstormScheduleSpec {
     /// The project whose handoffs and issues the cycle grooms and extends.
     /// A valid label value; at most one schedule per project is expected.
-    #[x_kube(validation = Rule::new(r"self.matches('^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$')").message("project must be a valid label value: at most 63 characters, only letters, digits, '-', '_' or '.', starting and ending with a letter or digit"))]
+    #[x_kube(validation = project_rule())]
     #[schemars(length(min = 1, max = 63))]
     pub project: String,
 

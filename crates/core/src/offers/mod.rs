@@ -102,12 +102,9 @@ mod tests {
 
     fn spec(session: Option<&str>, artifact: Option<&str>) -> HandoffOfferSpec {
         HandoffOfferSpec {
-            project: "shop".into(),
-            to: "dev-lead".into(),
-            from_key: "arch#1".into(),
             session: session.map(Into::into),
             artifact: artifact.map(Into::into),
-            body: None,
+            ..HandoffOfferSpec::new("shop", "dev-lead", "arch#1")
         }
     }
 

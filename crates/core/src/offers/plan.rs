@@ -289,14 +289,7 @@ mod tests {
     fn offer(seq: u64, phase: Option<OfferPhase>) -> HandoffOffer {
         let mut offer = HandoffOffer::new(
             &offer_name(&slot_of(), seq),
-            HandoffOfferSpec {
-                project: "shop".into(),
-                to: "dev-lead".into(),
-                from_key: "k".into(),
-                session: None,
-                artifact: None,
-                body: None,
-            },
+            HandoffOfferSpec::new("shop", "dev-lead", "k"),
         );
         offer.metadata.labels = Some(BTreeMap::from([(SLOT_LABEL.to_owned(), slot_of())]));
         offer.metadata.creation_timestamp = Some(Time(at("2026-01-01T00:00:00Z")));

@@ -533,6 +533,41 @@ mod tests {
         )
     }
 
+    /// The refine Job of `tick` starts.
+    fn refine_starts(tick: &str) -> Vec<Effect> {
+        vec![create(Role::Refine, tick), refine_started(tick)]
+    }
+
+    /// The brainstorm Job of `tick` starts after a refine that `refine`
+    /// (the words of its Event).
+    fn brainstorm_starts(tick: &str, refine: &str) -> Vec<Effect> {
+        vec![
+            create(Role::Brainstorm, tick),
+            brainstorm_started(tick, refine),
+        ]
+    }
+
+    /// Tick `tick` is skipped while the cycle of `running` runs.
+    fn tick_skipped(tick: &str, running: &str) -> Effect {
+        warning(
+            "TickSkipped",
+            format!("tick {tick} skipped: the cycle of tick {running} is still running"),
+        )
+    }
+
+    /// `status` once tick `tick` is consumed (skipped: the cycle stays).
+    fn ticked(tick: &str, status: BrainstormScheduleStatus) -> BrainstormScheduleStatus {
+        BrainstormScheduleStatus {
+            last_schedule_time: Some(Time(ts(tick))),
+            ..status
+        }
+    }
+
+    /// The cycle of `tick` that ran both steps, with these results.
+    fn done(tick: &str, refine: JobResult, brainstorm: JobResult, result: JobResult) -> Cycle {
+        cycle(tick, Some(refine), Some(Some(brainstorm)), Some(result))
+    }
+
     const OK: JobResult = JobResult::Succeeded;
     const FAILED: JobResult = JobResult::Failed;
     const GATE_OPEN: &str = "failed (the gate opens anyway)";
@@ -600,6 +635,18 @@ mod tests {
             Case { effects, ..self }
         }
 
+        /// The cycle of T10 ends at the row's `now` with these results:
+        /// idle until T11, one `CycleFinished` Event.
+        fn finishes(self, refine: JobResult, brainstorm: JobResult, result: JobResult) -> Self {
+            let now = self.now;
+            self.plans(
+                idle(Some(T10), Some(done(T10, refine, brainstorm, result))),
+                Some(T11),
+                IDLE_WAKE,
+            )
+            .effects(vec![cycle_finished(T10, result, now)])
+        }
+
         /// The spec is invalid: Ready=False.
         fn invalid(self) -> Self {
             Case {
@@ -612,7 +659,8 @@ mod tests {
     #[test]
     fn the_transition_table() {
         use JobState::*;
-        let cases = vec![
+        let cases =
+            vec![
             Case::row(
                 "tick: none due yet (09:00 is older than the schedule)",
                 BrainstormScheduleStatus::default(),
@@ -631,12 +679,12 @@ mod tests {
                 "2026-01-01T10:02:00Z",
             )
             .plans(refining(T10), Some(T11), Wake::StepRunning)
-            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            .effects(refine_starts(T10)),
             Case::row(
                 "tick: already acted on, nothing",
                 idle(
                     Some(T10),
-                    Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
+                    Some(done(T10, OK, OK, OK)),
                 ),
                 Absent,
                 "2026-01-01T10:50:00Z",
@@ -644,7 +692,7 @@ mod tests {
             .plans(
                 idle(
                     Some(T10),
-                    Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
+                    Some(done(T10, OK, OK, OK)),
                 ),
                 Some(T11),
                 IDLE_WAKE,
@@ -673,7 +721,7 @@ mod tests {
                 ..spec()
             })
             .plans(refining(T10), Some(T11), Wake::StepRunning)
-            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            .effects(refine_starts(T10)),
             Case::row(
                 "tick: down for hours, only the latest tick counts (no burst)",
                 idle(Some(T10), None),
@@ -685,43 +733,23 @@ mod tests {
                 Some("2026-01-01T13:00:00Z"),
                 Wake::StepRunning,
             )
-            .effects(vec![create(Role::Refine, T12), refine_started(T12)]),
+            .effects(refine_starts(T12)),
             Case::row(
                 "tick: skipped while refine runs",
                 refining(T10),
                 Running,
                 "2026-01-01T11:02:00Z",
             )
-            .plans(
-                BrainstormScheduleStatus {
-                    last_schedule_time: Some(Time(ts(T11))),
-                    ..refining(T10)
-                },
-                Some(T12),
-                Wake::StepRunning,
-            )
-            .effects(vec![warning(
-                "TickSkipped",
-                format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-            )]),
+            .plans(ticked(T11, refining(T10)), Some(T12), Wake::StepRunning)
+            .effects(vec![tick_skipped(T11, T10)]),
             Case::row(
                 "tick: skipped while brainstorm runs",
                 brainstorming(T10, OK),
                 Running,
                 "2026-01-01T11:02:00Z",
             )
-            .plans(
-                BrainstormScheduleStatus {
-                    last_schedule_time: Some(Time(ts(T11))),
-                    ..brainstorming(T10, OK)
-                },
-                Some(T12),
-                Wake::StepRunning,
-            )
-            .effects(vec![warning(
-                "TickSkipped",
-                format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-            )]),
+            .plans(ticked(T11, brainstorming(T10, OK)), Some(T12), Wake::StepRunning)
+            .effects(vec![tick_skipped(T11, T10)]),
             Case::row(
                 "tick: the time zone places it (11:00 in Berlin is 10:00 UTC in winter)",
                 BrainstormScheduleStatus::default(),
@@ -738,7 +766,7 @@ mod tests {
                 Some("2026-01-02T10:00:00Z"),
                 Wake::StepRunning,
             )
-            .effects(vec![create(Role::Refine, T10), refine_started(T10)]),
+            .effects(refine_starts(T10)),
             Case::row(
                 "refine: running, nothing moves",
                 refining(T10),
@@ -753,10 +781,7 @@ mod tests {
                 "2026-01-01T10:30:00Z",
             )
             .plans(brainstorming(T10, OK), Some(T11), Wake::StepRunning)
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, "succeeded"),
-            ]),
+            .effects(brainstorm_starts(T10, "succeeded")),
             Case::row(
                 "refine: Failed still releases the brainstorm Job",
                 refining(T10),
@@ -764,10 +789,7 @@ mod tests {
                 "2026-01-01T10:30:00Z",
             )
             .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, GATE_OPEN),
-            ]),
+            .effects(brainstorm_starts(T10, GATE_OPEN)),
             Case::row(
                 "refine: a deleted Job counts as failed (never blocks)",
                 refining(T10),
@@ -775,10 +797,7 @@ mod tests {
                 "2026-01-01T10:30:00Z",
             )
             .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, GATE_OPEN),
-            ]),
+            .effects(brainstorm_starts(T10, GATE_OPEN)),
             Case::row(
                 "refine: ends as the next tick is due, brainstorm starts and the tick is skipped",
                 refining(T10),
@@ -786,21 +805,11 @@ mod tests {
                 "2026-01-01T11:01:00Z",
             )
             .plans(
-                BrainstormScheduleStatus {
-                    last_schedule_time: Some(Time(ts(T11))),
-                    ..brainstorming(T10, OK)
-                },
+                ticked(T11, brainstorming(T10, OK)),
                 Some(T12),
                 Wake::StepRunning,
             )
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, "succeeded"),
-                warning(
-                    "TickSkipped",
-                    format!("tick {T11} skipped: the cycle of tick {T10} is still running"),
-                ),
-            ]),
+            .effects([brainstorm_starts(T10, "succeeded"), vec![tick_skipped(T11, T10)]].concat()),
             Case::row(
                 "brainstorm: running, nothing moves",
                 brainstorming(T10, OK),
@@ -814,60 +823,28 @@ mod tests {
                 Complete,
                 "2026-01-01T10:45:00Z",
             )
-            .plans(
-                idle(
-                    Some(T10),
-                    Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
-                ),
-                Some(T11),
-                IDLE_WAKE,
-            )
-            .effects(vec![cycle_finished(T10, OK, "2026-01-01T10:45:00Z")]),
+            .finishes(OK, OK, OK),
             Case::row(
                 "brainstorm: Failed, the cycle failed",
                 brainstorming(T10, OK),
                 Failed,
                 "2026-01-01T10:45:00Z",
             )
-            .plans(
-                idle(
-                    Some(T10),
-                    Some(cycle(T10, Some(OK), Some(Some(FAILED)), Some(FAILED))),
-                ),
-                Some(T11),
-                IDLE_WAKE,
-            )
-            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            .finishes(OK, FAILED, FAILED),
             Case::row(
                 "brainstorm: Complete after a failed refine, the cycle failed",
                 brainstorming(T10, FAILED),
                 Complete,
                 "2026-01-01T10:45:00Z",
             )
-            .plans(
-                idle(
-                    Some(T10),
-                    Some(cycle(T10, Some(FAILED), Some(Some(OK)), Some(FAILED))),
-                ),
-                Some(T11),
-                IDLE_WAKE,
-            )
-            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            .finishes(FAILED, OK, FAILED),
             Case::row(
                 "brainstorm: a deleted Job counts as failed",
                 brainstorming(T10, OK),
                 Absent,
                 "2026-01-01T10:45:00Z",
             )
-            .plans(
-                idle(
-                    Some(T10),
-                    Some(cycle(T10, Some(OK), Some(Some(FAILED)), Some(FAILED))),
-                ),
-                Some(T11),
-                IDLE_WAKE,
-            )
-            .effects(vec![cycle_finished(T10, FAILED, "2026-01-01T10:45:00Z")]),
+            .finishes(OK, FAILED, FAILED),
             Case::row(
                 "brainstorm: ends as the next tick is due, the next cycle starts at once",
                 brainstorming(T10, OK),
@@ -876,17 +853,19 @@ mod tests {
             )
             .plans(
                 BrainstormScheduleStatus {
-                    last_cycle: Some(cycle(T10, Some(OK), Some(Some(OK)), Some(OK))),
+                    last_cycle: Some(done(T10, OK, OK, OK)),
                     ..refining(T11)
                 },
                 Some(T12),
                 Wake::StepRunning,
             )
-            .effects(vec![
-                cycle_finished(T10, OK, "2026-01-01T11:01:00Z"),
-                create(Role::Refine, T11),
-                refine_started(T11),
-            ]),
+            .effects(
+                [
+                    vec![cycle_finished(T10, OK, "2026-01-01T11:01:00Z")],
+                    refine_starts(T11),
+                ]
+                .concat(),
+            ),
             Case::row(
                 "suspend: a due tick starts nothing and is not consumed",
                 idle(None, None),
@@ -909,10 +888,7 @@ mod tests {
                 ..spec()
             })
             .plans(brainstorming(T10, OK), Some(T11), Wake::StepRunning)
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, "succeeded"),
-            ]),
+            .effects(brainstorm_starts(T10, "succeeded")),
             Case::row(
                 "unknown time zone: Ready=False, nothing else",
                 idle(None, None),
@@ -964,10 +940,7 @@ mod tests {
                 "2026-01-01T10:06:00Z",
             )
             .plans(brainstorming(T10, FAILED), Some(T11), Wake::StepRunning)
-            .effects(vec![
-                create(Role::Brainstorm, T10),
-                brainstorm_started(T10, GATE_OPEN),
-            ]),
+            .effects(brainstorm_starts(T10, GATE_OPEN)),
         ];
         for case in cases {
             let name = case.name;
