@@ -37,8 +37,8 @@ pub struct Expiry {
 }
 
 /// Whether the grooming pass deletes `h`, whose project's TTL is `ttl`, at
-/// `now`: only when it has expired ([`expired`]) and is not already being
-/// deleted.
+/// `now`: only when it was not updated within the TTL (without a TTL or a
+/// known update time nothing expires) and is not already being deleted.
 pub fn expiry(h: &Handoff, ttl: Option<Duration>, now: Timestamp) -> Option<Expiry> {
     if h.metadata.deletion_timestamp.is_some() {
         return None;
