@@ -11,12 +11,13 @@
 //! survives. Each is recorded as a `Groomed` Event on the Handoff itself
 //! (its regarding object is the deleted object, in its namespace, so `kubectl
 //! get events -n <ns>` shows it) and counted in `handoff_controller_groomed_handoffs_total`.
-//! Expiry is judged by the injected [`handoff_core::time::Clock`], never by sleeping.
+//! Expiry is judged by the injected [`handoff_core::time::Clock`], never by
+//! sleeping; which handoff is deleted, and the Event's note, is decided in
+//! [`handoff_core::grooming`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kube::core::DeserializeGuard;
@@ -24,26 +25,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::handoff::state::HandoffLoop;
 use handoff_core::api::Handoff;
-use handoff_core::handoff::NOTE_KEY_CHARS;
+use handoff_core::grooming::{Expiry, expiry};
 use handoff_core::liveness::PASS;
-use handoff_core::loops::quoted;
 use handoff_kube::cluster::Pages;
-
-/// Whether a handoff last updated at `updated_at` has outlived `ttl` at `now`.
-/// Without a TTL or a known update time nothing expires.
-pub(crate) fn expired(
-    updated_at: Option<Timestamp>,
-    ttl: Option<Duration>,
-    now: Timestamp,
-) -> bool {
-    let (Some(updated_at), Some(ttl)) = (updated_at, ttl) else {
-        return false;
-    };
-    let Ok(age) = Duration::try_from(now.duration_since(updated_at)) else {
-        return false;
-    };
-    age > ttl
-}
 
 /// Grooms every `interval` until `stop` is cancelled.
 pub(crate) async fn run(
@@ -79,16 +63,14 @@ pub(crate) async fn groom_once(
     while let Some(page) = pages.next().await? {
         for h in page.iter().filter_map(|guard| guard.0.as_ref().ok()) {
             let namespace = h.namespace().unwrap_or_default();
-            if h.metadata.deletion_timestamp.is_some() || !ctx.plumbing.scope().includes(&namespace)
-            {
+            if !ctx.plumbing.scope().includes(&namespace) {
                 continue;
             }
             let ttl = ctx.ttl.ttl_for(&namespace, &h.spec.project);
-            let updated = handoff_core::handoff::view::updated_at(h).map(|t| t.0);
-            if !expired(updated, ttl, now) {
+            let Some(expired) = expiry(h, ttl, now) else {
                 continue;
-            }
-            if delete(ctx, h, ttl.unwrap_or_default(), updated).await? {
+            };
+            if delete(ctx, h, expired).await? {
                 deleted += 1;
             }
         }
@@ -96,12 +78,7 @@ pub(crate) async fn groom_once(
     Ok(deleted)
 }
 
-async fn delete(
-    ctx: &HandoffLoop,
-    h: &Handoff,
-    ttl: Duration,
-    updated: Option<Timestamp>,
-) -> Result<bool, kube::Error> {
+async fn delete(ctx: &HandoffLoop, h: &Handoff, expiry: Expiry) -> Result<bool, kube::Error> {
     let namespace = h.namespace().unwrap_or_default();
     let api: Api<Handoff> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = DeleteParams {
@@ -117,62 +94,8 @@ async fn delete(
         Err(err) => return Err(err),
     }
     ctx.metrics.count_groomed();
-    let since = updated.map(|t| t.to_string()).unwrap_or_default();
-    let note = format!(
-        "Handoff {} of project {} deleted by TTL grooming: not updated since {since} (TTL {}s)",
-        quoted(&h.spec.handoff_key, NOTE_KEY_CHARS),
-        h.spec.project,
-        ttl.as_secs()
-    );
+    let note = expiry.note(h);
     tracing::info!(handoff = %handoff_core::handoff::describe(h), "groomed");
     ctx.events.event(h, "Groomed", note).await;
     Ok(true)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(s: i64) -> Timestamp {
-        Timestamp::from_second(s).expect("ts")
-    }
-
-    #[test]
-    fn expiry() {
-        let hour = Duration::from_secs(3600);
-        let cases = [
-            (
-                Some(at(0)),
-                Some(hour),
-                at(3600),
-                false,
-                "exactly the TTL old",
-            ),
-            (
-                Some(at(0)),
-                Some(hour),
-                at(3601),
-                true,
-                "older than the TTL",
-            ),
-            (Some(at(0)), None, at(1_000_000), false, "no TTL"),
-            (
-                None,
-                Some(hour),
-                at(1_000_000),
-                false,
-                "unknown update time",
-            ),
-            (
-                Some(at(100)),
-                Some(hour),
-                at(0),
-                false,
-                "updated in the future (skew)",
-            ),
-        ];
-        for (updated, ttl, now, expected, why) in cases {
-            assert_eq!(expired(updated, ttl, now), expected, "{why}");
-        }
-    }
 }

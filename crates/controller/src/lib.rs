@@ -19,9 +19,11 @@
 //! - [`metrics`]: the controller's metrics.
 //! - [`handoff`]: the Handoff loop (status, labels, Events, mirror row);
 //!   its state, shared with the tasks below, is [`handoff::state`].
-//! - [`events`]: the Handoff loop's Events, one series per object and reason.
-//! - [`grooming`]: TTL grooming.
-//! - [`leader`]: Lease-based leader election.
+//! - [`events`]: the Handoff loop's Events, one series per object and reason
+//!   (the decisions are [`handoff_core::events`]).
+//! - [`grooming`]: TTL grooming (the decision is [`handoff_core::grooming`]).
+//! - [`leader`]: Lease-based leader election (the decision is
+//!   [`handoff_core::leader`]).
 //! - [`mirror_resync`]: the mirror's periodic repair (the plan is [`handoff_mirror::resync`]).
 //! - [`offer_loops`]: the offer and agent Job loops (the plan is
 //!   [`handoff_core::offers::plan`]).
@@ -39,7 +41,7 @@ pub(crate) mod backlog;
 pub(crate) mod events;
 pub(crate) mod grooming;
 pub mod handoff;
-pub mod leader;
+pub(crate) mod leader;
 pub mod metrics;
 pub(crate) mod mirror_resync;
 pub mod offer_loops;

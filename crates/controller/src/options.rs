@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::leader::LeaseConfig;
 use crate::schedule::ttl::{DefaultTtl, TtlPolicy};
+use handoff_core::leader::LeaseConfig;
 use handoff_core::time::{parse_duration, positive_duration};
 use handoff_mirror::batch::{BatchSettings, DEFAULT_BATCH_ROWS};
 use handoff_mirror::dsn::PostgresArgs;

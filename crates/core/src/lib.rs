@@ -5,14 +5,19 @@
 //! the pure decisions: of one Handoff (which object is its key's, what it
 //! shows, what an apply did) and of the Handoff loop ([`handoff`]), of
 //! every loop's failures and notes ([`loops`]), of a namespace's settings
-//! ([`settings`]), of the schedule barrier and of offers.
+//! ([`settings`]), of the schedule barrier, of offers, of TTL grooming
+//! ([`grooming`]), of the controller's Event series ([`events`]) and of
+//! leader election ([`leader`]).
 //!
 //! This crate depends on `kube` for its derive only (no client, no
 //! runtime): a module here cannot talk to the apiserver, by construction.
 
 pub mod api;
+pub mod events;
 pub mod goals;
+pub mod grooming;
 pub mod handoff;
+pub mod leader;
 pub mod lint;
 pub mod liveness;
 pub mod loops;
