@@ -400,17 +400,7 @@ mod tests {
 
     #[test]
     fn events_regard_the_handoff_at_its_version() {
-        let mut h = Handoff::new(
-            "obj",
-            handoff_core::api::HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
-                repo: None,
-                kind: None,
-                body: "b".into(),
-                created_by: None,
-            },
-        );
+        let mut h = Handoff::new("obj", handoff_core::api::HandoffSpec::new("k", "p", "b"));
         h.metadata.namespace = Some("ns".into());
         h.metadata.uid = Some("u-1".into());
         h.metadata.resource_version = Some("42".into());

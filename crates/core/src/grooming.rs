@@ -119,17 +119,7 @@ mod tests {
     /// Key `k` of project `p`, created at `created` (its update time while
     /// nothing is counted), being deleted when `deleting`.
     fn handoff(created: Option<i64>, deleting: bool) -> Handoff {
-        let mut h = Handoff::new(
-            "obj",
-            HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
-                repo: None,
-                kind: None,
-                body: "b".into(),
-                created_by: None,
-            },
-        );
+        let mut h = Handoff::new("obj", HandoffSpec::new("k", "p", "b"));
         h.metadata.creation_timestamp = created.map(|s| Time(at(s)));
         h.metadata.deletion_timestamp = deleting.then(|| Time(at(0)));
         h

@@ -150,12 +150,9 @@ mod tests {
         let mut h = Handoff::new(
             &name_for_key("k"),
             handoff_core::api::HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
                 repo: Some("o/r".into()),
-                kind: None,
-                body: "b".into(),
                 created_by: Some("alice".into()),
+                ..handoff_core::api::HandoffSpec::new("k", "p", "b")
             },
         );
         h.metadata.namespace = Some("ns".into());

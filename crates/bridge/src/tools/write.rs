@@ -158,12 +158,9 @@ pub(crate) fn validate(args: WriteArgs) -> Result<HandoffSpec, FieldError> {
         });
     }
     Ok(HandoffSpec {
-        handoff_key: args.handoff_key,
-        project: args.project,
         repo,
         kind,
-        body: args.body,
-        created_by: None,
+        ..HandoffSpec::new(args.handoff_key, args.project, args.body)
     })
 }
 

@@ -159,6 +159,23 @@ pub struct HandoffSpec {
 }
 
 impl HandoffSpec {
+    /// The handoff of `handoff_key` in `project` saying `body`, with no
+    /// repo, kind or writer (set those after).
+    pub fn new(
+        handoff_key: impl Into<String>,
+        project: impl Into<String>,
+        body: impl Into<String>,
+    ) -> Self {
+        Self {
+            handoff_key: handoff_key.into(),
+            project: project.into(),
+            repo: None,
+            kind: None,
+            body: body.into(),
+            created_by: None,
+        }
+    }
+
     /// The content of a handoff: project, repo, kind and body. The key is
     /// its identity and the writer is not content: the same summary written
     /// again by someone else changes nothing (no new revision, no write).

@@ -372,12 +372,8 @@ mod tests {
     #[test]
     fn whole_specs_name_the_failing_field() {
         let mut spec = HandoffSpec {
-            handoff_key: "acme/api#42".into(),
-            project: "shop".into(),
-            repo: None,
-            kind: None,
-            body: "fine".into(),
             created_by: Some("alice".into()),
+            ..HandoffSpec::new("acme/api#42", "shop", "fine")
         };
         assert_eq!(handoff_spec(&spec), Ok(()));
         spec.created_by = Some("alice\u{1b}[2K".into());

@@ -11,12 +11,10 @@ use crate::names::CONTROLLER_FIELD_MANAGER;
 /// Key `k` of project `p`, `org/repo`, an issue, written by alice.
 pub(super) fn spec(body: &str) -> HandoffSpec {
     HandoffSpec {
-        handoff_key: "k".into(),
-        project: "p".into(),
         repo: Some("org/repo".into()),
         kind: Some("issue".into()),
-        body: body.into(),
         created_by: Some("alice".into()),
+        ..HandoffSpec::new("k", "p", body)
     }
 }
 

@@ -99,17 +99,7 @@ mod tests {
 
     #[test]
     fn a_handoff_is_described_as_namespace_and_name() {
-        let mut h = Handoff::new(
-            "obj",
-            HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
-                repo: None,
-                kind: None,
-                body: "b".into(),
-                created_by: None,
-            },
-        );
+        let mut h = Handoff::new("obj", HandoffSpec::new("k", "p", "b"));
         assert_eq!(describe(&h), "/obj");
         h.metadata.namespace = Some("ns".into());
         assert_eq!(describe(&h), "ns/obj");

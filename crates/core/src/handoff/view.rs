@@ -80,12 +80,8 @@ mod tests {
 
     fn spec(body: &str, writer: &str) -> HandoffSpec {
         HandoffSpec {
-            handoff_key: "k".into(),
-            project: "p".into(),
-            repo: None,
-            kind: None,
-            body: body.into(),
             created_by: Some(writer.into()),
+            ..HandoffSpec::new("k", "p", body)
         }
     }
 

@@ -179,12 +179,8 @@ mod tests {
         let mut h = Handoff::new(
             "k",
             HandoffSpec {
-                handoff_key: "k".into(),
-                project: "p".into(),
-                repo: None,
-                kind: None,
-                body: "b".into(),
                 created_by: Some("system:serviceaccount:ns:agent".into()),
+                ..HandoffSpec::new("k", "p", "b")
             },
         );
         h.metadata.generation = Some(generation);
