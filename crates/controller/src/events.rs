@@ -231,16 +231,7 @@ impl Events {
         .await
         {
             Ok(name) => {
-                let entry = Entry {
-                    namespace,
-                    name,
-                    count: 1,
-                    shown: 1,
-                    note,
-                    last: now,
-                    observed,
-                    regarding,
-                };
+                let entry = Entry::first(namespace, name, note, now, observed, regarding);
                 for (key, dropped) in self.series.record(key, entry) {
                     self.write_series(&key, &dropped).await;
                 }
@@ -385,17 +376,18 @@ mod tests {
 
     const GAP: Duration = Duration::from_secs(600);
 
-    fn entry(t0: Instant, name: &str, count: i32, last: u64) -> Entry {
-        Entry {
-            namespace: "ns".into(),
-            name: name.into(),
-            count,
-            shown: count,
-            note: format!("{name} note"),
-            last: t0 + Duration::from_secs(last),
-            observed: Timestamp::UNIX_EPOCH,
-            regarding: ObjectReference::default(),
-        }
+    /// A series `name` begun at `at` (one occurrence, shown).
+    fn begun(at: Instant, name: &str) -> Entry {
+        let regarding = ObjectReference::default();
+        let note = format!("{name} note");
+        Entry::first(
+            "ns".into(),
+            name.into(),
+            note,
+            at,
+            Timestamp::UNIX_EPOCH,
+            regarding,
+        )
     }
 
     #[test]
@@ -431,7 +423,7 @@ mod tests {
             )
         };
         assert_eq!(occur(0, "r2"), Publish::Create, "nothing known yet");
-        assert!(series.record(key.clone(), entry(t0, "e", 1, 0)).is_empty());
+        assert!(series.record(key.clone(), begun(t0, "e")).is_empty());
         assert!(series.pending(t0).is_empty(), "the create showed it");
         for (s, note) in [(1, "r3"), (2, "r4"), (3, "r5")] {
             assert_eq!(occur(s, note), Publish::Count);
@@ -471,7 +463,7 @@ mod tests {
                 (format!("uid-{i}"), "Superseded".into()),
                 Entry {
                     last: now + Duration::from_millis(i),
-                    ..entry(now, &format!("e{i}"), 1, 0)
+                    ..begun(now, &format!("e{i}"))
                 },
             );
             assert!(series.len() <= 3);

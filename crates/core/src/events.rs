@@ -52,6 +52,29 @@ pub struct Entry {
     pub regarding: ObjectReference,
 }
 
+impl Entry {
+    /// The series a just-created Event starts: one occurrence, shown.
+    pub fn first(
+        namespace: String,
+        name: String,
+        note: String,
+        last: Instant,
+        observed: Timestamp,
+        regarding: ObjectReference,
+    ) -> Self {
+        Self {
+            namespace,
+            name,
+            count: 1,
+            shown: 1,
+            note,
+            last,
+            observed,
+            regarding,
+        }
+    }
+}
+
 /// What to do with one occurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Publish {
@@ -121,15 +144,20 @@ mod tests {
     const GAP: Duration = Duration::from_secs(600);
 
     fn entry(t0: Instant, name: &str, count: i32, last: u64) -> Entry {
+        let at = t0 + Duration::from_secs(last);
+        let note = format!("{name} note");
+        let first = Entry::first(
+            "ns".into(),
+            name.into(),
+            note,
+            at,
+            Timestamp::UNIX_EPOCH,
+            ObjectReference::default(),
+        );
         Entry {
-            namespace: "ns".into(),
-            name: name.into(),
             count,
             shown: count,
-            note: format!("{name} note"),
-            last: t0 + Duration::from_secs(last),
-            observed: Timestamp::UNIX_EPOCH,
-            regarding: ObjectReference::default(),
+            ..first
         }
     }
 
