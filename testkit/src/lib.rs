@@ -22,6 +22,8 @@ pub mod previous;
 pub mod rng;
 pub mod rpc;
 mod served;
+pub mod spec;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
