@@ -900,7 +900,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     }
     // Every write is counted while PostgreSQL is still stalled.
     let remaining = STALL.saturating_sub(stalled_at.elapsed());
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every write counted during the stall",
         remaining,
         || async { (counted_last_write(&api).await == KEYS + 1).then_some(()) },
@@ -927,7 +927,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     // (with backoff, up to a minute) writes the v2 row at the newer
     // resourceVersion.
     let db = &system.db;
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every row holds the last write",
         Duration::from_secs(180),
         || async {
@@ -993,7 +993,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .map(|r| r.get::<_, i64>(0))
     };
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every handoff mirrored",
         Duration::from_secs(120),
         || async {
@@ -1024,7 +1024,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .expect("delete the leases");
     let limit = Duration::from_secs(60);
-    common::eventually("the namespace's handoffs gone", limit, || async {
+    handoff_testkit::wait::eventually("the namespace's handoffs gone", limit, || async {
         let left = handoffs.list(&ListParams::default()).await.ok()?;
         left.items.is_empty().then_some(())
     })
@@ -1037,7 +1037,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .replace_subresource("finalize", DOOMED, &PostParams::default(), &terminating)
         .await
         .expect("finalize the namespace");
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the namespace gone",
         limit.saturating_sub(deleted_at.elapsed()),
         || async {
@@ -1053,7 +1053,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     let gone_after = deleted_at.elapsed();
     // The controller's deletes of the rows failed meanwhile; PostgreSQL
     // stays stalled for the rest of the stall.
-    common::eventually("the row deletes failing", STALL, || async {
+    handoff_testkit::wait::eventually("the row deletes failing", STALL, || async {
         (mirror_errors(&controller).await > errors_before).then_some(())
     })
     .await;
@@ -1065,7 +1065,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     );
 
     // PostgreSQL back: resync deletes the orphan rows and their history.
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the namespace's rows and history deleted",
         Duration::from_secs(120),
         || async {

@@ -107,8 +107,9 @@ impl Fuzz {
             5 => "-1e308".into(),
             6 => Value::String(self.text(12)).to_string(),
             7 => {
-                let items: Vec<String> =
-                    (0..self.below(4)).map(|_| self.literal(depth - 1)).collect();
+                let items: Vec<String> = (0..self.below(4))
+                    .map(|_| self.literal(depth - 1))
+                    .collect();
                 format!("[{}]", items.join(","))
             }
             _ => self.literal_object(depth - 1),

@@ -27,7 +27,11 @@ pub fn spec(key: impl Into<String>) -> HandoffSpec {
 /// The usual handoff of the suites: project `shop`, repo `org/a`, kind
 /// `issue`, written by `writer`.
 pub fn shop(key: &str, body: &str) -> HandoffSpec {
-    spec(key).repo("org/a").kind("issue").body(body).by("writer")
+    spec(key)
+        .repo("org/a")
+        .kind("issue")
+        .body(body)
+        .by("writer")
 }
 
 /// The fields a test sets on a [`spec`], each replacing the default.
@@ -102,7 +106,12 @@ mod tests {
 
     #[test]
     fn each_field_replaces_its_default() {
-        let built = spec("k").project("p").repo("o/r").kind("issue").body("b").by("w");
+        let built = spec("k")
+            .project("p")
+            .repo("o/r")
+            .kind("issue")
+            .body("b")
+            .by("w");
         assert_eq!(
             built,
             HandoffSpec {

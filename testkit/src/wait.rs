@@ -76,7 +76,10 @@ mod tests {
         assert_eq!(false.settled(), Err("false".to_owned()));
         assert_eq!(Some(3).settled(), Ok(3));
         assert_eq!(None::<u8>.settled(), Err("nothing yet".to_owned()));
-        assert_eq!(Err::<u8, _>("phase Pending".to_owned()).settled(), Err("phase Pending".to_owned()));
+        assert_eq!(
+            Err::<u8, _>("phase Pending".to_owned()).settled(),
+            Err("phase Pending".to_owned())
+        );
     }
 
     #[tokio::test]

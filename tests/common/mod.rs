@@ -263,26 +263,6 @@ pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
     }
 }
 
-/// Polls `check` every 100 ms until it returns `Some`; fails the test
-/// naming `what` after `limit`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: std::time::Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
 /// Waits until the apiserver's clock (whole seconds, as managedFields and
 /// `status.updatedAt` keep time) is past `second`: a probe ConfigMap is
 /// created in `namespace` until its `creationTimestamp` is later. Two
@@ -295,7 +275,7 @@ pub(crate) async fn apiserver_clock_past(
 ) {
     use k8s_openapi::api::core::v1::ConfigMap;
     let probes: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    eventually(
+    handoff_testkit::wait::eventually(
         &format!("the apiserver's clock past {second}"),
         std::time::Duration::from_secs(30),
         || async {

@@ -41,11 +41,10 @@ use serde_json::{Value, json};
 use handoff_core::api::Handoff;
 use handoff_testkit::image::Digest;
 
-use crate::harness::{
-    SYSTEM, UNDISTURBED, e2e, eventually, kubectl, kubectl_stdin, must, with_cluster,
-};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, kubectl_stdin, must, with_cluster};
 use crate::images::AGENT_IMAGE;
 use crate::install::{diagnose, installed};
+use handoff_testkit::wait::eventually;
 
 /// The identity the examples' Jobs run as.
 const AGENT_USER: &str = "system:serviceaccount:handoff-system:agent-implement";

@@ -30,9 +30,10 @@ use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_kube::store::HandoffStore;
 
 use crate::agent::{goal, log_lines, step};
-use crate::harness::{SYSTEM, UNDISTURBED, e2e, eventually, kubectl, kubectl_stdin, must};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, kubectl_stdin, must};
 use crate::images::AGENT_IMAGE;
 use crate::install::{diagnose, installed};
+use handoff_testkit::wait::eventually;
 
 /// What the e2e schedule changes in the example.
 pub(crate) struct Scheduled<'a> {

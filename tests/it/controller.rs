@@ -6,7 +6,7 @@
 //! condition, never sleeps asserted on.
 
 use crate::common;
-use crate::common::eventually;
+use handoff_testkit::wait::eventually;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
+use handoff_testkit::wait::eventually;
 use handoff_testkit::{TestEnv, WebhookProcess};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -1408,19 +1409,6 @@ async fn bridge_kubeconfig(env: &TestEnv) -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
-/// Polls `check` until it holds (bounded; not a speed assertion).
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The schedule and offer loops, run cluster-wide with the controller's
 /// ServiceAccount and nothing but config/rbac's rights: they create and
 /// watch Jobs, write status, record Events and supersede offers. (The
@@ -1490,7 +1478,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
 
     // The schedule loop creates the refine Job and records status and an Event.
     let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns);
-    eventually("the refine Job", || {
+    eventually("the refine Job", Duration::from_secs(30), || {
         let jobs = jobs.clone();
         async move {
             !jobs
@@ -1502,7 +1490,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
         }
     })
     .await;
-    eventually("the schedule's status", || {
+    eventually("the schedule's status", Duration::from_secs(30), || {
         let schedules = schedules.clone();
         async move {
             schedules
@@ -1515,18 +1503,22 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     })
     .await;
     let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
-    eventually("an Event from the controller", || {
-        let events = events.clone();
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .expect("events")
-                .items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some("RefineStarted"))
-        }
-    })
+    eventually(
+        "an Event from the controller",
+        Duration::from_secs(30),
+        || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .expect("events")
+                    .items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("RefineStarted"))
+            }
+        },
+    )
     .await;
 
     // The offer loop supersedes a pending offer when its agent's Job starts.
@@ -1558,11 +1550,15 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     .await
     .expect("create the agent Job");
     let offers: Api<HandoffOffer> = Api::namespaced(admin.clone(), &ns);
-    eventually("the offer superseded by the controller", || {
-        let offers = offers.clone();
-        let name = offer_name.clone();
-        async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
-    })
+    eventually(
+        "the offer superseded by the controller",
+        Duration::from_secs(30),
+        || {
+            let offers = offers.clone();
+            let name = offer_name.clone();
+            async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
+        },
+    )
     .await;
 
     stop.cancel();
@@ -1715,13 +1711,17 @@ async fn the_installed_identities_read_the_namespace_budget() {
     let controller = Budgets::new(client_as(env, "handoff-controller").await, READ_TIMEOUT);
     // RBAC propagation to the bridge's new binding is not instant: a fresh
     // cache per attempt until the read is allowed.
-    eventually("the bridge reads the team's budget", || async {
-        Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT)
-            .budget(&team)
-            .await
-            .tokens
-            == 100
-    })
+    eventually(
+        "the bridge reads the team's budget",
+        Duration::from_secs(30),
+        || async {
+            Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT)
+                .budget(&team)
+                .await
+                .tokens
+                == 100
+        },
+    )
     .await;
     assert_eq!(bridge.budget(&team).await, set(100));
     assert_eq!(controller.budget(&team).await, set(100));

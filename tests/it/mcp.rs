@@ -974,7 +974,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
         .await
         .expect("invalidate the first token");
     let old_client = common::agents::client_with_token(env, &first).await;
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the first token to be refused",
         std::time::Duration::from_secs(60),
         || {

@@ -8,7 +8,7 @@
 //! URLs never shows in an error, a log line or the metrics.
 
 use crate::common;
-use crate::common::eventually;
+use handoff_testkit::wait::eventually;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -4,13 +4,14 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::agents::{Served, client_with_token, groomer_token, served, writer_token};
 use common::{agent_token, call, env};
 use handoff_controller::offers::{Context, run};
 use handoff_core::api::{HandoffOffer, OfferPhase, SupersedeReason};
 use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
+use handoff_testkit::wait::eventually;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -268,10 +269,18 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         let api = api.clone();
         async move { api.get(&name).await.expect("offer").phase() }
     };
-    assert!(
-        wait_until(|| phase_of(newest.clone()), OfferPhase::Accepted).await,
-        "the named offer is Accepted"
-    );
+    let reaches = |name: &str, phase: OfferPhase| {
+        let (api, name) = (api.clone(), name.to_owned());
+        async move {
+            eventually(
+                &format!("{name} {phase:?}"),
+                Duration::from_secs(30),
+                || async { api.get(&name).await.expect("offer").phase() == phase },
+            )
+            .await
+        }
+    };
+    reaches(&newest, OfferPhase::Accepted).await;
     assert_eq!(
         phase_of(accepted_name.clone()).await,
         OfferPhase::Superseded
@@ -294,10 +303,7 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
     )
     .await
     .expect("complete");
-    assert!(
-        wait_until(|| phase_of(newest.clone()), OfferPhase::Completed).await,
-        "Completed when the Job succeeds"
-    );
+    reaches(&newest, OfferPhase::Completed).await;
 
     // Activation supersedes what is pending to the agent (reason AgentActivated).
     let pending = s.bridge.drive(
@@ -310,7 +316,7 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
         .expect("name")
         .to_owned();
     start_agent_job(&s.ns, "tester-run", "tester", None).await;
-    assert!(wait_until(|| phase_of(pending_name.clone()), OfferPhase::Superseded).await);
+    reaches(&pending_name, OfferPhase::Superseded).await;
     let status = api
         .get(&pending_name)
         .await
@@ -346,22 +352,6 @@ async fn offers_to_two_destinations_in_parallel_both_land() {
             .count();
         assert_eq!(offered, 1, "one Offered to {to}");
     }
-}
-
-/// Polls until `phase` is reached (bounded; not a speed assertion).
-async fn wait_until<F, Fut>(mut get: F, phase: OfferPhase) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = OfferPhase>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if get().await == phase {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
 }
 
 /// Adds `labels` to ServiceAccount `name` (before its token is first used:
@@ -821,7 +811,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
         "unstamped-rejected".to_owned(),
         "young-completed".to_owned(),
     ];
-    let left = common::eventually(
+    let left = handoff_testkit::wait::eventually(
         "the offers finished more than 7 days ago deleted",
         Duration::from_secs(60),
         || {
@@ -845,7 +835,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
         .await
         .expect("touch");
     }
-    let left = common::eventually(
+    let left = handoff_testkit::wait::eventually(
         "the rest of the finished offers deleted",
         Duration::from_secs(60),
         || {

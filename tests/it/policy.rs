@@ -1060,7 +1060,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         )
     });
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
-    let handled = common::eventually(
+    let handled = handoff_testkit::wait::eventually(
         "labels and status by the controller, the old finalizer removed",
         Duration::from_secs(60),
         || async {
@@ -1097,7 +1097,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
             "delete",
         )
     });
-    common::eventually("the deletion", Duration::from_secs(60), || async {
+    handoff_testkit::wait::eventually("the deletion", Duration::from_secs(60), || async {
         api.get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;

@@ -10,10 +10,11 @@ use crate::revisions::Counter;
 use std::time::Duration;
 
 use common::agents::writer_token;
-use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
+use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
+use handoff_testkit::wait::eventually;
 use kube::api::Api;
 use serde_json::{Value, json};
 

@@ -10,9 +10,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{env, eventually};
+use common::env;
 use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_kube::store::HandoffStore;
+use handoff_testkit::wait::eventually;
 use kube::api::Api;
 
 fn handoff(kubeconfig: &Path, args: &[&str]) -> Output {

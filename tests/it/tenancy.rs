@@ -160,7 +160,7 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     let db = handoff_testkit::connect_postgres(&url_pg)
         .await
         .expect("postgres client");
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "both teams' rows",
         std::time::Duration::from_secs(60),
         || {

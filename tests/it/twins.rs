@@ -15,12 +15,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::agents::writer_token;
-use common::{Bridge, apply_agent_roles, call, env, events_with_reason, eventually, ok};
+use common::{Bridge, apply_agent_roles, call, env, events_with_reason, ok};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_testkit as testing;
 use handoff_testkit::controller::InProcess;
+use handoff_testkit::wait::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};

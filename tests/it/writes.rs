@@ -19,7 +19,7 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{apiserver_clock_past, call, drive_stdio, env, eventually, ok};
+use common::{apiserver_clock_past, call, drive_stdio, env, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
@@ -27,6 +27,7 @@ use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::wait::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
