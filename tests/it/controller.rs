@@ -6,6 +6,7 @@
 //! condition, never sleeps asserted on.
 
 use crate::common;
+use handoff_testkit::spec::counted;
 use handoff_testkit::wait::eventually;
 
 use std::sync::Arc;
@@ -190,19 +191,6 @@ async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec
     .iter()
     .map(|r| r.get(0))
     .collect()
-}
-
-/// Waits until the Handoff of `key` has counted `revision`.
-async fn counted(api: &Api<Handoff>, key: &str, revision: i64) {
-    eventually(
-        &format!("{key} at revision {revision}"),
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name_for_key(key)).await.ok()?;
-            (h.status?.revision? == revision).then_some(())
-        },
-    )
-    .await
 }
 
 /// Waits until the history of `key` is `revisions`.

@@ -106,7 +106,7 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
         "createdBy is the authenticated caller"
     );
 
-    let stored = crate::revisions::counted(&api, key, 1).await;
+    let stored = handoff_testkit::spec::counted(&api, key, 1).await;
     let rv = stored
         .metadata
         .resource_version
@@ -155,7 +155,7 @@ async fn unchanged_write_creates_no_new_resource_version() {
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let counter = crate::revisions::Counter::start(&client, &ns, None);
     drive_stdio(env, &ns, "implement", json!([write("k", "p", "same")]));
-    let before = crate::revisions::counted(&api, "k", 1)
+    let before = handoff_testkit::spec::counted(&api, "k", 1)
         .await
         .metadata
         .resource_version

@@ -4,7 +4,8 @@
 //! `kubectl handoff` (a symlink named `kubectl-handoff` on the PATH).
 
 use crate::common;
-use crate::revisions::{Counter, counted};
+use crate::revisions::Counter;
+use handoff_testkit::spec::counted;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -21,6 +21,7 @@ use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_testkit as testing;
 use handoff_testkit::controller::InProcess;
+use handoff_testkit::spec::counted_named;
 use handoff_testkit::wait::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -41,22 +42,6 @@ fn spec(key: &str, body: &str, created_by: Option<&str>) -> HandoffSpec {
         body: body.into(),
         created_by: created_by.map(str::to_owned),
     }
-}
-
-/// Waits until the object named `name` is counted at `revision`.
-async fn counted(api: &Api<Handoff>, name: &str, revision: i64) -> Handoff {
-    eventually(
-        &format!("{name} counted at revision {revision}"),
-        Duration::from_secs(60),
-        || async {
-            api.get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .filter(|h| h.status.as_ref().and_then(|s| s.revision) == Some(revision))
-        },
-    )
-    .await
 }
 
 /// `(key, body)` of each entry of a list or search answer.
@@ -115,7 +100,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
             )]),
         )[0]);
     }
-    let victim = counted(&api, &name_for_key(VICTIM), 2).await;
+    let victim = counted_named(&api, &name_for_key(VICTIM), 2).await;
     let victim_uid = victim.uid().expect("uid");
     eventually("the victim mirrored", Duration::from_secs(60), || async {
         (testing::mirror::converged(&api, &db, &ns).await == Some(1)).then_some(())
@@ -138,7 +123,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
         .await
         .expect("create");
     }
-    counted(&api, twin_name, 1).await;
+    counted_named(&api, twin_name, 1).await;
     api.patch(
         twin_name,
         &PatchParams::default(),
@@ -146,8 +131,8 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     )
     .await
     .expect("the twin's second revision");
-    let twin = counted(&api, twin_name, 2).await;
-    let squat = counted(&api, &squat_name, 1).await;
+    let twin = counted_named(&api, twin_name, 2).await;
+    let squat = counted_named(&api, &squat_name, 1).await;
     // Two resync passes begun after both were counted: one has run whole.
     let passes = controller.metrics.resyncs();
     eventually("two resync passes", Duration::from_secs(60), || async {
@@ -506,7 +491,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
         .write(&spec(VICTIM, "payments victim revision 1", Some("writer")))
         .await
         .expect("write");
-    let victim = counted(&api, &name_for_key(VICTIM), 1).await;
+    let victim = counted_named(&api, &name_for_key(VICTIM), 1).await;
     eventually("the victim mirrored", Duration::from_secs(60), || async {
         (testing::mirror::converged(&api, &db, &ns).await == Some(1)).then_some(())
     })
@@ -528,8 +513,8 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
         )
         .await
         .expect("create the squat");
-    counted(&api, "my-handoff", 1).await;
-    counted(&api, &name_for_key(SQUATTED), 1).await;
+    counted_named(&api, "my-handoff", 1).await;
+    counted_named(&api, &name_for_key(SQUATTED), 1).await;
 
     // What the previous release wrote for them: the twin's row in place of
     // the victim's (no name: written before migration 0004), the squat's

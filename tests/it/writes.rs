@@ -22,11 +22,12 @@ use std::time::Duration;
 use common::{apiserver_clock_past, call, drive_stdio, env, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::spec::counted;
 use handoff_testkit::wait::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
@@ -126,24 +127,6 @@ async fn bridge_writes(ns: &str, plan: Vec<Value>) -> Vec<String> {
         .iter()
         .map(|a| ok(a)["outcome"].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// Waits until the controller counted the latest write of `key` as
-/// `revision`.
-async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
-    eventually(
-        &format!("revision {revision} of {key} counted"),
-        Duration::from_secs(60),
-        || async {
-            let h = api.get_opt(&name_for_key(key)).await.expect("get")?;
-            let status = h.status.clone()?;
-            (status.revision == Some(revision)
-                && status.observed_generation == h.metadata.generation
-                && status.phase == Some(HandoffPhase::Current))
-            .then_some(h)
-        },
-    )
-    .await
 }
 
 /// A Handoff written after everything else, to find the end of a watch.
