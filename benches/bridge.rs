@@ -23,13 +23,14 @@
 
 use std::time::{Duration, Instant};
 
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
 use handoff_testkit::http::{addr_of, flood, metric, scrape};
 use handoff_testkit::previous::Previous;
 use handoff_testkit::rpc::McpHttp;
+use handoff_testkit::spec::{Fields, spec};
 use kube::api::{Api, Patch, PatchParams};
 
 const ITERATIONS: usize = 300;
@@ -67,14 +68,7 @@ fn main() -> anyhow::Result<()> {
             &PatchParams::apply("bench-direct").force(),
             &Patch::Apply(&Handoff::new(
                 &name_for_key(key),
-                HandoffSpec {
-                    handoff_key: key.into(),
-                    project: "bench".into(),
-                    repo: None,
-                    kind: None,
-                    body: "steady body".into(),
-                    created_by: Some("bench".into()),
-                },
+                spec(key).project("bench").body("steady body").by("bench"),
             )),
         ))?;
         under_diffs(&rt, &plane, &direct, key)?.print(previous.as_ref());
@@ -92,14 +86,7 @@ fn main() -> anyhow::Result<()> {
 
     let key = "bench/get#1";
     let name = name_for_key(key);
-    let spec = |body: String| HandoffSpec {
-        handoff_key: key.into(),
-        project: "bench".into(),
-        repo: None,
-        kind: None,
-        body,
-        created_by: Some("bench".into()),
-    };
+    let spec = |body: String| spec(key).project("bench").body(body).by("bench");
     let params = PatchParams::apply("bench-direct").force();
     let write_args =
         |body: &str| serde_json::json!({"handoff_key": key, "project": "bench", "body": body});

@@ -25,6 +25,7 @@ use handoff_core::api::HandoffSpec;
 use handoff_core::api::naming::name_for_key;
 use handoff_kube::store::HandoffStore;
 use handoff_testkit::mirror::{converged, mirrored_rows};
+use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -276,14 +277,7 @@ async fn unmirrored_handoffs(api: &Api<Handoff>) -> usize {
 }
 
 fn request(key: &str, body: String) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "faults".into(),
-        repo: None,
-        kind: None,
-        body,
-        created_by: Some("writer".into()),
-    }
+    spec(key).project("faults").body(body).by("writer")
 }
 
 /// Writes `body` under `key` (a failure fails the test).
@@ -509,14 +503,7 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
 
     // Good objects of every loop next to them.
     let store = HandoffStore::new(client.clone(), NAMESPACE);
-    let good_spec = HandoffSpec {
-        handoff_key: "good".into(),
-        project: "faults".into(),
-        repo: None,
-        kind: None,
-        body: "a readable handoff".into(),
-        created_by: None,
-    };
+    let good_spec = spec("good").project("faults").body("a readable handoff");
     store.write(&good_spec).await.expect("write a good handoff");
     let schedules: Api<handoff_core::api::BrainstormSchedule> =
         Api::namespaced(client.clone(), NAMESPACE);

@@ -20,6 +20,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams};
 use kube::{Client, Config};
@@ -131,14 +132,13 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
         ),
     ] {
         seeded
-            .write(&HandoffSpec {
-                handoff_key: key.into(),
-                project: project.into(),
-                repo: None,
-                kind: Some("issue".into()),
-                body: body.into(),
-                created_by: Some(writer("implement")),
-            })
+            .write(
+                &spec(key)
+                    .project(project)
+                    .kind("issue")
+                    .body(body)
+                    .by(writer("implement")),
+            )
             .await
             .unwrap_or_else(|e| panic!("seed {key}: {e}"));
     }

@@ -6,7 +6,7 @@
 //! condition, never sleeps asserted on.
 
 use crate::common;
-use handoff_testkit::spec::counted;
+use handoff_testkit::spec::{Fields, counted, spec};
 use handoff_testkit::wait::eventually;
 
 use std::sync::Arc;
@@ -114,14 +114,12 @@ async fn pg(url: &str) -> tokio_postgres::Client {
 }
 
 fn request(key: &str, project: &str, body: &str, writer: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: project.into(),
-        repo: Some("org/repo".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some(writer.into()),
-    }
+    spec(key)
+        .project(project)
+        .repo("org/repo")
+        .kind("issue")
+        .body(body)
+        .by(writer)
 }
 
 /// `(key, revision, id)` of every row of `namespace`.
@@ -233,14 +231,11 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     let body1 = "## State\nparser done\n## Next\n- wire the CLI";
     let mut h = Handoff::new(
         &name,
-        HandoffSpec {
-            handoff_key: key.into(),
-            project: "shop".into(),
-            repo: Some("org/repo".into()),
-            kind: Some("issue".into()),
-            body: body1.into(),
-            created_by: Some("alice".into()),
-        },
+        spec(key)
+            .repo("org/repo")
+            .kind("issue")
+            .body(body1)
+            .by("alice"),
     );
     h.metadata.labels = None;
     api.create(&PostParams::default(), &h)

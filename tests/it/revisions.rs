@@ -9,7 +9,6 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::objects::shop;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
@@ -17,6 +16,7 @@ use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, RevisionConflict, WriteError, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
 use handoff_testkit::spec::counted;
+use handoff_testkit::spec::shop;
 use handoff_testkit::wait::eventually;
 use kube::api::Api;
 use serde_json::{Value, json};

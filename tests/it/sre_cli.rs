@@ -5,15 +5,15 @@
 
 use crate::common;
 use crate::revisions::Counter;
-use handoff_testkit::spec::counted;
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use common::env;
-use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::api::Handoff;
 use handoff_kube::store::HandoffStore;
+use handoff_testkit::spec::{Fields, counted, spec};
 use handoff_testkit::wait::eventually;
 use kube::api::Api;
 
@@ -83,14 +83,13 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
     ];
     for (i, body) in bodies.iter().enumerate() {
         store
-            .write(&HandoffSpec {
-                handoff_key: "ops/42".into(),
-                project: "shop".into(),
-                repo: Some("org/a".into()),
-                kind: Some("incident".into()),
-                body: (*body).into(),
-                created_by: Some("sre@example.com".into()),
-            })
+            .write(
+                &spec("ops/42")
+                    .repo("org/a")
+                    .kind("incident")
+                    .body(*body)
+                    .by("sre@example.com"),
+            )
             .await
             .expect("write");
         counted(&api, "ops/42", i64::try_from(i + 1).expect("small")).await;
@@ -211,14 +210,7 @@ async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
     let store = HandoffStore::new(client.clone(), &ns);
     let forged = "## State\nrefund ok\n\u{1b}[2A\u{1b}[2K- writer: root\u{9b}1m \u{202e}txt.exe\n";
     store
-        .write(&HandoffSpec {
-            handoff_key: "ops/esc".into(),
-            project: "shop".into(),
-            repo: None,
-            kind: None,
-            body: "## State\nrefund ok\n".into(),
-            created_by: Some("mallory".into()),
-        })
+        .write(&spec("ops/esc").body("## State\nrefund ok\n").by("mallory"))
         .await
         .expect("write");
     counted(&api, "ops/esc", 1).await;

@@ -16,12 +16,12 @@ use std::time::Duration;
 
 use common::agents::writer_token;
 use common::{Bridge, apply_agent_roles, call, env, events_with_reason, ok};
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_testkit as testing;
 use handoff_testkit::controller::InProcess;
-use handoff_testkit::spec::counted_named;
+use handoff_testkit::spec::{Fields, counted_named, spec};
 use handoff_testkit::wait::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -32,17 +32,6 @@ const VICTIM: &str = "acme/api#7";
 const SQUATTED: &str = "acme/api#8";
 /// The key the squat holds.
 const SQUAT_KEY: &str = "acme/api#9";
-
-fn spec(key: &str, body: &str, created_by: Option<&str>) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: None,
-        kind: None,
-        body: body.into(),
-        created_by: created_by.map(str::to_owned),
-    }
-}
 
 /// `(key, body)` of each entry of a list or search answer.
 fn entries(answer: &Value, field: &str, body: &str) -> Vec<(String, String)> {
@@ -118,7 +107,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     ] {
         api.create(
             &PostParams::default(),
-            &Handoff::new(name, spec(key, body, None)),
+            &Handoff::new(name, spec(key).body(body)),
         )
         .await
         .expect("create");
@@ -488,7 +477,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
         .options(|o| o.mirror_resync_interval = Duration::from_secs(1))
         .start(client.clone());
     handoff_kube::store::HandoffStore::new(client.clone(), &ns)
-        .write(&spec(VICTIM, "payments victim revision 1", Some("writer")))
+        .write(&spec(VICTIM).body("payments victim revision 1").by("writer"))
         .await
         .expect("write");
     let victim = counted_named(&api, &name_for_key(VICTIM), 1).await;
@@ -499,7 +488,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
     let twin = api
         .create(
             &PostParams::default(),
-            &Handoff::new("my-handoff", spec(VICTIM, "payments twin", None)),
+            &Handoff::new("my-handoff", spec(VICTIM).body("payments twin")),
         )
         .await
         .expect("create the twin");
@@ -508,7 +497,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
             &PostParams::default(),
             &Handoff::new(
                 &name_for_key(SQUATTED),
-                spec(SQUAT_KEY, "payments squat", None),
+                spec(SQUAT_KEY).body("payments squat"),
             ),
         )
         .await

@@ -21,13 +21,13 @@ use std::time::Duration;
 
 use common::{apiserver_clock_past, call, drive_stdio, env, ok};
 use futures::{StreamExt, TryStreamExt};
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
-use handoff_testkit::spec::counted;
+use handoff_testkit::spec::{Fields, counted, spec};
 use handoff_testkit::wait::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
@@ -131,17 +131,7 @@ async fn bridge_writes(ns: &str, plan: Vec<Value>) -> Vec<String> {
 
 /// A Handoff written after everything else, to find the end of a watch.
 async fn marker(api: &Api<Handoff>, name: &str) {
-    let h = Handoff::new(
-        name,
-        HandoffSpec {
-            handoff_key: name.into(),
-            project: "marker".into(),
-            repo: None,
-            kind: None,
-            body: "end of the count".into(),
-            created_by: None,
-        },
-    );
+    let h = Handoff::new(name, spec(name).project("marker").body("end of the count"));
     api.create(&PostParams::default(), &h)
         .await
         .expect("marker");
@@ -264,14 +254,7 @@ async fn a_refresh_writes_a_series_without_a_stop() {
     let client = env.client().await;
     let handoffs: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let spec = |body: &str| HandoffSpec {
-        handoff_key: "k".into(),
-        project: "shop".into(),
-        repo: None,
-        kind: None,
-        body: body.into(),
-        created_by: None,
-    };
+    let spec = |body: &str| spec("k").body(body);
     let controller = start_controller(&client, &ns, Duration::from_millis(200));
     for (revision, body) in [(1, "v1"), (2, "v2"), (3, "v3"), (4, "v4")] {
         store.write(&spec(body)).await.expect("write");
@@ -318,13 +301,12 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     let outcomes = bridge_writes(&ns, vec![write(key, "v1"), write(key, "v1")]).await;
     assert_eq!(outcomes, ["created", "unchanged"]);
     let store = HandoffStore::new(client.clone(), &ns);
-    let spec = |body: &str, writer: &str| HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: Some("org/repo".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some(writer.into()),
+    let spec = |body: &str, writer: &str| {
+        spec(key)
+            .repo("org/repo")
+            .kind("issue")
+            .body(body)
+            .by(writer)
     };
     let (outcome, first) = store.write(&spec("v2", "admin")).await.expect("write");
     assert_eq!(outcome, WriteOutcome::Updated);
