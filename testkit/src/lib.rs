@@ -10,6 +10,7 @@
 //! that needs the control plane and cannot start it fails with the reason —
 //! it never skips.
 
+pub mod admission;
 pub mod bench;
 pub mod cluster;
 pub mod controller;

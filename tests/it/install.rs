@@ -608,15 +608,46 @@ fn config_default_dry_runs_then_applies() {
     }
     // Applying again changes nothing and fights no one (GitOps re-syncs;
     // on this plane, config/default as installed: its webhook pointed at
-    // the local process).
+    // the local process): every object keeps its resourceVersion.
+    let manifest = default_as_installed(env);
+    let before = stored_versions(env, &manifest);
     must(
-        kubectl_stdin(
-            env,
-            &["apply", "--server-side", "-f", "-"],
-            &default_as_installed(env),
-        ),
+        kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &manifest),
         "re-apply config/default",
     );
+    assert_eq!(
+        stored_versions(env, &manifest),
+        before,
+        "the re-apply changed what it applied"
+    );
+}
+
+/// `kind namespace/name` -> `resourceVersion` of each object of
+/// `manifest`, as stored.
+fn stored_versions(env: &TestEnv, manifest: &str) -> std::collections::BTreeMap<String, String> {
+    let out = must(
+        kubectl_stdin(env, &["get", "-f", "-", "-o", "json"], manifest),
+        "get config/default",
+    );
+    let stored: Value = serde_json::from_str(&out).expect("a List as JSON");
+    let items = stored["items"].as_array().expect("items");
+    assert!(items.len() > 5, "config/default as stored: {out}");
+    items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            let at = |f: &str| m[f].as_str().unwrap_or_default().to_owned();
+            (
+                format!(
+                    "{} {}/{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    at("namespace"),
+                    at("name")
+                ),
+                at("resourceVersion"),
+            )
+        })
+        .collect()
 }
 
 /// One `kubectl auth can-i` expectation.

@@ -162,31 +162,29 @@ async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec
     .collect()
 }
 
-/// Puts `row`'s revision into the history as a mirror before the record
-/// guard could leave it: without the object's row (an object deleted with
-/// its history kept, or one of another name mirrored before the mirror
-/// refused such objects). `record_revision` itself records only while the
-/// object's row is there.
-async fn left_behind(db: &tokio_postgres::Client, row: &Row) {
-    db.execute(
-        "INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, \
-         repo, kind, body, created_by, written_at) \
-         VALUES ($1, $2, $3::text::uuid, $4, $5, $6, $7, $8, $9, $10)",
-        &[
-            &row.namespace,
-            &row.handoff_key,
-            &row.id,
-            &row.revision,
-            &row.project,
-            &row.repo,
-            &row.kind,
-            &row.body,
-            &row.created_by,
-            &row.updated_at,
-        ],
+/// Leaves `row`'s revision in the history without the object's row, the
+/// way the mirror's own writes leave it: the row written, its revision
+/// recorded, the row deleted by `keeping` (a mirror that keeps history on
+/// delete). `record_revision` itself records only while the object's row
+/// is there.
+async fn left_behind(keeping: &Mirror, row: &Row) {
+    keeping.upsert(row).await.expect("row");
+    keeping.record_revision(row).await.expect("record");
+    keeping
+        .delete(&row.namespace, &row.handoff_key, &row.id)
+        .await
+        .expect("delete the row, keep its history");
+}
+
+/// A mirror that keeps an object's history when its row is deleted.
+fn keeping(url: &str) -> Mirror {
+    mirror_with(
+        url,
+        Retention {
+            keep_on_delete: true,
+            ..Retention::default()
+        },
     )
-    .await
-    .expect("history left behind");
 }
 
 fn mirror_with(url: &str, retention: Retention) -> Mirror {
@@ -333,13 +331,14 @@ async fn mirror_purge_removes_the_rows_it_names_and_nothing_else() {
     // Its first query migrates the schema the history is seeded into.
     mirror.versions(Some(&ns_a)).await.expect("schema");
     let id = "00000000-0000-4000-8000-0000000000c1";
+    let keeping = keeping(&url);
     for (ns, k, revisions) in [
         (&ns_a, key.as_str(), 3),
         (&ns_a, "other", 2),
         (&ns_b, key.as_str(), 2),
     ] {
         for n in 1..=revisions {
-            left_behind(&db, &revision(ns, k, id, n, n)).await;
+            left_behind(&keeping, &revision(ns, k, id, n, n)).await;
         }
     }
     let revisions = |ns: &str, k: &str| {
@@ -577,34 +576,29 @@ async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing
         .await
         .unwrap_or_else(|e| panic!("{e:#}"));
     // Kept on delete: forgetting an object ignores the retention.
-    let mirror = mirror_with(
-        &url,
-        Retention {
-            keep_on_delete: true,
-            ..Retention::default()
-        },
-    );
+    let mirror = keeping(&url);
     let ns = unique("objects");
     let (current, twin) = (
         "00000000-0000-4000-8000-0000000000d1",
         "00000000-0000-4000-8000-0000000000d2",
     );
-    for n in 1..=2 {
-        let r = revision(&ns, "k", current, n, n);
-        mirror.upsert(&r).await.expect("upsert");
-        mirror.record_revision(&r).await.expect("record");
-    }
     // History an object of another name left (mirrored before the mirror
-    // refused such objects): later, and at the same revision numbers.
+    // refused such objects, its row since deleted): later than the current
+    // object's, and at the same revision numbers.
     for n in 1..=3 {
         left_behind(
-            &db,
+            &mirror,
             &Row {
                 name: "my-handoff".into(),
                 ..revision(&ns, "k", twin, n, 10 + n)
             },
         )
         .await;
+    }
+    for n in 1..=2 {
+        let r = revision(&ns, "k", current, n, n);
+        mirror.upsert(&r).await.expect("upsert");
+        mirror.record_revision(&r).await.expect("record");
     }
     // Today a record of an object without its row adds nothing (a record
     // that arrives after the object's delete).

@@ -23,7 +23,6 @@ use common::{apiserver_clock_past, call, drive_stdio, env, ok};
 use futures::{StreamExt, TryStreamExt};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, WriteOutcome};
 use handoff_testkit::controller::{InProcess, Running};
@@ -365,21 +364,14 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     controller.stop().await;
 }
 
-/// When the bridge's field manager applied the spec of `h`
-/// (managedFields), as `updated_at` shows it.
+/// When the bridge's field manager applied the spec of `h` (the
+/// production reading of managedFields), as `updated_at` shows it.
 fn applied_at(h: &Handoff) -> String {
-    h.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref() == Some(BRIDGE_FIELD_MANAGER)
-                && m.operation.as_deref() == Some("Apply")
-                && m.subresource.is_none()
-        })
-        .find_map(|m| m.time.as_ref())
-        .map(|t| t.0.to_string())
-        .expect("the bridge's apply is in managedFields")
+    let second =
+        handoff_kube::store::applied_at(h).expect("the bridge's apply is in managedFields");
+    k8s_openapi::jiff::Timestamp::from_second(second)
+        .expect("a time")
+        .to_string()
 }
 
 /// Finding 11: an `updated` write answers with what it wrote, not with the

@@ -57,7 +57,7 @@ use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 
 pub use self::conditional::{RevisionConflict, WriteError};
-pub use self::outcome::{Answer, outcome};
+pub use self::outcome::{Answer, applied_at, outcome};
 pub use self::paging::{FirstOf, SortKey, newest_first, sort_key};
 pub use self::view::{counted, revision, updated_at, written_at};
 

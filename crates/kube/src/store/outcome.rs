@@ -118,7 +118,7 @@ fn http_date(text: &str) -> Option<i64> {
 }
 
 /// When the bridge's field manager last changed `h` (managedFields).
-fn applied_at(h: &Handoff) -> Option<i64> {
+pub fn applied_at(h: &Handoff) -> Option<i64> {
     h.metadata
         .managed_fields
         .iter()
