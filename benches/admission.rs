@@ -14,7 +14,7 @@ use handoff_core::api::naming::name_for_key;
 use handoff_testkit::WebhookProcess;
 use handoff_testkit::admission::{connect, post, review};
 use handoff_testkit::bench::{self, median_p99};
-use handoff_testkit::previous::Previous;
+use handoff_testkit::previous::{Previous, medians};
 
 /// Reviews of each kind, after [`WARMUP`] of each.
 const ITERATIONS: usize = 500;
@@ -59,22 +59,15 @@ fn main() -> anyhow::Result<()> {
     println!("| on a kept-alive connection | {kept_median:.0} | {kept_p99:.0} |");
     println!("| on a new TLS connection | {fresh_median:.0} | {fresh_p99:.0} |");
     let label = "new connection / kept-alive";
-    let before = |column: &str| {
-        previous
-            .as_ref()
-            .and_then(|was| was.cell(SECTION, label, column))
-            .unwrap_or_else(|| "—".into())
-    };
     println!(
         "\n| ratio | median | p99 | previous run ({}) median / p99 |\n|---|---:|---:|---:|",
         previous.as_ref().map_or("none", Previous::date)
     );
     println!(
-        "| {label} | {:.2} | {:.2} | {} / {} |",
+        "| {label} | {:.2} | {:.2} | {} |",
         fresh_median / kept_median,
         fresh_p99 / kept_p99,
-        before("median"),
-        before("p99")
+        medians(previous.as_ref(), SECTION, label)
     );
     Ok(())
 }

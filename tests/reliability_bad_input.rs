@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -471,12 +471,7 @@ impl RawStdio {
     /// Starts the bridge for `namespace` and completes the MCP handshake.
     fn start(env: &TestEnv, namespace: &str) -> Self {
         let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-            .args(["mcp", "--stdio", "--profile", "implement"])
-            .args(["--namespace", namespace])
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut child = common::mcp_stdio(namespace, env.kubeconfig_path())
             .stderr(log.reopen().expect("log file"))
             .spawn()
             .expect("handoff mcp --stdio");

@@ -30,6 +30,19 @@ pub(crate) fn python() -> PathBuf {
     venv
 }
 
+/// `handoff mcp --stdio --profile implement --namespace namespace`
+/// reading `kubeconfig`, its stdin and stdout piped (stderr is the
+/// caller's to set).
+pub(crate) fn mcp_stdio(namespace: &str, kubeconfig: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handoff"));
+    cmd.args(["mcp", "--stdio", "--profile", "implement"])
+        .args(["--namespace", namespace])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    cmd
+}
+
 fn driver() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/mcp_driver.py")
 }

@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -297,18 +296,7 @@ async fn every_stdio_frame_gets_its_one_answer_and_the_bridge_keeps_serving() {
     let env = common::env();
     let ns = env.namespace("fuzz-stdio").await;
     let log = tempfile::NamedTempFile::new().expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args([
-            "mcp",
-            "--stdio",
-            "--profile",
-            "implement",
-            "--namespace",
-            &ns,
-        ])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::mcp_stdio(&ns, env.kubeconfig_path())
         .stderr(log.reopen().expect("log file"))
         .spawn()
         .expect("handoff mcp --stdio");

@@ -933,18 +933,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
     )
     .expect("write kubeconfig");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args([
-            "mcp",
-            "--stdio",
-            "--profile",
-            "implement",
-            "--namespace",
-            &ns,
-        ])
-        .env("KUBECONFIG", &kubeconfig_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::mcp_stdio(&ns, &kubeconfig_path)
         .stderr(Stdio::null())
         .spawn()
         .expect("bridge");
