@@ -52,20 +52,24 @@ pub(crate) fn must(out: Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `kubectl apply --server-side <args>` against `env`, which must
+/// succeed (`what` names it if not).
+pub(crate) fn apply(env: &TestEnv, args: &[&str], what: &str) -> String {
+    let args: Vec<&str> = ["apply", "--server-side"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    must(kubectl(env, &args), what)
+}
+
 /// Stand-ins for cert-manager's CRDs (`tests/fixtures/cert-manager/`), so
 /// `config/default`'s Issuers and Certificates apply where no cert-manager
 /// runs (nothing acts on them), waited for until established.
 pub(crate) fn apply_cert_manager_stand_ins(env: &TestEnv) {
-    must(
-        kubectl(
-            env,
-            &[
-                "apply",
-                "--server-side",
-                "-f",
-                "tests/fixtures/cert-manager/",
-            ],
-        ),
+    apply(
+        env,
+        &["-f", "tests/fixtures/cert-manager/"],
         "apply the cert-manager stand-in CRDs",
     );
     wait_for_cert_manager_crds(env);

@@ -264,6 +264,20 @@ pub(crate) async fn events_with_reason(
         .collect()
 }
 
+/// Asserts that a tool list (the `tools` of a step's answer) is the
+/// implement profile's as far as writes go: it writes, it does not delete
+/// (`why` says where the profile came from).
+pub(crate) fn assert_writes_and_does_not_delete(tools: &Value, why: &str) {
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool list: {tools}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"write_handoff"), "{names:?}");
+    assert!(!names.contains(&"delete_handoff"), "{why}: {names:?}");
+}
+
 /// A reader's warnings: as many as expected, each containing its expected
 /// fragment, in order.
 pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {

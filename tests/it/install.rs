@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 /// The namespace `config/default` installs into.
 const NS: &str = "handoff-system";
 
-use crate::common::kubectl::{apply_cert_manager_stand_ins, wait_for_cert_manager_crds};
+use crate::common::kubectl::{apply, apply_cert_manager_stand_ins, wait_for_cert_manager_crds};
 pub(crate) use crate::common::kubectl::{kubectl, kubectl_stdin, must, root};
 
 /// `kubectl kustomize <dir>` as a list of objects.
@@ -99,16 +99,9 @@ pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
     DONE.get_or_init(|| {
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "-f",
-                    "config/components/namespace.yaml",
-                ],
-            ),
+        apply(
+            env,
+            &["-f", "config/components/namespace.yaml"],
             "apply the namespace",
         );
         // Never over a real cluster's cert-manager.
@@ -117,30 +110,14 @@ pub(crate) fn installed() -> &'static TestEnv {
         } else {
             apply_cert_manager_stand_ins(env);
         }
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--dry-run=server",
-                    "-k",
-                    "config/default",
-                ],
-            ),
+        apply(
+            env,
+            &["--dry-run=server", "-k", "config/default"],
             "server-side dry run of config/default",
         );
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--dry-run=server",
-                    "-k",
-                    "config/overlays/postgres",
-                ],
-            ),
+        apply(
+            env,
+            &["--dry-run=server", "-k", "config/overlays/postgres"],
             "server-side dry run of the postgres overlay",
         );
         let applied = kubectl_stdin(
@@ -1383,16 +1360,9 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
             &[],
         )
     });
-    let tools: Vec<&str> = results[0]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(tools.contains(&"write_handoff"), "{tools:?}");
-    assert!(
-        !tools.contains(&"delete_handoff"),
-        "the profile comes from the ServiceAccount label: {tools:?}"
+    common::assert_writes_and_does_not_delete(
+        &results[0]["tools"],
+        "the profile comes from the ServiceAccount label",
     );
     for (result, expected) in results[1..4].iter().zip([200, 200, 403]) {
         assert_eq!(

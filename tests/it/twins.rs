@@ -20,7 +20,7 @@ use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::time::SystemClock;
 use handoff_testkit as testing;
-use handoff_testkit::controller::InProcess;
+use handoff_testkit::controller::{InProcess, postgres};
 use handoff_testkit::spec::{Fields, counted_named, spec};
 use handoff_testkit::wait::eventually;
 use kube::ResourceExt;
@@ -62,12 +62,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     let env = env();
     let ns = env.namespace("twins").await;
     let client = env.client().await;
-    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let db = testing::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     apply_agent_roles(env);
     let token = writer_token(env, &ns, "writer").await;
     let controller = InProcess::new(&ns, "a", Arc::new(SystemClock))
@@ -465,12 +460,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
     let env = env();
     let ns = env.namespace("twins-legacy").await;
     let client = env.client().await;
-    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let db = testing::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let controller = InProcess::new(&ns, "a", Arc::new(SystemClock))
         .mirror(&url)
