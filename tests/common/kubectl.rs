@@ -78,17 +78,17 @@ pub(crate) fn apply_cert_manager_stand_ins(env: &TestEnv) {
 /// Waits until cert-manager's (or the stand-ins') Issuer and Certificate
 /// CRDs are established.
 pub(crate) fn wait_for_cert_manager_crds(env: &TestEnv) {
-    must(
-        kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/issuers.cert-manager.io",
-                "crd/certificates.cert-manager.io",
-            ],
-        ),
+    wait_established(
+        env,
+        &["issuers.cert-manager.io", "certificates.cert-manager.io"],
         "cert-manager stand-in CRDs established",
     );
+}
+
+/// Waits (up to a minute) until the CRDs named `crds` are established.
+pub(crate) fn wait_established(env: &TestEnv, crds: &[&str], what: &str) {
+    let crds: Vec<String> = crds.iter().map(|c| format!("crd/{c}")).collect();
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    args.extend(crds.iter().map(String::as_str));
+    must(kubectl(env, &args), what);
 }

@@ -278,6 +278,13 @@ pub(crate) fn assert_writes_and_does_not_delete(tools: &Value, why: &str) {
     assert!(!names.contains(&"delete_handoff"), "{why}: {names:?}");
 }
 
+/// Asserts that `text` contains each of `parts`.
+pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in:\n{text}");
+    }
+}
+
 /// A reader's warnings: as many as expected, each containing its expected
 /// fragment, in order.
 pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {

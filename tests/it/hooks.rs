@@ -438,15 +438,9 @@ async fn codex_hooks_the_loop_guard_and_the_kubeconfig_path() {
         "{out}"
     );
     let rescued = stored(&ns, "shop#7").await.expect("rescued");
-    assert!(
-        rescued.spec.body.contains("from a Codex transcript"),
-        "{}",
-        rescued.spec.body
-    );
-    assert!(
-        rescued.spec.body.contains("- shell: cargo test import"),
-        "{}",
-        rescued.spec.body
+    common::assert_contains(
+        &rescued.spec.body,
+        &["from a Codex transcript", "- shell: cargo test import"],
     );
     let compact = codex(
         "PreCompact",

@@ -31,7 +31,9 @@ use serde_json::{Value, json};
 /// The namespace `config/default` installs into.
 const NS: &str = "handoff-system";
 
-use crate::common::kubectl::{apply, apply_cert_manager_stand_ins, wait_for_cert_manager_crds};
+use crate::common::kubectl::{
+    apply, apply_cert_manager_stand_ins, wait_established, wait_for_cert_manager_crds,
+};
 pub(crate) use crate::common::kubectl::{kubectl, kubectl_stdin, must, root};
 
 /// `kubectl kustomize <dir>` as a list of objects.
@@ -1165,24 +1167,17 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_example_applies_or_parses() {
     let env = installed();
     // Stub CRDs for the Flux and Argo CD objects, and their namespaces.
-    must(
-        kubectl(
-            env,
-            &["apply", "--server-side", "-f", "tests/fixtures/gitops/"],
-        ),
+    apply(
+        env,
+        &["-f", "tests/fixtures/gitops/"],
         "apply the stub CRDs",
     );
-    must(
-        kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/kustomizations.kustomize.toolkit.fluxcd.io",
-                "crd/applications.argoproj.io",
-            ],
-        ),
+    wait_established(
+        env,
+        &[
+            "kustomizations.kustomize.toolkit.fluxcd.io",
+            "applications.argoproj.io",
+        ],
         "stub CRDs established",
     );
     for ns in ["flux-system", "argocd"] {

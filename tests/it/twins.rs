@@ -33,6 +33,19 @@ const SQUATTED: &str = "acme/api#8";
 /// The key the squat holds.
 const SQUAT_KEY: &str = "acme/api#9";
 
+/// The objects (uids) the mirror's history of `namespace` holds revisions of.
+async fn history_objects(db: &tokio_postgres::Client, namespace: &str) -> Vec<String> {
+    db.query(
+        "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
+        &[&namespace],
+    )
+    .await
+    .expect("history")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
 /// `(key, body)` of each entry of a list or search answer.
 fn entries(answer: &Value, field: &str, body: &str) -> Vec<(String, String)> {
     ok(answer)[field]
@@ -256,16 +269,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
         .map(|r| r.get(0))
         .collect();
     check(&mut problems, "mirror rows", rows, vec![victim_uid.clone()]);
-    let objects: Vec<String> = db
-        .query(
-            "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
-            &[&ns],
-        )
-        .await
-        .expect("history")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let objects = history_objects(&db, &ns).await;
     check(
         &mut problems,
         "objects in the history",
@@ -554,16 +558,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
             "payments victim revision 1".to_owned()
         )]
     );
-    let objects: Vec<String> = db
-        .query(
-            "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
-            &[&ns],
-        )
-        .await
-        .expect("history")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let objects = history_objects(&db, &ns).await;
     assert_eq!(objects, [victim_uid]);
 
     controller.stop().await;
