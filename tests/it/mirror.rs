@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use handoff_mirror::batch::{BatchSettings, Batcher};
 use handoff_mirror::{Deleted, Mirror, MirrorError, Retention, Row};
+use handoff_testkit::controller::postgres;
 use jiff::Timestamp;
 
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
@@ -61,52 +62,20 @@ async fn an_upsert_never_moves_a_row_backwards() {
     assert!(mirror.upsert(&newest).await.expect("upsert"), "first write");
 
     // (upsert, written?, the row afterwards) — each against what is stored.
+    let at = |id: &str, revision, resource_version| row(id, &key, revision, resource_version);
+    let twin_row = Row {
+        name: "my-handoff".into(),
+        ..at(twin, 9, 900)
+    };
+    #[rustfmt::skip]
     let cases = [
-        (
-            row(uid, &key, 2, 400),
-            false,
-            newest.clone(),
-            "an older revision",
-        ),
-        (
-            row(uid, &key, 3, 200),
-            false,
-            newest.clone(),
-            "the same revision at an older resourceVersion",
-        ),
-        (
-            row(uid, &key, 3, 300),
-            false,
-            newest.clone(),
-            "the same revision and resourceVersion",
-        ),
-        (
-            row(uid, &key, 3, 350),
-            true,
-            row(uid, &key, 3, 350),
-            "the same revision at a newer resourceVersion",
-        ),
-        (
-            row(uid, &key, 4, 360),
-            true,
-            row(uid, &key, 4, 360),
-            "a newer revision",
-        ),
-        (
-            row(other, &key, 1, 10),
-            true,
-            row(other, &key, 1, 10),
-            "another incarnation of the key, even older",
-        ),
-        (
-            Row {
-                name: "my-handoff".into(),
-                ..row(twin, &key, 9, 900)
-            },
-            false,
-            row(other, &key, 1, 10),
-            "an object of another name holding the key, even newer",
-        ),
+        (at(uid, 2, 400), false, newest.clone(), "an older revision"),
+        (at(uid, 3, 200), false, newest.clone(), "the same revision at an older resourceVersion"),
+        (at(uid, 3, 300), false, newest.clone(), "the same revision and resourceVersion"),
+        (at(uid, 3, 350), true, at(uid, 3, 350), "the same revision at a newer resourceVersion"),
+        (at(uid, 4, 360), true, at(uid, 4, 360), "a newer revision"),
+        (at(other, 1, 10), true, at(other, 1, 10), "another incarnation of the key, even older"),
+        (twin_row, false, at(other, 1, 10), "an object of another name holding the key, even newer"),
     ];
     for (upsert, written, expected, why) in cases {
         assert_eq!(
@@ -195,10 +164,7 @@ fn mirror_with(url: &str, retention: Retention) -> Mirror {
 
 #[tokio::test]
 async fn the_history_keeps_the_newest_revisions_and_forgets_an_incarnation_with_its_row() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let three = Retention {
         revisions: NonZeroU32::new(3).expect("3"),
         ..Retention::default()
@@ -322,10 +288,7 @@ fn stdout(output: &Output) -> String {
 
 #[tokio::test]
 async fn mirror_purge_removes_the_rows_it_names_and_nothing_else() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let mirror = mirror_with(&url, Retention::default());
     let (ns_a, ns_b, key) = (unique("purge-a"), unique("purge-b"), unique("leaked"));
     // Its first query migrates the schema the history is seeded into.
@@ -440,6 +403,13 @@ fn uid_in(namespace: &str, i: usize) -> String {
     format!("{:08x}-{:04x}-4000-8000-{i:012}", h >> 32, h & 0xffff)
 }
 
+/// Revision 1 of keys `k0`… in `namespace`, one object each.
+fn first_revisions(namespace: &str, n: usize) -> Vec<Row> {
+    (0..n)
+        .map(|i| revision(namespace, &format!("k{i}"), &uid_in(namespace, i), 1, 10))
+        .collect()
+}
+
 /// A batcher whose batches close only when `rows` jobs are in (the linger
 /// is far longer than any test), so which calls share a batch is exact.
 fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
@@ -456,15 +426,10 @@ fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
 #[tokio::test]
 async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcome() {
     const ROWS: usize = 8;
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let namespace = unique("batch");
     let uid = |i: usize| uid_in(&namespace, i);
-    let first: Vec<Row> = (0..ROWS)
-        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
-        .collect();
+    let first = first_revisions(&namespace, ROWS);
     // One row is already newer in the mirror: its upsert changes nothing.
     let newer = revision(&namespace, "k3", &uid(3), 2, 20);
     let mirror = Mirror::new(&url, true).expect("mirror");
@@ -517,15 +482,9 @@ async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcom
 #[tokio::test]
 async fn a_failed_batch_fails_every_caller_and_writes_nothing() {
     const ROWS: usize = 3;
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let namespace = unique("batch-fails");
-    let uid = |i: usize| uid_in(&namespace, i);
-    let mut rows: Vec<Row> = (0..ROWS)
-        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
-        .collect();
+    let mut rows = first_revisions(&namespace, ROWS);
     // PostgreSQL refuses one row (revision >= 1): the transaction fails.
     rows[1].revision = 0;
     let batcher = batcher_of(Mirror::new(&url, true).expect("mirror"), 2 * ROWS);
@@ -571,10 +530,7 @@ fn in_database(url: &str, database: &str) -> String {
 
 #[tokio::test]
 async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     // Kept on delete: forgetting an object ignores the retention.
     let mirror = keeping(&url);
     let ns = unique("objects");
@@ -606,16 +562,16 @@ async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing
         .record_revision(&revision(&ns, "k", twin, 4, 20))
         .await
         .expect("record");
-    let numbers = |entries: Vec<handoff_mirror::RevisionEntry>| -> Vec<i64> {
-        entries.into_iter().map(|e| e.revision).collect()
+    let numbers = || async {
+        let entries = mirror.revisions(&ns, "k", None, 10).await;
+        let entries = entries.expect("revisions");
+        entries
+            .into_iter()
+            .map(|e| e.revision)
+            .collect::<Vec<i64>>()
     };
     assert_eq!(
-        numbers(
-            mirror
-                .revisions(&ns, "k", None, 10)
-                .await
-                .expect("revisions")
-        ),
+        numbers().await,
         [2, 1],
         "the revisions of the key's row's object only"
     );
@@ -657,15 +613,7 @@ async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing
             history: 0
         }
     );
-    assert_eq!(
-        numbers(
-            mirror
-                .revisions(&ns, "k", None, 10)
-                .await
-                .expect("revisions")
-        ),
-        [2, 1]
-    );
+    assert_eq!(numbers().await, [2, 1]);
 }
 
 #[tokio::test]
