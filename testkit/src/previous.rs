@@ -194,7 +194,7 @@ fn first_number(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Previous, beside, first_number, without_was};
+    use super::{Previous, beside, first_number, medians, without_was};
 
     const REPORT: &str = "# Benchmarks
 
