@@ -7,7 +7,6 @@
 
 use std::process::Output;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use crate::common;
 use handoff_testkit::TestEnv;

@@ -26,7 +26,7 @@ use kube::api::{Api, ListParams};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 
-use handoff_core::api::{BrainstormSchedule, Handoff, HandoffSpec, JobResult, SchedulePhase};
+use handoff_core::api::{BrainstormSchedule, Handoff, JobResult, SchedulePhase};
 use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_kube::store::HandoffStore;
 

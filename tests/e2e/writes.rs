@@ -3,8 +3,8 @@
 //! derived from the key, which the webhook requires), the Lease that says
 //! which controller Pod leads, and the mirror's rows of a namespace.
 
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
