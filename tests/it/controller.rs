@@ -40,10 +40,7 @@ fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
 /// 1, 2, …) before the next.
 async fn write_revisions(store: &HandoffStore, api: &Api<Handoff>, key: &str, bodies: &[&str]) {
     for (revision, body) in (1..).zip(bodies) {
-        store
-            .write(&request(key, "shop", body, "w"))
-            .await
-            .expect("write");
+        put(&store, key, body).await;
         counted(api, key, revision).await;
     }
 }
@@ -61,6 +58,36 @@ fn request(key: &str, project: &str, body: &str, writer: &str) -> HandoffSpec {
         .kind("issue")
         .body(body)
         .by(writer)
+}
+
+/// Writes `body` to `key` (project `shop`) as writer `w`.
+async fn put(store: &HandoffStore, key: &str, body: &str) {
+    store
+        .write(&request(key, "shop", body, "w"))
+        .await
+        .expect("write");
+}
+
+/// When the content of `key` was written (`status.updatedAt`).
+async fn written_at(api: &Api<Handoff>, key: &str) -> Timestamp {
+    let h = api.get(&name_for_key(key)).await.expect("get");
+    handoff_kube::store::updated_at(&h).expect("dated").0
+}
+
+/// Waits until the handoff of `key` is deleted.
+async fn deleted(api: &Api<Handoff>, key: &str) {
+    eventually(
+        &format!("{key} deleted"),
+        Duration::from_secs(20),
+        || async {
+            api.get_opt(&name_for_key(key))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// `(key, revision, id)` of every row of `namespace`.
@@ -494,10 +521,7 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     let url = own.url();
     let controller = s.controller("a").mirror(&url).start(s.client.clone());
     for i in 0..50 {
-        s.store
-            .write(&request(&format!("k{i:03}"), "shop", "before", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i:03}"), "before").await;
     }
     {
         let db = pg(&url).await;
@@ -511,10 +535,7 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     .await
     .expect("join");
     for i in 0..100 {
-        s.store
-            .write(&request(&format!("k{i:03}"), "shop", "during", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i:03}"), "during").await;
     }
     for i in 0..10 {
         s.store.delete(&format!("k{i:03}")).await.expect("delete");
@@ -604,15 +625,9 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
     let b = s.controller("b").start(s.client.clone());
 
     // A creation has no Event; the update's Superseded names who counted.
-    s.store
-        .write(&request("one", "shop", "first", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "one", "first").await;
     counted(&s.api, "one", 1).await;
-    s.store
-        .write(&request("one", "shop", "first, revised", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "one", "first, revised").await;
     eventually("counted by a", Duration::from_secs(20), || async {
         let e = events(&s.client, &s.ns, &name_for_key("one")).await;
         e.iter()
@@ -656,15 +671,9 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
         Some(1),
         "one transition: a to b"
     );
-    s.store
-        .write(&request("two", "shop", "second", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "two", "second").await;
     counted(&s.api, "two", 1).await;
-    s.store
-        .write(&request("two", "shop", "second, revised", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "two", "second, revised").await;
     let counted_by = eventually("counted by b", Duration::from_secs(20), || async {
         let h = s.api.get(&name_for_key("two")).await.ok()?;
         (h.status.as_ref()?.revision? == 2).then_some(())?;
@@ -688,10 +697,7 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
     let (url, db) = postgres().await;
     let controller = s.controller("a").mirror(&url).start(s.client.clone());
     for i in 0..5 {
-        s.store
-            .write(&request(&format!("k{i}"), "shop", "one", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i}"), "one").await;
     }
     // Counted once before the update, so k1 is at revision 2 and a row one
     // revision behind it is still a valid row.
@@ -775,55 +781,27 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
         .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(2 * 3600)))
         .start(s.client.clone());
     for key in ["old", "rewritten"] {
-        s.store
-            .write(&request(key, "shop", "v1", "w"))
-            .await
-            .expect("write");
+        put(&s.store, key, "v1").await;
         counted(&s.api, key, 1).await;
     }
     // A content's time is its write's (the apiserver's clock, whole
     // seconds), so the rewrite comes a second after the first writes.
-    let first =
-        handoff_kube::store::updated_at(&s.api.get(&name_for_key("old")).await.expect("old"))
-            .expect("dated")
-            .0;
+    let first = written_at(&s.api, "old").await;
     common::apiserver_clock_past(&s.client, &s.ns, first).await;
     s.store
         .write(&request("rewritten", "shop", "v2", "w"))
         .await
         .expect("rewrite");
     counted(&s.api, "rewritten", 2).await;
-    s.store
-        .write(&request("new", "shop", "v1", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "new", "v1").await;
     counted(&s.api, "new", 1).await;
     let old = s.api.get(&name_for_key("old")).await.expect("old");
-    let rewritten = handoff_kube::store::updated_at(
-        &s.api
-            .get(&name_for_key("rewritten"))
-            .await
-            .expect("rewritten"),
-    )
-    .expect("dated")
-    .0;
+    let rewritten = written_at(&s.api, "rewritten").await;
 
     // Exactly the TTL after the rewrite: it has not outlived it, the
     // first writes (a second or more older) have.
     clock.set(rewritten + Duration::from_secs(2 * 3600));
-    eventually(
-        "the expired handoff groomed",
-        Duration::from_secs(20),
-        || async {
-            s.api
-                .get_opt(&name_for_key("old"))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    deleted(&s.api, "old").await;
     for key in ["rewritten", "new"] {
         assert!(
             s.api
@@ -853,10 +831,7 @@ async fn the_condition_goes_when_the_mirror_is_disabled() {
     let s = Scene::new("ctl-no-mirror").await;
     let (url, _) = postgres().await;
     let with_mirror = s.controller("a").mirror(&url).start(s.client.clone());
-    s.store
-        .write(&request("k", "shop", "body", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "k", "body").await;
     let name = name_for_key("k");
     let h = eventually("mirrored and labelled", Duration::from_secs(20), || async {
         let h = s.api.get(&name).await.ok()?;
@@ -887,15 +862,7 @@ async fn the_condition_goes_when_the_mirror_is_disabled() {
     assert_eq!(h.status.and_then(|s| s.revision), Some(1));
     // Deletion never waits for a mirror.
     s.store.delete("k").await.expect("delete");
-    eventually("deleted", Duration::from_secs(20), || async {
-        s.api
-            .get_opt(&name_for_key("k"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    deleted(&s.api, "k").await;
     without.stop().await;
 }
 
@@ -916,16 +883,10 @@ async fn delete_handoff_forgets_the_history_unless_the_controller_keeps_it() {
             .options(|o| o.keep_history_on_delete = keep)
             .start(s.client.clone());
         for (revision, body) in [(1, "v1"), (2, "v2 with a pasted secret")] {
-            s.store
-                .write(&request("leaky", "shop", body, "w"))
-                .await
-                .expect("write");
+            put(&s.store, "leaky", body).await;
             counted(&s.api, "leaky", revision).await;
         }
-        s.store
-            .write(&request("other", "shop", "v1", "w"))
-            .await
-            .expect("write");
+        put(&s.store, "other", "v1").await;
         history_is(&db, &s.ns, "leaky", &[1, 2]).await;
         history_is(&db, &s.ns, "other", &[1]).await;
 
@@ -958,10 +919,7 @@ async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
         .start(s.client.clone());
     // 60 content revisions, each counted before the next write.
     for revision in 1..=60 {
-        s.store
-            .write(&request("busy", "shop", &format!("body {revision}"), "w"))
-            .await
-            .expect("write");
+        put(&s.store, "busy", &format!("body {revision}")).await;
         counted(&s.api, "busy", revision).await;
         if revision == 30 {
             let kept = history(&db, &s.ns, "busy").await.len();
@@ -1014,20 +972,11 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
     write_revisions(&s.store, &s.api, "stale", &["v1", "v2"]).await;
     // A content's time is its write's (the apiserver's clock, whole
     // seconds): "fresh" is written a second after "stale".
-    let stale =
-        handoff_kube::store::updated_at(&s.api.get(&name_for_key("stale")).await.expect("stale"))
-            .expect("dated")
-            .0;
+    let stale = written_at(&s.api, "stale").await;
     common::apiserver_clock_past(&s.client, &s.ns, stale).await;
-    s.store
-        .write(&request("fresh", "shop", "v1", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "fresh", "v1").await;
     counted(&s.api, "fresh", 1).await;
-    let fresh =
-        handoff_kube::store::updated_at(&s.api.get(&name_for_key("fresh")).await.expect("fresh"))
-            .expect("dated")
-            .0;
+    let fresh = written_at(&s.api, "fresh").await;
     history_is(&db, &s.ns, "stale", &[1, 2]).await;
     history_is(&db, &s.ns, "fresh", &[1]).await;
 
@@ -1056,18 +1005,12 @@ async fn resync_forgets_past_revisions_older_than_the_max_age() {
         .options(|o| o.history_max_age = Some(Duration::from_secs(3600)))
         .start(s.client.clone());
     write_revisions(&s.store, &s.api, "edited", &["v1", "v2"]).await;
-    s.store
-        .write(&request("untouched", "shop", "v1", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "untouched", "v1").await;
     counted(&s.api, "untouched", 1).await;
     history_is(&db, &s.ns, "edited", &[1, 2]).await;
 
     clock.set(t0 + Duration::from_secs(2 * 3600));
-    s.store
-        .write(&request("edited", "shop", "v3", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "edited", "v3").await;
     counted(&s.api, "edited", 3).await;
     let resyncs = controller.metrics.resyncs();
     eventually("two resyncs", Duration::from_secs(30), || async {
@@ -1143,10 +1086,7 @@ async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm()
     })
     .await;
     let store = HandoffStore::new(client.clone(), &ns);
-    store
-        .write(&request("p", "shop", "body", "w"))
-        .await
-        .expect("write");
+    put(&store, "p", "body").await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     eventually(
         "counted by the process",
@@ -1272,10 +1212,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(3600)))
         .start(as_controller);
 
-    s.store
-        .write(&request("k", "shop", "body", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "k", "body").await;
     let name = name_for_key("k");
     eventually(
         "status and row, no finalizer",
@@ -1292,10 +1229,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     // Two more revisions: a Superseded Event, then its series written in
     // place by a refresh (the core/v1 patch of the note).
     for (revision, body) in [(2, "body 2"), (3, "body 3")] {
-        s.store
-            .write(&request("k", "shop", body, "w"))
-            .await
-            .expect("write");
+        put(&s.store, "k", body).await;
         counted(&s.api, "k", revision).await;
     }
     eventually(
@@ -1413,19 +1347,7 @@ async fn a_schedules_handoff_ttl_grooms_its_project_only() {
         counted(&s.api, key, 1).await;
     }
     clock.set(t0 + Duration::from_secs(2 * 3600));
-    eventually(
-        "the shop handoff groomed by its schedule's TTL",
-        Duration::from_secs(20),
-        || async {
-            s.api
-                .get_opt(&name_for_key("shop-old"))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    deleted(&s.api, "shop-old").await;
     assert!(
         s.api
             .get_opt(&name_for_key("web-old"))
