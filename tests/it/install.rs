@@ -142,31 +142,42 @@ pub(crate) fn installed() -> &'static TestEnv {
 /// The apiserver calls a new webhook once it has loaded its configuration
 /// (asynchronously): retry a twin's create until it is refused by name.
 fn wait_for_webhook(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let twin = "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: webhook-probe\n  namespace: handoff-system\n  labels:\n    project: shop\nspec:\n  handoffKey: \"webhook-probe\"\n  project: shop\n  body: \"state: probing\"\n";
+    until_refused(
+        env,
+        "the admission webhook did not start refusing twins",
+        ("webhook-probe", &name_for_key("webhook-probe")),
+        || kubectl_stdin(env, &["create", "-f", "-"], twin),
+        || webhook().log(),
+    );
+}
+
+/// Retries `create` every 300 ms until the apiserver refuses it with an
+/// error containing `sign` (admission configuration loads
+/// asynchronously), deleting handoff `name` an admitted attempt made;
+/// fails after 60 s saying `what`, the last error and `context`.
+fn until_refused(
+    env: &TestEnv,
+    what: &str,
+    (name, sign): (&str, &str),
+    create: impl Fn() -> Output,
+    context: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = kubectl_stdin(env, &["create", "-f", "-"], twin);
-        if !out.status.success()
-            && String::from_utf8_lossy(&out.stderr).contains(&name_for_key("webhook-probe"))
-        {
+        let out = create();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && err.contains(sign) {
             return;
         }
         let _ = kubectl(
             env,
-            &[
-                "-n",
-                NS,
-                "delete",
-                "handoff",
-                "webhook-probe",
-                "--ignore-not-found",
-            ],
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
         );
         assert!(
             Instant::now() < deadline,
-            "the admission webhook did not start refusing twins within 60 s: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            webhook().log()
+            "{what} within 60 s: {err}\n{}",
+            context()
         );
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -189,6 +200,23 @@ fn handoff_yaml(
     )
 }
 
+/// `kubectl patch` (a merge `patch`) of handoff `name` in [`NS`] as `who`.
+fn patch_as(env: &TestEnv, who: &str, name: &str, patch: &str) -> Output {
+    let args = [
+        "-n",
+        NS,
+        "patch",
+        "handoff",
+        name,
+        "--type=merge",
+        "-p",
+        patch,
+        "--as",
+        who,
+    ];
+    kubectl(env, &args)
+}
+
 fn sa(name: &str) -> String {
     format!("system:serviceaccount:{NS}:{name}")
 }
@@ -201,33 +229,15 @@ fn create_as(env: &TestEnv, user: &str, yaml: &str) -> Output {
 /// ValidatingAdmissionPolicies enforce once the apiserver has loaded them
 /// (asynchronously): retry a forged create until it is refused.
 fn wait_for_policy(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let name = "policy-probe";
-    loop {
-        let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
-        let out = create_as(env, &sa("agent-implement"), &forged);
-        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.createdBy")
-        {
-            return;
-        }
-        let _ = kubectl(
-            env,
-            &[
-                "-n",
-                NS,
-                "delete",
-                "handoff",
-                &name_for_key(name),
-                "--ignore-not-found",
-            ],
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the admission policy did not start enforcing within 60 s: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
+    until_refused(
+        env,
+        "the admission policy did not start enforcing",
+        (&name_for_key(name), "spec.createdBy"),
+        || create_as(env, &sa("agent-implement"), &forged),
+        String::new,
+    );
 }
 
 #[test]
@@ -965,21 +975,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
 
     // An update that claims someone else is refused too ...
     let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
-    let out = kubectl(
-        env,
-        &[
-            "-n",
-            NS,
-            "patch",
-            "handoff",
-            &honest,
-            "--type=merge",
-            "-p",
-            &patch,
-            "--as",
-            &implement,
-        ],
-    );
+    let out = patch_as(env, &implement, &honest, &patch);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -993,20 +989,11 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         "refused by the policy, naming the claimed and the real writer: {err}"
     );
     // So is changing the content while leaving another writer's name on it ...
-    let out = kubectl(
+    let out = patch_as(
         env,
-        &[
-            "-n",
-            NS,
-            "patch",
-            "handoff",
-            &honest,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"body":"rewritten by someone else"}}"#,
-            "--as",
-            &sa("agent-incident"),
-        ],
+        &sa("agent-incident"),
+        &honest,
+        r#"{"spec":{"body":"rewritten by someone else"}}"#,
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -1039,38 +1026,20 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     );
     // ... and the controller may patch labels and its finalizer on handoffs others wrote.
     must(
-        kubectl(
+        patch_as(
             env,
-            &[
-                "-n",
-                NS,
-                "patch",
-                "handoff",
-                &honest,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
-                "--as",
-                &sa("handoff-controller"),
-            ],
+            &sa("handoff-controller"),
+            &honest,
+            r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
         ),
         "the controller patches a handoff another identity wrote",
     );
     must(
-        kubectl(
+        patch_as(
             env,
-            &[
-                "-n",
-                NS,
-                "patch",
-                "handoff",
-                &honest,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-                "--as",
-                &sa("handoff-controller"),
-            ],
+            &sa("handoff-controller"),
+            &honest,
+            r#"{"metadata":{"finalizers":null}}"#,
         ),
         "the controller removes its finalizer",
     );
