@@ -40,7 +40,7 @@ fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
 /// 1, 2, …) before the next.
 async fn write_revisions(store: &HandoffStore, api: &Api<Handoff>, key: &str, bodies: &[&str]) {
     for (revision, body) in (1..).zip(bodies) {
-        put(&store, key, body).await;
+        put(store, key, body).await;
         counted(api, key, revision).await;
     }
 }
