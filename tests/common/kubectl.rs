@@ -63,6 +63,19 @@ pub(crate) fn apply(env: &TestEnv, args: &[&str], what: &str) -> String {
     must(kubectl(env, &args), what)
 }
 
+/// `kubectl get <args> -o json` against `env`, which must succeed, as
+/// JSON.
+pub(crate) fn get_json(env: &TestEnv, args: &[&str]) -> serde_json::Value {
+    let args: Vec<&str> = ["get"]
+        .iter()
+        .chain(args)
+        .chain(&["-o", "json"])
+        .copied()
+        .collect();
+    let out = must(kubectl(env, &args), &args.join(" "));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {}: {e}: {out}", args.join(" ")))
+}
+
 /// Stand-ins for cert-manager's CRDs (`tests/fixtures/cert-manager/`), so
 /// `config/default`'s Issuers and Certificates apply where no cert-manager
 /// runs (nothing acts on them), waited for until established.

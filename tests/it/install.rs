@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 const NS: &str = "handoff-system";
 
 use crate::common::kubectl::{
-    apply, apply_cert_manager_stand_ins, wait_established, wait_for_cert_manager_crds,
+    apply, apply_cert_manager_stand_ins, get_json, wait_established, wait_for_cert_manager_crds,
 };
 pub(crate) use crate::common::kubectl::{kubectl, kubectl_stdin, must, root};
 
@@ -691,11 +691,7 @@ fn rbac_matrix_of_every_identity() {
         kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &sre_yaml),
         "the SRE account bound to handoff-view",
     );
-    let view = must(
-        kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]),
-        "get handoff-view",
-    );
-    let view: Value = serde_json::from_str(&view).expect("json");
+    let view = get_json(env, &["clusterrole", "handoff-view"]);
     assert_eq!(
         view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
         json!("true"),
