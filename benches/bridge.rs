@@ -23,13 +23,14 @@
 
 use std::time::{Duration, Instant};
 
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
 use handoff_testkit::http::{addr_of, flood, metric, scrape};
-use handoff_testkit::previous::Previous;
+use handoff_testkit::previous::{Previous, medians};
 use handoff_testkit::rpc::McpHttp;
+use handoff_testkit::spec::{Fields, spec};
 use kube::api::{Api, Patch, PatchParams};
 
 const ITERATIONS: usize = 300;
@@ -67,14 +68,7 @@ fn main() -> anyhow::Result<()> {
             &PatchParams::apply("bench-direct").force(),
             &Patch::Apply(&Handoff::new(
                 &name_for_key(key),
-                HandoffSpec {
-                    handoff_key: key.into(),
-                    project: "bench".into(),
-                    repo: None,
-                    kind: None,
-                    body: "steady body".into(),
-                    created_by: Some("bench".into()),
-                },
+                spec(key).project("bench").body("steady body").by("bench"),
             )),
         ))?;
         under_diffs(&rt, &plane, &direct, key)?.print(previous.as_ref());
@@ -92,14 +86,7 @@ fn main() -> anyhow::Result<()> {
 
     let key = "bench/get#1";
     let name = name_for_key(key);
-    let spec = |body: String| HandoffSpec {
-        handoff_key: key.into(),
-        project: "bench".into(),
-        repo: None,
-        kind: None,
-        body,
-        created_by: Some("bench".into()),
-    };
+    let spec = |body: String| spec(key).project("bench").body(body).by("bench");
     let params = PatchParams::apply("bench-direct").force();
     let write_args =
         |body: &str| serde_json::json!({"handoff_key": key, "project": "bench", "body": body});
@@ -189,17 +176,8 @@ fn main() -> anyhow::Result<()> {
         ),
     ] {
         let (m, p) = ratio(a, b);
-        let before = |column: &str| {
-            previous
-                .as_ref()
-                .and_then(|was| was.cell(SECTION, label, column))
-                .unwrap_or_else(|| "—".into())
-        };
-        println!(
-            "| {label} | {m:.2} | {p:.2} | {} / {} | {goal} |",
-            before("median"),
-            before("p99")
-        );
+        let before = medians(previous.as_ref(), SECTION, label);
+        println!("| {label} | {m:.2} | {p:.2} | {before} | {goal} |");
     }
     flooded.print();
     diffed.print(previous.as_ref());
@@ -479,21 +457,15 @@ impl Diffs {
             self.loaded.len()
         );
         let label = "diffs / quiet";
-        let before = |column: &str| {
-            previous
-                .and_then(|was| was.cell(DIFF_SECTION, label, column))
-                .unwrap_or_else(|| "—".into())
-        };
         println!(
             "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
             previous.map_or("none", Previous::date)
         );
         println!(
-            "| {label} | {:.2} | {:.2} | {} / {} | p99 ≤ 3 |",
+            "| {label} | {:.2} | {:.2} | {} | p99 ≤ 3 |",
             loaded_median / quiet_median,
             loaded_p99 / quiet_p99,
-            before("median"),
-            before("p99")
+            medians(previous, DIFF_SECTION, label)
         );
     }
 }

@@ -32,13 +32,14 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::{labels_for, name_for_key};
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::bench::{self, TOKEN, Writes, apiserver_writes, median_p99, memory_mib};
 use handoff_testkit::http::{metric, scrape};
 use handoff_testkit::plot::{self, Panel, Series};
 use handoff_testkit::previous::{Previous, beside};
 use handoff_testkit::rpc::McpHttp;
+use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::{Api, Patch, PatchParams};
 
@@ -142,14 +143,12 @@ async fn write_range(
                 let name = name_for_key(&key);
                 let mut h = Handoff::new(
                     &name,
-                    HandoffSpec {
-                        handoff_key: key,
-                        project: project.clone(),
-                        repo: Some("org/repo".into()),
-                        kind: Some("issue".into()),
-                        body,
-                        created_by: Some("bench".into()),
-                    },
+                    spec(key)
+                        .project(project.clone())
+                        .repo("org/repo")
+                        .kind("issue")
+                        .body(body)
+                        .by("bench"),
                 );
                 h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
                 api.patch(&name, &params, &Patch::Apply(&h)).await
@@ -346,14 +345,10 @@ fn write_rounds(
         let took_bridge = t.elapsed();
         let h = Handoff::new(
             &name,
-            HandoffSpec {
-                handoff_key: key.clone(),
-                project: RATIO_PROJECT.into(),
-                repo: None,
-                kind: None,
-                body: format!("direct body {i}"),
-                created_by: Some("bench".into()),
-            },
+            spec(key.clone())
+                .project(RATIO_PROJECT)
+                .body(format!("direct body {i}"))
+                .by("bench"),
         );
         let t = Instant::now();
         rt.block_on(direct.patch(&name, &params, &Patch::Apply(&h)))?;

@@ -9,7 +9,7 @@
 # (HANDOFF_BENCH_PREVIOUS) to print the previous run's figures beside theirs.
 #
 # For a cheap check of this script: BENCH_ONLY="scaling" runs only the listed
-# benchmarks (of: bridge tokens scaling search secrets transcript; the report then
+# benchmarks (of: bridge admission tokens scaling search secrets transcript; the report then
 # holds only their sections), BENCH_DEBUG=1 runs them as debug builds
 # (`cargo test --bench`) instead of release ones, and HANDOFF_BENCH_STAGES
 # picks the scaling stages, e.g.
@@ -30,7 +30,7 @@ else
   export HANDOFF_BENCH_PREVIOUS=""
 fi
 
-only="${BENCH_ONLY:-bridge tokens scaling search secrets transcript}"
+only="${BENCH_ONLY:-bridge admission tokens scaling search secrets transcript}"
 selected() { [[ " $only " == *" $1 "* ]]; }
 if [[ "${BENCH_DEBUG:-}" == 1 ]]; then
   run_bench() { cargo test --locked --bench "$1"; }
@@ -55,7 +55,7 @@ progress() {
   grep --line-buffered -v -E '^ *(Compiling|Finished|Running|Blocking|Downloaded|Downloading|Updating|Locking|Adding|Fresh) ' >&2 || true
 }
 
-for bench in bridge tokens scaling search secrets; do
+for bench in bridge admission tokens scaling search secrets; do
   selected "$bench" || continue
   echo "bench: running $bench …" >&2
   echo >> "$tmp"

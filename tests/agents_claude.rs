@@ -496,11 +496,7 @@ async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
         "{}",
         stored.spec.body
     );
-    assert!(
-        stored.spec.body.contains("> Parse the input."),
-        "{}",
-        stored.spec.body
-    );
+    common::assert_contains(&stored.spec.body, &["> Parse the input."]);
 }
 
 /// Claude Code's own transcript (the JSONL under `~/.claude/projects`) is

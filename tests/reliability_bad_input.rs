@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use handoff_bridge::stdio::MAX_LINE_BYTES;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, MAX_BODY_CHARS, MAX_KEY_BYTES};
 use handoff_testkit::TestEnv;
-use handoff_testkit::rng::SplitMix64;
+use handoff_testkit::rng::Fuzz;
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -471,12 +471,7 @@ impl RawStdio {
     /// Starts the bridge for `namespace` and completes the MCP handshake.
     fn start(env: &TestEnv, namespace: &str) -> Self {
         let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-            .args(["mcp", "--stdio", "--profile", "implement"])
-            .args(["--namespace", namespace])
-            .env("KUBECONFIG", env.kubeconfig_path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+        let mut child = common::mcp_stdio(namespace, env.kubeconfig_path())
             .stderr(log.reopen().expect("log file"))
             .spawn()
             .expect("handoff mcp --stdio");
@@ -653,53 +648,11 @@ async fn raw_bytes_on_stdio_are_answered_and_the_bridge_keeps_serving() {
     bridge.finish(deadline);
 }
 
-/// The fuzz's generator: [`SplitMix64`] and the values built from it.
-struct Rng(SplitMix64);
-
-impl std::ops::Deref for Rng {
-    type Target = SplitMix64;
-    fn deref(&self) -> &SplitMix64 {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Rng {
-    fn deref_mut(&mut self) -> &mut SplitMix64 {
-        &mut self.0
-    }
-}
-
 /// The characters `text` mixes in: quotes and backslashes, control
 /// characters, line and paragraph separators, non-Latin and emoji.
 const ODD: &[char] = &[
     '"', '\\', '\0', '\r', '\n', '\t', '\u{7f}', '\u{2028}', 'é', '日', '😀',
 ];
-
-impl Rng {
-    fn text(&mut self, max: usize) -> String {
-        self.0.text(max, ODD)
-    }
-
-    fn value(&mut self, depth: usize) -> Value {
-        match self.below(if depth == 0 { 5 } else { 7 }) {
-            0 => Value::Null,
-            1 => json!(self.below(2) == 0),
-            2 => json!(self.next_u64() as i64),
-            3 => json!(self.below(1000) as f64 / 8.0),
-            4 => json!(self.text(12)),
-            5 => Value::Array((0..self.below(4)).map(|_| self.value(depth - 1)).collect()),
-            _ => self.object(depth - 1),
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Value {
-        Value::Object(
-            (0..self.below(4))
-                .map(|_| (self.text(8), self.value(depth)))
-                .collect(),
-        )
-    }
-}
 
 /// What one fuzz line must get back.
 #[derive(Debug)]
@@ -713,7 +666,7 @@ enum Expect {
 }
 
 /// The `n`th fuzz line (without its line ending) and what it must get back.
-fn fuzz_line(rng: &mut Rng, n: usize) -> (Vec<u8>, Expect) {
+fn fuzz_line(rng: &mut Fuzz, n: usize) -> (Vec<u8>, Expect) {
     let id = if rng.below(2) == 0 {
         json!(1_000_000 + n)
     } else {
@@ -867,7 +820,7 @@ async fn a_seeded_fuzz_of_json_rpc_lines_gets_one_answer_per_request() {
     const LINES: usize = 3_000;
     let env = env();
     let ns = env.namespace("bad-input-fuzz").await;
-    let mut rng = Rng(SplitMix64(SEED));
+    let mut rng = Fuzz::new(SEED, ODD);
     let mut input = Vec::new();
     let mut answers_due: HashMap<String, String> = HashMap::new();
     let mut errors_due: HashMap<i64, usize> = HashMap::new();

@@ -25,6 +25,7 @@ use handoff_core::api::HandoffSpec;
 use handoff_core::api::naming::name_for_key;
 use handoff_kube::store::HandoffStore;
 use handoff_testkit::mirror::{converged, mirrored_rows};
+use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -276,14 +277,7 @@ async fn unmirrored_handoffs(api: &Api<Handoff>) -> usize {
 }
 
 fn request(key: &str, body: String) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "faults".into(),
-        repo: None,
-        kind: None,
-        body,
-        created_by: Some("writer".into()),
-    }
+    spec(key).project("faults").body(body).by("writer")
 }
 
 /// Writes `body` under `key` (a failure fails the test).
@@ -509,14 +503,7 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
 
     // Good objects of every loop next to them.
     let store = HandoffStore::new(client.clone(), NAMESPACE);
-    let good_spec = HandoffSpec {
-        handoff_key: "good".into(),
-        project: "faults".into(),
-        repo: None,
-        kind: None,
-        body: "a readable handoff".into(),
-        created_by: None,
-    };
+    let good_spec = spec("good").project("faults").body("a readable handoff");
     store.write(&good_spec).await.expect("write a good handoff");
     let schedules: Api<handoff_core::api::BrainstormSchedule> =
         Api::namespaced(client.clone(), NAMESPACE);
@@ -900,7 +887,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     }
     // Every write is counted while PostgreSQL is still stalled.
     let remaining = STALL.saturating_sub(stalled_at.elapsed());
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every write counted during the stall",
         remaining,
         || async { (counted_last_write(&api).await == KEYS + 1).then_some(()) },
@@ -927,7 +914,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     // (with backoff, up to a minute) writes the v2 row at the newer
     // resourceVersion.
     let db = &system.db;
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every row holds the last write",
         Duration::from_secs(180),
         || async {
@@ -993,7 +980,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .map(|r| r.get::<_, i64>(0))
     };
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "every handoff mirrored",
         Duration::from_secs(120),
         || async {
@@ -1024,7 +1011,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .expect("delete the leases");
     let limit = Duration::from_secs(60);
-    common::eventually("the namespace's handoffs gone", limit, || async {
+    handoff_testkit::wait::eventually("the namespace's handoffs gone", limit, || async {
         let left = handoffs.list(&ListParams::default()).await.ok()?;
         left.items.is_empty().then_some(())
     })
@@ -1037,7 +1024,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .replace_subresource("finalize", DOOMED, &PostParams::default(), &terminating)
         .await
         .expect("finalize the namespace");
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the namespace gone",
         limit.saturating_sub(deleted_at.elapsed()),
         || async {
@@ -1053,7 +1040,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     let gone_after = deleted_at.elapsed();
     // The controller's deletes of the rows failed meanwhile; PostgreSQL
     // stays stalled for the rest of the stall.
-    common::eventually("the row deletes failing", STALL, || async {
+    handoff_testkit::wait::eventually("the row deletes failing", STALL, || async {
         (mirror_errors(&controller).await > errors_before).then_some(())
     })
     .await;
@@ -1065,7 +1052,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     );
 
     // PostgreSQL back: resync deletes the orphan rows and their history.
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the namespace's rows and history deleted",
         Duration::from_secs(120),
         || async {

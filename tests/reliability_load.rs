@@ -12,6 +12,7 @@ use common::{agent_token, apply_agent_roles, env};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::bench::memory_mib;
+use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, TestEnv};
 use kube::api::Api;
 use serde_json::json;
@@ -138,7 +139,6 @@ const LIST_PEAK_CEILING_MIB: f64 = 96.0;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
     use futures::StreamExt;
-    use handoff_core::api::HandoffSpec;
     use handoff_testkit::rpc::McpHttp;
 
     const HANDOFFS: usize = 5_000;
@@ -154,14 +154,7 @@ async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
             let key = format!("big-{i:05}");
             let handoff = Handoff::new(
                 &name_for_key(&key),
-                HandoffSpec {
-                    handoff_key: key,
-                    project: "big".into(),
-                    repo: None,
-                    kind: None,
-                    body: body.clone(),
-                    created_by: None,
-                },
+                spec(key).project("big").body(body.clone()),
             );
             async move { api.create(&Default::default(), &handoff).await }
         })

@@ -10,6 +10,7 @@
 //! that needs the control plane and cannot start it fails with the reason —
 //! it never skips.
 
+pub mod admission;
 pub mod bench;
 pub mod cluster;
 pub mod controller;
@@ -22,6 +23,8 @@ pub mod previous;
 pub mod rng;
 pub mod rpc;
 mod served;
+pub mod spec;
+pub mod wait;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

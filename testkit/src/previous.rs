@@ -108,6 +108,17 @@ impl Previous {
     }
 }
 
+/// The previous run's `median / p99` of the ratio in `row` of `section`
+/// (`—` where it has none), for the column beside a run's ratios.
+pub fn medians(previous: Option<&Previous>, section: &str, row: &str) -> String {
+    let cell = |column: &str| {
+        previous
+            .and_then(|was| was.cell(section, row, column))
+            .unwrap_or_else(|| "—".into())
+    };
+    format!("{} / {}", cell("median"), cell("p99"))
+}
+
 /// `new (was old)`, or `new` when there is no old value.
 pub fn beside(new: &str, old: Option<&str>) -> String {
     match old {
@@ -183,7 +194,7 @@ fn first_number(text: &str) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Previous, beside, first_number, without_was};
+    use super::{Previous, beside, first_number, medians, without_was};
 
     const REPORT: &str = "# Benchmarks
 
@@ -295,5 +306,13 @@ rustc 1.95.0.
         assert_eq!(first_number("3.4×"), Some(3.4));
         assert_eq!(first_number("26.4 / 67.1"), Some(26.4));
         assert_eq!(first_number("—"), None);
+        let previous = Previous::parse(REPORT);
+        let row = "get: bridge / direct";
+        assert_eq!(
+            medians(previous.as_ref(), "Bridge vs direct", row),
+            "1.21 / 1.43"
+        );
+        assert_eq!(medians(previous.as_ref(), "Nowhere", row), "— / —");
+        assert_eq!(medians(None, "Bridge vs direct", row), "— / —");
     }
 }

@@ -2,6 +2,8 @@
 //! deterministic, so a seed names the same frames on every run and a
 //! failure is replayed by its printed seed.
 
+use serde_json::{Value, json};
+
 /// SplitMix64.
 pub struct SplitMix64(pub u64);
 
@@ -37,6 +39,96 @@ impl SplitMix64 {
     }
 }
 
+/// The fuzz suites' generator: [`SplitMix64`] and the JSON built from it,
+/// its text mixing in the suite's `odd` characters.
+pub struct Fuzz {
+    rng: SplitMix64,
+    odd: &'static [char],
+}
+
+impl std::ops::Deref for Fuzz {
+    type Target = SplitMix64;
+    fn deref(&self) -> &SplitMix64 {
+        &self.rng
+    }
+}
+
+impl std::ops::DerefMut for Fuzz {
+    fn deref_mut(&mut self) -> &mut SplitMix64 {
+        &mut self.rng
+    }
+}
+
+impl Fuzz {
+    /// The generator of `seed`, its text mixing in `odd`.
+    pub fn new(seed: u64, odd: &'static [char]) -> Self {
+        Self {
+            rng: SplitMix64(seed),
+            odd,
+        }
+    }
+
+    /// Text of up to `max` characters (see [`SplitMix64::text`]).
+    pub fn text(&mut self, max: usize) -> String {
+        self.rng.text(max, self.odd)
+    }
+
+    /// A JSON value of any type, nested at most `depth` deep.
+    pub fn value(&mut self, depth: usize) -> Value {
+        match self.below(if depth == 0 { 5 } else { 7 }) {
+            0 => Value::Null,
+            1 => json!(self.below(2) == 0),
+            2 => json!(self.next_u64() as i64),
+            3 => json!(self.below(1000) as f64 / 8.0),
+            4 => json!(self.text(12)),
+            5 => Value::Array((0..self.below(4)).map(|_| self.value(depth - 1)).collect()),
+            _ => self.object(depth - 1),
+        }
+    }
+
+    /// A JSON object of up to three members, nested at most `depth` deep.
+    pub fn object(&mut self, depth: usize) -> Value {
+        Value::Object(
+            (0..self.below(4))
+                .map(|_| (self.text(8), self.value(depth)))
+                .collect(),
+        )
+    }
+
+    /// A JSON value of any type as text, where numbers no float holds
+    /// (huge integers, `-1e308`) stay literal.
+    pub fn literal(&mut self, depth: usize) -> String {
+        match self.below(if depth == 0 { 7 } else { 9 }) {
+            0 => "null".into(),
+            1 => (self.below(2) == 0).to_string(),
+            2 => (self.next_u64() as i64).to_string(),
+            3 => format!("{}.{}", self.below(1000), self.below(100)),
+            4 => "123456789012345678901234567890123456789".into(),
+            5 => "-1e308".into(),
+            6 => Value::String(self.text(12)).to_string(),
+            7 => {
+                let items: Vec<String> = (0..self.below(4))
+                    .map(|_| self.literal(depth - 1))
+                    .collect();
+                format!("[{}]", items.join(","))
+            }
+            _ => self.literal_object(depth - 1),
+        }
+    }
+
+    /// A JSON object as text whose keys start with `k` (never a JSON-RPC
+    /// member), its values [`Fuzz::literal`].
+    pub fn literal_object(&mut self, depth: usize) -> String {
+        let members: Vec<String> = (0..self.below(4))
+            .map(|_| {
+                let key = Value::String(format!("k{}", self.text(6))).to_string();
+                format!("{key}:{}", self.literal(depth))
+            })
+            .collect();
+        format!("{{{}}}", members.join(","))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +142,17 @@ mod tests {
         let text = a.text(50, &['\0']);
         assert!(text.chars().count() <= 50);
         assert!(text.chars().all(|c| c == '\0' || (' '..='~').contains(&c)));
+    }
+
+    #[test]
+    fn a_fuzz_literal_is_json_and_a_seed_repeats_it() {
+        let (mut a, mut b) = (Fuzz::new(3, &['"']), Fuzz::new(3, &['"']));
+        for _ in 0..50 {
+            let text = a.literal_object(2);
+            assert!(serde_json::from_str::<Value>(&text).is_ok(), "{text}");
+            assert_eq!(text, b.literal_object(2));
+            assert!(a.object(2).is_object());
+            b.object(2);
+        }
     }
 }

@@ -3,10 +3,11 @@
 //! apiserver's count of writes (what "apiserver writes per agent write" is
 //! computed from) sees each write where it belongs.
 
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::bench::{self, ETCD_QUOTA_BYTES, Writes, apiserver_writes};
 use handoff_testkit::http::{metric, scrape};
+use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 
@@ -32,14 +33,7 @@ async fn the_bench_plane_has_its_etcd_quota_and_counts_writes() {
     let handoffs: Api<Handoff> = Api::namespaced(client.clone(), "default");
     let handoff = Handoff::new(
         &name,
-        HandoffSpec {
-            handoff_key: key.into(),
-            project: "bench".into(),
-            repo: None,
-            kind: None,
-            body: "counted".into(),
-            created_by: Some("bench".into()),
-        },
+        spec(key).project("bench").body("counted").by("bench"),
     );
     let params = PatchParams::apply("bench-test").force();
     handoffs

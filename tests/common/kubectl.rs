@@ -52,20 +52,37 @@ pub(crate) fn must(out: Output, what: &str) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `kubectl apply --server-side <args>` against `env`, which must
+/// succeed (`what` names it if not).
+pub(crate) fn apply(env: &TestEnv, args: &[&str], what: &str) -> String {
+    let args: Vec<&str> = ["apply", "--server-side"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    must(kubectl(env, &args), what)
+}
+
+/// `kubectl get <args> -o json` against `env`, which must succeed, as
+/// JSON.
+pub(crate) fn get_json(env: &TestEnv, args: &[&str]) -> serde_json::Value {
+    let args: Vec<&str> = ["get"]
+        .iter()
+        .chain(args)
+        .chain(&["-o", "json"])
+        .copied()
+        .collect();
+    let out = must(kubectl(env, &args), &args.join(" "));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {}: {e}: {out}", args.join(" ")))
+}
+
 /// Stand-ins for cert-manager's CRDs (`tests/fixtures/cert-manager/`), so
 /// `config/default`'s Issuers and Certificates apply where no cert-manager
 /// runs (nothing acts on them), waited for until established.
 pub(crate) fn apply_cert_manager_stand_ins(env: &TestEnv) {
-    must(
-        kubectl(
-            env,
-            &[
-                "apply",
-                "--server-side",
-                "-f",
-                "tests/fixtures/cert-manager/",
-            ],
-        ),
+    apply(
+        env,
+        &["-f", "tests/fixtures/cert-manager/"],
         "apply the cert-manager stand-in CRDs",
     );
     wait_for_cert_manager_crds(env);
@@ -74,17 +91,17 @@ pub(crate) fn apply_cert_manager_stand_ins(env: &TestEnv) {
 /// Waits until cert-manager's (or the stand-ins') Issuer and Certificate
 /// CRDs are established.
 pub(crate) fn wait_for_cert_manager_crds(env: &TestEnv) {
-    must(
-        kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/issuers.cert-manager.io",
-                "crd/certificates.cert-manager.io",
-            ],
-        ),
+    wait_established(
+        env,
+        &["issuers.cert-manager.io", "certificates.cert-manager.io"],
         "cert-manager stand-in CRDs established",
     );
+}
+
+/// Waits (up to a minute) until the CRDs named `crds` are established.
+pub(crate) fn wait_established(env: &TestEnv, crds: &[&str], what: &str) {
+    let crds: Vec<String> = crds.iter().map(|c| format!("crd/{c}")).collect();
+    let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    args.extend(crds.iter().map(String::as_str));
+    must(kubectl(env, &args), what);
 }

@@ -30,6 +30,19 @@ pub(crate) fn python() -> PathBuf {
     venv
 }
 
+/// `handoff mcp --stdio --profile implement --namespace namespace`
+/// reading `kubeconfig`, its stdin and stdout piped (stderr is the
+/// caller's to set).
+pub(crate) fn mcp_stdio(namespace: &str, kubeconfig: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handoff"));
+    cmd.args(["mcp", "--stdio", "--profile", "implement"])
+        .args(["--namespace", namespace])
+        .env("KUBECONFIG", kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    cmd
+}
+
 fn driver() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop/mcp_driver.py")
 }
@@ -251,6 +264,27 @@ pub(crate) async fn events_with_reason(
         .collect()
 }
 
+/// Asserts that a tool list (the `tools` of a step's answer) is the
+/// implement profile's as far as writes go: it writes, it does not delete
+/// (`why` says where the profile came from).
+pub(crate) fn assert_writes_and_does_not_delete(tools: &Value, why: &str) {
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap_or_else(|| panic!("no tool list: {tools}"))
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"write_handoff"), "{names:?}");
+    assert!(!names.contains(&"delete_handoff"), "{why}: {names:?}");
+}
+
+/// Asserts that `text` contains each of `parts`.
+pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} not in:\n{text}");
+    }
+}
+
 /// A reader's warnings: as many as expected, each containing its expected
 /// fragment, in order.
 pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
@@ -260,26 +294,6 @@ pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
             got.contains(want),
             "{name}: {got:?} should contain {want:?}"
         );
-    }
-}
-
-/// Polls `check` every 100 ms until it returns `Some`; fails the test
-/// naming `what` after `limit`.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: std::time::Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
 
@@ -295,7 +309,7 @@ pub(crate) async fn apiserver_clock_past(
 ) {
     use k8s_openapi::api::core::v1::ConfigMap;
     let probes: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    eventually(
+    handoff_testkit::wait::eventually(
         &format!("the apiserver's clock past {second}"),
         std::time::Duration::from_secs(30),
         || async {

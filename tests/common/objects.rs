@@ -1,6 +1,6 @@
 //! What a suite left stored, read back with the admin's client.
 
-use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::api::Handoff;
 use handoff_testkit::TestEnv;
 use kube::api::Api;
 
@@ -16,16 +16,4 @@ pub(crate) async fn stored_keys(env: &TestEnv, namespace: &str) -> Vec<String> {
         .collect();
     keys.sort();
     keys
-}
-
-/// A handoff of project `shop` (repo `org/a`, kind `issue`) by `writer`.
-pub(crate) fn shop(key: &str, body: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: Some("org/a".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some("writer".into()),
-    }
 }

@@ -41,11 +41,10 @@ use serde_json::{Value, json};
 use handoff_core::api::Handoff;
 use handoff_testkit::image::Digest;
 
-use crate::harness::{
-    SYSTEM, UNDISTURBED, e2e, eventually, kubectl, kubectl_stdin, must, with_cluster,
-};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, kubectl_stdin, must, with_cluster};
 use crate::images::AGENT_IMAGE;
 use crate::install::{diagnose, installed};
+use handoff_testkit::wait::eventually;
 
 /// The identity the examples' Jobs run as.
 const AGENT_USER: &str = "system:serviceaccount:handoff-system:agent-implement";
@@ -265,16 +264,9 @@ async fn stdio_run(path: &str, job: &str, key: &str) {
         "Implement issue acme/api#42: wire --format into the CLI.",
         "the example's goal: {lines:?}"
     );
-    let tools: Vec<&str> = step(&lines, 0)["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tool list: {lines:?}"))
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(tools.contains(&"write_handoff"), "{tools:?}");
-    assert!(
-        !tools.contains(&"delete_handoff"),
-        "the implement profile offers no delete: {tools:?}"
+    crate::common::assert_writes_and_does_not_delete(
+        &step(&lines, 0)["tools"],
+        "the implement profile offers no delete",
     );
     let (write, get, delete) = (step(&lines, 1), step(&lines, 2), step(&lines, 3));
     assert_eq!(write["tool"], "write_handoff");

@@ -7,7 +7,6 @@
 
 use std::process::Output;
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
 use crate::common;
 use handoff_testkit::TestEnv;
@@ -150,23 +149,4 @@ pub(crate) async fn namespace(prefix: &str) -> String {
         .await
         .unwrap_or_else(|e| panic!("cannot create a namespace: {e}"))
         .name_any()
-}
-
-/// Polls `probe` every 250 ms until it returns `Some`, failing after
-/// `limit` with `what` and the last state `probe` saw.
-pub(crate) async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        match probe().await {
-            Ok(value) => return value,
-            Err(state) if Instant::now() >= deadline => {
-                panic!("{what}: not within {limit:?}; last seen: {state}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
 }

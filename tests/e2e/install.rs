@@ -19,8 +19,9 @@ use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::harness::{SYSTEM, e2e, eventually, kubectl, kubectl_stdin, must};
+use crate::harness::{SYSTEM, e2e, kubectl, kubectl_stdin, must};
 use crate::images::HANDOFF;
+use handoff_testkit::wait::eventually;
 
 /// How soon a wedged controller answers 503 in the e2e installation.
 pub(crate) const WEDGED_AFTER: &str = "8s";

@@ -21,11 +21,10 @@ use std::time::Duration;
 use handoff_core::api::Handoff;
 use kube::api::Api;
 
-use crate::harness::{
-    SYSTEM, UNDISTURBED, e2e, eventually, kubectl, must, namespace, with_cluster,
-};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, must, namespace, with_cluster};
 use crate::install::{installed, pods_of};
 use crate::writes::{create_handoff, first_container, lease_holder, mirror_db};
+use handoff_testkit::wait::eventually;
 
 /// How many handoffs the stream writes, and after how many the leader dies.
 const WRITES: usize = 30;

@@ -22,10 +22,11 @@ use kube::api::{Api, ListParams};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::harness::{SYSTEM, UNDISTURBED, e2e, eventually, namespace};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, namespace};
 use crate::install::{installed, pods_of};
 use crate::leader::leadership;
 use handoff_testkit::proc_stat;
+use handoff_testkit::wait::eventually;
 
 use crate::writes::{create_handoff, first_container, lease_holder, pod};
 

@@ -18,10 +18,11 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 
-use crate::harness::{UNDISTURBED, e2e, eventually, namespace};
+use crate::harness::{UNDISTURBED, e2e, namespace};
 use crate::images::HANDOFF;
 use crate::install::installed;
 use crate::writes::{MIRROR_TABLES, create_handoff, mirror_db, rows_in};
+use handoff_testkit::wait::eventually;
 
 /// A Job template whose Pod runs the project's image to completion.
 fn job_template() -> Value {

@@ -20,19 +20,21 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, ListParams};
 use kube::{Client, Config};
 use serde_json::{Value, json};
 
-use handoff_core::api::{BrainstormSchedule, Handoff, HandoffSpec, JobResult, SchedulePhase};
+use handoff_core::api::{BrainstormSchedule, Handoff, JobResult, SchedulePhase};
 use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_kube::store::HandoffStore;
 
 use crate::agent::{goal, log_lines, step};
-use crate::harness::{SYSTEM, UNDISTURBED, e2e, eventually, kubectl, kubectl_stdin, must};
+use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, kubectl_stdin, must};
 use crate::images::AGENT_IMAGE;
 use crate::install::{diagnose, installed};
+use handoff_testkit::wait::eventually;
 
 /// What the e2e schedule changes in the example.
 pub(crate) struct Scheduled<'a> {
@@ -130,14 +132,13 @@ async fn a_due_tick_runs_the_refine_job_then_the_brainstorm_job_with_the_open_ke
         ),
     ] {
         seeded
-            .write(&HandoffSpec {
-                handoff_key: key.into(),
-                project: project.into(),
-                repo: None,
-                kind: Some("issue".into()),
-                body: body.into(),
-                created_by: Some(writer("implement")),
-            })
+            .write(
+                &spec(key)
+                    .project(project)
+                    .kind("issue")
+                    .body(body)
+                    .by(writer("implement")),
+            )
             .await
             .unwrap_or_else(|e| panic!("seed {key}: {e}"));
     }

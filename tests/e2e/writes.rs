@@ -3,8 +3,9 @@
 //! derived from the key, which the webhook requires), the Lease that says
 //! which controller Pod leads, and the mirror's rows of a namespace.
 
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
@@ -22,14 +23,7 @@ pub(crate) const MIRROR_TABLES: [&str; 2] = ["handoffs", "handoff_revisions"];
 pub(crate) fn handoff(key: &str, body: &str) -> Handoff {
     Handoff::new(
         &name_for_key(key),
-        HandoffSpec {
-            handoff_key: key.into(),
-            project: "shop".into(),
-            repo: Some("acme/api".into()),
-            kind: Some("issue".into()),
-            body: body.into(),
-            created_by: None,
-        },
+        spec(key).repo("acme/api").kind("issue").body(body),
     )
 }
 

@@ -6,7 +6,8 @@
 //! condition, never sleeps asserted on.
 
 use crate::common;
-use crate::common::eventually;
+use handoff_testkit::spec::{Fields, counted, spec};
+use handoff_testkit::wait::eventually;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,12 +16,11 @@ use futures::StreamExt;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::handoff::MIRRORED;
-use handoff_core::time::{Clock, ManualClock, SystemClock};
+use handoff_core::time::{ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
-use handoff_mirror::Retention;
-use handoff_testkit::controller::{InProcess, Running, TEST_LEASE};
+use handoff_testkit::Postgres;
+use handoff_testkit::controller::{InProcess, Running, Scene, TEST_LEASE, postgres};
 use handoff_testkit::mirror::{self, Snapshot, mirrored_rows};
-use handoff_testkit::{self as testing, Postgres};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -28,58 +28,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 
 const LEASE: &str = "handoff-controller";
-
-struct Setup {
-    identity: &'static str,
-    postgres_url: Option<String>,
-    ttl: Option<Duration>,
-    clock: Arc<dyn Clock>,
-    history: Retention,
-    /// Cluster-wide with this namespace selector, instead of one namespace.
-    selector: Option<String>,
-}
-
-impl Setup {
-    fn new(identity: &'static str) -> Self {
-        Self {
-            identity,
-            postgres_url: None,
-            ttl: None,
-            clock: Arc::new(SystemClock),
-            history: Retention::default(),
-            selector: None,
-        }
-    }
-
-    fn mirror(mut self, url: &str) -> Self {
-        self.postgres_url = Some(url.to_owned());
-        self
-    }
-
-    fn start(self, client: Client, namespace: &str) -> Running {
-        let history = self.history;
-        let (ttl, selector) = (self.ttl, self.selector);
-        let controller = InProcess::new(namespace, self.identity, self.clock).options(|o| {
-            if let Some(selector) = selector {
-                o.namespace = None;
-                o.namespace_selector = selector;
-            }
-            o.mirror_resync_interval = Duration::from_secs(2);
-            o.groom_interval = Duration::from_millis(200);
-            // Series counts written soon, so tests can wait for them.
-            o.event_refresh = Duration::from_millis(200);
-            o.default_handoff_ttl = ttl;
-            o.history_revisions = history.revisions;
-            o.history_max_age = history.max_age;
-            o.keep_history_on_delete = history.keep_on_delete;
-        });
-        match &self.postgres_url {
-            Some(url) => controller.mirror(url),
-            None => controller,
-        }
-        .start(client)
-    }
-}
 
 /// A manual clock at the current second (`metav1.Time` keeps whole
 /// seconds), and that time.
@@ -92,18 +40,9 @@ fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
 /// 1, 2, …) before the next.
 async fn write_revisions(store: &HandoffStore, api: &Api<Handoff>, key: &str, bodies: &[&str]) {
     for (revision, body) in (1..).zip(bodies) {
-        store
-            .write(&request(key, "shop", body, "w"))
-            .await
-            .expect("write");
+        put(store, key, body).await;
         counted(api, key, revision).await;
     }
-}
-
-async fn shared_pg() -> String {
-    tokio::task::spawn_blocking(testing::shared_postgres_url)
-        .await
-        .expect("postgres")
 }
 
 async fn pg(url: &str) -> tokio_postgres::Client {
@@ -113,14 +52,42 @@ async fn pg(url: &str) -> tokio_postgres::Client {
 }
 
 fn request(key: &str, project: &str, body: &str, writer: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: project.into(),
-        repo: Some("org/repo".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some(writer.into()),
-    }
+    spec(key)
+        .project(project)
+        .repo("org/repo")
+        .kind("issue")
+        .body(body)
+        .by(writer)
+}
+
+/// Writes `body` to `key` (project `shop`) as writer `w`.
+async fn put(store: &HandoffStore, key: &str, body: &str) {
+    store
+        .write(&request(key, "shop", body, "w"))
+        .await
+        .expect("write");
+}
+
+/// When the content of `key` was written (`status.updatedAt`).
+async fn written_at(api: &Api<Handoff>, key: &str) -> Timestamp {
+    let h = api.get(&name_for_key(key)).await.expect("get");
+    handoff_core::handoff::view::updated_at(&h).expect("dated").0
+}
+
+/// Waits until the handoff of `key` is deleted.
+async fn deleted(api: &Api<Handoff>, key: &str) {
+    eventually(
+        &format!("{key} deleted"),
+        Duration::from_secs(20),
+        || async {
+            api.get_opt(&name_for_key(key))
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// `(key, revision, id)` of every row of `namespace`.
@@ -192,19 +159,6 @@ async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec
     .collect()
 }
 
-/// Waits until the Handoff of `key` has counted `revision`.
-async fn counted(api: &Api<Handoff>, key: &str, revision: i64) {
-    eventually(
-        &format!("{key} at revision {revision}"),
-        Duration::from_secs(20),
-        || async {
-            let h = api.get(&name_for_key(key)).await.ok()?;
-            (h.status?.revision? == revision).then_some(())
-        },
-    )
-    .await
-}
-
 /// Waits until the history of `key` is `revisions`.
 async fn history_is(db: &tokio_postgres::Client, namespace: &str, key: &str, revisions: &[i64]) {
     eventually(
@@ -231,13 +185,9 @@ async fn gone(api: &Api<Handoff>, db: &tokio_postgres::Client, namespace: &str, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres() {
-    let env = common::env();
-    let ns = env.namespace("ctl-lifecycle").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let controller = Setup::new("only").mirror(&url).start(client.clone(), &ns);
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
+    let s = Scene::new("ctl-lifecycle").await;
+    let (url, db) = postgres().await;
+    let controller = s.controller("only").mirror(&url).start(s.client.clone());
 
     // Created like kubectl or GitOps would: no labels.
     let key = "acme/api#42";
@@ -245,22 +195,20 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     let body1 = "## State\nparser done\n## Next\n- wire the CLI";
     let mut h = Handoff::new(
         &name,
-        HandoffSpec {
-            handoff_key: key.into(),
-            project: "shop".into(),
-            repo: Some("org/repo".into()),
-            kind: Some("issue".into()),
-            body: body1.into(),
-            created_by: Some("alice".into()),
-        },
+        spec(key)
+            .repo("org/repo")
+            .kind("issue")
+            .body(body1)
+            .by("alice"),
     );
     h.metadata.labels = None;
-    api.create(&PostParams::default(), &h)
+    s.api
+        .create(&PostParams::default(), &h)
         .await
         .expect("create");
 
     let first = eventually("revision 1 mirrored", Duration::from_secs(30), || async {
-        let h = api.get(&name).await.ok()?;
+        let h = s.api.get(&name).await.ok()?;
         let mirrored = h
             .status
             .as_ref()?
@@ -291,12 +239,12 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
         .query_one(
             "SELECT id::text, namespace, handoff_key, project, repo, kind, created_by, body, revision, \
              resource_version, created_at, updated_at FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
-            &[&ns, &key],
+            &[&s.ns, &key],
         )
         .await
         .expect("row");
     assert_eq!(row.get::<_, String>(0), first.uid().expect("uid"));
-    assert_eq!(row.get::<_, String>(1), ns);
+    assert_eq!(row.get::<_, String>(1), s.ns);
     assert_eq!(row.get::<_, String>(2), key);
     assert_eq!(row.get::<_, String>(3), "shop");
     assert_eq!(row.get::<_, Option<String>>(4).as_deref(), Some("org/repo"));
@@ -329,7 +277,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     );
 
     // A content change by another writer: revision 2, history, Superseded.
-    let store = HandoffStore::new(client.clone(), &ns);
+    let store = HandoffStore::new(s.client.clone(), &s.ns);
     let body2 = "## State\nCLI wired";
     store
         .write(&request(key, "shop", body2, "bob"))
@@ -339,7 +287,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
         let r = db
             .query_opt(
                 "SELECT revision, body, created_by FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
-                &[&ns, &key],
+                &[&s.ns, &key],
             )
             .await
             .ok()??;
@@ -356,7 +304,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
                 .query(
                     "SELECT revision, body, created_by FROM handoff_revisions \
                      WHERE namespace = $1 AND handoff_key = $2 ORDER BY revision",
-                    &[&ns, &key],
+                    &[&s.ns, &key],
                 )
                 .await
                 .ok()?
@@ -377,7 +325,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     // No Event for the creation (status revision 1 and the history say
     // it); one for the supersession, reported by this replica.
     let seen = eventually("the Superseded Event", Duration::from_secs(10), || async {
-        let e = events(&client, &ns, &name).await;
+        let e = events(&s.client, &s.ns, &name).await;
         (!e.is_empty()).then_some(e)
     })
     .await;
@@ -401,22 +349,23 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
         .write(&request(key, "shop", body2, "carol"))
         .await
         .expect("same content");
-    let after = api.get(&name).await.expect("get");
+    let after = s.api.get(&name).await.expect("get");
     assert_eq!(after.status.and_then(|s| s.revision), Some(2));
 
     // Delete: the controller deletes the row and, with it, the history.
-    api.delete(&name, &DeleteParams::default())
+    s.api
+        .delete(&name, &DeleteParams::default())
         .await
         .expect("delete");
     eventually("object and row gone", Duration::from_secs(30), || async {
-        let gone = api.get_opt(&name).await.ok()?.is_none();
-        (gone && rows(&db, &ns).await.is_empty()).then_some(())
+        let gone = s.api.get_opt(&name).await.ok()?.is_none();
+        (gone && rows(&db, &s.ns).await.is_empty()).then_some(())
     })
     .await;
     let kept: i64 = db
         .query_one(
             "SELECT count(*) FROM handoff_revisions WHERE namespace = $1",
-            &[&ns],
+            &[&s.ns],
         )
         .await
         .expect("count")
@@ -432,17 +381,13 @@ fn occurrences(e: &Event) -> i32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_revision() {
-    let env = common::env();
-    let ns = env.namespace("ctl-event-volume").await;
-    let client = env.client().await;
-    let controller = Setup::new("only").start(client.clone(), &ns);
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
+    let s = Scene::new("ctl-event-volume").await;
+    let controller = s.controller("only").start(s.client.clone());
     let key = "busy/key#1";
     let name = name_for_key(key);
     let last = request(key, "shop", "body 999", "writer");
     for i in 0..1000 {
-        store
+        s.store
             .write(&request(key, "shop", &format!("body {i}"), "writer"))
             .await
             .expect("write");
@@ -453,10 +398,10 @@ async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_r
         "the last write counted and announced",
         Duration::from_secs(120),
         || async {
-            let status = api.get(&name).await.ok()?.status?;
+            let status = s.api.get(&name).await.ok()?.status?;
             (status.content_hash? == last.content_hash()).then_some(())?;
             let revision = status.revision?;
-            let seen = events(&client, &ns, &name).await;
+            let seen = events(&s.client, &s.ns, &name).await;
             let superseded: Vec<&Event> = seen
                 .iter()
                 .filter(|e| e.reason.as_deref() == Some("Superseded"))
@@ -500,18 +445,13 @@ async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_writes() {
-    let env = common::env();
-    let ns = env.namespace("ctl-restart").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let mut controller = Some(Setup::new("a").mirror(&url).start(client.clone(), &ns));
+    let s = Scene::new("ctl-restart").await;
+    let (url, db) = postgres().await;
+    let mut controller = Some(s.controller("a").mirror(&url).start(s.client.clone()));
 
     let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writes = {
-        let (store, written) = (store.clone(), written.clone());
+        let (store, written) = (s.store.clone(), written.clone());
         tokio::spawn(async move {
             futures::stream::iter(0..1000)
                 .map(|i| {
@@ -546,13 +486,13 @@ async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_w
     writes.await.expect("writes");
     // While it is down: deletes (their rows are orphans resync deletes).
     for i in (0..1000).step_by(20) {
-        store
+        s.store
             .delete(&format!("issue-{i:04}"))
             .await
             .expect("delete");
     }
-    let restarted = Setup::new("a").mirror(&url).start(client.clone(), &ns);
-    let n = converged(&api, &db, &ns, Duration::from_secs(300)).await;
+    let restarted = s.controller("a").mirror(&url).start(s.client.clone());
+    let n = converged(&s.api, &db, &s.ns, Duration::from_secs(300)).await;
     assert_eq!(n, 950, "1000 written, 50 deleted");
     // Keys written twice hold the second body; their revision is 1 or 2
     // (two writes between two observations are one change to count).
@@ -561,7 +501,7 @@ async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_w
         let row = db
             .query_one(
                 "SELECT body, revision FROM handoffs WHERE namespace = $1 AND handoff_key = $2",
-                &[&ns, &key],
+                &[&s.ns, &key],
             )
             .await
             .expect("row");
@@ -573,26 +513,19 @@ async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_w
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_during_writes_then_back_loses_nothing() {
-    let env = common::env();
-    let ns = env.namespace("ctl-pg-down").await;
-    let client = env.client().await;
+    let s = Scene::new("ctl-pg-down").await;
     let mut own = tokio::task::spawn_blocking(Postgres::start)
         .await
         .expect("join")
         .expect("postgres starts");
     let url = own.url();
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let controller = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    let controller = s.controller("a").mirror(&url).start(s.client.clone());
     for i in 0..50 {
-        store
-            .write(&request(&format!("k{i:03}"), "shop", "before", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i:03}"), "before").await;
     }
     {
         let db = pg(&url).await;
-        converged(&api, &db, &ns, Duration::from_secs(60)).await;
+        converged(&s.api, &db, &s.ns, Duration::from_secs(60)).await;
     }
 
     own = tokio::task::spawn_blocking(move || {
@@ -602,20 +535,17 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     .await
     .expect("join");
     for i in 0..100 {
-        store
-            .write(&request(&format!("k{i:03}"), "shop", "during", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i:03}"), "during").await;
     }
     for i in 0..10 {
-        store.delete(&format!("k{i:03}")).await.expect("delete");
+        s.store.delete(&format!("k{i:03}")).await.expect("delete");
     }
     // Status keeps being reconciled while PostgreSQL is down.
     eventually(
         "statuses counted without the mirror",
         Duration::from_secs(60),
         || async {
-            let list = api.list(&ListParams::default()).await.ok()?;
+            let list = s.api.list(&ListParams::default()).await.ok()?;
             let live: Vec<_> = list
                 .items
                 .iter()
@@ -647,12 +577,12 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
     .await
     .expect("join");
     let db = pg(&url).await;
-    let n = converged(&api, &db, &ns, Duration::from_secs(180)).await;
+    let n = converged(&s.api, &db, &s.ns, Duration::from_secs(180)).await;
     assert_eq!(n, 90);
     let bodies: i64 = db
         .query_one(
             "SELECT count(*) FROM handoffs WHERE namespace = $1 AND body = 'during'",
-            &[&ns],
+            &[&s.ns],
         )
         .await
         .expect("count")
@@ -686,30 +616,20 @@ async fn holder(client: &Client, namespace: &str) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() {
-    let env = common::env();
-    let ns = env.namespace("ctl-leader").await;
-    let client = env.client().await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let a = Setup::new("a").start(client.clone(), &ns);
+    let s = Scene::new("ctl-leader").await;
+    let a = s.controller("a").start(s.client.clone());
     eventually("a leads", Duration::from_secs(20), || async {
-        (holder(&client, &ns).await.as_deref() == Some("a")).then_some(())
+        (holder(&s.client, &s.ns).await.as_deref() == Some("a")).then_some(())
     })
     .await;
-    let b = Setup::new("b").start(client.clone(), &ns);
+    let b = s.controller("b").start(s.client.clone());
 
     // A creation has no Event; the update's Superseded names who counted.
-    store
-        .write(&request("one", "shop", "first", "w"))
-        .await
-        .expect("write");
-    counted(&api, "one", 1).await;
-    store
-        .write(&request("one", "shop", "first, revised", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "one", "first").await;
+    counted(&s.api, "one", 1).await;
+    put(&s.store, "one", "first, revised").await;
     eventually("counted by a", Duration::from_secs(20), || async {
-        let e = events(&client, &ns, &name_for_key("one")).await;
+        let e = events(&s.client, &s.ns, &name_for_key("one")).await;
         e.iter()
             .any(|e| e.reporting_instance.as_deref() == Some("a"))
             .then_some(())
@@ -720,11 +640,11 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
         !b.metrics.is_leader(),
         "b must not lead while a holds the lease"
     );
-    assert_eq!(holder(&client, &ns).await.as_deref(), Some("a"));
+    assert_eq!(holder(&s.client, &s.ns).await.as_deref(), Some("a"));
 
     a.kill().await;
     // a's last renewal, as the Lease holds it now that a is gone.
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let leases: Api<Lease> = Api::namespaced(s.client.clone(), &s.ns);
     let last_renewal = lease_times(&leases.get(LEASE).await.expect("the lease")).1;
     let taken = eventually("b takes over", Duration::from_secs(30), || async {
         let lease = leases.get(LEASE).await.ok()?;
@@ -751,19 +671,13 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
         Some(1),
         "one transition: a to b"
     );
-    store
-        .write(&request("two", "shop", "second", "w"))
-        .await
-        .expect("write");
-    counted(&api, "two", 1).await;
-    store
-        .write(&request("two", "shop", "second, revised", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "two", "second").await;
+    counted(&s.api, "two", 1).await;
+    put(&s.store, "two", "second, revised").await;
     let counted_by = eventually("counted by b", Duration::from_secs(20), || async {
-        let h = api.get(&name_for_key("two")).await.ok()?;
+        let h = s.api.get(&name_for_key("two")).await.ok()?;
         (h.status.as_ref()?.revision? == 2).then_some(())?;
-        let e = events(&client, &ns, &name_for_key("two")).await;
+        let e = events(&s.client, &s.ns, &name_for_key("two")).await;
         e.first()?.reporting_instance.clone()
     })
     .await;
@@ -771,7 +685,7 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
     assert!(b.metrics.is_leader());
     b.stop().await;
     assert_eq!(
-        holder(&client, &ns).await,
+        holder(&s.client, &s.ns).await,
         None,
         "a graceful stop releases the lease"
     );
@@ -779,29 +693,21 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
-    let env = common::env();
-    let ns = env.namespace("ctl-resync").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let controller = Setup::new("a").mirror(&url).start(client.clone(), &ns);
+    let s = Scene::new("ctl-resync").await;
+    let (url, db) = postgres().await;
+    let controller = s.controller("a").mirror(&url).start(s.client.clone());
     for i in 0..5 {
-        store
-            .write(&request(&format!("k{i}"), "shop", "one", "w"))
-            .await
-            .expect("write");
+        put(&s.store, &format!("k{i}"), "one").await;
     }
     // Counted once before the update, so k1 is at revision 2 and a row one
     // revision behind it is still a valid row.
-    counted(&api, "k1", 1).await;
-    store
+    counted(&s.api, "k1", 1).await;
+    s.store
         .write(&request("k1", "shop", "two", "w"))
         .await
         .expect("update");
-    counted(&api, "k1", 2).await;
-    converged(&api, &db, &ns, Duration::from_secs(60)).await;
+    counted(&s.api, "k1", 2).await;
+    converged(&s.api, &db, &s.ns, Duration::from_secs(60)).await;
     let resyncs = controller.metrics.resyncs();
     // The first resync may already have written rows the handoff loop had
     // not reached yet: count the repairs from here on.
@@ -809,7 +715,7 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
 
     db.execute(
         "DELETE FROM handoffs WHERE namespace = $1 AND handoff_key = 'k0'",
-        &[&ns],
+        &[&s.ns],
     )
     .await
     .expect("delete by hand");
@@ -823,14 +729,14 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
          INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, body, \
                                         created_by, written_at) \
          SELECT $1, 'ghost', id, 1, 'shop', 'x', 'nobody', now() FROM ghost",
-        &[&ns],
+        &[&s.ns],
     )
     .await
     .expect("insert by hand");
     db.execute(
         // One revision behind what the controller counted.
         "UPDATE handoffs SET revision = revision - 1, body = 'stale' WHERE namespace = $1 AND handoff_key = 'k1'",
-        &[&ns],
+        &[&s.ns],
     )
     .await
     .expect("stale by hand");
@@ -841,18 +747,21 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
         || async { (controller.metrics.resyncs() >= resyncs + 2).then_some(()) },
     )
     .await;
-    assert_eq!(converged(&api, &db, &ns, Duration::from_secs(30)).await, 5);
+    assert_eq!(
+        converged(&s.api, &db, &s.ns, Duration::from_secs(30)).await,
+        5
+    );
     let body: String = db
         .query_one(
             "SELECT body FROM handoffs WHERE namespace = $1 AND handoff_key = 'k1'",
-            &[&ns],
+            &[&s.ns],
         )
         .await
         .expect("k1")
         .get(0);
     assert_eq!(body, "two");
     assert_eq!(
-        history(&db, &ns, "ghost").await,
+        history(&db, &s.ns, "ghost").await,
         [0_i64; 0],
         "the orphan's history goes with it"
     );
@@ -864,80 +773,39 @@ async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttl_grooming_deletes_only_the_expired_handoffs() {
-    let env = common::env();
-    let ns = env.namespace("ctl-groom").await;
-    let client = env.client().await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    // Whole seconds, as status.updatedAt keeps them.
-    let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
-    let clock = Arc::new(ManualClock::new(t0));
-    let mut setup = Setup::new("a");
-    setup.ttl = Some(Duration::from_secs(2 * 3600));
-    setup.clock = clock.clone();
-    let controller = setup.start(client.clone(), &ns);
-
-    let revision = |key: &'static str, want: i64| {
-        let api = api.clone();
-        async move {
-            eventually("counted", Duration::from_secs(20), || async {
-                let h = api.get(&name_for_key(key)).await.ok()?;
-                (h.status?.revision? == want).then_some(())
-            })
-            .await
-        }
-    };
+    let s = Scene::new("ctl-groom").await;
+    let (_, clock) = manual_clock();
+    let controller = s
+        .controller("a")
+        .clock(clock.clone())
+        .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(2 * 3600)))
+        .start(s.client.clone());
     for key in ["old", "rewritten"] {
-        store
-            .write(&request(key, "shop", "v1", "w"))
-            .await
-            .expect("write");
-        revision(key, 1).await;
+        put(&s.store, key, "v1").await;
+        counted(&s.api, key, 1).await;
     }
     // A content's time is its write's (the apiserver's clock, whole
     // seconds), so the rewrite comes a second after the first writes.
-    let first =
-        handoff_core::handoff::view::updated_at(&api.get(&name_for_key("old")).await.expect("old"))
-            .expect("dated")
-            .0;
-    common::apiserver_clock_past(&client, &ns, first).await;
-    store
+    let first = written_at(&s.api, "old").await;
+    common::apiserver_clock_past(&s.client, &s.ns, first).await;
+    s.store
         .write(&request("rewritten", "shop", "v2", "w"))
         .await
         .expect("rewrite");
-    revision("rewritten", 2).await;
-    store
-        .write(&request("new", "shop", "v1", "w"))
-        .await
-        .expect("write");
-    revision("new", 1).await;
-    let old = api.get(&name_for_key("old")).await.expect("old");
-    let rewritten = handoff_core::handoff::view::updated_at(
-        &api.get(&name_for_key("rewritten"))
-            .await
-            .expect("rewritten"),
-    )
-    .expect("dated")
-    .0;
+    counted(&s.api, "rewritten", 2).await;
+    put(&s.store, "new", "v1").await;
+    counted(&s.api, "new", 1).await;
+    let old = s.api.get(&name_for_key("old")).await.expect("old");
+    let rewritten = written_at(&s.api, "rewritten").await;
 
     // Exactly the TTL after the rewrite: it has not outlived it, the
     // first writes (a second or more older) have.
     clock.set(rewritten + Duration::from_secs(2 * 3600));
-    eventually(
-        "the expired handoff groomed",
-        Duration::from_secs(20),
-        || async {
-            api.get_opt(&name_for_key("old"))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    deleted(&s.api, "old").await;
     for key in ["rewritten", "new"] {
         assert!(
-            api.get_opt(&name_for_key(key))
+            s.api
+                .get_opt(&name_for_key(key))
                 .await
                 .expect("get")
                 .is_some(),
@@ -945,7 +813,7 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
         );
     }
     groomed(&controller, 1).await;
-    let event = event_of(&client, &ns, &name_for_key("old"), "Groomed").await;
+    let event = event_of(&s.client, &s.ns, &name_for_key("old"), "Groomed").await;
     assert_eq!(event.involved_object.uid, old.uid());
     assert!(
         event
@@ -960,20 +828,13 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_condition_goes_when_the_mirror_is_disabled() {
-    let env = common::env();
-    let ns = env.namespace("ctl-no-mirror").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let with_mirror = Setup::new("a").mirror(&url).start(client.clone(), &ns);
-    store
-        .write(&request("k", "shop", "body", "w"))
-        .await
-        .expect("write");
+    let s = Scene::new("ctl-no-mirror").await;
+    let (url, _) = postgres().await;
+    let with_mirror = s.controller("a").mirror(&url).start(s.client.clone());
+    put(&s.store, "k", "body").await;
     let name = name_for_key("k");
     let h = eventually("mirrored and labelled", Duration::from_secs(20), || async {
-        let h = api.get(&name).await.ok()?;
+        let h = s.api.get(&name).await.ok()?;
         let mirrored = h
             .status
             .as_ref()?
@@ -986,9 +847,9 @@ async fn the_condition_goes_when_the_mirror_is_disabled() {
     assert!(h.finalizers().is_empty(), "no finalizer is added");
     with_mirror.stop().await;
 
-    let without = Setup::new("a").start(client.clone(), &ns);
+    let without = s.controller("a").start(s.client.clone());
     let h = eventually("condition removed", Duration::from_secs(20), || async {
-        let h = api.get(&name_for_key("k")).await.ok()?;
+        let h = s.api.get(&name_for_key("k")).await.ok()?;
         let condition = h
             .status
             .as_ref()?
@@ -1000,63 +861,46 @@ async fn the_condition_goes_when_the_mirror_is_disabled() {
     .await;
     assert_eq!(h.status.and_then(|s| s.revision), Some(1));
     // Deletion never waits for a mirror.
-    store.delete("k").await.expect("delete");
-    eventually("deleted", Duration::from_secs(20), || async {
-        api.get_opt(&name_for_key("k"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    s.store.delete("k").await.expect("delete");
+    deleted(&s.api, "k").await;
     without.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn delete_handoff_forgets_the_history_unless_the_controller_keeps_it() {
-    let env = common::env();
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
+    let (url, db) = postgres().await;
     for keep in [false, true] {
-        let ns = env
-            .namespace(if keep {
-                "ctl-hist-keep"
-            } else {
-                "ctl-hist-forget"
-            })
-            .await;
-        let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-        // What delete_handoff calls: the store's delete of the key's object.
-        let store = HandoffStore::new(client.clone(), &ns);
-        let mut setup = Setup::new("a").mirror(&url);
-        setup.history.keep_on_delete = keep;
-        let controller = setup.start(client.clone(), &ns);
+        let s = Scene::new(if keep {
+            "ctl-hist-keep"
+        } else {
+            "ctl-hist-forget"
+        })
+        .await;
+        // The store's delete of the key's object is what delete_handoff calls.
+        let controller = s
+            .controller("a")
+            .mirror(&url)
+            .options(|o| o.keep_history_on_delete = keep)
+            .start(s.client.clone());
         for (revision, body) in [(1, "v1"), (2, "v2 with a pasted secret")] {
-            store
-                .write(&request("leaky", "shop", body, "w"))
-                .await
-                .expect("write");
-            counted(&api, "leaky", revision).await;
+            put(&s.store, "leaky", body).await;
+            counted(&s.api, "leaky", revision).await;
         }
-        store
-            .write(&request("other", "shop", "v1", "w"))
-            .await
-            .expect("write");
-        history_is(&db, &ns, "leaky", &[1, 2]).await;
-        history_is(&db, &ns, "other", &[1]).await;
+        put(&s.store, "other", "v1").await;
+        history_is(&db, &s.ns, "leaky", &[1, 2]).await;
+        history_is(&db, &s.ns, "other", &[1]).await;
 
-        assert!(store.delete("leaky").await.expect("delete"), "it existed");
-        gone(&api, &db, &ns, "leaky").await;
+        assert!(s.store.delete("leaky").await.expect("delete"), "it existed");
+        gone(&s.api, &db, &s.ns, "leaky").await;
         // The row and its history go in one statement: nothing is pending.
-        let left = history(&db, &ns, "leaky").await;
+        let left = history(&db, &s.ns, "leaky").await;
         if keep {
             assert_eq!(left, [1, 2], "--keep-history-on-delete keeps it for audit");
         } else {
             assert_eq!(left, [0_i64; 0], "forgotten with the handoff");
         }
         assert_eq!(
-            history(&db, &ns, "other").await,
+            history(&db, &s.ns, "other").await,
             [1],
             "another key's history stays"
         );
@@ -1066,34 +910,28 @@ async fn delete_handoff_forgets_the_history_unless_the_controller_keeps_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
-    let env = common::env();
-    let ns = env.namespace("ctl-hist-cap").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
-    let mut setup = Setup::new("a").mirror(&url);
-    setup.history.revisions = std::num::NonZeroU32::new(5).expect("5");
-    let controller = setup.start(client.clone(), &ns);
+    let s = Scene::new("ctl-hist-cap").await;
+    let (url, db) = postgres().await;
+    let controller = s
+        .controller("a")
+        .mirror(&url)
+        .options(|o| o.history_revisions = std::num::NonZeroU32::new(5).expect("5"))
+        .start(s.client.clone());
     // 60 content revisions, each counted before the next write.
     for revision in 1..=60 {
-        store
-            .write(&request("busy", "shop", &format!("body {revision}"), "w"))
-            .await
-            .expect("write");
-        counted(&api, "busy", revision).await;
+        put(&s.store, "busy", &format!("body {revision}")).await;
+        counted(&s.api, "busy", revision).await;
         if revision == 30 {
-            let kept = history(&db, &ns, "busy").await.len();
+            let kept = history(&db, &s.ns, "busy").await.len();
             assert!(kept <= 5, "{kept} revisions kept halfway, the cap is 5");
         }
     }
-    history_is(&db, &ns, "busy", &[56, 57, 58, 59, 60]).await;
+    history_is(&db, &s.ns, "busy", &[56, 57, 58, 59, 60]).await;
     let bodies: Vec<String> = db
         .query(
             "SELECT body FROM handoff_revisions WHERE namespace = $1 AND handoff_key = 'busy' \
              ORDER BY revision",
-            &[&ns],
+            &[&s.ns],
         )
         .await
         .expect("bodies")
@@ -1122,93 +960,70 @@ async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grooming_forgets_the_history_of_what_it_deletes() {
-    let env = common::env();
-    let ns = env.namespace("ctl-hist-groom").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
+    let s = Scene::new("ctl-hist-groom").await;
+    let (url, db) = postgres().await;
     let (_, clock) = manual_clock();
-    let mut setup = Setup::new("a").mirror(&url);
-    setup.ttl = Some(Duration::from_secs(2 * 3600));
-    setup.clock = clock.clone();
-    let controller = setup.start(client.clone(), &ns);
-    write_revisions(&store, &api, "stale", &["v1", "v2"]).await;
+    let controller = s
+        .controller("a")
+        .mirror(&url)
+        .clock(clock.clone())
+        .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(2 * 3600)))
+        .start(s.client.clone());
+    write_revisions(&s.store, &s.api, "stale", &["v1", "v2"]).await;
     // A content's time is its write's (the apiserver's clock, whole
     // seconds): "fresh" is written a second after "stale".
-    let stale = handoff_core::handoff::view::updated_at(
-        &api.get(&name_for_key("stale")).await.expect("stale"),
-    )
-    .expect("dated")
-    .0;
-    common::apiserver_clock_past(&client, &ns, stale).await;
-    store
-        .write(&request("fresh", "shop", "v1", "w"))
-        .await
-        .expect("write");
-    counted(&api, "fresh", 1).await;
-    let fresh = handoff_core::handoff::view::updated_at(
-        &api.get(&name_for_key("fresh")).await.expect("fresh"),
-    )
-    .expect("dated")
-    .0;
-    history_is(&db, &ns, "stale", &[1, 2]).await;
-    history_is(&db, &ns, "fresh", &[1]).await;
+    let stale = written_at(&s.api, "stale").await;
+    common::apiserver_clock_past(&s.client, &s.ns, stale).await;
+    put(&s.store, "fresh", "v1").await;
+    counted(&s.api, "fresh", 1).await;
+    let fresh = written_at(&s.api, "fresh").await;
+    history_is(&db, &s.ns, "stale", &[1, 2]).await;
+    history_is(&db, &s.ns, "fresh", &[1]).await;
 
     // Exactly the TTL after "fresh" was written: "stale" has outlived it.
     clock.set(fresh + Duration::from_secs(2 * 3600));
-    gone(&api, &db, &ns, "stale").await;
+    gone(&s.api, &db, &s.ns, "stale").await;
     groomed(&controller, 1).await;
     assert_eq!(
-        history(&db, &ns, "stale").await,
+        history(&db, &s.ns, "stale").await,
         [0_i64; 0],
         "groomed, forgotten"
     );
-    assert_eq!(history(&db, &ns, "fresh").await, [1], "not groomed, kept");
+    assert_eq!(history(&db, &s.ns, "fresh").await, [1], "not groomed, kept");
     controller.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resync_forgets_past_revisions_older_than_the_max_age() {
-    let env = common::env();
-    let ns = env.namespace("ctl-hist-age").await;
-    let client = env.client().await;
-    let url = shared_pg().await;
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
+    let s = Scene::new("ctl-hist-age").await;
+    let (url, db) = postgres().await;
     let (t0, clock) = manual_clock();
-    let mut setup = Setup::new("a").mirror(&url);
-    setup.history.max_age = Some(Duration::from_secs(3600));
-    setup.clock = clock.clone();
-    let controller = setup.start(client.clone(), &ns);
-    write_revisions(&store, &api, "edited", &["v1", "v2"]).await;
-    store
-        .write(&request("untouched", "shop", "v1", "w"))
-        .await
-        .expect("write");
-    counted(&api, "untouched", 1).await;
-    history_is(&db, &ns, "edited", &[1, 2]).await;
+    let controller = s
+        .controller("a")
+        .mirror(&url)
+        .clock(clock.clone())
+        .options(|o| o.history_max_age = Some(Duration::from_secs(3600)))
+        .start(s.client.clone());
+    write_revisions(&s.store, &s.api, "edited", &["v1", "v2"]).await;
+    put(&s.store, "untouched", "v1").await;
+    counted(&s.api, "untouched", 1).await;
+    history_is(&db, &s.ns, "edited", &[1, 2]).await;
 
     clock.set(t0 + Duration::from_secs(2 * 3600));
-    store
-        .write(&request("edited", "shop", "v3", "w"))
-        .await
-        .expect("write");
-    counted(&api, "edited", 3).await;
+    put(&s.store, "edited", "v3").await;
+    counted(&s.api, "edited", 3).await;
     let resyncs = controller.metrics.resyncs();
     eventually("two resyncs", Duration::from_secs(30), || async {
         (controller.metrics.resyncs() >= resyncs + 2).then_some(())
     })
     .await;
     assert_eq!(
-        history(&db, &ns, "edited").await,
+        history(&db, &s.ns, "edited").await,
         [3],
         "revisions 1 and 2 are two hours old"
     );
     assert_eq!(
-        history(&db, &ns, "untouched").await,
+        history(&db, &s.ns, "untouched").await,
         [1],
         "the current revision of a live handoff stays, however old"
     );
@@ -1271,10 +1086,7 @@ async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm()
     })
     .await;
     let store = HandoffStore::new(client.clone(), &ns);
-    store
-        .write(&request("p", "shop", "body", "w"))
-        .await
-        .expect("write");
+    put(&store, "p", "body").await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     eventually(
         "counted by the process",
@@ -1344,14 +1156,13 @@ async fn the_controller_process_serves_health_and_metrics_and_stops_on_sigterm()
 async fn the_committed_rbac_is_all_the_controller_needs() {
     use k8s_openapi::api::rbac::v1::{RoleBinding, RoleRef, Subject};
     let env = common::env();
-    let ns = env.namespace("ctl-rbac").await;
-    let admin = env.client().await;
-    let url = shared_pg().await;
+    let s = Scene::new("ctl-rbac").await;
+    let (url, db) = postgres().await;
     let manifest =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/controller.yaml");
     let out = env
         .kubectl()
-        .args(["apply", "--server-side", "-n", &ns, "-f"])
+        .args(["apply", "--server-side", "-n", &s.ns, "-f"])
         .arg(&manifest)
         .output()
         .expect("kubectl");
@@ -1360,7 +1171,8 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         "apply: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let token = common::agent_token(env, &ns, "controller", None, Some("handoff-controller")).await;
+    let token =
+        common::agent_token(env, &s.ns, "controller", None, Some("handoff-controller")).await;
     let binding = RoleBinding {
         metadata: kube::api::ObjectMeta {
             name: Some("controller-leader-election".into()),
@@ -1374,11 +1186,11 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         subjects: Some(vec![Subject {
             kind: "ServiceAccount".into(),
             name: "controller".into(),
-            namespace: Some(ns.clone()),
+            namespace: Some(s.ns.clone()),
             ..Default::default()
         }]),
     };
-    Api::<RoleBinding>::namespaced(admin.clone(), &ns)
+    Api::<RoleBinding>::namespaced(s.client.clone(), &s.ns)
         .create(&PostParams::default(), &binding)
         .await
         .expect("binding");
@@ -1393,26 +1205,23 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     let as_controller = Client::try_from(config).expect("client");
 
     let (t0, clock) = manual_clock();
-    let mut setup = Setup::new("rbac").mirror(&url);
-    setup.ttl = Some(Duration::from_secs(3600));
-    setup.clock = clock.clone();
-    let controller = setup.start(as_controller, &ns);
+    let controller = s
+        .controller("rbac")
+        .mirror(&url)
+        .clock(clock.clone())
+        .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(3600)))
+        .start(as_controller);
 
-    let db = pg(&url).await;
-    let api: Api<Handoff> = Api::namespaced(admin.clone(), &ns);
-    HandoffStore::new(admin.clone(), &ns)
-        .write(&request("k", "shop", "body", "w"))
-        .await
-        .expect("write");
+    put(&s.store, "k", "body").await;
     let name = name_for_key("k");
     eventually(
         "status and row, no finalizer",
         Duration::from_secs(30),
         || async {
-            let h = api.get(&name).await.ok()?;
+            let h = s.api.get(&name).await.ok()?;
             let done = h.status.as_ref()?.revision == Some(1)
                 && h.finalizers().is_empty()
-                && rows(&db, &ns).await.len() == 1;
+                && rows(&db, &s.ns).await.len() == 1;
             done.then_some(())
         },
     )
@@ -1420,17 +1229,14 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     // Two more revisions: a Superseded Event, then its series written in
     // place by a refresh (the core/v1 patch of the note).
     for (revision, body) in [(2, "body 2"), (3, "body 3")] {
-        HandoffStore::new(admin.clone(), &ns)
-            .write(&request("k", "shop", body, "w"))
-            .await
-            .expect("write");
-        counted(&api, "k", revision).await;
+        put(&s.store, "k", body).await;
+        counted(&s.api, "k", revision).await;
     }
     eventually(
         "a Superseded series of 2",
         Duration::from_secs(30),
         || async {
-            let e = events(&admin, &ns, &name).await;
+            let e = events(&s.client, &s.ns, &name).await;
             e.iter()
                 .any(|e| {
                     e.reason.as_deref() == Some("Superseded")
@@ -1448,15 +1254,15 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
         "groomed, and its row deleted",
         Duration::from_secs(30),
         || async {
-            let gone = api.get_opt(&name).await.ok()?.is_none();
-            (gone && rows(&db, &ns).await.is_empty()).then_some(())
+            let gone = s.api.get_opt(&name).await.ok()?.is_none();
+            (gone && rows(&db, &s.ns).await.is_empty()).then_some(())
         },
     )
     .await;
     groomed(&controller, 1).await;
     controller.stop().await;
     assert_eq!(
-        holder(&admin, &ns).await,
+        holder(&s.client, &s.ns).await,
         None,
         "released with update rights only"
     );
@@ -1466,9 +1272,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
 async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_duration() {
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-    let env = common::env();
-    let ns = env.namespace("ctl-skew").await;
-    let client = env.client().await;
+    let s = Scene::new("ctl-skew").await;
     // A dead replica whose clock ran a year ahead: comparing its renewTime
     // with our clock would make the lease look valid for a year.
     let future = Timestamp::now() + Duration::from_secs(365 * 86_400);
@@ -1486,23 +1290,23 @@ async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_
             ..Default::default()
         }),
     };
-    Api::<Lease>::namespaced(client.clone(), &ns)
+    Api::<Lease>::namespaced(s.client.clone(), &s.ns)
         .create(&PostParams::default(), &lease)
         .await
         .expect("lease");
     let started = Instant::now();
-    let controller = Setup::new("a").start(client.clone(), &ns);
+    let controller = s.controller("a").start(s.client.clone());
     eventually(
         "a takes the abandoned lease",
         Duration::from_secs(15),
-        || async { (holder(&client, &ns).await.as_deref() == Some("a")).then_some(()) },
+        || async { (holder(&s.client, &s.ns).await.as_deref() == Some("a")).then_some(()) },
     )
     .await;
     eprintln!(
         "took the abandoned lease after {:?} (lease duration 3s)",
         started.elapsed()
     );
-    let taken = Api::<Lease>::namespaced(client.clone(), &ns)
+    let taken = Api::<Lease>::namespaced(s.client.clone(), &s.ns)
         .get(LEASE)
         .await
         .expect("lease")
@@ -1515,9 +1319,7 @@ async fn a_lease_left_by_a_replica_with_a_skewed_clock_is_taken_after_one_lease_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedules_handoff_ttl_grooms_its_project_only() {
     use handoff_core::api::BrainstormSchedule;
-    let env = common::env();
-    let ns = env.namespace("ctl-schedule-ttl").await;
-    let client = env.client().await;
+    let s = Scene::new("ctl-schedule-ttl").await;
     let template = serde_json::json!({"spec": {"template": {"spec": {
         "restartPolicy": "Never", "containers": [{"name": "agent", "image": "agent:1"}]}}}});
     let schedule: BrainstormSchedule = serde_json::from_value(serde_json::json!({
@@ -1527,44 +1329,28 @@ async fn a_schedules_handoff_ttl_grooms_its_project_only() {
                  "refine": {"jobTemplate": template}, "brainstorm": {"jobTemplate": template}},
     }))
     .expect("schedule");
-    Api::<BrainstormSchedule>::namespaced(client.clone(), &ns)
+    Api::<BrainstormSchedule>::namespaced(s.client.clone(), &s.ns)
         .create(&PostParams::default(), &schedule)
         .await
         .expect("create schedule");
 
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let store = HandoffStore::new(client.clone(), &ns);
     let (t0, clock) = manual_clock();
-    let mut setup = Setup::new("a");
-    setup.clock = clock.clone();
-    let controller = setup.start(client.clone(), &ns);
+    let controller = s
+        .controller("a")
+        .clock(clock.clone())
+        .start(s.client.clone());
     for (key, project) in [("shop-old", "shop"), ("web-old", "web")] {
-        store
+        s.store
             .write(&request(key, project, "v1", "w"))
             .await
             .expect("write");
-        let api = api.clone();
-        eventually("counted", Duration::from_secs(20), || async {
-            let h = api.get(&name_for_key(key)).await.ok()?;
-            (h.status?.revision? == 1).then_some(())
-        })
-        .await;
+        counted(&s.api, key, 1).await;
     }
     clock.set(t0 + Duration::from_secs(2 * 3600));
-    eventually(
-        "the shop handoff groomed by its schedule's TTL",
-        Duration::from_secs(20),
-        || async {
-            api.get_opt(&name_for_key("shop-old"))
-                .await
-                .ok()?
-                .is_none()
-                .then_some(())
-        },
-    )
-    .await;
+    deleted(&s.api, "shop-old").await;
     assert!(
-        api.get_opt(&name_for_key("web-old"))
+        s.api
+            .get_opt(&name_for_key("web-old"))
             .await
             .expect("get")
             .is_some(),
@@ -1601,9 +1387,13 @@ async fn a_namespace_selector_leaves_claimed_namespaces_alone() {
         .await
         .expect("an unclaimed namespace")
         .name_any();
-    let mut setup = Setup::new("scoped");
-    setup.selector = Some(handoff_core::names::UNCLAIMED_NAMESPACES.into());
-    let controller = setup.start(client.clone(), &claimed);
+    let controller = InProcess::new(&claimed, "scoped", Arc::new(SystemClock))
+        .prompt()
+        .options(|o| {
+            o.namespace = None;
+            o.namespace_selector = handoff_core::names::UNCLAIMED_NAMESPACES.into();
+        })
+        .start(client.clone());
     let claimed_api: Api<Handoff> = Api::namespaced(client.clone(), &claimed);
     let free_api: Api<Handoff> = Api::namespaced(client.clone(), &free);
     let claimed_store = HandoffStore::new(client.clone(), &claimed);

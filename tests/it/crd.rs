@@ -10,21 +10,16 @@ use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_core::api::{Handoff, HandoffSpec, MAX_BODY_CHARS};
 use handoff_core::names::LOCAL_FIELD_MANAGER as FIELD_MANAGER;
 use handoff_testkit as testing;
+use handoff_testkit::spec::{Fields, spec};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
-fn spec(key: &str, project: &str, repo: Option<&str>) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.to_owned(),
-        project: project.to_owned(),
-        repo: repo.map(str::to_owned),
-        kind: Some("issue".to_owned()),
-        body: format!("## State\nworking on {key}\n## Next\n- finish"),
-        created_by: Some("system:serviceaccount:agents:implement".to_owned()),
-    }
-}
-
 fn handoff(key: &str, project: &str, repo: Option<&str>) -> Handoff {
-    let spec = spec(key, project, repo);
+    let mut spec = spec(key)
+        .project(project)
+        .kind("issue")
+        .body(format!("## State\nworking on {key}\n## Next\n- finish"))
+        .by("system:serviceaccount:agents:implement");
+    spec.repo = repo.map(str::to_owned);
     let mut h = Handoff::new(&name_for_key(key), spec.clone());
     h.metadata.labels = Some(labels_for(
         &spec.project,

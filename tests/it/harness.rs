@@ -400,11 +400,43 @@ fn suites_share_a_cluster_where_handoff_dev_runs() {
         .expect("the suites run");
     let stdout = String::from_utf8_lossy(&out.stdout);
     interrupt(dev, &pids);
+    let outcomes = outcomes(&stdout);
+    let mut want: Vec<(&str, &str)> = RACED.iter().map(|name| (*name, "ok")).collect();
+    want.sort_unstable();
     assert!(
-        out.status.success() && stdout.contains("test result: ok. 3 passed"),
-        "against handoff dev:\n{stdout}\n{}",
+        outcomes == want && out.status.success(),
+        "against handoff dev: {outcomes:?} ({})\n{stdout}\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `(name, outcome)` of each `test NAME ... OUTCOME` line of libtest's
+/// output, sorted by name: what each test did, not a count.
+fn outcomes(stdout: &str) -> Vec<(&str, &str)> {
+    let mut outcomes: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("test ")?.split_once(" ... "))
+        .map(|(name, outcome)| (name, outcome.split([' ', ',']).next().unwrap_or_default()))
+        .collect();
+    outcomes.sort_unstable();
+    outcomes
+}
+
+#[test]
+fn each_test_line_gives_its_name_and_outcome() {
+    let run = "\nrunning 3 tests\ntest b::two ... FAILED\ntest a::one ... ok\n\
+               test c::three ... ignored, slow\n\nfailures:\n\n\
+               test result: FAILED. 1 passed; 1 failed; 1 ignored\n";
+    assert_eq!(
+        outcomes(run),
+        [
+            ("a::one", "ok"),
+            ("b::two", "FAILED"),
+            ("c::three", "ignored")
+        ]
+    );
+    assert_eq!(outcomes("test result: ok. 3 passed"), []);
 }
 
 /// `handoff dev` registers the admission webhook: a twin created with

@@ -14,6 +14,7 @@ use common::{Bridge, agent_token, apply_agent_roles, call, env, ok};
 use handoff::hook::stop_reason;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
+use handoff_testkit::spec::{Fields, spec};
 use handoff_transcript::rescue::{RESCUE_MARK, approx_tokens};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -437,15 +438,9 @@ async fn codex_hooks_the_loop_guard_and_the_kubeconfig_path() {
         "{out}"
     );
     let rescued = stored(&ns, "shop#7").await.expect("rescued");
-    assert!(
-        rescued.spec.body.contains("from a Codex transcript"),
-        "{}",
-        rescued.spec.body
-    );
-    assert!(
-        rescued.spec.body.contains("- shell: cargo test import"),
-        "{}",
-        rescued.spec.body
+    common::assert_contains(
+        &rescued.spec.body,
+        &["from a Codex transcript", "- shell: cargo test import"],
     );
     let compact = codex(
         "PreCompact",
@@ -614,14 +609,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
     std::fs::write(&token_file, &token).expect("token");
     let transcript = claude_transcript(dir.path(), 5);
     let start = claude("SessionStart", &transcript, json!({"source": "startup"}));
-    let seed = handoff_core::api::HandoffSpec {
-        handoff_key: "tls".into(),
-        project: "shop".into(),
-        repo: None,
-        kind: None,
-        body: "## State\nover https".into(),
-        created_by: None,
-    };
+    let seed = spec("tls").body("## State\nover https");
     handoff_kube::store::HandoffStore::new(env.client().await, &ns)
         .write(&seed)
         .await
@@ -709,14 +697,9 @@ async fn rescue_on_every_shared_transcript() {
 
             // An agent-written handoff newer than the transcript stays.
             let agent_key = format!("{key}/agent");
-            let spec = handoff_core::api::HandoffSpec {
-                handoff_key: agent_key.clone(),
-                project: "shop".into(),
-                repo: None,
-                kind: Some("issue".into()),
-                body: "## State\nwritten by the agent".into(),
-                created_by: None,
-            };
+            let spec = spec(agent_key.clone())
+                .kind("issue")
+                .body("## State\nwritten by the agent");
             handoff_kube::store::HandoffStore::new(env.client().await, &ns)
                 .write(&spec)
                 .await
@@ -807,14 +790,10 @@ async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() 
     let dir = tempfile::tempdir().expect("tempdir");
     // A session that began after the handoff below was written.
     let transcript = claude_transcript(dir.path(), -3600).display().to_string();
-    let spec = handoff_core::api::HandoffSpec {
-        handoff_key: "old".into(),
-        project: "shop".into(),
-        repo: Some("acme/api".into()),
-        kind: Some("issue".into()),
-        body: "## State\nprevious session".into(),
-        created_by: None,
-    };
+    let spec = spec("old")
+        .repo("acme/api")
+        .kind("issue")
+        .body("## State\nprevious session");
     handoff_kube::store::HandoffStore::new(env.client().await, &ns)
         .write(&spec)
         .await

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
+use handoff_testkit::wait::eventually;
 use handoff_testkit::{TestEnv, WebhookProcess};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -30,7 +31,9 @@ use serde_json::{Value, json};
 /// The namespace `config/default` installs into.
 const NS: &str = "handoff-system";
 
-use crate::common::kubectl::{apply_cert_manager_stand_ins, wait_for_cert_manager_crds};
+use crate::common::kubectl::{
+    apply, apply_cert_manager_stand_ins, get_json, wait_established, wait_for_cert_manager_crds,
+};
 pub(crate) use crate::common::kubectl::{kubectl, kubectl_stdin, must, root};
 
 /// `kubectl kustomize <dir>` as a list of objects.
@@ -98,16 +101,9 @@ pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
     DONE.get_or_init(|| {
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "-f",
-                    "config/components/namespace.yaml",
-                ],
-            ),
+        apply(
+            env,
+            &["-f", "config/components/namespace.yaml"],
             "apply the namespace",
         );
         // Never over a real cluster's cert-manager.
@@ -116,30 +112,14 @@ pub(crate) fn installed() -> &'static TestEnv {
         } else {
             apply_cert_manager_stand_ins(env);
         }
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--dry-run=server",
-                    "-k",
-                    "config/default",
-                ],
-            ),
+        apply(
+            env,
+            &["--dry-run=server", "-k", "config/default"],
             "server-side dry run of config/default",
         );
-        must(
-            kubectl(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--dry-run=server",
-                    "-k",
-                    "config/overlays/postgres",
-                ],
-            ),
+        apply(
+            env,
+            &["--dry-run=server", "-k", "config/overlays/postgres"],
             "server-side dry run of the postgres overlay",
         );
         let applied = kubectl_stdin(
@@ -162,31 +142,42 @@ pub(crate) fn installed() -> &'static TestEnv {
 /// The apiserver calls a new webhook once it has loaded its configuration
 /// (asynchronously): retry a twin's create until it is refused by name.
 fn wait_for_webhook(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let twin = "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: webhook-probe\n  namespace: handoff-system\n  labels:\n    project: shop\nspec:\n  handoffKey: \"webhook-probe\"\n  project: shop\n  body: \"state: probing\"\n";
+    until_refused(
+        env,
+        "the admission webhook did not start refusing twins",
+        ("webhook-probe", &name_for_key("webhook-probe")),
+        || kubectl_stdin(env, &["create", "-f", "-"], twin),
+        || webhook().log(),
+    );
+}
+
+/// Retries `create` every 300 ms until the apiserver refuses it with an
+/// error containing `sign` (admission configuration loads
+/// asynchronously), deleting handoff `name` an admitted attempt made;
+/// fails after 60 s saying `what`, the last error and `context`.
+fn until_refused(
+    env: &TestEnv,
+    what: &str,
+    (name, sign): (&str, &str),
+    create: impl Fn() -> Output,
+    context: impl Fn() -> String,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let out = kubectl_stdin(env, &["create", "-f", "-"], twin);
-        if !out.status.success()
-            && String::from_utf8_lossy(&out.stderr).contains(&name_for_key("webhook-probe"))
-        {
+        let out = create();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && err.contains(sign) {
             return;
         }
         let _ = kubectl(
             env,
-            &[
-                "-n",
-                NS,
-                "delete",
-                "handoff",
-                "webhook-probe",
-                "--ignore-not-found",
-            ],
+            &["-n", NS, "delete", "handoff", name, "--ignore-not-found"],
         );
         assert!(
             Instant::now() < deadline,
-            "the admission webhook did not start refusing twins within 60 s: {}\n{}",
-            String::from_utf8_lossy(&out.stderr),
-            webhook().log()
+            "{what} within 60 s: {err}\n{}",
+            context()
         );
         std::thread::sleep(Duration::from_millis(300));
     }
@@ -209,6 +200,23 @@ fn handoff_yaml(
     )
 }
 
+/// `kubectl patch` (a merge `patch`) of handoff `name` in [`NS`] as `who`.
+fn patch_as(env: &TestEnv, who: &str, name: &str, patch: &str) -> Output {
+    let args = [
+        "-n",
+        NS,
+        "patch",
+        "handoff",
+        name,
+        "--type=merge",
+        "-p",
+        patch,
+        "--as",
+        who,
+    ];
+    kubectl(env, &args)
+}
+
 fn sa(name: &str) -> String {
     format!("system:serviceaccount:{NS}:{name}")
 }
@@ -221,33 +229,15 @@ fn create_as(env: &TestEnv, user: &str, yaml: &str) -> Output {
 /// ValidatingAdmissionPolicies enforce once the apiserver has loaded them
 /// (asynchronously): retry a forged create until it is refused.
 fn wait_for_policy(env: &TestEnv) {
-    let deadline = Instant::now() + Duration::from_secs(60);
     let name = "policy-probe";
-    loop {
-        let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
-        let out = create_as(env, &sa("agent-implement"), &forged);
-        if !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("spec.createdBy")
-        {
-            return;
-        }
-        let _ = kubectl(
-            env,
-            &[
-                "-n",
-                NS,
-                "delete",
-                "handoff",
-                &name_for_key(name),
-                "--ignore-not-found",
-            ],
-        );
-        assert!(
-            Instant::now() < deadline,
-            "the admission policy did not start enforcing within 60 s: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    let forged = handoff_yaml(name, NS, "shop", Some(&sa("agent-incident")));
+    until_refused(
+        env,
+        "the admission policy did not start enforcing",
+        (&name_for_key(name), "spec.createdBy"),
+        || create_as(env, &sa("agent-implement"), &forged),
+        String::new,
+    );
 }
 
 #[test]
@@ -607,15 +597,46 @@ fn config_default_dry_runs_then_applies() {
     }
     // Applying again changes nothing and fights no one (GitOps re-syncs;
     // on this plane, config/default as installed: its webhook pointed at
-    // the local process).
+    // the local process): every object keeps its resourceVersion.
+    let manifest = default_as_installed(env);
+    let before = stored_versions(env, &manifest);
     must(
-        kubectl_stdin(
-            env,
-            &["apply", "--server-side", "-f", "-"],
-            &default_as_installed(env),
-        ),
+        kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &manifest),
         "re-apply config/default",
     );
+    assert_eq!(
+        stored_versions(env, &manifest),
+        before,
+        "the re-apply changed what it applied"
+    );
+}
+
+/// `kind namespace/name` -> `resourceVersion` of each object of
+/// `manifest`, as stored.
+fn stored_versions(env: &TestEnv, manifest: &str) -> std::collections::BTreeMap<String, String> {
+    let out = must(
+        kubectl_stdin(env, &["get", "-f", "-", "-o", "json"], manifest),
+        "get config/default",
+    );
+    let stored: Value = serde_json::from_str(&out).expect("a List as JSON");
+    let items = stored["items"].as_array().expect("items");
+    assert!(items.len() > 5, "config/default as stored: {out}");
+    items
+        .iter()
+        .map(|o| {
+            let m = &o["metadata"];
+            let at = |f: &str| m[f].as_str().unwrap_or_default().to_owned();
+            (
+                format!(
+                    "{} {}/{}",
+                    o["kind"].as_str().unwrap_or_default(),
+                    at("namespace"),
+                    at("name")
+                ),
+                at("resourceVersion"),
+            )
+        })
+        .collect()
 }
 
 /// One `kubectl auth can-i` expectation.
@@ -670,11 +691,7 @@ fn rbac_matrix_of_every_identity() {
         kubectl_stdin(env, &["apply", "--server-side", "-f", "-"], &sre_yaml),
         "the SRE account bound to handoff-view",
     );
-    let view = must(
-        kubectl(env, &["get", "clusterrole", "handoff-view", "-o", "json"]),
-        "get handoff-view",
-    );
-    let view: Value = serde_json::from_str(&view).expect("json");
+    let view = get_json(env, &["clusterrole", "handoff-view"]);
     assert_eq!(
         view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"],
         json!("true"),
@@ -954,21 +971,7 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
 
     // An update that claims someone else is refused too ...
     let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
-    let out = kubectl(
-        env,
-        &[
-            "-n",
-            NS,
-            "patch",
-            "handoff",
-            &honest,
-            "--type=merge",
-            "-p",
-            &patch,
-            "--as",
-            &implement,
-        ],
-    );
+    let out = patch_as(env, &implement, &honest, &patch);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -982,20 +985,11 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         "refused by the policy, naming the claimed and the real writer: {err}"
     );
     // So is changing the content while leaving another writer's name on it ...
-    let out = kubectl(
+    let out = patch_as(
         env,
-        &[
-            "-n",
-            NS,
-            "patch",
-            "handoff",
-            &honest,
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"body":"rewritten by someone else"}}"#,
-            "--as",
-            &sa("agent-incident"),
-        ],
+        &sa("agent-incident"),
+        &honest,
+        r#"{"spec":{"body":"rewritten by someone else"}}"#,
     );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -1028,38 +1022,20 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     );
     // ... and the controller may patch labels and its finalizer on handoffs others wrote.
     must(
-        kubectl(
+        patch_as(
             env,
-            &[
-                "-n",
-                NS,
-                "patch",
-                "handoff",
-                &honest,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
-                "--as",
-                &sa("handoff-controller"),
-            ],
+            &sa("handoff-controller"),
+            &honest,
+            r#"{"metadata":{"labels":{"repo":"acme-api"},"finalizers":["handoff.dev/mirror"]}}"#,
         ),
         "the controller patches a handoff another identity wrote",
     );
     must(
-        kubectl(
+        patch_as(
             env,
-            &[
-                "-n",
-                NS,
-                "patch",
-                "handoff",
-                &honest,
-                "--type=merge",
-                "-p",
-                r#"{"metadata":{"finalizers":null}}"#,
-                "--as",
-                &sa("handoff-controller"),
-            ],
+            &sa("handoff-controller"),
+            &honest,
+            r#"{"metadata":{"finalizers":null}}"#,
         ),
         "the controller removes its finalizer",
     );
@@ -1156,24 +1132,17 @@ fn files_under(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_example_applies_or_parses() {
     let env = installed();
     // Stub CRDs for the Flux and Argo CD objects, and their namespaces.
-    must(
-        kubectl(
-            env,
-            &["apply", "--server-side", "-f", "tests/fixtures/gitops/"],
-        ),
+    apply(
+        env,
+        &["-f", "tests/fixtures/gitops/"],
         "apply the stub CRDs",
     );
-    must(
-        kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/kustomizations.kustomize.toolkit.fluxcd.io",
-                "crd/applications.argoproj.io",
-            ],
-        ),
+    wait_established(
+        env,
+        &[
+            "kustomizations.kustomize.toolkit.fluxcd.io",
+            "applications.argoproj.io",
+        ],
         "stub CRDs established",
     );
     for ns in ["flux-system", "argocd"] {
@@ -1351,16 +1320,9 @@ async fn the_bridge_runs_with_its_own_least_privilege_identity() {
             &[],
         )
     });
-    let tools: Vec<&str> = results[0]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
-    assert!(tools.contains(&"write_handoff"), "{tools:?}");
-    assert!(
-        !tools.contains(&"delete_handoff"),
-        "the profile comes from the ServiceAccount label: {tools:?}"
+    common::assert_writes_and_does_not_delete(
+        &results[0]["tools"],
+        "the profile comes from the ServiceAccount label",
     );
     for (result, expected) in results[1..4].iter().zip([200, 200, 403]) {
         assert_eq!(
@@ -1406,19 +1368,6 @@ async fn bridge_kubeconfig(env: &TestEnv) -> (tempfile::TempDir, PathBuf) {
     )
     .expect("write kubeconfig");
     (dir, path)
-}
-
-/// Polls `check` until it holds (bounded; not a speed assertion).
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The schedule and offer loops, run cluster-wide with the controller's
@@ -1490,7 +1439,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
 
     // The schedule loop creates the refine Job and records status and an Event.
     let jobs: Api<Job> = Api::namespaced(admin.clone(), &ns);
-    eventually("the refine Job", || {
+    eventually("the refine Job", Duration::from_secs(30), || {
         let jobs = jobs.clone();
         async move {
             !jobs
@@ -1502,7 +1451,7 @@ async fn the_controller_loops_run_with_the_controller_identity() {
         }
     })
     .await;
-    eventually("the schedule's status", || {
+    eventually("the schedule's status", Duration::from_secs(30), || {
         let schedules = schedules.clone();
         async move {
             schedules
@@ -1515,18 +1464,22 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     })
     .await;
     let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
-    eventually("an Event from the controller", || {
-        let events = events.clone();
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .expect("events")
-                .items
-                .iter()
-                .any(|e| e.reason.as_deref() == Some("RefineStarted"))
-        }
-    })
+    eventually(
+        "an Event from the controller",
+        Duration::from_secs(30),
+        || {
+            let events = events.clone();
+            async move {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .expect("events")
+                    .items
+                    .iter()
+                    .any(|e| e.reason.as_deref() == Some("RefineStarted"))
+            }
+        },
+    )
     .await;
 
     // The offer loop supersedes a pending offer when its agent's Job starts.
@@ -1558,11 +1511,15 @@ async fn the_controller_loops_run_with_the_controller_identity() {
     .await
     .expect("create the agent Job");
     let offers: Api<HandoffOffer> = Api::namespaced(admin.clone(), &ns);
-    eventually("the offer superseded by the controller", || {
-        let offers = offers.clone();
-        let name = offer_name.clone();
-        async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
-    })
+    eventually(
+        "the offer superseded by the controller",
+        Duration::from_secs(30),
+        || {
+            let offers = offers.clone();
+            let name = offer_name.clone();
+            async move { offers.get(&name).await.expect("offer").phase() == OfferPhase::Superseded }
+        },
+    )
     .await;
 
     stop.cancel();
@@ -1716,13 +1673,17 @@ async fn the_installed_identities_read_the_namespace_budget() {
     let controller = Budgets::new(client_as(env, "handoff-controller").await, READ_TIMEOUT);
     // RBAC propagation to the bridge's new binding is not instant: a fresh
     // cache per attempt until the read is allowed.
-    eventually("the bridge reads the team's budget", || async {
-        Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT)
-            .budget(&team)
-            .await
-            .tokens
-            == 100
-    })
+    eventually(
+        "the bridge reads the team's budget",
+        Duration::from_secs(30),
+        || async {
+            Budgets::new(client_as(env, "handoff-bridge").await, READ_TIMEOUT)
+                .budget(&team)
+                .await
+                .tokens
+                == 100
+        },
+    )
     .await;
     assert_eq!(bridge.budget(&team).await, set(100));
     assert_eq!(controller.budget(&team).await, set(100));

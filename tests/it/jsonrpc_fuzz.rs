@@ -17,12 +17,11 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::common;
-use handoff_testkit::rng::SplitMix64;
+use handoff_testkit::rng::Fuzz;
 use serde_json::{Value, json};
 
 /// The seed CI runs.
@@ -45,69 +44,17 @@ fn seed() -> u64 {
     seed
 }
 
-/// The fuzz's generator: [`SplitMix64`] and the values built from it.
-struct Rng(SplitMix64);
-
-impl std::ops::Deref for Rng {
-    type Target = SplitMix64;
-    fn deref(&self) -> &SplitMix64 {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Rng {
-    fn deref_mut(&mut self) -> &mut SplitMix64 {
-        &mut self.0
-    }
-}
-
-/// The characters `text` mixes in: quotes, backslash, NUL, ESC, CR, tab,
-/// a line separator, non-Latin and emoji.
+/// The characters the fuzz's text mixes in: quotes, backslash, NUL, ESC,
+/// CR, tab, a line separator, non-Latin and emoji.
 const ODD: &[char] = &[
     '"', '\\', '\0', '\u{1b}', '\r', '\t', '\u{2028}', 'é', '日', '😀',
 ];
 
-impl Rng {
-    fn text(&mut self, max: usize) -> String {
-        self.0.text(max, ODD)
-    }
-
-    /// A JSON value of any type (as text: huge numbers stay literal).
-    fn value(&mut self, depth: usize) -> String {
-        match self.below(if depth == 0 { 7 } else { 9 }) {
-            0 => "null".into(),
-            1 => (self.below(2) == 0).to_string(),
-            2 => (self.next_u64() as i64).to_string(),
-            3 => format!("{}.{}", self.below(1000), self.below(100)),
-            4 => "123456789012345678901234567890123456789".into(),
-            5 => "-1e308".into(),
-            6 => Value::String(self.text(12)).to_string(),
-            7 => {
-                let items: Vec<String> =
-                    (0..self.below(4)).map(|_| self.value(depth - 1)).collect();
-                format!("[{}]", items.join(","))
-            }
-            _ => self.object(depth - 1),
-        }
-    }
-
-    /// A JSON object whose keys start with `k` (never a JSON-RPC member).
-    fn object(&mut self, depth: usize) -> String {
-        let members: Vec<String> = (0..self.below(4))
-            .map(|_| {
-                let key = Value::String(format!("k{}", self.text(6))).to_string();
-                format!("{key}:{}", self.value(depth))
-            })
-            .collect();
-        format!("{{{}}}", members.join(","))
-    }
-
-    /// Arrays (or objects) nested `depth` deep.
-    fn nested(&mut self, depth: usize) -> String {
-        let object = self.below(2) == 0;
-        let (open, close) = if object { ("{\"k\":", "}") } else { ("[", "]") };
-        format!("{}1{}", open.repeat(depth), close.repeat(depth))
-    }
+/// Arrays (or objects) nested `depth` deep.
+fn nested(rng: &mut Fuzz, depth: usize) -> String {
+    let object = rng.below(2) == 0;
+    let (open, close) = if object { ("{\"k\":", "}") } else { ("[", "]") };
+    format!("{}1{}", open.repeat(depth), close.repeat(depth))
 }
 
 /// What a frame is due, by JSON-RPC's rules.
@@ -150,7 +97,7 @@ const METHODS: [&str; 9] = [
 ];
 
 /// The `n`th frame (no line ending); `ids` holds the ids used so far.
-fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
+fn frame(rng: &mut Fuzz, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
     let mut id = if rng.below(2) == 0 {
         (5_000_000 + n).to_string()
     } else {
@@ -160,7 +107,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
         id = rng.pick(ids).clone();
     }
     ids.push(id.clone());
-    let method = |rng: &mut Rng| {
+    let method = |rng: &mut Fuzz| {
         if rng.below(4) == 0 {
             Value::String(format!("x-fuzz/{}", rng.text(8))).to_string()
         } else {
@@ -180,7 +127,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
         },
         // A method, real or not, with params of any JSON type.
         15..=44 => {
-            let params = rng.value(3);
+            let params = rng.literal(3);
             let m = method(rng);
             format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{m},"params":{params}}}"#)
         }
@@ -190,7 +137,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
                 rng.pick(&["get_handoff", "list_handoffs", "write_handoff", "nope"])
                     .to_string(),
             );
-            let args = rng.value(2);
+            let args = rng.literal(2);
             format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{name},"arguments":{args}}}}}"#
             )
@@ -198,7 +145,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
         // Deep nesting, sometimes past what a parser takes.
         53..=58 => {
             let depth = 20 + rng.below(300);
-            let nested = rng.nested(depth);
+            let nested = nested(rng, depth);
             format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"k":{nested}}}}}"#)
         }
         // An id no request can carry (huge, fractional, of another type).
@@ -221,28 +168,28 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
             ),
             1 => format!(
                 r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{}}}"#,
-                rng.value(1)
+                rng.literal(1)
             ),
             _ => {
                 let m = method(rng);
                 format!(
                     r#"{{"jsonrpc":"2.0","method":{m},"params":{}}}"#,
-                    rng.value(2)
+                    rng.literal(2)
                 )
             }
         },
         // JSON that is no request: scalars, arrays, objects without a method.
         75..=84 => match rng.below(4) {
-            0 => rng.value(0),
-            1 => format!("[{}]", rng.value(2)),
-            2 => rng.object(2),
-            _ => format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, rng.value(1)),
+            0 => rng.literal(0),
+            1 => format!("[{}]", rng.literal(2)),
+            2 => rng.literal_object(2),
+            _ => format!(r#"{{"jsonrpc":"2.0","method":{}}}"#, rng.literal(1)),
         },
         // A request cut short.
         85..=91 => {
             let whole = format!(
                 r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{}}}"#,
-                rng.object(2)
+                rng.literal_object(2)
             );
             let cut = 1 + rng.below(whole.len() - 1);
             return whole.as_bytes()[..cut].to_vec();
@@ -263,7 +210,7 @@ fn frame(rng: &mut Rng, n: usize, ids: &mut Vec<String>) -> Vec<u8> {
 
 /// `FRAMES` frames and what each is due.
 fn frames(seed: u64) -> Vec<(Vec<u8>, Due)> {
-    let mut rng = Rng(SplitMix64(seed));
+    let mut rng = Fuzz::new(seed, ODD);
     let mut ids = Vec::new();
     let all: Vec<(Vec<u8>, Due)> = (0..FRAMES)
         .map(|n| {
@@ -349,18 +296,7 @@ async fn every_stdio_frame_gets_its_one_answer_and_the_bridge_keeps_serving() {
     let env = common::env();
     let ns = env.namespace("fuzz-stdio").await;
     let log = tempfile::NamedTempFile::new().expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args([
-            "mcp",
-            "--stdio",
-            "--profile",
-            "implement",
-            "--namespace",
-            &ns,
-        ])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::mcp_stdio(&ns, env.kubeconfig_path())
         .stderr(log.reopen().expect("log file"))
         .spawn()
         .expect("handoff mcp --stdio");

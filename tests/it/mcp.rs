@@ -106,7 +106,7 @@ async fn stdio_happy_path_round_trip_unchanged_and_delete_twice() {
         "createdBy is the authenticated caller"
     );
 
-    let stored = crate::revisions::counted(&api, key, 1).await;
+    let stored = handoff_testkit::spec::counted(&api, key, 1).await;
     let rv = stored
         .metadata
         .resource_version
@@ -155,7 +155,7 @@ async fn unchanged_write_creates_no_new_resource_version() {
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let counter = crate::revisions::Counter::start(&client, &ns, None);
     drive_stdio(env, &ns, "implement", json!([write("k", "p", "same")]));
-    let before = crate::revisions::counted(&api, "k", 1)
+    let before = handoff_testkit::spec::counted(&api, "k", 1)
         .await
         .metadata
         .resource_version
@@ -933,18 +933,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
     )
     .expect("write kubeconfig");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args([
-            "mcp",
-            "--stdio",
-            "--profile",
-            "implement",
-            "--namespace",
-            &ns,
-        ])
-        .env("KUBECONFIG", &kubeconfig_path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+    let mut child = common::mcp_stdio(&ns, &kubeconfig_path)
         .stderr(Stdio::null())
         .spawn()
         .expect("bridge");
@@ -974,7 +963,7 @@ async fn a_stdio_bridge_follows_a_rotated_token_file() {
         .await
         .expect("invalidate the first token");
     let old_client = common::agents::client_with_token(env, &first).await;
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "the first token to be refused",
         std::time::Duration::from_secs(60),
         || {

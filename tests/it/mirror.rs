@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use handoff_mirror::batch::{BatchSettings, Batcher};
 use handoff_mirror::{Deleted, Mirror, MirrorError, Retention, Row};
+use handoff_testkit::controller::postgres;
 use jiff::Timestamp;
 
 fn row(id: &str, key: &str, revision: i64, resource_version: i64) -> Row {
@@ -61,52 +62,20 @@ async fn an_upsert_never_moves_a_row_backwards() {
     assert!(mirror.upsert(&newest).await.expect("upsert"), "first write");
 
     // (upsert, written?, the row afterwards) — each against what is stored.
+    let at = |id: &str, revision, resource_version| row(id, &key, revision, resource_version);
+    let twin_row = Row {
+        name: "my-handoff".into(),
+        ..at(twin, 9, 900)
+    };
+    #[rustfmt::skip]
     let cases = [
-        (
-            row(uid, &key, 2, 400),
-            false,
-            newest.clone(),
-            "an older revision",
-        ),
-        (
-            row(uid, &key, 3, 200),
-            false,
-            newest.clone(),
-            "the same revision at an older resourceVersion",
-        ),
-        (
-            row(uid, &key, 3, 300),
-            false,
-            newest.clone(),
-            "the same revision and resourceVersion",
-        ),
-        (
-            row(uid, &key, 3, 350),
-            true,
-            row(uid, &key, 3, 350),
-            "the same revision at a newer resourceVersion",
-        ),
-        (
-            row(uid, &key, 4, 360),
-            true,
-            row(uid, &key, 4, 360),
-            "a newer revision",
-        ),
-        (
-            row(other, &key, 1, 10),
-            true,
-            row(other, &key, 1, 10),
-            "another incarnation of the key, even older",
-        ),
-        (
-            Row {
-                name: "my-handoff".into(),
-                ..row(twin, &key, 9, 900)
-            },
-            false,
-            row(other, &key, 1, 10),
-            "an object of another name holding the key, even newer",
-        ),
+        (at(uid, 2, 400), false, newest.clone(), "an older revision"),
+        (at(uid, 3, 200), false, newest.clone(), "the same revision at an older resourceVersion"),
+        (at(uid, 3, 300), false, newest.clone(), "the same revision and resourceVersion"),
+        (at(uid, 3, 350), true, at(uid, 3, 350), "the same revision at a newer resourceVersion"),
+        (at(uid, 4, 360), true, at(uid, 4, 360), "a newer revision"),
+        (at(other, 1, 10), true, at(other, 1, 10), "another incarnation of the key, even older"),
+        (twin_row, false, at(other, 1, 10), "an object of another name holding the key, even newer"),
     ];
     for (upsert, written, expected, why) in cases {
         assert_eq!(
@@ -162,31 +131,29 @@ async fn history(db: &tokio_postgres::Client, namespace: &str, key: &str) -> Vec
     .collect()
 }
 
-/// Puts `row`'s revision into the history as a mirror before the record
-/// guard could leave it: without the object's row (an object deleted with
-/// its history kept, or one of another name mirrored before the mirror
-/// refused such objects). `record_revision` itself records only while the
-/// object's row is there.
-async fn left_behind(db: &tokio_postgres::Client, row: &Row) {
-    db.execute(
-        "INSERT INTO handoff_revisions (namespace, handoff_key, handoff_id, revision, project, \
-         repo, kind, body, created_by, written_at) \
-         VALUES ($1, $2, $3::text::uuid, $4, $5, $6, $7, $8, $9, $10)",
-        &[
-            &row.namespace,
-            &row.handoff_key,
-            &row.id,
-            &row.revision,
-            &row.project,
-            &row.repo,
-            &row.kind,
-            &row.body,
-            &row.created_by,
-            &row.updated_at,
-        ],
+/// Leaves `row`'s revision in the history without the object's row, the
+/// way the mirror's own writes leave it: the row written, its revision
+/// recorded, the row deleted by `keeping` (a mirror that keeps history on
+/// delete). `record_revision` itself records only while the object's row
+/// is there.
+async fn left_behind(keeping: &Mirror, row: &Row) {
+    keeping.upsert(row).await.expect("row");
+    keeping.record_revision(row).await.expect("record");
+    keeping
+        .delete(&row.namespace, &row.handoff_key, &row.id)
+        .await
+        .expect("delete the row, keep its history");
+}
+
+/// A mirror that keeps an object's history when its row is deleted.
+fn keeping(url: &str) -> Mirror {
+    mirror_with(
+        url,
+        Retention {
+            keep_on_delete: true,
+            ..Retention::default()
+        },
     )
-    .await
-    .expect("history left behind");
 }
 
 fn mirror_with(url: &str, retention: Retention) -> Mirror {
@@ -197,10 +164,7 @@ fn mirror_with(url: &str, retention: Retention) -> Mirror {
 
 #[tokio::test]
 async fn the_history_keeps_the_newest_revisions_and_forgets_an_incarnation_with_its_row() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let three = Retention {
         revisions: NonZeroU32::new(3).expect("3"),
         ..Retention::default()
@@ -324,22 +288,20 @@ fn stdout(output: &Output) -> String {
 
 #[tokio::test]
 async fn mirror_purge_removes_the_rows_it_names_and_nothing_else() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let mirror = mirror_with(&url, Retention::default());
     let (ns_a, ns_b, key) = (unique("purge-a"), unique("purge-b"), unique("leaked"));
     // Its first query migrates the schema the history is seeded into.
     mirror.versions(Some(&ns_a)).await.expect("schema");
     let id = "00000000-0000-4000-8000-0000000000c1";
+    let keeping = keeping(&url);
     for (ns, k, revisions) in [
         (&ns_a, key.as_str(), 3),
         (&ns_a, "other", 2),
         (&ns_b, key.as_str(), 2),
     ] {
         for n in 1..=revisions {
-            left_behind(&db, &revision(ns, k, id, n, n)).await;
+            left_behind(&keeping, &revision(ns, k, id, n, n)).await;
         }
     }
     let revisions = |ns: &str, k: &str| {
@@ -441,6 +403,13 @@ fn uid_in(namespace: &str, i: usize) -> String {
     format!("{:08x}-{:04x}-4000-8000-{i:012}", h >> 32, h & 0xffff)
 }
 
+/// Revision 1 of keys `k0`… in `namespace`, one object each.
+fn first_revisions(namespace: &str, n: usize) -> Vec<Row> {
+    (0..n)
+        .map(|i| revision(namespace, &format!("k{i}"), &uid_in(namespace, i), 1, 10))
+        .collect()
+}
+
 /// A batcher whose batches close only when `rows` jobs are in (the linger
 /// is far longer than any test), so which calls share a batch is exact.
 fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
@@ -457,15 +426,10 @@ fn batcher_of(mirror: Mirror, rows: usize) -> Batcher {
 #[tokio::test]
 async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcome() {
     const ROWS: usize = 8;
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let namespace = unique("batch");
     let uid = |i: usize| uid_in(&namespace, i);
-    let first: Vec<Row> = (0..ROWS)
-        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
-        .collect();
+    let first = first_revisions(&namespace, ROWS);
     // One row is already newer in the mirror: its upsert changes nothing.
     let newer = revision(&namespace, "k3", &uid(3), 2, 20);
     let mirror = Mirror::new(&url, true).expect("mirror");
@@ -518,15 +482,9 @@ async fn concurrent_writes_land_in_one_batch_and_each_caller_gets_its_own_outcom
 #[tokio::test]
 async fn a_failed_batch_fails_every_caller_and_writes_nothing() {
     const ROWS: usize = 3;
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let namespace = unique("batch-fails");
-    let uid = |i: usize| uid_in(&namespace, i);
-    let mut rows: Vec<Row> = (0..ROWS)
-        .map(|i| revision(&namespace, &format!("k{i}"), &uid(i), 1, 10))
-        .collect();
+    let mut rows = first_revisions(&namespace, ROWS);
     // PostgreSQL refuses one row (revision >= 1): the transaction fails.
     rows[1].revision = 0;
     let batcher = batcher_of(Mirror::new(&url, true).expect("mirror"), 2 * ROWS);
@@ -572,33 +530,20 @@ fn in_database(url: &str, database: &str) -> String {
 
 #[tokio::test]
 async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing() {
-    let url = handoff_testkit::shared_postgres_url();
-    let db = handoff_testkit::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     // Kept on delete: forgetting an object ignores the retention.
-    let mirror = mirror_with(
-        &url,
-        Retention {
-            keep_on_delete: true,
-            ..Retention::default()
-        },
-    );
+    let mirror = keeping(&url);
     let ns = unique("objects");
     let (current, twin) = (
         "00000000-0000-4000-8000-0000000000d1",
         "00000000-0000-4000-8000-0000000000d2",
     );
-    for n in 1..=2 {
-        let r = revision(&ns, "k", current, n, n);
-        mirror.upsert(&r).await.expect("upsert");
-        mirror.record_revision(&r).await.expect("record");
-    }
     // History an object of another name left (mirrored before the mirror
-    // refused such objects): later, and at the same revision numbers.
+    // refused such objects, its row since deleted): later than the current
+    // object's, and at the same revision numbers.
     for n in 1..=3 {
         left_behind(
-            &db,
+            &mirror,
             &Row {
                 name: "my-handoff".into(),
                 ..revision(&ns, "k", twin, n, 10 + n)
@@ -606,22 +551,27 @@ async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing
         )
         .await;
     }
+    for n in 1..=2 {
+        let r = revision(&ns, "k", current, n, n);
+        mirror.upsert(&r).await.expect("upsert");
+        mirror.record_revision(&r).await.expect("record");
+    }
     // Today a record of an object without its row adds nothing (a record
     // that arrives after the object's delete).
     mirror
         .record_revision(&revision(&ns, "k", twin, 4, 20))
         .await
         .expect("record");
-    let numbers = |entries: Vec<handoff_mirror::RevisionEntry>| -> Vec<i64> {
-        entries.into_iter().map(|e| e.revision).collect()
+    let numbers = || async {
+        let entries = mirror.revisions(&ns, "k", None, 10).await;
+        let entries = entries.expect("revisions");
+        entries
+            .into_iter()
+            .map(|e| e.revision)
+            .collect::<Vec<i64>>()
     };
     assert_eq!(
-        numbers(
-            mirror
-                .revisions(&ns, "k", None, 10)
-                .await
-                .expect("revisions")
-        ),
+        numbers().await,
         [2, 1],
         "the revisions of the key's row's object only"
     );
@@ -663,15 +613,7 @@ async fn history_reads_never_cross_objects_and_a_forgotten_object_leaves_nothing
             history: 0
         }
     );
-    assert_eq!(
-        numbers(
-            mirror
-                .revisions(&ns, "k", None, 10)
-                .await
-                .expect("revisions")
-        ),
-        [2, 1]
-    );
+    assert_eq!(numbers().await, [2, 1]);
 }
 
 #[tokio::test]

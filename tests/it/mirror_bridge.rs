@@ -11,15 +11,14 @@ use crate::common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::objects::shop;
 use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_bridge::auth::ACCESS_TTL;
 use handoff_core::api::Handoff;
-use handoff_core::api::HandoffSpec;
 use handoff_core::time::{Clock, ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
 use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::spec::{Fields, shop, spec};
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams};
@@ -97,14 +96,14 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
     for i in 0..40 {
         let project = if i % 4 == 3 { "other" } else { "shop" };
         store
-            .write(&HandoffSpec {
-                handoff_key: format!("Key {i:02}"),
-                project: project.into(),
-                repo: Some(if i % 2 == 0 { "org/a" } else { "org/b" }.into()),
-                kind: Some("issue".into()),
-                body: format!("## State\nstep {i}\n{}", "detail ".repeat(i * 3)),
-                created_by: Some("writer".into()),
-            })
+            .write(
+                &spec(format!("Key {i:02}"))
+                    .project(project)
+                    .repo(if i % 2 == 0 { "org/a" } else { "org/b" })
+                    .kind("issue")
+                    .body(format!("## State\nstep {i}\n{}", "detail ".repeat(i * 3)))
+                    .by("writer"),
+            )
             .await
             .expect("write");
         if i % 7 == 0 {
@@ -112,14 +111,13 @@ async fn lists_via_postgres_match_the_apiserver_and_rbac_still_decides() {
         }
     }
     store
-        .write(&HandoffSpec {
-            handoff_key: "Key 05".into(),
-            project: "shop".into(),
-            repo: Some("org/b".into()),
-            kind: Some("issue".into()),
-            body: "second revision".into(),
-            created_by: Some("writer".into()),
-        })
+        .write(
+            &spec("Key 05")
+                .repo("org/b")
+                .kind("issue")
+                .body("second revision")
+                .by("writer"),
+        )
         .await
         .expect("rewrite");
 

@@ -8,13 +8,13 @@
 //! URLs never shows in an error, a log line or the metrics.
 
 use crate::common;
-use crate::common::eventually;
+use handoff_testkit::spec::{Fields, spec};
+use handoff_testkit::wait::eventually;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use handoff_core::api::HandoffSpec;
 use handoff_kube::store::HandoffStore;
 use handoff_local::ServerTls;
 use handoff_mirror::Mirror;
@@ -180,14 +180,7 @@ async fn the_controller_process_mirrors_over_verify_full_with_its_url_from_a_fil
     .unwrap_or_else(|e| panic!("the controller starts: {e:#}"));
 
     HandoffStore::new(env.client().await, &ns)
-        .write(&HandoffSpec {
-            handoff_key: "tls#1".into(),
-            project: "shop".into(),
-            repo: None,
-            kind: None,
-            body: "mirrored over verify-full".into(),
-            created_by: Some("writer".into()),
-        })
+        .write(&spec("tls#1").body("mirrored over verify-full").by("writer"))
         .await
         .expect("write");
     let mirror = Mirror::new(&url, false).expect("mirror");

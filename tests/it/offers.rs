@@ -4,13 +4,14 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::agents::{Served, client_with_token, groomer_token, served, writer_token};
 use common::{agent_token, call, env};
 use handoff_controller::offer_loops::{OfferLoops, run};
 use handoff_core::api::{HandoffOffer, OfferPhase, SupersedeReason};
 use handoff_core::offers::DEFAULT_ACTIVE_SELECTOR;
+use handoff_testkit::wait::eventually;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -129,11 +130,7 @@ async fn a_double_submit_in_one_session_is_one_offer_and_no_event() {
     assert_eq!(offers(&s.ns).await.len(), 1);
     assert!(events(&s.ns, "Superseded").await.is_empty());
 
-    let newer = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("infra", "s1", "pr-8"))]),
-    );
+    let newer = offer_now(&s, offer("infra", "s1", "pr-8"));
     assert_eq!(
         newer[0]["structured"]["outcome"],
         json!("superseded_previous")
@@ -198,16 +195,10 @@ async fn an_active_agent_is_refused_by_name_and_if_absent_answers_without_error(
     assert!(offers(&s.ns).await.is_empty(), "nothing written");
 
     // if_absent with a pending offer: answered already_offered, no supersession.
-    let pending = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("qa", "s1", "a"))]),
-    );
+    let pending = offer_now(&s, offer("qa", "s1", "a"));
     let mut other = offer("qa", "s2", "b");
     other["if_absent"] = json!(true);
-    let again = s
-        .bridge
-        .drive(&s.token, "", json!([call("offer_handoff", other)]));
+    let again = offer_now(&s, other);
     assert_eq!(again[0]["structured"]["outcome"], json!("already_offered"));
     assert_eq!(
         again[0]["structured"]["offer"]["name"],
@@ -218,24 +209,10 @@ async fn an_active_agent_is_refused_by_name_and_if_absent_answers_without_error(
 #[tokio::test]
 async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() {
     let s = setup("offers-activation").await;
-    let first = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("dev-lead", "s1", "a"))]),
-    );
-    let accepted_name = first[0]["structured"]["offer"]["name"]
-        .as_str()
-        .expect("name")
-        .to_owned();
-    let other = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("tester", "s1", "a"))]),
-    );
-    let untouched = other[0]["structured"]["offer"]["name"]
-        .as_str()
-        .expect("name")
-        .to_owned();
+    let first = offer_now(&s, offer("dev-lead", "s1", "a"));
+    let accepted_name = offer_name_of(&first[0]);
+    let other = offer_now(&s, offer("tester", "s1", "a"));
+    let untouched = offer_name_of(&other[0]);
 
     let reporter = kube::runtime::events::Reporter {
         controller: handoff_core::names::CONTROLLER_FIELD_MANAGER.into(),
@@ -253,25 +230,26 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
     let loop_task = tokio::spawn(async move { run(ctx, Some(&ns), 4, token).await });
 
     // A newer offer to dev-lead supersedes the first; then a Job of dev-lead starts naming the newest.
-    let newer = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("dev-lead", "s2", "b"))]),
-    );
-    let newest = newer[0]["structured"]["offer"]["name"]
-        .as_str()
-        .expect("name")
-        .to_owned();
+    let newer = offer_now(&s, offer("dev-lead", "s2", "b"));
+    let newest = offer_name_of(&newer[0]);
     let jobs = start_agent_job(&s.ns, "dev-lead-run", "dev-lead", Some(&newest)).await;
     let api: Api<HandoffOffer> = Api::namespaced(env().client().await, &s.ns);
     let phase_of = |name: String| {
         let api = api.clone();
         async move { api.get(&name).await.expect("offer").phase() }
     };
-    assert!(
-        wait_until(|| phase_of(newest.clone()), OfferPhase::Accepted).await,
-        "the named offer is Accepted"
-    );
+    let reaches = |name: &str, phase: OfferPhase| {
+        let (api, name) = (api.clone(), name.to_owned());
+        async move {
+            eventually(
+                &format!("{name} {phase:?}"),
+                Duration::from_secs(30),
+                || async { api.get(&name).await.expect("offer").phase() == phase },
+            )
+            .await
+        }
+    };
+    reaches(&newest, OfferPhase::Accepted).await;
     assert_eq!(
         phase_of(accepted_name.clone()).await,
         OfferPhase::Superseded
@@ -294,23 +272,13 @@ async fn agent_activation_supersedes_pending_offers_and_accepts_the_named_one() 
     )
     .await
     .expect("complete");
-    assert!(
-        wait_until(|| phase_of(newest.clone()), OfferPhase::Completed).await,
-        "Completed when the Job succeeds"
-    );
+    reaches(&newest, OfferPhase::Completed).await;
 
     // Activation supersedes what is pending to the agent (reason AgentActivated).
-    let pending = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("tester", "s9", "z"))]),
-    );
-    let pending_name = pending[0]["structured"]["offer"]["name"]
-        .as_str()
-        .expect("name")
-        .to_owned();
+    let pending = offer_now(&s, offer("tester", "s9", "z"));
+    let pending_name = offer_name_of(&pending[0]);
     start_agent_job(&s.ns, "tester-run", "tester", None).await;
-    assert!(wait_until(|| phase_of(pending_name.clone()), OfferPhase::Superseded).await);
+    reaches(&pending_name, OfferPhase::Superseded).await;
     let status = api
         .get(&pending_name)
         .await
@@ -346,22 +314,6 @@ async fn offers_to_two_destinations_in_parallel_both_land() {
             .count();
         assert_eq!(offered, 1, "one Offered to {to}");
     }
-}
-
-/// Polls until `phase` is reached (bounded; not a speed assertion).
-async fn wait_until<F, Fut>(mut get: F, phase: OfferPhase) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = OfferPhase>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if get().await == phase {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
 }
 
 /// Adds `labels` to ServiceAccount `name` (before its token is first used:
@@ -408,27 +360,42 @@ fn offer_name_of(result: &Value) -> String {
         .to_owned()
 }
 
+/// One `offer_handoff` of `args` by the test's agent: its answers.
+fn offer_now(s: &Served, args: Value) -> Vec<Value> {
+    s.bridge
+        .drive(&s.token, "", json!([call("offer_handoff", args)]))
+}
+
+/// The name of a new offer of key `a` to `dev-lead` (session `s1`).
+fn offered_to_dev_lead(s: &Served) -> String {
+    offer_name_of(&offer_now(s, offer("dev-lead", "s1", "a"))[0])
+}
+
+/// The apiserver's refusal of a merge patch of `body` to offer `name`
+/// (to its status subresource when `status`).
+async fn refused_merge(
+    api: &Api<HandoffOffer>,
+    name: &str,
+    status: bool,
+    body: Value,
+) -> kube::core::Status {
+    let (params, patch) = (PatchParams::default(), Patch::Merge(&body));
+    let answer = match status {
+        true => api.patch_status(name, &params, &patch).await,
+        false => api.patch(name, &params, &patch).await,
+    };
+    match answer.expect_err("refused") {
+        kube::Error::Api(status) => *status,
+        err => panic!("an apiserver refusal: {err}"),
+    }
+}
+
 #[tokio::test]
 async fn an_offer_spec_cannot_change_after_creation_not_even_by_an_admin() {
     let s = setup("offers-immutable").await;
-    let created = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("dev-lead", "s1", "a"))]),
-    );
-    let name = offer_name_of(&created[0]);
+    let name = offered_to_dev_lead(&s);
     let api: Api<HandoffOffer> = Api::namespaced(env().client().await, &s.ns);
-    let err = api
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"to": "someone-else"}})),
-        )
-        .await
-        .expect_err("the spec is immutable");
-    let kube::Error::Api(status) = err else {
-        panic!("an apiserver refusal: {err}")
-    };
+    let status = refused_merge(&api, &name, false, json!({"spec": {"to": "someone-else"}})).await;
     assert_eq!(status.code, 422, "{status:?}");
     assert!(
         status.message.contains(
@@ -443,12 +410,7 @@ async fn an_offer_spec_cannot_change_after_creation_not_even_by_an_admin() {
 #[tokio::test]
 async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
     let s = setup("offers-kubectl").await;
-    let created = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("dev-lead", "s1", "a"))]),
-    );
-    let name = offer_name_of(&created[0]);
+    let name = offered_to_dev_lead(&s);
     let writer = format!("system:serviceaccount:{}:architect", s.ns);
     let status = kubectl_as(
         &writer,
@@ -476,17 +438,13 @@ async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
     // The patch itself, with the writer's own token.
     let as_writer: Api<HandoffOffer> =
         Api::namespaced(client_with_token(env(), &s.token).await, &s.ns);
-    let err = as_writer
-        .patch_status(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"status": {"phase": "Rejected"}})),
-        )
-        .await
-        .expect_err("refused");
-    let kube::Error::Api(refusal) = err else {
-        panic!("an apiserver refusal: {err}")
-    };
+    let refusal = refused_merge(
+        &as_writer,
+        &name,
+        true,
+        json!({"status": {"phase": "Rejected"}}),
+    )
+    .await;
     assert_eq!((refusal.code, refusal.reason.as_str()), (403, "Forbidden"));
     assert!(
         refusal.message.contains(&format!(
@@ -641,11 +599,7 @@ async fn a_caller_without_offer_rights_learns_nothing_of_the_agents_jobs() {
         "refused by RBAC, not told the agent is active: {text}"
     );
     assert!(!text.contains("agent_already_active"), "{text}");
-    let writer = s.bridge.drive(
-        &s.token,
-        "",
-        json!([call("offer_handoff", offer("ops", "s1", ""))]),
-    );
+    let writer = offer_now(&s, offer("ops", "s1", ""));
     assert!(
         common::err_text(&writer[0]).starts_with("agent_already_active"),
         "a writer is told: {}",
@@ -821,7 +775,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
         "unstamped-rejected".to_owned(),
         "young-completed".to_owned(),
     ];
-    let left = common::eventually(
+    let left = handoff_testkit::wait::eventually(
         "the offers finished more than 7 days ago deleted",
         Duration::from_secs(60),
         || {
@@ -845,7 +799,7 @@ async fn finished_offers_are_deleted_after_the_retention_and_others_stay() {
         .await
         .expect("touch");
     }
-    let left = common::eventually(
+    let left = handoff_testkit::wait::eventually(
         "the rest of the finished offers deleted",
         Duration::from_secs(60),
         || {

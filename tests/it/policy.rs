@@ -16,6 +16,7 @@
 //! refused and its message.
 
 use crate::common;
+use crate::common::kubectl::get_json;
 use crate::install::{installed, kubectl, kubectl_stdin, must};
 
 use std::process::Output;
@@ -67,6 +68,19 @@ fn refused(out: Output, what: &str, policy: &str, fragments: &[&str]) -> String 
 }
 
 /// Policies (and the parameters of one) load asynchronously: runs `attempt`
+/// `kubectl get` of the handoff of `key` in `namespace` with output
+/// `format` (`what` names it if it fails).
+fn get_handoff(env: &TestEnv, namespace: &str, key: &str, format: &str, what: &str) -> String {
+    let name = name_for_key(key);
+    must(
+        kubectl(
+            env,
+            &["-n", namespace, "get", "handoff", &name, "-o", format],
+        ),
+        what,
+    )
+}
+
 /// until `policy` refuses it, undoing what an admitted attempt did.
 fn eventually_refused(
     what: &str,
@@ -198,29 +212,9 @@ fn schedule(
 fn config_policy_installs_each_policy_with_its_binding() {
     let env = installed();
     for policy in [HONEST, FINALIZERS, RESERVED, ESCALATION] {
-        let got = must(
-            kubectl(
-                env,
-                &["get", "validatingadmissionpolicy", policy, "-o", "json"],
-            ),
-            policy,
-        );
-        let got: Value = serde_json::from_str(&got).expect("json");
+        let got = get_json(env, &["validatingadmissionpolicy", policy]);
         assert_eq!(got["spec"]["failurePolicy"], json!("Fail"), "{policy}");
-        let binding = must(
-            kubectl(
-                env,
-                &[
-                    "get",
-                    "validatingadmissionpolicybinding",
-                    policy,
-                    "-o",
-                    "json",
-                ],
-            ),
-            policy,
-        );
-        let binding: Value = serde_json::from_str(&binding).expect("json");
+        let binding = get_json(env, &["validatingadmissionpolicybinding", policy]);
         assert_eq!(binding["spec"]["policyName"], json!(policy));
         assert_eq!(
             binding["spec"]["validationActions"],
@@ -228,14 +222,7 @@ fn config_policy_installs_each_policy_with_its_binding() {
         );
     }
     // Only the reserved-keys policy takes parameters, and it holds that one rule.
-    let reserved = must(
-        kubectl(
-            env,
-            &["get", "validatingadmissionpolicy", RESERVED, "-o", "json"],
-        ),
-        RESERVED,
-    );
-    let reserved: Value = serde_json::from_str(&reserved).expect("json");
+    let reserved = get_json(env, &["validatingadmissionpolicy", RESERVED]);
     assert_eq!(
         reserved["spec"]["paramKind"],
         json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule"})
@@ -410,21 +397,7 @@ fn authorship_is_honest_and_permanent() {
         ],
     );
     // kubectl replace of a manifest without createdBy (what used to pass).
-    let current = must(
-        kubectl(
-            env,
-            &[
-                "-n",
-                &ns,
-                "get",
-                "handoff",
-                &name_for_key("acme/api#1"),
-                "-o",
-                "json",
-            ],
-        ),
-        "get",
-    );
+    let current = get_handoff(env, &ns, "acme/api#1", "json", "get");
     let mut unsigned: Value = serde_json::from_str(&current).expect("json");
     unsigned["spec"]
         .as_object_mut()
@@ -528,21 +501,7 @@ fn authorship_is_honest_and_permanent() {
         ),
         "an unsigned handoff edited without createdBy",
     );
-    let stored = must(
-        kubectl(
-            env,
-            &[
-                "-n",
-                &ns,
-                "get",
-                "handoff",
-                &name_for_key("acme/api#1"),
-                "-o",
-                "jsonpath={.spec.createdBy}",
-            ],
-        ),
-        "get",
-    );
+    let stored = get_handoff(env, &ns, "acme/api#1", "jsonpath={.spec.createdBy}", "get");
     assert_eq!(stored, other);
 }
 
@@ -693,19 +652,11 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         "a foreground delete",
     );
     let finalizers = || {
-        let out = must(
-            kubectl(
-                env,
-                &[
-                    "-n",
-                    &ns,
-                    "get",
-                    "handoff",
-                    &name_for_key("acme/api#3"),
-                    "-o",
-                    "jsonpath={.metadata.finalizers}",
-                ],
-            ),
+        let out = get_handoff(
+            env,
+            &ns,
+            "acme/api#3",
+            "jsonpath={.metadata.finalizers}",
             "finalizers",
         );
         serde_json::from_str::<Vec<String>>(&out).unwrap_or_default()
@@ -1060,7 +1011,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
         )
     });
     let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
-    let handled = common::eventually(
+    let handled = handoff_testkit::wait::eventually(
         "labels and status by the controller, the old finalizer removed",
         Duration::from_secs(60),
         || async {
@@ -1097,7 +1048,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
             "delete",
         )
     });
-    common::eventually("the deletion", Duration::from_secs(60), || async {
+    handoff_testkit::wait::eventually("the deletion", Duration::from_secs(60), || async {
         api.get_opt(&name).await.ok()?.is_none().then_some(())
     })
     .await;

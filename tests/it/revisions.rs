@@ -9,14 +9,16 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::objects::shop;
-use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
+use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::handoff::outcome::WriteOutcome;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::{HandoffStore, RevisionConflict, WriteError};
 use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::spec::counted;
+use handoff_testkit::spec::shop;
+use handoff_testkit::wait::eventually;
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -39,23 +41,6 @@ impl Counter {
         }
         .start(client.clone())
     }
-}
-
-/// Waits until the controller has counted the latest write of `key` as
-/// `revision`; returns the handoff then.
-pub(crate) async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
-    eventually(
-        &format!("revision {revision} of {key} counted"),
-        Duration::from_secs(60),
-        || async {
-            let h = api.get_opt(&name_for_key(key)).await.expect("get")?;
-            let status = h.status.clone()?;
-            (status.revision == Some(revision)
-                && status.observed_generation == h.metadata.generation)
-                .then_some(h)
-        },
-    )
-    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

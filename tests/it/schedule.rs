@@ -16,6 +16,7 @@ use handoff_core::names::{ROLE_LABEL, SCHEDULE_LABEL};
 use handoff_core::schedule::tick::Timing;
 use handoff_core::time::ManualClock;
 use handoff_testkit as testing;
+use handoff_testkit::wait::eventually;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::events::v1::Event;
@@ -371,7 +372,10 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
         // Scoped to this test's namespace: the other tests' schedules have clocks of their own.
         handoff_controller::schedule::reconcile::run(ctx, Some(&ns), 4, token).await
     });
-    let refine = wait_for(|| f.jobs("refine")).await;
+    let refine = eventually("a refine Job", Duration::from_secs(30), || async {
+        Some(f.jobs("refine").await).filter(|jobs| !jobs.is_empty())
+    })
+    .await;
     // The loop's own writes (the Job, the status) trigger reconciles: let
     // them run out, so only the Job watch can see the refine Job end.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -383,7 +387,10 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     f.finish(&refine[0].metadata.name.clone().unwrap_or_default(), true)
         .await;
-    let brainstorm = wait_for(|| f.jobs("brainstorm")).await;
+    let brainstorm = eventually("a brainstorm Job", Duration::from_secs(30), || async {
+        Some(f.jobs("brainstorm").await).filter(|jobs| !jobs.is_empty())
+    })
+    .await;
     assert_eq!(
         brainstorm.len(),
         1,
@@ -391,20 +398,4 @@ async fn the_running_loop_reacts_to_job_status_through_its_watch() {
     );
     stop.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(20), loop_task).await;
-}
-
-/// Polls until the list is non-empty (bounded; not a speed assertion).
-async fn wait_for<F, Fut>(mut list: F) -> Vec<Job>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Vec<Job>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let items = list().await;
-        if !items.is_empty() || Instant::now() > deadline {
-            return items;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }

@@ -10,23 +10,14 @@ use crate::revisions::Counter;
 use std::time::Duration;
 
 use common::agents::writer_token;
-use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, eventually, ok};
-use handoff_core::api::{Handoff, HandoffSpec};
+use common::{Bridge, agent_token, apply_agent_roles, call, env, err_text, ok};
+use handoff_core::api::Handoff;
 use handoff_kube::store::HandoffStore;
 use handoff_testkit as testing;
+use handoff_testkit::spec::{Fields, shop};
+use handoff_testkit::wait::eventually;
 use kube::api::Api;
 use serde_json::{Value, json};
-
-fn spec(key: &str, project: &str, body: &str) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: project.into(),
-        repo: Some("org/a".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some("writer".into()),
-    }
-}
 
 /// Waits until the mirror holds exactly the `expected` handoffs of `namespace`.
 async fn mirrored(client: &kube::Client, url: &str, namespace: &str, expected: usize) {
@@ -97,10 +88,13 @@ async fn search_ranks_finds_identifiers_and_foreign_words_and_keeps_to_the_calle
         ("quiet", "shop", "## State\nNothing about money here."),
         ("other-project", "bank", "refund refund refund"),
     ] {
-        store.write(&spec(key, project, body)).await.expect("write");
+        store
+            .write(&shop(key, body).project(project))
+            .await
+            .expect("write");
     }
     HandoffStore::new(client.clone(), &elsewhere)
-        .write(&spec("foreign", "shop", "refund refund refund refund"))
+        .write(&shop("foreign", "refund refund refund refund"))
         .await
         .expect("write elsewhere");
     mirrored(&client, &url, &ns, 6).await;
@@ -187,12 +181,12 @@ async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
     let store = HandoffStore::new(env.client().await, &ns);
     for i in 0..5 {
         store
-            .write(&spec(&format!("k{i}"), "shop", "refund"))
+            .write(&shop(&format!("k{i}"), "refund"))
             .await
             .expect("write");
     }
     store
-        .write(&spec("elsewhere", "bank", "refund"))
+        .write(&shop("elsewhere", "refund").project("bank"))
         .await
         .expect("write");
     let query = handoff_kube::store::ListQuery {

@@ -11,8 +11,9 @@
 //! the column named and without the secret echoed; nothing is stored. Every
 //! honest text is accepted.
 
-use crate::common::{self, call, drive_stdio, err_text, eventually, ok};
+use crate::common::{self, call, drive_stdio, err_text, ok};
 use crate::install::{installed, kubectl_stdin};
+use handoff_testkit::wait::eventually;
 
 use std::sync::Arc;
 use std::time::Duration;

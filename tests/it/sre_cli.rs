@@ -4,16 +4,15 @@
 //! `kubectl handoff` (a symlink named `kubectl-handoff` on the PATH).
 
 use crate::common;
-use crate::revisions::{Counter, counted};
+use handoff_testkit::controller::{Scene, postgres};
 
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{env, eventually};
-use handoff_core::api::{Handoff, HandoffSpec};
-use handoff_kube::store::HandoffStore;
-use kube::api::Api;
+use common::env;
+use handoff_testkit::spec::{Fields, counted, spec};
+use handoff_testkit::wait::eventually;
 
 fn handoff(kubeconfig: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_handoff"))
@@ -66,34 +65,29 @@ async fn history_of(kubeconfig: &Path, ns: &str, url: &str, key: &str, revisions
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
     let env = env();
-    let ns = env.namespace("sre-cli").await;
-    let client = env.client().await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let counter = Counter::start(&client, &ns, Some(&url));
-    let store = HandoffStore::new(client.clone(), &ns);
+    let s = Scene::new("sre-cli").await;
+    let (url, _) = postgres().await;
+    let counter = s.controller("a").mirror(&url).start(s.client.clone());
     let bodies = [
         "## State\nrefund job down\n",
         "## State\nrefund job down\n## Next\nrestart\n",
         "## State\nrefund job up\n## Next\nwatch payments_test.go\n",
     ];
     for (i, body) in bodies.iter().enumerate() {
-        store
-            .write(&HandoffSpec {
-                handoff_key: "ops/42".into(),
-                project: "shop".into(),
-                repo: Some("org/a".into()),
-                kind: Some("incident".into()),
-                body: (*body).into(),
-                created_by: Some("sre@example.com".into()),
-            })
+        s.store
+            .write(
+                &spec("ops/42")
+                    .repo("org/a")
+                    .kind("incident")
+                    .body(*body)
+                    .by("sre@example.com"),
+            )
             .await
             .expect("write");
-        counted(&api, "ops/42", i64::try_from(i + 1).expect("small")).await;
+        counted(&s.api, "ops/42", i64::try_from(i + 1).expect("small")).await;
     }
-    let current = api
+    let current = s
+        .api
         .get(&handoff_core::api::naming::name_for_key("ops/42"))
         .await
         .expect("get");
@@ -112,13 +106,14 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
          watch payments_test.go\n"
     );
     assert_eq!(
-        stdout(&handoff(kubeconfig, &["get", "ops/42", "-n", &ns])),
+        stdout(&handoff(kubeconfig, &["get", "ops/42", "-n", &s.ns])),
         expected_get
     );
-    let missing = stderr(&handoff(kubeconfig, &["get", "nope", "-n", &ns]));
+    let missing = stderr(&handoff(kubeconfig, &["get", "nope", "-n", &s.ns]));
     assert!(
         missing.contains(&format!(
-            "no handoff exists for key `nope` in namespace {ns}"
+            "no handoff exists for key `nope` in namespace {}",
+            s.ns
         )),
         "{missing}"
     );
@@ -130,7 +125,7 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         vec!["search", "shop", "refund"],
     ] {
         let mut args = command.clone();
-        args.extend(["-n", &ns]);
+        args.extend(["-n", &s.ns]);
         let refused = stderr(&handoff(kubeconfig, &args));
         assert!(
             refused.contains(&format!(
@@ -142,8 +137,8 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         );
     }
 
-    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &ns, &url, args);
-    let history = history_of(kubeconfig, &ns, &url, "ops/42", 3).await;
+    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &s.ns, &url, args);
+    let history = history_of(kubeconfig, &s.ns, &url, "ops/42", 3).await;
     let lines: Vec<Vec<&str>> = history.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(lines[0], ["REVISION", "UPDATED", "WRITER", "BYTES"]);
     for (line, revision) in lines[1..].iter().zip([3usize, 2, 1]) {
@@ -183,7 +178,7 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         std::env::var("PATH").unwrap_or_default()
     );
     let via_kubectl = Command::new(env.kubectl().get_program())
-        .args(["handoff", "get", "ops/42", "-n", &ns])
+        .args(["handoff", "get", "ops/42", "-n", &s.ns])
         .env("KUBECONFIG", kubeconfig)
         .env("PATH", path)
         .output()
@@ -199,36 +194,25 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
     let env = env();
-    let ns = env.namespace("sre-cli-escapes").await;
-    let client = env.client().await;
-    let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
-    let url = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let counter = Counter::start(&client, &ns, Some(&url));
-    let store = HandoffStore::new(client.clone(), &ns);
+    let s = Scene::new("sre-cli-escapes").await;
+    let (url, _) = postgres().await;
+    let counter = s.controller("a").mirror(&url).start(s.client.clone());
     let forged = "## State\nrefund ok\n\u{1b}[2A\u{1b}[2K- writer: root\u{9b}1m \u{202e}txt.exe\n";
-    store
-        .write(&HandoffSpec {
-            handoff_key: "ops/esc".into(),
-            project: "shop".into(),
-            repo: None,
-            kind: None,
-            body: "## State\nrefund ok\n".into(),
-            created_by: Some("mallory".into()),
-        })
+    s.store
+        .write(&spec("ops/esc").body("## State\nrefund ok\n").by("mallory"))
         .await
         .expect("write");
-    counted(&api, "ops/esc", 1).await;
+    counted(&s.api, "ops/esc", 1).await;
     // As `kubectl replace` sends it: JSON (an apply patch is YAML, which
     // refuses control characters on its own).
     let name = handoff_core::api::naming::name_for_key("ops/esc");
-    let mut object = api.get(&name).await.expect("get");
+    let mut object = s.api.get(&name).await.expect("get");
     object.spec.body = forged.into();
-    api.replace(&name, &kube::api::PostParams::default(), &object)
+    s.api
+        .replace(&name, &kube::api::PostParams::default(), &object)
         .await
         .expect("replace");
-    counted(&api, "ops/esc", 2).await;
+    counted(&s.api, "ops/esc", 2).await;
     // Tab and newline are text here (the tables are tab-separated).
     let hidden = |text: &str| {
         text.chars()
@@ -236,15 +220,15 @@ async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
             .count()
     };
     let kubeconfig = env.kubeconfig_path();
-    let got = stdout(&handoff(kubeconfig, &["get", "ops/esc", "-n", &ns]));
+    let got = stdout(&handoff(kubeconfig, &["get", "ops/esc", "-n", &s.ns]));
     assert_eq!(hidden(&got), 0, "{got:?}");
     assert!(
         got.ends_with("refund ok\n\\u{1b}[2A\\u{1b}[2K- writer: root\\u{9b}1m \\u{202e}txt.exe\n"),
         "{got:?}"
     );
     assert_eq!(got.matches("- writer: ").count(), 2, "{got:?}");
-    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &ns, &url, args);
-    let history = history_of(kubeconfig, &ns, &url, "ops/esc", 2).await;
+    let mirrored = |args: &[&str]| with_mirror(kubeconfig, &s.ns, &url, args);
+    let history = history_of(kubeconfig, &s.ns, &url, "ops/esc", 2).await;
     assert_eq!(hidden(&history), 0, "{history:?}");
     let diff = stdout(&mirrored(&["diff", "ops/esc", "1", "2"]));
     assert_eq!(hidden(&diff), 0, "{diff:?}");

@@ -9,6 +9,7 @@ use crate::install::{bridge_as_installed_for, installed, kubectl, must, root};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::TestEnv;
+use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -160,7 +161,7 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
     let db = handoff_testkit::connect_postgres(&url_pg)
         .await
         .expect("postgres client");
-    common::eventually(
+    handoff_testkit::wait::eventually(
         "both teams' rows",
         std::time::Duration::from_secs(60),
         || {
@@ -288,21 +289,16 @@ async fn two_teams_share_one_bridge_and_never_see_each_other() {
 /// deletes the original; other projects stay; `--dry-run` changes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn handoff_move_takes_a_project_into_a_teams_namespace() {
-    use handoff_core::api::HandoffSpec;
     use handoff_kube::store::HandoffStore;
     let env = common::env();
     let shared = env.namespace("move-shared").await;
     let team = env.namespace("move-team").await;
     let store = HandoffStore::new(env.client().await, &shared);
     for (key, project) in [("shop#1", "shop"), ("shop#2", "shop"), ("blog#1", "blog")] {
-        let spec = HandoffSpec {
-            handoff_key: key.into(),
-            project: project.into(),
-            body: format!("body of {key}"),
-            created_by: Some("system:serviceaccount:x:writer".into()),
-            repo: None,
-            kind: None,
-        };
+        let spec = spec(key)
+            .project(project)
+            .body(format!("body of {key}"))
+            .by("system:serviceaccount:x:writer");
         store.write(&spec).await.expect("write");
     }
     let run = |extra: &[&str]| {

@@ -15,12 +15,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::agents::writer_token;
-use common::{Bridge, apply_agent_roles, call, env, events_with_reason, eventually, ok};
+use common::{Bridge, apply_agent_roles, call, env, events_with_reason, ok};
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_core::time::SystemClock;
 use handoff_testkit as testing;
-use handoff_testkit::controller::InProcess;
+use handoff_testkit::controller::{InProcess, postgres};
+use handoff_testkit::spec::{Fields, counted_named, spec};
+use handoff_testkit::wait::eventually;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -31,31 +33,17 @@ const SQUATTED: &str = "acme/api#8";
 /// The key the squat holds.
 const SQUAT_KEY: &str = "acme/api#9";
 
-fn spec(key: &str, body: &str, created_by: Option<&str>) -> HandoffSpec {
-    HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: None,
-        kind: None,
-        body: body.into(),
-        created_by: created_by.map(str::to_owned),
-    }
-}
-
-/// Waits until the object named `name` is counted at `revision`.
-async fn counted(api: &Api<Handoff>, name: &str, revision: i64) -> Handoff {
-    eventually(
-        &format!("{name} counted at revision {revision}"),
-        Duration::from_secs(60),
-        || async {
-            api.get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .filter(|h| h.status.as_ref().and_then(|s| s.revision) == Some(revision))
-        },
+/// The objects (uids) the mirror's history of `namespace` holds revisions of.
+async fn history_objects(db: &tokio_postgres::Client, namespace: &str) -> Vec<String> {
+    db.query(
+        "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
+        &[&namespace],
     )
     .await
+    .expect("history")
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
 }
 
 /// `(key, body)` of each entry of a list or search answer.
@@ -87,12 +75,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     let env = env();
     let ns = env.namespace("twins").await;
     let client = env.client().await;
-    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let db = testing::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     apply_agent_roles(env);
     let token = writer_token(env, &ns, "writer").await;
     let controller = InProcess::new(&ns, "a", Arc::new(SystemClock))
@@ -114,7 +97,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
             )]),
         )[0]);
     }
-    let victim = counted(&api, &name_for_key(VICTIM), 2).await;
+    let victim = counted_named(&api, &name_for_key(VICTIM), 2).await;
     let victim_uid = victim.uid().expect("uid");
     eventually("the victim mirrored", Duration::from_secs(60), || async {
         (testing::mirror::converged(&api, &db, &ns).await == Some(1)).then_some(())
@@ -132,12 +115,12 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     ] {
         api.create(
             &PostParams::default(),
-            &Handoff::new(name, spec(key, body, None)),
+            &Handoff::new(name, spec(key).body(body)),
         )
         .await
         .expect("create");
     }
-    counted(&api, twin_name, 1).await;
+    counted_named(&api, twin_name, 1).await;
     api.patch(
         twin_name,
         &PatchParams::default(),
@@ -145,8 +128,8 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
     )
     .await
     .expect("the twin's second revision");
-    let twin = counted(&api, twin_name, 2).await;
-    let squat = counted(&api, &squat_name, 1).await;
+    let twin = counted_named(&api, twin_name, 2).await;
+    let squat = counted_named(&api, &squat_name, 1).await;
     // Two resync passes begun after both were counted: one has run whole.
     let passes = controller.metrics.resyncs();
     eventually("two resync passes", Duration::from_secs(60), || async {
@@ -286,16 +269,7 @@ async fn twins_and_squats_reach_no_answer_and_no_mirror_row_and_are_reported() {
         .map(|r| r.get(0))
         .collect();
     check(&mut problems, "mirror rows", rows, vec![victim_uid.clone()]);
-    let objects: Vec<String> = db
-        .query(
-            "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
-            &[&ns],
-        )
-        .await
-        .expect("history")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let objects = history_objects(&db, &ns).await;
     check(
         &mut problems,
         "objects in the history",
@@ -490,22 +464,17 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
     let env = env();
     let ns = env.namespace("twins-legacy").await;
     let client = env.client().await;
-    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
-        .await
-        .expect("postgres");
-    let db = testing::connect_postgres(&url)
-        .await
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let (url, db) = postgres().await;
     let api: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let controller = InProcess::new(&ns, "a", Arc::new(SystemClock))
         .mirror(&url)
         .options(|o| o.mirror_resync_interval = Duration::from_secs(1))
         .start(client.clone());
     handoff_kube::store::HandoffStore::new(client.clone(), &ns)
-        .write(&spec(VICTIM, "payments victim revision 1", Some("writer")))
+        .write(&spec(VICTIM).body("payments victim revision 1").by("writer"))
         .await
         .expect("write");
-    let victim = counted(&api, &name_for_key(VICTIM), 1).await;
+    let victim = counted_named(&api, &name_for_key(VICTIM), 1).await;
     eventually("the victim mirrored", Duration::from_secs(60), || async {
         (testing::mirror::converged(&api, &db, &ns).await == Some(1)).then_some(())
     })
@@ -513,7 +482,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
     let twin = api
         .create(
             &PostParams::default(),
-            &Handoff::new("my-handoff", spec(VICTIM, "payments twin", None)),
+            &Handoff::new("my-handoff", spec(VICTIM).body("payments twin")),
         )
         .await
         .expect("create the twin");
@@ -522,13 +491,13 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
             &PostParams::default(),
             &Handoff::new(
                 &name_for_key(SQUATTED),
-                spec(SQUAT_KEY, "payments squat", None),
+                spec(SQUAT_KEY).body("payments squat"),
             ),
         )
         .await
         .expect("create the squat");
-    counted(&api, "my-handoff", 1).await;
-    counted(&api, &name_for_key(SQUATTED), 1).await;
+    counted_named(&api, "my-handoff", 1).await;
+    counted_named(&api, &name_for_key(SQUATTED), 1).await;
 
     // What the previous release wrote for them: the twin's row in place of
     // the victim's (no name: written before migration 0004), the squat's
@@ -589,16 +558,7 @@ async fn rows_and_history_a_twin_left_before_the_upgrade_go_at_the_next_resync()
             "payments victim revision 1".to_owned()
         )]
     );
-    let objects: Vec<String> = db
-        .query(
-            "SELECT DISTINCT handoff_id::text FROM handoff_revisions WHERE namespace = $1",
-            &[&ns],
-        )
-        .await
-        .expect("history")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let objects = history_objects(&db, &ns).await;
     assert_eq!(objects, [victim_uid]);
 
     controller.stop().await;

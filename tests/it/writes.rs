@@ -19,15 +19,16 @@ use crate::common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{apiserver_clock_past, call, drive_stdio, env, eventually, ok};
+use common::{apiserver_clock_past, call, drive_stdio, env, ok};
 use futures::{StreamExt, TryStreamExt};
+use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::handoff::outcome::WriteOutcome;
-use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_core::time::SystemClock;
 use handoff_kube::store::HandoffStore;
 use handoff_testkit::controller::{InProcess, Running};
+use handoff_testkit::spec::{Fields, counted, spec};
+use handoff_testkit::wait::eventually;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -128,37 +129,9 @@ async fn bridge_writes(ns: &str, plan: Vec<Value>) -> Vec<String> {
         .collect()
 }
 
-/// Waits until the controller counted the latest write of `key` as
-/// `revision`.
-async fn counted(api: &Api<Handoff>, key: &str, revision: i64) -> Handoff {
-    eventually(
-        &format!("revision {revision} of {key} counted"),
-        Duration::from_secs(60),
-        || async {
-            let h = api.get_opt(&name_for_key(key)).await.expect("get")?;
-            let status = h.status.clone()?;
-            (status.revision == Some(revision)
-                && status.observed_generation == h.metadata.generation
-                && status.phase == Some(HandoffPhase::Current))
-            .then_some(h)
-        },
-    )
-    .await
-}
-
 /// A Handoff written after everything else, to find the end of a watch.
 async fn marker(api: &Api<Handoff>, name: &str) {
-    let h = Handoff::new(
-        name,
-        HandoffSpec {
-            handoff_key: name.into(),
-            project: "marker".into(),
-            repo: None,
-            kind: None,
-            body: "end of the count".into(),
-            created_by: None,
-        },
-    );
+    let h = Handoff::new(name, spec(name).project("marker").body("end of the count"));
     api.create(&PostParams::default(), &h)
         .await
         .expect("marker");
@@ -281,14 +254,7 @@ async fn a_refresh_writes_a_series_without_a_stop() {
     let client = env.client().await;
     let handoffs: Api<Handoff> = Api::namespaced(client.clone(), &ns);
     let store = HandoffStore::new(client.clone(), &ns);
-    let spec = |body: &str| HandoffSpec {
-        handoff_key: "k".into(),
-        project: "shop".into(),
-        repo: None,
-        kind: None,
-        body: body.into(),
-        created_by: None,
-    };
+    let spec = |body: &str| spec("k").body(body);
     let controller = start_controller(&client, &ns, Duration::from_millis(200));
     for (revision, body) in [(1, "v1"), (2, "v2"), (3, "v3"), (4, "v4")] {
         store.write(&spec(body)).await.expect("write");
@@ -335,13 +301,12 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     let outcomes = bridge_writes(&ns, vec![write(key, "v1"), write(key, "v1")]).await;
     assert_eq!(outcomes, ["created", "unchanged"]);
     let store = HandoffStore::new(client.clone(), &ns);
-    let spec = |body: &str, writer: &str| HandoffSpec {
-        handoff_key: key.into(),
-        project: "shop".into(),
-        repo: Some("org/repo".into()),
-        kind: Some("issue".into()),
-        body: body.into(),
-        created_by: Some(writer.into()),
+    let spec = |body: &str, writer: &str| {
+        spec(key)
+            .repo("org/repo")
+            .kind("issue")
+            .body(body)
+            .by(writer)
     };
     let (outcome, first) = store.write(&spec("v2", "admin")).await.expect("write");
     assert_eq!(outcome, WriteOutcome::Updated);
@@ -400,21 +365,14 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
     controller.stop().await;
 }
 
-/// When the bridge's field manager applied the spec of `h`
-/// (managedFields), as `updated_at` shows it.
+/// When the bridge's field manager applied the spec of `h` (the
+/// production reading of managedFields), as `updated_at` shows it.
 fn applied_at(h: &Handoff) -> String {
-    h.metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|m| {
-            m.manager.as_deref() == Some(BRIDGE_FIELD_MANAGER)
-                && m.operation.as_deref() == Some("Apply")
-                && m.subresource.is_none()
-        })
-        .find_map(|m| m.time.as_ref())
-        .map(|t| t.0.to_string())
-        .expect("the bridge's apply is in managedFields")
+    let second =
+        handoff_core::handoff::outcome::applied_at(h).expect("the bridge's apply is in managedFields");
+    k8s_openapi::jiff::Timestamp::from_second(second)
+        .expect("a time")
+        .to_string()
 }
 
 /// Finding 11: an `updated` write answers with what it wrote, not with the
