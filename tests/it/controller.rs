@@ -71,7 +71,9 @@ async fn put(store: &HandoffStore, key: &str, body: &str) {
 /// When the content of `key` was written (`status.updatedAt`).
 async fn written_at(api: &Api<Handoff>, key: &str) -> Timestamp {
     let h = api.get(&name_for_key(key)).await.expect("get");
-    handoff_core::handoff::view::updated_at(&h).expect("dated").0
+    handoff_core::handoff::view::updated_at(&h)
+        .expect("dated")
+        .0
 }
 
 /// Waits until the handoff of `key` is deleted.

@@ -368,8 +368,8 @@ async fn one_round_trip_reports_created_updated_and_unchanged_truthfully() {
 /// When the bridge's field manager applied the spec of `h` (the
 /// production reading of managedFields), as `updated_at` shows it.
 fn applied_at(h: &Handoff) -> String {
-    let second =
-        handoff_core::handoff::outcome::applied_at(h).expect("the bridge's apply is in managedFields");
+    let second = handoff_core::handoff::outcome::applied_at(h)
+        .expect("the bridge's apply is in managedFields");
     k8s_openapi::jiff::Timestamp::from_second(second)
         .expect("a time")
         .to_string()
