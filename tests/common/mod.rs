@@ -285,18 +285,6 @@ pub(crate) fn assert_contains(text: &str, parts: &[&str]) {
     }
 }
 
-/// A reader's warnings: as many as expected, each containing its expected
-/// fragment, in order.
-pub(crate) fn assert_warnings(name: &str, got: &[String], want: &[&str]) {
-    assert_eq!(got.len(), want.len(), "{name}: {got:#?}");
-    for (got, want) in got.iter().zip(want) {
-        assert!(
-            got.contains(want),
-            "{name}: {got:?} should contain {want:?}"
-        );
-    }
-}
-
 /// Waits until the apiserver's clock (whole seconds, as managedFields and
 /// `status.updatedAt` keep time) is past `second`: a probe ConfigMap is
 /// created in `namespace` until its `creationTimestamp` is later. Two
