@@ -151,6 +151,44 @@ fn patch_as(
     kubectl(env, &args)
 }
 
+/// `patch_as` of the Handoff stored under `key`.
+fn patch_handoff(
+    env: &TestEnv,
+    namespace: &str,
+    key: &str,
+    patch: &str,
+    user: &str,
+    extra: &[&str],
+) -> Output {
+    let object = format!("handoff/{}", name_for_key(key));
+    patch_as(env, namespace, &object, patch, user, extra)
+}
+
+/// `kubectl -n <ns> label <object…> <label> --as <user>`: a metadata-only update.
+fn label_as(env: &TestEnv, namespace: &str, object: &[&str], label: &str, user: &str) -> Output {
+    let mut args = vec!["-n", namespace, "label"];
+    args.extend(object);
+    args.extend([label, "--as", user]);
+    kubectl(env, &args)
+}
+
+/// `kubectl -n <ns> delete handoff <name> --wait=false --as <user>`.
+fn delete_handoff_as(env: &TestEnv, namespace: &str, name: &str, user: &str) -> Output {
+    kubectl(
+        env,
+        &[
+            "-n",
+            namespace,
+            "delete",
+            "handoff",
+            name,
+            "--wait=false",
+            "--as",
+            user,
+        ],
+    )
+}
+
 fn delete(env: &TestEnv, namespace: &str, object: &str) {
     let _ = kubectl(
         env,
@@ -288,18 +326,12 @@ fn a_schedule_needs_the_right_to_create_its_jobs() {
 
     // Labels, annotations: no Job changes, no Job right needed.
     must(
-        kubectl(
+        label_as(
             env,
-            &[
-                "-n",
-                &ns,
-                "label",
-                "brainstormschedule",
-                "daily",
-                "team=shop",
-                "--as",
-                &owner,
-            ],
+            &ns,
+            &["brainstormschedule", "daily"],
+            "team=shop",
+            &owner,
         ),
         "a label by the schedule owner",
     );
@@ -359,16 +391,7 @@ fn authorship_is_honest_and_permanent() {
     let out = eventually_refused(
         "a spec change that drops createdBy",
         HONEST,
-        || {
-            patch_as(
-                env,
-                &ns,
-                &format!("handoff/{}", name_for_key("acme/api#1")),
-                strip,
-                &writer,
-                &[],
-            )
-        },
+        || patch_handoff(env, &ns, "acme/api#1", strip, &writer, &[]),
         || {},
     );
     refused(
@@ -381,14 +404,7 @@ fn authorship_is_honest_and_permanent() {
         ],
     );
     refused(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#1")),
-            strip,
-            &other,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#1", strip, &other, &[]),
         "another writer dropping createdBy",
         HONEST,
         &[
@@ -417,14 +433,7 @@ fn authorship_is_honest_and_permanent() {
     // Changing it to another identity.
     let forged = format!(r#"{{"spec":{{"createdBy":"{other}","body":"claimed for other"}}}}"#);
     refused(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#1")),
-            &forged,
-            &writer,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#1", &forged, &writer, &[]),
         "createdBy changed to another identity",
         HONEST,
         &[
@@ -436,10 +445,10 @@ fn authorship_is_honest_and_permanent() {
     // No identity is exempt: not even the controller rewrites content
     // under another's name (it only ever writes metadata and status).
     refused(
-        patch_as(
+        patch_handoff(
             env,
             &ns,
-            &format!("handoff/{}", name_for_key("acme/api#1")),
+            "acme/api#1",
             r#"{"spec":{"body":"rewritten by the controller"}}"#,
             CONTROLLER,
             &[],
@@ -454,30 +463,17 @@ fn authorship_is_honest_and_permanent() {
     // The real new writer signs with its own name: authorship moves honestly.
     let taken = format!(r#"{{"spec":{{"createdBy":"{other}","body":"continued by other"}}}}"#);
     must(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#1")),
-            &taken,
-            &other,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#1", &taken, &other, &[]),
         "another writer continues under its own name",
     );
     // A metadata-only update claims nothing.
     must(
-        kubectl(
+        label_as(
             env,
-            &[
-                "-n",
-                &ns,
-                "label",
-                "handoff",
-                &name_for_key("acme/api#1"),
-                "kind=issue",
-                "--as",
-                &writer,
-            ],
+            &ns,
+            &["handoff", &name_for_key("acme/api#1")],
+            "kind=issue",
+            &writer,
         ),
         "a label by a writer who is not the author",
     );
@@ -491,10 +487,10 @@ fn authorship_is_honest_and_permanent() {
         "a create without createdBy",
     );
     must(
-        patch_as(
+        patch_handoff(
             env,
             &ns,
-            &format!("handoff/{}", name_for_key("acme/api#2")),
+            "acme/api#2",
             r#"{"spec":{"body":"edited"}}"#,
             &other,
             &[],
@@ -540,25 +536,9 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     let out = eventually_refused(
         "a writer adding a finalizer",
         FINALIZERS,
+        || patch_handoff(env, &ns, "acme/api#3", hold, &writer, &[]),
         || {
-            patch_as(
-                env,
-                &ns,
-                &format!("handoff/{}", name_for_key("acme/api#3")),
-                hold,
-                &writer,
-                &[],
-            )
-        },
-        || {
-            let _ = patch_as(
-                env,
-                &ns,
-                &format!("handoff/{}", name_for_key("acme/api#3")),
-                DROP_FINALIZERS,
-                CONTROLLER,
-                &[],
-            );
+            let _ = patch_handoff(env, &ns, "acme/api#3", DROP_FINALIZERS, CONTROLLER, &[]);
         },
     );
     refused(
@@ -589,10 +569,10 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     );
     // Not even an admin adds one (the break-glass only removes).
     refused(
-        patch_as(
+        patch_handoff(
             env,
             &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
+            "acme/api#3",
             hold,
             "sre",
             &["--as-group", "system:masters"],
@@ -607,25 +587,11 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
         r#"{{"metadata":{{"labels":{{"project":"shop"}},"finalizers":["{MIRROR_FINALIZER}"]}}}}"#
     );
     must(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
-            &controller_patch,
-            CONTROLLER,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#3", &controller_patch, CONTROLLER, &[]),
         "the controller adds its finalizer and a label",
     );
     refused(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
-            DROP_FINALIZERS,
-            &writer,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#3", DROP_FINALIZERS, &writer, &[]),
         "a writer removing the controller's finalizer",
         FINALIZERS,
         &[
@@ -663,10 +629,10 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     };
     assert_eq!(finalizers(), [MIRROR_FINALIZER, "foregroundDeletion"]);
     must(
-        patch_as(
+        patch_handoff(
             env,
             &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
+            "acme/api#3",
             &format!(r#"{{"metadata":{{"finalizers":["{MIRROR_FINALIZER}"]}}}}"#),
             GARBAGE_COLLECTOR,
             &[],
@@ -675,14 +641,7 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     );
     assert_eq!(finalizers(), [MIRROR_FINALIZER]);
     refused(
-        patch_as(
-            env,
-            &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
-            DROP_FINALIZERS,
-            &writer,
-            &[],
-        ),
+        patch_handoff(env, &ns, "acme/api#3", DROP_FINALIZERS, &writer, &[]),
         "a writer removing the controller's finalizer from a terminating handoff",
         FINALIZERS,
         &[&format!(
@@ -691,10 +650,10 @@ fn only_the_controller_adds_or_removes_handoff_finalizers() {
     );
     // Break-glass: the controller is gone, an admin lets the deletion finish.
     must(
-        patch_as(
+        patch_handoff(
             env,
             &ns,
-            &format!("handoff/{}", name_for_key("acme/api#3")),
+            "acme/api#3",
             DROP_FINALIZERS,
             "sre",
             &["--as-group", "system:masters"],
@@ -876,18 +835,12 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
     );
     // ... while a metadata-only update is not a write of the key.
     must(
-        kubectl(
+        label_as(
             env,
-            &[
-                "-n",
-                &ns,
-                "label",
-                "handoff",
-                &name_for_key(&notes_key),
-                "kind=notes",
-                "--as",
-                &writer,
-            ],
+            &ns,
+            &["handoff", &name_for_key(&notes_key)],
+            "kind=notes",
+            &writer,
         ),
         "a label on a reserved key",
     );
@@ -923,19 +876,7 @@ async fn a_schedules_keys_are_written_only_by_its_jobs_identities() {
     );
     // Deleting is not writing: a groomer that is not the schedule's removes the key.
     must(
-        kubectl(
-            env,
-            &[
-                "-n",
-                &ns,
-                "delete",
-                "handoff",
-                &name_for_key(&refine_key),
-                "--wait=false",
-                "--as",
-                &sa(&ns, "groomer"),
-            ],
-        ),
+        delete_handoff_as(env, &ns, &name_for_key(&refine_key), &sa(&ns, "groomer")),
         "a groomer deletes a reserved key",
     );
 }
@@ -1030,24 +971,7 @@ async fn the_controller_keeps_labels_and_finalizers_working_under_the_policies()
     );
 
     // Deleted by a groomer: nothing holds it.
-    tokio::task::block_in_place(|| {
-        must(
-            kubectl(
-                env,
-                &[
-                    "-n",
-                    &ns,
-                    "delete",
-                    "handoff",
-                    &name,
-                    "--wait=false",
-                    "--as",
-                    &refiner,
-                ],
-            ),
-            "delete",
-        )
-    });
+    tokio::task::block_in_place(|| must(delete_handoff_as(env, &ns, &name, &refiner), "delete"));
     handoff_testkit::wait::eventually("the deletion", Duration::from_secs(60), || async {
         api.get_opt(&name).await.ok()?.is_none().then_some(())
     })
