@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use handoff_controller::ControllerOptions;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
 use handoff_core::handoff::MIRRORED;
@@ -34,6 +35,50 @@ const LEASE: &str = "handoff-controller";
 fn manual_clock() -> (Timestamp, Arc<ManualClock>) {
     let t0 = Timestamp::from_second(Timestamp::now().as_second()).expect("now");
     (t0, Arc::new(ManualClock::new(t0)))
+}
+
+/// A fresh scene and database, and controller "a" mirroring to it, set
+/// up further by `with` (a clock, options).
+struct Mirrored {
+    s: Scene,
+    url: String,
+    db: tokio_postgres::Client,
+    controller: Running,
+}
+
+impl Mirrored {
+    async fn start(prefix: &str, with: impl FnOnce(InProcess) -> InProcess) -> Self {
+        let s = Scene::new(prefix).await;
+        let (url, db) = postgres().await;
+        let controller = with(s.controller("a").mirror(&url)).start(s.client.clone());
+        Self {
+            s,
+            url,
+            db,
+            controller,
+        }
+    }
+}
+
+/// `Mirrored` on a manual clock, with `options`: the set-up of the tests of
+/// history retention. Returns the clock and the time it starts at, too.
+async fn on_a_manual_clock(
+    prefix: &str,
+    options: impl FnOnce(&mut ControllerOptions),
+) -> (Mirrored, Timestamp, Arc<ManualClock>) {
+    let (t0, clock) = manual_clock();
+    let mirrored = Mirrored::start(prefix, |c| c.clock(clock.clone()).options(options)).await;
+    (mirrored, t0, clock)
+}
+
+/// The statuses of `h`'s Mirrored conditions (none without a status).
+fn mirrored_statuses(h: &Handoff) -> Vec<&str> {
+    h.status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .filter(|c| c.type_ == MIRRORED)
+        .map(|c| c.status.as_str())
+        .collect()
 }
 
 /// Writes `bodies` to `key` one after another, each counted (revisions
@@ -211,12 +256,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
 
     let first = eventually("revision 1 mirrored", Duration::from_secs(30), || async {
         let h = s.api.get(&name).await.ok()?;
-        let mirrored = h
-            .status
-            .as_ref()?
-            .conditions
-            .iter()
-            .any(|c| c.type_ == MIRRORED && c.status == "True");
+        let mirrored = mirrored_statuses(&h).contains(&"True");
         let labelled = h.labels().contains_key("project");
         (mirrored && labelled).then_some(h)
     })
@@ -447,9 +487,13 @@ async fn a_thousand_writes_to_one_key_make_at_most_ten_events_that_count_every_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mirror_converges_after_the_controller_stops_in_the_middle_of_1000_writes() {
-    let s = Scene::new("ctl-restart").await;
-    let (url, db) = postgres().await;
-    let mut controller = Some(s.controller("a").mirror(&url).start(s.client.clone()));
+    let Mirrored {
+        s,
+        url,
+        db,
+        controller,
+    } = Mirrored::start("ctl-restart", |c| c).await;
+    let mut controller = Some(controller);
 
     let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writes = {
@@ -560,13 +604,7 @@ async fn postgres_down_during_writes_then_back_loses_nothing() {
                     let fresh = h.spec.handoff_key.as_str() >= "k050";
                     revision == Some(if fresh { 1 } else { 2 })
                 });
-            let unmirrored = live.iter().any(|h| {
-                h.status.as_ref().is_some_and(|s| {
-                    s.conditions
-                        .iter()
-                        .any(|c| c.type_ == MIRRORED && c.status == "False")
-                })
-            });
+            let unmirrored = live.iter().any(|h| mirrored_statuses(h).contains(&"False"));
             (all && unmirrored).then_some(())
         },
     )
@@ -614,6 +652,12 @@ async fn holder(client: &Client, namespace: &str) -> Option<String> {
         .spec?
         .holder_identity
         .filter(|h| !h.is_empty())
+}
+
+/// Stops `controller` and asserts that the Lease is left without a holder.
+async fn stopped_and_released(s: &Scene, controller: Running, why: &str) {
+    controller.stop().await;
+    assert_eq!(holder(&s.client, &s.ns).await, None, "{why}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -685,19 +729,14 @@ async fn one_leader_writes_and_the_other_takes_over_within_the_lease_duration() 
     .await;
     assert_eq!(counted_by, "b");
     assert!(b.metrics.is_leader());
-    b.stop().await;
-    assert_eq!(
-        holder(&s.client, &s.ns).await,
-        None,
-        "a graceful stop releases the lease"
-    );
+    stopped_and_released(&s, b, "a graceful stop releases the lease").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resync_repairs_rows_deleted_inserted_or_changed_by_hand() {
-    let s = Scene::new("ctl-resync").await;
-    let (url, db) = postgres().await;
-    let controller = s.controller("a").mirror(&url).start(s.client.clone());
+    let Mirrored {
+        s, db, controller, ..
+    } = Mirrored::start("ctl-resync", |c| c).await;
     for i in 0..5 {
         put(&s.store, &format!("k{i}"), "one").await;
     }
@@ -830,19 +869,16 @@ async fn ttl_grooming_deletes_only_the_expired_handoffs() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_condition_goes_when_the_mirror_is_disabled() {
-    let s = Scene::new("ctl-no-mirror").await;
-    let (url, _) = postgres().await;
-    let with_mirror = s.controller("a").mirror(&url).start(s.client.clone());
+    let Mirrored {
+        s,
+        controller: with_mirror,
+        ..
+    } = Mirrored::start("ctl-no-mirror", |c| c).await;
     put(&s.store, "k", "body").await;
     let name = name_for_key("k");
     let h = eventually("mirrored and labelled", Duration::from_secs(20), || async {
         let h = s.api.get(&name).await.ok()?;
-        let mirrored = h
-            .status
-            .as_ref()?
-            .conditions
-            .iter()
-            .any(|c| c.type_ == MIRRORED && c.status == "True");
+        let mirrored = mirrored_statuses(&h).contains(&"True");
         (mirrored && h.labels().contains_key("project")).then_some(h)
     })
     .await;
@@ -852,13 +888,7 @@ async fn the_condition_goes_when_the_mirror_is_disabled() {
     let without = s.controller("a").start(s.client.clone());
     let h = eventually("condition removed", Duration::from_secs(20), || async {
         let h = s.api.get(&name_for_key("k")).await.ok()?;
-        let condition = h
-            .status
-            .as_ref()?
-            .conditions
-            .iter()
-            .any(|c| c.type_ == MIRRORED);
-        (!condition).then_some(h)
+        (h.status.is_some() && mirrored_statuses(&h).is_empty()).then_some(h)
     })
     .await;
     assert_eq!(h.status.and_then(|s| s.revision), Some(1));
@@ -912,13 +942,12 @@ async fn delete_handoff_forgets_the_history_unless_the_controller_keeps_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
-    let s = Scene::new("ctl-hist-cap").await;
-    let (url, db) = postgres().await;
-    let controller = s
-        .controller("a")
-        .mirror(&url)
-        .options(|o| o.history_revisions = std::num::NonZeroU32::new(5).expect("5"))
-        .start(s.client.clone());
+    let Mirrored {
+        s, db, controller, ..
+    } = Mirrored::start("ctl-hist-cap", |c| {
+        c.options(|o| o.history_revisions = std::num::NonZeroU32::new(5).expect("5"))
+    })
+    .await;
     // 60 content revisions, each counted before the next write.
     for revision in 1..=60 {
         put(&s.store, "busy", &format!("body {revision}")).await;
@@ -962,15 +991,13 @@ async fn the_history_of_a_key_keeps_only_its_newest_revisions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grooming_forgets_the_history_of_what_it_deletes() {
-    let s = Scene::new("ctl-hist-groom").await;
-    let (url, db) = postgres().await;
-    let (_, clock) = manual_clock();
-    let controller = s
-        .controller("a")
-        .mirror(&url)
-        .clock(clock.clone())
-        .options(|o| o.default_handoff_ttl = Some(Duration::from_secs(2 * 3600)))
-        .start(s.client.clone());
+    let (mirrored, _, clock) = on_a_manual_clock("ctl-hist-groom", |o| {
+        o.default_handoff_ttl = Some(Duration::from_secs(2 * 3600));
+    })
+    .await;
+    let Mirrored {
+        s, db, controller, ..
+    } = mirrored;
     write_revisions(&s.store, &s.api, "stale", &["v1", "v2"]).await;
     // A content's time is its write's (the apiserver's clock, whole
     // seconds): "fresh" is written a second after "stale".
@@ -997,15 +1024,13 @@ async fn grooming_forgets_the_history_of_what_it_deletes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resync_forgets_past_revisions_older_than_the_max_age() {
-    let s = Scene::new("ctl-hist-age").await;
-    let (url, db) = postgres().await;
-    let (t0, clock) = manual_clock();
-    let controller = s
-        .controller("a")
-        .mirror(&url)
-        .clock(clock.clone())
-        .options(|o| o.history_max_age = Some(Duration::from_secs(3600)))
-        .start(s.client.clone());
+    let (mirrored, t0, clock) = on_a_manual_clock("ctl-hist-age", |o| {
+        o.history_max_age = Some(Duration::from_secs(3600));
+    })
+    .await;
+    let Mirrored {
+        s, db, controller, ..
+    } = mirrored;
     write_revisions(&s.store, &s.api, "edited", &["v1", "v2"]).await;
     put(&s.store, "untouched", "v1").await;
     counted(&s.api, "untouched", 1).await;
@@ -1262,12 +1287,7 @@ async fn the_committed_rbac_is_all_the_controller_needs() {
     )
     .await;
     groomed(&controller, 1).await;
-    controller.stop().await;
-    assert_eq!(
-        holder(&s.client, &s.ns).await,
-        None,
-        "released with update rights only"
-    );
+    stopped_and_released(&s, controller, "released with update rights only").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
