@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 use common::agents::{Served, served, writer_token};
 use common::{Bridge, agent_token, apply_agent_roles, call, env, ok};
 use handoff::hook::stop_reason;
-use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{Handoff, HandoffSpec};
 use handoff_testkit::spec::{Fields, spec};
 use handoff_transcript::rescue::{RESCUE_MARK, approx_tokens};
 use kube::api::Api;
@@ -28,7 +28,24 @@ enum Via<'a> {
         ca: Option<&'a Path>,
     },
     /// The admin kubeconfig, in a namespace.
-    Kubeconfig { namespace: &'a str },
+    Kubeconfig { namespace: String },
+}
+
+/// A fresh namespace named after `prefix`, and the kubeconfig way into it.
+async fn kubeconfig_in(prefix: &str) -> (String, Via<'static>) {
+    let namespace = env().namespace(prefix).await;
+    let via = Via::Kubeconfig {
+        namespace: namespace.clone(),
+    };
+    (namespace, via)
+}
+
+/// Writes `spec` as the admin: a handoff an agent wrote.
+async fn agent_write(namespace: &str, spec: &HandoffSpec) {
+    handoff_kube::store::HandoffStore::new(env().client().await, namespace)
+        .write(spec)
+        .await
+        .expect("agent write");
 }
 
 fn handoff_command(via: &Via<'_>) -> Command {
@@ -77,9 +94,32 @@ fn hook(
     key: &str,
     payload: &Value,
 ) -> (bool, Value, String) {
-    let mut child = handoff_command(via)
-        .args(["hook", event, "--agent", agent, "--project", "shop"])
-        .env("CONVERSATION_OBJECT_KEY", key)
+    let child = fed(
+        handoff_command(via)
+            .args(["hook", event, "--agent", agent, "--project", "shop"])
+            .env("CONVERSATION_OBJECT_KEY", key),
+        payload,
+    );
+    let out = child.wait_with_output().expect("hook output");
+    let json = stdout_json(&out);
+    (
+        out.status.success(),
+        json,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts that a hook's answer is the plain line of a rescue that found
+/// nothing new to write.
+fn unchanged(out: &Value) {
+    let line = out.as_str().expect("a plain line");
+    assert!(line.ends_with("(unchanged)"), "{out}");
+}
+
+/// Spawns the hook `cmd` with piped stdio and `payload` written to its
+/// stdin, which is closed then, as an agent does.
+fn fed(cmd: &mut Command, payload: &Value) -> std::process::Child {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -91,13 +131,7 @@ fn hook(
         .expect("stdin")
         .write_all(payload.to_string().as_bytes())
         .expect("payload");
-    let out = child.wait_with_output().expect("hook output");
-    let json = stdout_json(&out);
-    (
-        out.status.success(),
-        json,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    child
 }
 
 fn rescue(via: &Via<'_>, args: &[&str]) -> Output {
@@ -106,6 +140,21 @@ fn rescue(via: &Via<'_>, args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("handoff rescue runs")
+}
+
+/// `rescue`'s arguments for `agent`'s transcript `file`, written to `key`
+/// in project shop.
+fn rescue_args<'a>(agent: &'a str, file: &'a str, key: &'a str) -> [&'a str; 8] {
+    [
+        "--agent",
+        agent,
+        "--file",
+        file,
+        "--key",
+        key,
+        "--project",
+        "shop",
+    ]
 }
 
 fn rescue_json(via: &Via<'_>, args: &[&str]) -> Value {
@@ -229,17 +278,12 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
         "",
         json!([write("acme/api#41", "## State\nParser done.")]),
     )[0]);
-    let (success, out, _) = hook(
-        &via,
-        "claude",
-        "session-start",
-        "acme/api#41",
-        &claude(
-            "SessionStart",
-            &transcript,
-            json!({"source": "startup", "model": "claude-sonnet-4-5"}),
-        ),
-    );
+    let session_start = |key: &str, source: &str| {
+        let payload = json!({"source": source, "model": "claude-sonnet-4-5"});
+        let start = claude("SessionStart", &transcript, payload);
+        hook(&via, "claude", "session-start", key, &start)
+    };
+    let (success, out, _) = session_start("acme/api#41", "startup");
     assert!(success);
     assert_eq!(
         out["hookSpecificOutput"]["hookEventName"],
@@ -261,17 +305,7 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
         "{context}"
     );
     // No handoff: nothing is injected.
-    let (success, out, _) = hook(
-        &via,
-        "claude",
-        "session-start",
-        "acme/api#42",
-        &claude(
-            "SessionStart",
-            &transcript,
-            json!({"source": "resume", "model": "claude-sonnet-4-5"}),
-        ),
-    );
+    let (success, out, _) = session_start("acme/api#42", "resume");
     assert!(success);
     assert_eq!(out, Value::Null);
 
@@ -333,20 +367,14 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
     assert_eq!(rescued.spec.created_by.as_deref(), Some(writer.as_str()));
     // A second session-end (or a pre-compact) changes nothing.
     let (_, out, _) = hook(&via, "claude", "session-end", "acme/api#43", &end);
-    assert!(
-        out.as_str().expect("a plain line").ends_with("(unchanged)"),
-        "{out}"
-    );
+    unchanged(&out);
     let pre = claude(
         "PreCompact",
         &transcript,
         json!({"trigger": "auto", "custom_instructions": ""}),
     );
     let (_, out, _) = hook(&via, "claude", "pre-compact", "acme/api#43", &pre);
-    assert!(
-        out.as_str().expect("a plain line").ends_with("(unchanged)"),
-        "{out}"
-    );
+    unchanged(&out);
     let again = stored(&ns, "acme/api#43").await.expect("still there");
     assert_eq!(
         again.metadata.resource_version,
@@ -397,10 +425,8 @@ async fn a_scripted_claude_code_session_through_the_bridge() {
 /// kubeconfig path gives the same answers as the bridge.
 #[tokio::test]
 async fn codex_hooks_the_loop_guard_and_the_kubeconfig_path() {
-    let env = env();
-    let ns = env.namespace("hooks-codex").await;
+    let (ns, via) = kubeconfig_in("hooks-codex").await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let via = Via::Kubeconfig { namespace: &ns };
     let transcript = codex_transcript(dir.path(), 5);
 
     let start = codex("SessionStart", &transcript, json!({"source": "startup"}));
@@ -609,11 +635,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
     std::fs::write(&token_file, &token).expect("token");
     let transcript = claude_transcript(dir.path(), 5);
     let start = claude("SessionStart", &transcript, json!({"source": "startup"}));
-    let seed = spec("tls").body("## State\nover https");
-    handoff_kube::store::HandoffStore::new(env.client().await, &ns)
-        .write(&seed)
-        .await
-        .expect("seed");
+    agent_write(&ns, &spec("tls").body("## State\nover https")).await;
 
     let trusted = Via::Bridge {
         url: &bridge.url,
@@ -648,9 +670,7 @@ async fn an_https_bridge_is_verified_against_the_ca_file() {
 /// never over an agent-written handoff newer than the transcript.
 #[tokio::test]
 async fn rescue_on_every_shared_transcript() {
-    let env = env();
-    let ns = env.namespace("hooks-rescue").await;
-    let via = Via::Kubeconfig { namespace: &ns };
+    let (ns, via) = kubeconfig_in("hooks-rescue").await;
     let mut checked = 0;
     for agent in ["claude", "codex"] {
         let mut files: Vec<PathBuf> =
@@ -667,18 +687,7 @@ async fn rescue_on_every_shared_transcript() {
                 .into_owned();
             let key = format!("rescue/{agent}/{name}");
             let path = file.display().to_string();
-            let args = [
-                "--agent",
-                agent,
-                "--file",
-                &path,
-                "--key",
-                &key,
-                "--project",
-                "shop",
-                "--kind",
-                "issue",
-            ];
+            let args = [&rescue_args(agent, &path, &key)[..], &["--kind", "issue"]].concat();
             let first = rescue_json(&via, &args);
             assert_eq!(first["outcome"], json!("created"), "{key}: {first}");
             let tokens = first["approx_tokens"].as_u64().expect("tokens");
@@ -700,22 +709,9 @@ async fn rescue_on_every_shared_transcript() {
             let spec = spec(agent_key.clone())
                 .kind("issue")
                 .body("## State\nwritten by the agent");
-            handoff_kube::store::HandoffStore::new(env.client().await, &ns)
-                .write(&spec)
-                .await
-                .expect("agent write");
+            agent_write(&ns, &spec).await;
             let before = stored(&ns, &agent_key).await.expect("agent handoff");
-            let args = [
-                "--agent",
-                agent,
-                "--file",
-                &path,
-                "--key",
-                &agent_key,
-                "--project",
-                "shop",
-            ];
-            let kept = rescue_json(&via, &args);
+            let kept = rescue_json(&via, &rescue_args(agent, &path, &agent_key));
             assert_eq!(kept["outcome"], json!("kept"), "{agent_key}: {kept}");
             assert!(
                 kept["reason"]
@@ -744,9 +740,7 @@ async fn rescue_on_every_shared_transcript() {
 /// session picks its rows (never the other session's) and names the rescue.
 #[tokio::test]
 async fn rescue_reads_a_session_of_a_grok_database() {
-    let env = env();
-    let ns = env.namespace("hooks-rescue-grok").await;
-    let via = Via::Kubeconfig { namespace: &ns };
+    let (ns, via) = kubeconfig_in("hooks-rescue-grok").await;
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("grok.db");
     crate::transcript_support::grok_db(&db);
@@ -784,9 +778,7 @@ async fn rescue_reads_a_session_of_a_grok_database() {
 /// session's), and refuses bad flags by name.
 #[tokio::test]
 async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() {
-    let env = env();
-    let ns = env.namespace("hooks-rescue-old").await;
-    let via = Via::Kubeconfig { namespace: &ns };
+    let (ns, via) = kubeconfig_in("hooks-rescue-old").await;
     let dir = tempfile::tempdir().expect("tempdir");
     // A session that began after the handoff below was written.
     let transcript = claude_transcript(dir.path(), -3600).display().to_string();
@@ -794,10 +786,7 @@ async fn rescue_replaces_a_handoff_older_than_the_session_and_names_bad_flags() 
         .repo("acme/api")
         .kind("issue")
         .body("## State\nprevious session");
-    handoff_kube::store::HandoffStore::new(env.client().await, &ns)
-        .write(&spec)
-        .await
-        .expect("agent write");
+    agent_write(&ns, &spec).await;
     let out = rescue_json(
         &via,
         &["--agent", "claude", "--file", &transcript, "--key", "old"],
@@ -917,34 +906,19 @@ async fn a_transcript_line_of_gigabytes_is_skipped_within_bounded_memory() {
     }
     let payload = claude("SessionEnd", &path, json!({"reason": "other"}));
     // `ulimit -v` in KiB: 2 GiB, below the 3 GiB line.
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
-        .arg(env!("CARGO_BIN_EXE_handoff"))
-        .args([
-            "hook",
-            "session-end",
-            "--agent",
-            "claude",
-            "--project",
-            "shop",
-        ])
-        .args(["--timeout", "60s"])
-        .env("KUBECONFIG", env.kubeconfig_path())
-        .env("HANDOFF_NAMESPACE", &ns)
-        .env("CONVERSATION_OBJECT_KEY", "shop#huge")
-        .env_remove("HANDOFF_MCP_URL")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("handoff hook runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("payload");
+    let child = fed(
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_handoff"))
+            .args(CLAUDE_SESSION_END)
+            .args(["--timeout", "60s"])
+            .env("KUBECONFIG", env.kubeconfig_path())
+            .env("HANDOFF_NAMESPACE", &ns)
+            .env("CONVERSATION_OBJECT_KEY", "shop#huge")
+            .env_remove("HANDOFF_MCP_URL"),
+        &payload,
+    );
     let out = wait_or_kill(child, std::time::Duration::from_secs(300));
     let said = answered(&out);
     let message = said.as_str().unwrap_or_default();
@@ -967,7 +941,9 @@ async fn a_transcript_line_of_gigabytes_is_skipped_within_bounded_memory() {
     let fifo = dir.path().join("transcript.fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
     assert!(made.success());
-    let via = Via::Kubeconfig { namespace: &ns };
+    let via = Via::Kubeconfig {
+        namespace: ns.clone(),
+    };
     let (success, said, _) = hook(
         &via,
         "claude",
@@ -986,6 +962,17 @@ async fn a_transcript_line_of_gigabytes_is_skipped_within_bounded_memory() {
     );
 }
 
+/// The arguments of Claude Code's session-end hook in project shop, for
+/// the tests that run the binary without `handoff_command`.
+const CLAUDE_SESSION_END: [&str; 6] = [
+    "hook",
+    "session-end",
+    "--agent",
+    "claude",
+    "--project",
+    "shop",
+];
+
 /// Stdin that never ends (a pipe whose writer stays open without writing)
 /// and stdin that never stops (`/dev/zero`): each hook exits 0 with one
 /// notice, within its `--timeout`.
@@ -993,14 +980,7 @@ async fn a_transcript_line_of_gigabytes_is_skipped_within_bounded_memory() {
 fn endless_input_still_gets_one_answer() {
     let base = |stdin: Stdio| {
         Command::new(env!("CARGO_BIN_EXE_handoff"))
-            .args([
-                "hook",
-                "session-end",
-                "--agent",
-                "claude",
-                "--project",
-                "shop",
-            ])
+            .args(CLAUDE_SESSION_END)
             .args(["--timeout", "2s", "--key", "k"])
             .env("KUBECONFIG", "/nonexistent/kubeconfig")
             .env("HANDOFF_MCP_URL", "http://127.0.0.1:9/mcp")
