@@ -326,12 +326,7 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         name.contains('/') && !tag.is_empty() && !tag.contains('/'),
         "config/default's images: entry replaces `handoff`: {image}"
     );
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = args_of(c);
     assert_eq!(args[0], "controller");
     assert!(args.contains(&"--metrics-listen=0.0.0.0:8080"), "{args:?}");
     assert!(
@@ -352,12 +347,7 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     let bridge = find(&default, "Deployment", "handoff-bridge");
     let service = find(&default, "Service", "handoff-bridge");
     let c = &bridge["spec"]["template"]["spec"]["containers"][0];
-    let args: Vec<&str> = c["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = args_of(c);
     let service_name = service["metadata"]["name"].as_str().expect("name");
     assert!(
         args.contains(&format!("--allowed-host={service_name}.$(POD_NAMESPACE).svc").as_str()),
@@ -471,12 +461,19 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
 
 /// The args of the first container of a Deployment.
 fn container_args(deployment: &Value) -> Vec<String> {
-    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    args_of(&deployment["spec"]["template"]["spec"]["containers"][0])
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The args of a container.
+fn args_of(container: &Value) -> Vec<&str> {
+    container["args"]
         .as_array()
         .expect("args")
         .iter()
         .filter_map(Value::as_str)
-        .map(str::to_owned)
         .collect()
 }
 
@@ -898,6 +895,9 @@ fn rbac_matrix_of_every_identity() {
     assert!(matrix.len() > 100, "the matrix covers every identity");
 }
 
+/// The admission policy that keeps authorship honest, as its refusals name it.
+const HONEST: &str = "handoff.dev-honest-handoffs";
+
 #[test]
 fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     let env = installed();
@@ -924,15 +924,14 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         &implement,
         &handoff_yaml("forged", NS, "shop", Some(&sa("agent-incident"))),
     );
-    let err = String::from_utf8_lossy(&forged.stderr);
-    assert!(!forged.status.success(), "a forged createdBy was admitted");
-    assert!(
-        err.contains("spec.createdBy must be the requesting user"),
-        "{err}"
-    );
-    assert!(
-        err.contains("agent-incident") && err.contains("agent-implement"),
-        "{err}"
+    refused_with(
+        &forged,
+        "a forged createdBy",
+        &[
+            "spec.createdBy must be the requesting user",
+            "agent-incident",
+            "agent-implement",
+        ],
     );
 
     // Honest: its own name.
@@ -959,30 +958,24 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         &implement,
         &handoff_yaml("mislabelled", NS, "other", Some(&implement)),
     );
-    let err = String::from_utf8_lossy(&mislabelled.stderr);
-    assert!(
-        !mislabelled.status.success(),
-        "a lying project label was admitted"
-    );
-    assert!(
-        err.contains("metadata.labels.project must equal spec.project"),
-        "{err}"
+    refused_with(
+        &mislabelled,
+        "a lying project label",
+        &["metadata.labels.project must equal spec.project"],
     );
 
-    // An update that claims someone else is refused too ...
+    // An update that claims someone else is refused too, by the policy,
+    // naming the claimed and the real writer ...
     let patch = format!(r#"{{"spec":{{"createdBy":"{}"}}}}"#, sa("agent-brainstorm"));
-    let out = patch_as(env, &implement, &honest, &patch);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "an UPDATE forging createdBy was admitted"
-    );
-    assert!(
-        err.contains("handoff.dev-honest-handoffs")
-            && err.contains("spec.createdBy must be the requesting user")
-            && err.contains("agent-brainstorm")
-            && err.contains("agent-implement"),
-        "refused by the policy, naming the claimed and the real writer: {err}"
+    refused_with(
+        &patch_as(env, &implement, &honest, &patch),
+        "an UPDATE forging createdBy",
+        &[
+            HONEST,
+            "spec.createdBy must be the requesting user",
+            "agent-brainstorm",
+            "agent-implement",
+        ],
     );
     // So is changing the content while leaving another writer's name on it ...
     let out = patch_as(
@@ -991,16 +984,14 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
         &honest,
         r#"{"spec":{"body":"rewritten by someone else"}}"#,
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "a content change under another's name was admitted"
-    );
-    assert!(
-        err.contains("handoff.dev-honest-handoffs")
-            && err.contains("spec.createdBy must be the requesting user")
-            && err.contains("agent-incident"),
-        "refused by the policy, naming the real writer: {err}"
+    refused_with(
+        &out,
+        "a content change under another's name",
+        &[
+            HONEST,
+            "spec.createdBy must be the requesting user",
+            "agent-incident",
+        ],
     );
     // ... while a metadata-only update claims nothing and passes (another
     // writer adding a label; the garbage collector removing a finalizer).
@@ -1042,16 +1033,17 @@ fn the_policy_refuses_a_forged_writer_and_accepts_an_honest_one() {
     // Even an admin may not forge authorship.
     let out = kubectl_stdin(
         env,
-        &["create", "-f", "-"],
+        CREATE,
         &handoff_yaml("admin-forged", NS, "shop", Some(&implement)),
     );
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the policy binds admins as well");
-    assert!(
-        err.contains("handoff.dev-honest-handoffs")
-            && err.contains("spec.createdBy must be the requesting user")
-            && err.contains("agent-implement"),
-        "refused by the policy, not by anything else: {err}"
+    refused_with(
+        &out,
+        "an admin's forged createdBy",
+        &[
+            HONEST,
+            "spec.createdBy must be the requesting user",
+            "agent-implement",
+        ],
     );
 }
 
@@ -1717,6 +1709,32 @@ fn named_handoff(name: &str, namespace: &str, key: &str, body: &str) -> String {
     .to_string()
 }
 
+/// `kubectl create -f -`.
+const CREATE: &[&str] = &["create", "-f", "-"];
+/// Server-side apply under a field manager that is not the bridge's.
+const APPLY_AS_OTHER: &[&str] = &[
+    "apply",
+    "--server-side",
+    "--field-manager=someone-else",
+    "-f",
+    "-",
+];
+/// The same, taking over the fields the bridge manages.
+const APPLY_AS_OTHER_FORCED: &[&str] = &[
+    "apply",
+    "--server-side",
+    "--field-manager=someone-else",
+    "--force-conflicts",
+    "-f",
+    "-",
+];
+
+/// `kubectl args` with `manifest` on stdin, from a multi-threaded tokio
+/// test (the call blocks).
+fn piped(env: &TestEnv, args: &[&str], manifest: &str) -> Output {
+    tokio::task::block_in_place(|| kubectl_stdin(env, args, manifest))
+}
+
 /// Asserts that `out` failed and its message holds every one of `parts`.
 fn refused_with(out: &Output, what: &str, parts: &[&str]) {
     let err = String::from_utf8_lossy(&out.stderr);
@@ -1770,16 +1788,10 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         "handoff name 'acme/shop#7'",
     ];
     let paths: [(&str, &[&str]); 4] = [
-        ("kubectl create", &["create", "-f", "-"]),
+        ("kubectl create", CREATE),
         (
             "kubectl apply --server-side --field-manager=someone-else",
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager=someone-else",
-                "-f",
-                "-",
-            ],
+            APPLY_AS_OTHER,
         ),
         ("kubectl apply (client-side)", &["apply", "-f", "-"]),
         // replace of a missing object is a NotFound, never a create;
@@ -1790,8 +1802,7 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         ),
     ];
     for (what, args) in paths {
-        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &twin));
-        refused_with(&out, what, &expected);
+        refused_with(&piped(env, args, &twin), what, &expected);
     }
 
     // A squat: the derived name of another key.
@@ -1803,19 +1814,10 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
     );
     let squat_expected = name_for_key("acme/other#9");
     for (what, args) in [
-        ("squat by kubectl create", &["create", "-f", "-"][..]),
-        (
-            "squat by kubectl apply --server-side",
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager=someone-else",
-                "-f",
-                "-",
-            ][..],
-        ),
+        ("squat by kubectl create", CREATE),
+        ("squat by kubectl apply --server-side", APPLY_AS_OTHER),
     ] {
-        let out = tokio::task::block_in_place(|| kubectl_stdin(env, args, &squat));
+        let out = piped(env, args, &squat);
         refused_with(&out, what, &["\"acme/other#9\"", &squat_expected]);
     }
 
@@ -1840,8 +1842,7 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
     });
     let reserved_name = name_for_key(&format!("{ns}/nightly/refine"));
     let at_reserved = named_handoff(&reserved_name, &ns, "someone/else", "## State\nsteer");
-    let out =
-        tokio::task::block_in_place(|| kubectl_stdin(env, &["create", "-f", "-"], &at_reserved));
+    let out = piped(env, CREATE, &at_reserved);
     refused_with(
         &out,
         "a squat at the schedule's refine key's name",
@@ -1855,31 +1856,22 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
     // Honest kubectl writes under the derived name pass, create and update.
     let honest_key = "acme/shop#10";
     let honest_name = name_for_key(honest_key);
-    tokio::task::block_in_place(|| {
-        must(
-            kubectl_stdin(
-                env,
-                &["create", "-f", "-"],
-                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand"),
-            ),
-            "an honest create under the derived name",
-        );
-        must(
-            kubectl_stdin(
-                env,
-                &[
-                    "apply",
-                    "--server-side",
-                    "--field-manager=someone-else",
-                    "--force-conflicts",
-                    "-f",
-                    "-",
-                ],
-                &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand, edited"),
-            ),
-            "an honest update under the derived name",
-        );
-    });
+    must(
+        piped(
+            env,
+            CREATE,
+            &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand"),
+        ),
+        "an honest create under the derived name",
+    );
+    must(
+        piped(
+            env,
+            APPLY_AS_OTHER_FORCED,
+            &named_handoff(&honest_name, &ns, honest_key, "## State\nby hand, edited"),
+        ),
+        "an honest update under the derived name",
+    );
 
     // Control characters in spec.body: refused with the field and position.
     let escaped = named_handoff(
@@ -1888,37 +1880,19 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         honest_key,
         "ok\u{1b}[1A\u{1b}[2Kwriter: root",
     );
-    let out = tokio::task::block_in_place(|| {
-        kubectl_stdin(
-            env,
-            &[
-                "apply",
-                "--server-side",
-                "--field-manager=someone-else",
-                "--force-conflicts",
-                "-f",
-                "-",
-            ],
-            &escaped,
-        )
-    });
+    let out = piped(env, APPLY_AS_OTHER_FORCED, &escaped);
     refused_with(
         &out,
         "an ESC sequence in spec.body",
         &["spec.body", "U+001B (ESC)", "line 1, column 3"],
     );
-    let out = tokio::task::block_in_place(|| {
-        kubectl_stdin(
-            env,
-            &["create", "-f", "-"],
-            &named_handoff(
-                &name_for_key("acme/shop#11"),
-                &ns,
-                "acme/shop#11",
-                "a\u{202e}b",
-            ),
-        )
-    });
+    let bidi = named_handoff(
+        &name_for_key("acme/shop#11"),
+        &ns,
+        "acme/shop#11",
+        "a\u{202e}b",
+    );
+    let out = piped(env, CREATE, &bidi);
     refused_with(
         &out,
         "a bidi override in spec.body",
@@ -1928,9 +1902,7 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
         "metadata": {"name": "escaped-offer", "namespace": &ns},
         "spec": {"project": "shop", "to": "dev-lead", "fromKey": key,
                  "body": "take it\u{1b}]0;owned\u{7}"}});
-    let out = tokio::task::block_in_place(|| {
-        kubectl_stdin(env, &["create", "-f", "-"], &offer.to_string())
-    });
+    let out = piped(env, CREATE, &offer.to_string());
     refused_with(
         &out,
         "an OSC sequence in an offer's spec.body",
