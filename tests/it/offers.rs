@@ -353,6 +353,18 @@ fn kubectl_as(user: &str, args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// Asserts that kubectl's `stderr` is RBAC's refusal of `verb` on
+/// `resource` (of handoff.dev) to `user`.
+fn forbidden(stderr: &str, user: &str, verb: &str, resource: &str) {
+    let refusal = format!(
+        "User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"handoff.dev\""
+    );
+    assert!(
+        stderr.contains("(Forbidden)") && stderr.contains(&refusal),
+        "{stderr}"
+    );
+}
+
 fn offer_name_of(result: &Value) -> String {
     common::ok(result)["offer"]["name"]
         .as_str()
@@ -412,29 +424,19 @@ async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
     let s = setup("offers-kubectl").await;
     let name = offered_to_dev_lead(&s);
     let writer = format!("system:serviceaccount:{}:architect", s.ns);
-    let status = kubectl_as(
-        &writer,
-        &[
-            "-n",
-            &s.ns,
-            "patch",
-            "handoffoffer",
-            &name,
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            r#"{"status":{"phase":"Rejected"}}"#,
-        ],
+    let patch = |extra: &[&str], patch: &str| {
+        let mut args = vec!["-n", &s.ns, "patch", "handoffoffer", &name];
+        args.extend(extra);
+        args.extend(["--type=merge", "-p", patch]);
+        kubectl_as(&writer, &args)
+    };
+    let status = patch(
+        &["--subresource=status"],
+        r#"{"status":{"phase":"Rejected"}}"#,
     )
     .expect_err("the status patch is refused");
     // kubectl reads the status subresource first: writers have no right on it at all.
-    assert!(
-        status.contains("(Forbidden)")
-            && status.contains(&format!(
-                "User \"{writer}\" cannot get resource \"handoffoffers/status\" in API group \"handoff.dev\""
-            )),
-        "{status}"
-    );
+    forbidden(&status, &writer, "get", "handoffoffers/status");
     // The patch itself, with the writer's own token.
     let as_writer: Api<HandoffOffer> =
         Api::namespaced(client_with_token(env(), &s.token).await, &s.ns);
@@ -453,27 +455,12 @@ async fn a_writer_may_not_patch_an_offer_or_its_status_with_kubectl() {
         "{}",
         refusal.message
     );
-    let spec = kubectl_as(
-        &writer,
-        &[
-            "-n",
-            &s.ns,
-            "patch",
-            "handoffoffer",
-            &name,
-            "--type=merge",
-            "-p",
-            r#"{"metadata":{"labels":{"handoff.dev/slot":"forged"}}}"#,
-        ],
+    let spec = patch(
+        &[],
+        r#"{"metadata":{"labels":{"handoff.dev/slot":"forged"}}}"#,
     )
     .expect_err("the object patch is refused");
-    assert!(
-        spec.contains("(Forbidden)")
-            && spec.contains(&format!(
-                "User \"{writer}\" cannot patch resource \"handoffoffers\" in API group \"handoff.dev\""
-            )),
-        "{spec}"
-    );
+    forbidden(&spec, &writer, "patch", "handoffoffers");
     let stored = Api::<HandoffOffer>::namespaced(env().client().await, &s.ns)
         .get(&name)
         .await
