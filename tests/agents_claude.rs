@@ -135,20 +135,21 @@ impl Machine {
         cmd
     }
 
+    /// [`Machine::claude`] asking the scripted `model`.
+    fn claude_on(&self, model: &Anthropic) -> tokio::process::Command {
+        let mut cmd = self.claude();
+        cmd.envs([
+            ("ANTHROPIC_BASE_URL", model.url()),
+            ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+        ]);
+        cmd
+    }
+
     /// Runs one `claude -p` session against `model`: its JSON result.
     async fn session(&self, model: &Anthropic, prompt: &str) -> Value {
-        let output = self
-            .claude()
-            .envs([
-                ("ANTHROPIC_BASE_URL", model.url()),
-                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
-            ])
-            .args(["-p", prompt, "--output-format", "json", "--plugin-dir"])
-            .arg(Path::new(REPO).join("plugins/handoff"))
-            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
-            .output()
-            .await
-            .expect("run claude");
+        let mut cmd = self.claude_on(model);
+        cmd.args(["-p", prompt, "--output-format", "json"]);
+        let output = with_plugin(&mut cmd).output().await.expect("run claude");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
@@ -165,20 +166,11 @@ impl Machine {
     /// Runs `claude <args>` with `--output-format stream-json` and the
     /// hooks' lifecycle events: every line the CLI printed, as JSON.
     async fn stream(&self, model: &Anthropic, args: &[&str]) -> Vec<Value> {
-        let output = self
-            .claude()
-            .envs([
-                ("ANTHROPIC_BASE_URL", model.url()),
-                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
-            ])
-            .args(args)
+        let mut cmd = self.claude_on(model);
+        cmd.args(args)
             .args(["--output-format", "stream-json", "--verbose"])
-            .args(["--include-hook-events", "--plugin-dir"])
-            .arg(Path::new(REPO).join("plugins/handoff"))
-            .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
-            .output()
-            .await
-            .expect("run claude");
+            .arg("--include-hook-events");
+        let output = with_plugin(&mut cmd).output().await.expect("run claude");
         let stdout = String::from_utf8_lossy(&output.stdout);
         assert!(
             output.status.success(),
@@ -201,11 +193,7 @@ impl Machine {
         env: &[(&str, &str)],
     ) -> (Vec<Value>, String) {
         let output = self
-            .claude()
-            .envs([
-                ("ANTHROPIC_BASE_URL", model.url()),
-                ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
-            ])
+            .claude_on(model)
             .envs(env.iter().copied())
             .args(["-p", prompt, "--output-format", "stream-json", "--verbose"])
             .args(["--debug", "--allowedTools", "mcp__handoff"])
@@ -221,6 +209,18 @@ impl Machine {
             output.status,
         );
         (json_lines(&stdout), stderr)
+    }
+
+    /// Runs `claude args` and asserts that it succeeds; else fails with
+    /// `what` and its output.
+    async fn claude_succeeds(&self, args: &[&str], what: &str) {
+        let out = self.claude().args(args).output().await.expect("run claude");
+        assert!(
+            out.status.success(),
+            "{what}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// What `--debug` wrote of the latest session (`~/.claude/debug/latest`).
@@ -243,6 +243,13 @@ impl Machine {
     }
 }
 
+/// `cmd` with the plugin as shipped and its MCP server's tools allowed.
+fn with_plugin(cmd: &mut tokio::process::Command) -> &mut tokio::process::Command {
+    cmd.arg("--plugin-dir")
+        .arg(Path::new(REPO).join("plugins/handoff"))
+        .args(["--allowedTools", "mcp__plugin_handoff_handoff"])
+}
+
 /// Every non-empty line of `stdout`, as JSON.
 fn json_lines(stdout: &str) -> Vec<Value> {
     stdout
@@ -250,6 +257,17 @@ fn json_lines(stdout: &str) -> Vec<Value> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect()
+}
+
+/// Runs `cmd`, asserts that it succeeds and returns its stdout as JSON.
+fn json_out(cmd: &mut std::process::Command) -> Value {
+    let out = cmd.output().expect("handoff runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 /// A compact body in the skill's sections, marked by `tag`.
@@ -271,22 +289,14 @@ fn asked(turns: &[Logged]) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn resume_session_two_starts_with_session_ones_handoff() {
-    let env = shared();
-    let m = Machine::new(env, "resume").await;
+    let m = Machine::new(shared(), "resume").await;
     let written = body("resume");
-    let model =
-        Anthropic::start(vec![m.write(&written), Turn::text("Written; stopping.")]).expect("model");
+    let model = writes_then_stops(&m, &written, "Written; stopping.");
 
     let first = m.session(&model, "Parse the input.").await;
     let turns = model.turns();
     assert_eq!(first["is_error"], json!(false), "{first}");
-    assert!(model.faults().is_empty(), "{:?}", model.faults());
-    assert_eq!(
-        model.left(),
-        0,
-        "the script was not played: {}",
-        asked(&turns)
-    );
+    played_out(&model, &turns);
     let stored = m.stored().await.expect("session 1 wrote its handoff");
     assert_eq!(stored.spec.body, written);
     assert!(!stored.spec.body.starts_with(RESCUE_MARK));
@@ -318,25 +328,42 @@ async fn resume_session_two_starts_with_session_ones_handoff() {
     assert_eq!(m.stored().await.expect("stored").spec.body, next);
 }
 
-/// A model that ends without writing, then (once Stop blocks) writes
-/// `written` and stops.
-fn forgets_then_writes(m: &Machine, written: &str) -> Anthropic {
-    Anthropic::start(vec![
+/// A model that writes `written` and stops saying `then`.
+fn writes_then_stops(m: &Machine, written: &str, then: &str) -> Anthropic {
+    Anthropic::start(vec![m.write(written), Turn::text(then)]).expect("model")
+}
+
+/// Asserts that the model saw nothing amiss and played its whole script.
+fn played_out(model: &Anthropic, turns: &[Logged]) {
+    assert!(model.faults().is_empty(), "{:?}", model.faults());
+    assert_eq!(
+        model.left(),
+        0,
+        "the script was not played: {}",
+        asked(turns)
+    );
+}
+
+/// A fresh machine named after `tag` and its first session ("Parse the
+/// input.") with a model that ends without writing, then (once Stop
+/// blocks) writes `body(tag)` and stops: the machine, that body, the model
+/// and the session's result.
+async fn forgetful_session(tag: &str) -> (Machine, String, Anthropic, Value) {
+    let m = Machine::new(shared(), tag).await;
+    let written = body(tag);
+    let model = Anthropic::start(vec![
         Turn::text("All done."),
-        m.write(written),
+        m.write(&written),
         Turn::text("Written; stopping."),
     ])
-    .expect("model")
+    .expect("model");
+    let out = m.session(&model, "Parse the input.").await;
+    (m, written, model, out)
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn forget_the_stop_hook_blocks_once_with_its_reason_then_the_model_writes() {
-    let env = shared();
-    let m = Machine::new(env, "forget").await;
-    let written = body("forget");
-    let model = forgets_then_writes(&m, &written);
-
-    let out = m.session(&model, "Parse the input.").await;
+    let (m, written, model, out) = forgetful_session("forget").await;
     let turns = model.turns();
     assert!(model.faults().is_empty(), "{:?}", model.faults());
     assert_eq!(out["result"], json!("Written; stopping."), "{out}");
@@ -359,8 +386,7 @@ async fn forget_the_stop_hook_blocks_once_with_its_reason_then_the_model_writes(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn never_writes_the_guarded_stop_rescues_from_the_transcript() {
-    let env = shared();
-    let m = Machine::new(env, "never").await;
+    let m = Machine::new(shared(), "never").await;
     let model = Anthropic::start(vec![
         Turn::text("All done."),
         Turn::text("Still not writing a handoff."),
@@ -401,19 +427,12 @@ async fn never_writes_the_guarded_stop_rescues_from_the_transcript() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_plugin_passes_claude_plugin_validate_strict() {
     let m = Machine::new(shared(), "validate").await;
-    let out = m
-        .claude()
-        .args(["plugin", "validate", "--strict"])
-        .arg(Path::new(REPO).join("plugins/handoff"))
-        .output()
-        .await
-        .expect("run claude plugin validate");
-    assert!(
-        out.status.success(),
-        "claude plugin validate --strict refused the plugin:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let plugin = Path::new(REPO).join("plugins/handoff");
+    m.claude_succeeds(
+        &["plugin", "validate", "--strict", &plugin.to_string_lossy()],
+        "claude plugin validate --strict refused the plugin",
+    )
+    .await;
 }
 
 /// Finding 6: a handoff longer than the 10,000 characters Claude Code keeps
@@ -421,15 +440,14 @@ async fn the_plugin_passes_claude_plugin_validate_strict() {
 /// rest (before, Claude Code spilled it to a file and showed a preview).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_long_handoff_reaches_the_next_session_as_its_head_and_the_key() {
-    let env = shared();
-    let m = Machine::new(env, "cap").await;
+    let m = Machine::new(shared(), "cap").await;
     let done = "- checked one more part of the input against the schema, and kept notes\n";
     let long = format!(
         "## State\nThe cap work is half done.\n## Next\n- write the output\n## Done\n{}## Open questions\n- none\n## Refs\n- the-last-line-of-the-handoff\n",
         done.repeat(155)
     );
     assert!(long.len() > 11_000, "{}", long.len());
-    let model = Anthropic::start(vec![m.write(&long), Turn::text("Written.")]).expect("model");
+    let model = writes_then_stops(&m, &long, "Written.");
     m.session(&model, "Parse the input.").await;
     assert_eq!(m.stored().await.expect("stored").spec.body, long);
 
@@ -504,10 +522,7 @@ async fn compact_rescues_before_compaction_and_says_so_in_plain_words() {
 /// the handoff the agent wrote in that session.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
-    let m = Machine::new(shared(), "transcript").await;
-    let written = body("transcript");
-    let model = forgets_then_writes(&m, &written);
-    let out = m.session(&model, "Parse the input.").await;
+    let (m, written, _model, out) = forgetful_session("transcript").await;
     let session = out["session_id"].as_str().expect("session_id").to_owned();
     let located = |verb: &[&str]| {
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"));
@@ -521,15 +536,7 @@ async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
             .env_remove("HANDOFF_MCP_URL");
         cmd
     };
-    let read = located(&["transcript", "read"])
-        .output()
-        .expect("handoff transcript read");
-    assert!(
-        read.status.success(),
-        "{}",
-        String::from_utf8_lossy(&read.stderr)
-    );
-    let read: Value = serde_json::from_slice(&read.stdout).expect("JSON");
+    let read = json_out(&mut located(&["transcript", "read"]));
     let turns = read["turns"].as_array().expect("turns");
     assert_eq!(turns[0]["role"], "user", "{read:#}");
     assert_eq!(turns[0]["text"], "Parse the input.", "{read:#}");
@@ -557,16 +564,7 @@ async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
         "{read:#}"
     );
 
-    let rescue = located(&["rescue"])
-        .args(["--key", &m.key, "--project", PROJECT])
-        .output()
-        .expect("handoff rescue");
-    assert!(
-        rescue.status.success(),
-        "{}",
-        String::from_utf8_lossy(&rescue.stderr)
-    );
-    let said: Value = serde_json::from_slice(&rescue.stdout).expect("JSON");
+    let said = json_out(located(&["rescue"]).args(["--key", &m.key, "--project", PROJECT]));
     assert_eq!(said["outcome"], "kept", "{said}");
     assert_eq!(m.stored().await.expect("stored").spec.body, written);
 }
@@ -577,7 +575,7 @@ async fn the_clis_own_transcript_is_read_in_order_and_its_fresh_write_kept() {
 async fn an_identical_rewrite_is_not_rescued_over() {
     let m = Machine::new(shared(), "same").await;
     let written = body("same");
-    let model = Anthropic::start(vec![m.write(&written), Turn::text("Written.")]).expect("model");
+    let model = writes_then_stops(&m, &written, "Written.");
     m.session(&model, "Parse the input.").await;
     assert_eq!(m.stored().await.expect("stored").spec.body, written);
 
@@ -685,7 +683,7 @@ async fn writes_through_the_bridge(
     source: &str,
 ) {
     let written = body(tag);
-    let model = Anthropic::start(vec![m.write(&written), Turn::text("Written.")]).expect("model");
+    let model = writes_then_stops(m, &written, "Written.");
     let (lines, stderr) = m.bare(&model, "Parse the input.", args, &[]).await;
     let turns = model.turns();
     assert_eq!(
@@ -700,8 +698,7 @@ async fn writes_through_the_bridge(
         "{}",
         asked(&turns)
     );
-    assert!(model.faults().is_empty(), "{:?}", model.faults());
-    assert_eq!(model.left(), 0, "{}", asked(&turns));
+    played_out(&model, &turns);
     let stored = m
         .stored()
         .await
@@ -757,18 +754,11 @@ async fn headers_helper_at_user_scope_reaches_the_bridge() {
     let bridge = SharedBridge::start(&m).await;
     let example: Value = serde_json::from_str(&bridge.example()).expect("JSON");
     let server = example["mcpServers"]["handoff"].to_string();
-    let added = m
-        .claude()
-        .args(["mcp", "add-json", "--scope", "user", "handoff", &server])
-        .output()
-        .await
-        .expect("claude mcp add-json");
-    assert!(
-        added.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&added.stdout),
-        String::from_utf8_lossy(&added.stderr)
-    );
+    m.claude_succeeds(
+        &["mcp", "add-json", "--scope", "user", "handoff", &server],
+        "claude mcp add-json failed",
+    )
+    .await;
     writes_through_the_bridge(&m, &bridge, "user", &[], "user").await;
 }
 
