@@ -21,11 +21,12 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use handoff_core::api::Handoff;
-use handoff_core::api::HandoffSpec;
 use handoff_core::api::naming::name_for_key;
+use handoff_core::api::{HandoffSpec, HandoffStatus};
 use handoff_kube::store::HandoffStore;
 use handoff_testkit::mirror::{converged, mirrored_rows};
 use handoff_testkit::spec::{Fields, spec};
+use handoff_testkit::wait::eventually;
 use handoff_testkit::{BridgeProcess, ControlPlane, ControllerProcess, Postgres};
 use kube::api::Api;
 use serde_json::{Value, json};
@@ -41,6 +42,13 @@ const LEASE_FLAGS: [&str; 6] = [
     "--retry-period",
     "250ms",
 ];
+
+/// The resync interval of most controllers here.
+const RESYNC_10S: &[&str] = &["--mirror-resync-interval", "10s"];
+
+/// How a controller process starts: `ControllerProcess::start` or
+/// `::start_cluster_wide` (binary, kubeconfig, namespace, identity, args).
+type Start = fn(&Path, &Path, &str, &str, &[&str]) -> anyhow::Result<ControllerProcess>;
 
 /// A control plane (with an agent token), its CRDs and a PostgreSQL.
 struct System {
@@ -67,10 +75,18 @@ impl System {
     }
 
     fn controller(&self, identity: &str) -> ControllerProcess {
+        self.controller_with(ControllerProcess::start, identity, RESYNC_10S)
+    }
+
+    /// A controller process `identity` started by `start` (in NAMESPACE
+    /// or cluster-wide), mirroring to the PostgreSQL, with the lease
+    /// flags and `flags`.
+    fn controller_with(&self, start: Start, identity: &str, flags: &[&str]) -> ControllerProcess {
         let url = self.postgres.url();
-        let mut extra = vec!["--postgres-url", &url, "--mirror-resync-interval", "10s"];
+        let mut extra = vec!["--postgres-url", &url];
+        extra.extend(flags);
         extra.extend(LEASE_FLAGS);
-        ControllerProcess::start(
+        start(
             Path::new(env!("CARGO_BIN_EXE_handoff")),
             self.plane.kubeconfig_path(),
             NAMESPACE,
@@ -102,6 +118,20 @@ impl System {
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// Asserts that every write of `acknowledged` is stored and that the
+    /// mirror converges on `rows` rows after `what`.
+    async fn holds(&mut self, acknowledged: &[String], what: &str, rows: usize) {
+        assert_all_stored(&self.api().await, acknowledged).await;
+        assert_eq!(self.converged(what).await, rows);
+    }
+}
+
+/// Asserts that the restart of `what` succeeded, with the whole error chain.
+fn restarted<E: std::fmt::Display>(what: &str, result: Result<(), E>) {
+    if let Err(e) = result {
+        panic!("{what} restart: {e:#}");
     }
 }
 
@@ -183,14 +213,11 @@ async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_con
             "refused connections fail fast: {r}"
         );
     }
-    system
-        .plane
-        .start_apiserver()
-        .await
-        .unwrap_or_else(|e| panic!("apiserver restart: {e:#}"));
+    restarted("apiserver", system.plane.start_apiserver().await);
     acknowledged.extend(write_batch("after-apiserver"));
-    assert_all_stored(&system.api().await, &acknowledged).await;
-    assert_eq!(system.converged("the apiserver restart").await, 20);
+    system
+        .holds(&acknowledged, "the apiserver restart", 20)
+        .await;
 
     system.plane.stop_etcd();
     let during = drive(writes(&["during-etcd-outage".to_owned()]));
@@ -199,14 +226,9 @@ async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_con
         "etcd down must give a retriable error: {}",
         during[0]
     );
-    system
-        .plane
-        .start_etcd()
-        .await
-        .unwrap_or_else(|e| panic!("etcd restart: {e:#}"));
+    restarted("etcd", system.plane.start_etcd().await);
     acknowledged.extend(write_batch("after-etcd"));
-    assert_all_stored(&system.api().await, &acknowledged).await;
-    assert_eq!(system.converged("the etcd restart").await, 30);
+    system.holds(&acknowledged, "the etcd restart", 30).await;
 
     // PostgreSQL down: agents keep writing (the bridge reads the apiserver),
     // the controller keeps counting and catches the mirror up afterwards.
@@ -215,33 +237,36 @@ async fn restarts_of_apiserver_etcd_and_postgres_lose_nothing_and_the_mirror_con
     acknowledged.extend(write_batch("during-postgres-outage"));
     // The controller saw the outage: its mirror writes failed (metric) and
     // the handoffs written meanwhile say so (`Mirrored` False).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let errors = mirror_errors(&controller).await;
-        let unmirrored = unmirrored_handoffs(&system.api().await).await;
-        if errors > errors_before && unmirrored > 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the PostgreSQL outage was not observed: mirror errors {errors_before} → {errors}, {unmirrored} handoffs with Mirrored=False\n{}",
-            controller.log()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    tokio::task::block_in_place(|| system.postgres.restart_server())
-        .unwrap_or_else(|e| panic!("postgres restart: {e:#}"));
+    eventually(
+        "the PostgreSQL outage observed",
+        Duration::from_secs(60),
+        || async {
+            let errors = mirror_errors(&controller).await;
+            let unmirrored = unmirrored_handoffs(&system.api().await).await;
+            if errors > errors_before && unmirrored > 0 {
+                return Ok(());
+            }
+            Err(format!(
+                "mirror errors {errors_before} → {errors}, {unmirrored} handoffs with Mirrored=False\n{}",
+                controller.log()
+            ))
+        },
+    )
+    .await;
+    restarted(
+        "postgres",
+        tokio::task::block_in_place(|| system.postgres.restart_server()),
+    );
     acknowledged.extend(write_batch("after-postgres"));
-    assert_all_stored(&system.api().await, &acknowledged).await;
-    assert_eq!(system.converged("the PostgreSQL restart").await, 50);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while unmirrored_handoffs(&system.api().await).await > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "Mirrored stayed False after PostgreSQL came back"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    system
+        .holds(&acknowledged, "the PostgreSQL restart", 50)
+        .await;
+    eventually(
+        "no Mirrored=False left after PostgreSQL came back",
+        Duration::from_secs(60),
+        || async { unmirrored_handoffs(&system.api().await).await == 0 },
+    )
+    .await;
 
     assert!(
         controller.running(),
@@ -261,18 +286,26 @@ async fn mirror_errors(controller: &ControllerProcess) -> f64 {
 
 /// Handoffs whose `Mirrored` condition is False (PostgreSQL unavailable).
 async fn unmirrored_handoffs(api: &Api<Handoff>) -> usize {
+    with_status(api, |_, s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "Mirrored" && c.status == "False" && c.reason == "MirrorUnavailable"
+        })
+    })
+    .await
+}
+
+/// How many handoffs of `api` have a status of which `holds` is true
+/// (none when the list fails).
+async fn with_status(
+    api: &Api<Handoff>,
+    holds: impl Fn(&Handoff, &HandoffStatus) -> bool,
+) -> usize {
     let Ok(list) = api.list(&Default::default()).await else {
         return 0;
     };
     list.items
         .iter()
-        .filter(|h| {
-            h.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == "Mirrored" && c.status == "False" && c.reason == "MirrorUnavailable"
-                })
-            })
-        })
+        .filter(|h| h.status.as_ref().is_some_and(|s| holds(h, s)))
         .count()
 }
 
@@ -291,15 +324,22 @@ async fn write(store: &HandoffStore, key: &str, body: &str) {
 /// Writes `<prefix>-000` … `<prefix>-<keys - 1>` with the body
 /// `<key> <round>`, 8 at a time.
 async fn write_round(store: &HandoffStore, prefix: &str, keys: usize, round: &str) {
-    futures::stream::iter(0..keys)
-        .map(|i| {
-            let store = store.clone();
-            async move {
-                let key = format!("{prefix}-{i:03}");
-                write(&store, &key, &format!("{key} {round}")).await;
-            }
-        })
-        .buffer_unordered(8)
+    concurrently(store, keys, 8, |store, i| async move {
+        let key = format!("{prefix}-{i:03}");
+        write(&store, &key, &format!("{key} {round}")).await;
+    })
+    .await;
+}
+
+/// Runs `writes(store, i)` for `i` in `0..n`, `width` at a time.
+async fn concurrently<F, Fut>(store: &HandoffStore, n: usize, width: usize, writes: F)
+where
+    F: Fn(HandoffStore, usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    futures::stream::iter(0..n)
+        .map(|i| writes(store.clone(), i))
+        .buffer_unordered(width)
         .collect::<Vec<()>>()
         .await;
 }
@@ -314,20 +354,14 @@ async fn a_controller_killed_with_sigkill_mid_batch_is_replaced_and_the_mirror_c
     let writer = {
         let store = store.clone();
         tokio::spawn(async move {
-            futures::stream::iter(0..TOTAL)
-                .map(|i| {
-                    let store = store.clone();
-                    async move {
-                        let key = format!("issue-{i:04}");
-                        write(&store, &key, &format!("body {i}")).await;
-                        if i % 10 == 0 {
-                            write(&store, &key, &format!("body {i} v2")).await;
-                        }
-                    }
-                })
-                .buffer_unordered(16)
-                .collect::<Vec<()>>()
-                .await;
+            concurrently(&store, TOTAL, 16, |store, i| async move {
+                let key = format!("issue-{i:04}");
+                write(&store, &key, &format!("body {i}")).await;
+                if i % 10 == 0 {
+                    write(&store, &key, &format!("body {i} v2")).await;
+                }
+            })
+            .await;
         })
     };
     // Kill once the controller has mirrored part of the batch.
@@ -467,36 +501,26 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
     // Objects the controller's types cannot read, stored before it starts
     // (its first list contains them).
     loosen_schemas(&client).await;
-    create_raw(
-        &client,
-        "handoffs",
-        json!({
-            "apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+    for (plural, kind, spec) in [
+        (
+            "handoffs",
+            "Handoff",
+            json!({"handoffKey": "poisoned", "project": "faults", "body": 42}),
+        ),
+        (
+            "brainstormschedules",
+            "BrainstormSchedule",
+            json!({"project": ["not", "a", "string"]}),
+        ),
+        ("handoffoffers", "HandoffOffer", json!({"to": 7})),
+    ] {
+        let object = json!({
+            "apiVersion": "handoff.dev/v1alpha1", "kind": kind,
             "metadata": {"name": "poisoned", "namespace": NAMESPACE},
-            "spec": {"handoffKey": "poisoned", "project": "faults", "body": 42},
-        }),
-    )
-    .await;
-    create_raw(
-        &client,
-        "brainstormschedules",
-        json!({
-            "apiVersion": "handoff.dev/v1alpha1", "kind": "BrainstormSchedule",
-            "metadata": {"name": "poisoned", "namespace": NAMESPACE},
-            "spec": {"project": ["not", "a", "string"]},
-        }),
-    )
-    .await;
-    create_raw(
-        &client,
-        "handoffoffers",
-        json!({
-            "apiVersion": "handoff.dev/v1alpha1", "kind": "HandoffOffer",
-            "metadata": {"name": "poisoned", "namespace": NAMESPACE},
-            "spec": {"to": 7},
-        }),
-    )
-    .await;
+            "spec": spec,
+        });
+        create_raw(&client, plural, object).await;
+    }
     handoff_testkit::install_crds(&client)
         .await
         .unwrap_or_else(|e| panic!("restore the CRDs: {e:#}"));
@@ -539,8 +563,7 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
 
     let controller = system.controller("poison-test");
     let handoffs = system.api().await;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually("every loop past the poisoned objects", Duration::from_secs(60), || async {
         let counted = handoffs
             .get(&name_for_key("good"))
             .await
@@ -562,15 +585,14 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
             && scheduled.is_some()
             && superseded == Some(handoff_core::api::OfferPhase::Superseded)
         {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "a loop stalled behind a poisoned object: handoff revision {counted:?}, schedule next tick {scheduled:?}, older offer {superseded:?}\n{}",
             controller.log()
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        ))
+    })
+    .await;
     let rows = mirrored_rows(&system.db, NAMESPACE).await.expect("rows");
     assert_eq!(
         rows.keys().cloned().collect::<Vec<_>>(),
@@ -580,26 +602,27 @@ async fn poisoned_objects_are_reported_and_skipped_and_every_loop_goes_on() {
 
     // Each poisoned object is reported: an Event on it, a metric, a log line.
     let events: Api<Event> = Api::namespaced(client.clone(), NAMESPACE);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let text = loop {
-        let text = metrics_text(&controller).await;
-        let reported = ["Handoff", "BrainstormSchedule", "HandoffOffer"]
-            .iter()
-            .all(|kind| {
-                metric(
-                    &text,
-                    &format!("handoff_controller_invalid_objects_total{{kind=\"{kind}\"}}"),
-                ) == Some(1.0)
-            });
-        if reported {
-            break text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not every poisoned object was counted:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+    let text = eventually(
+        "every poisoned object counted",
+        Duration::from_secs(30),
+        || async {
+            let text = metrics_text(&controller).await;
+            let reported = ["Handoff", "BrainstormSchedule", "HandoffOffer"]
+                .iter()
+                .all(|kind| {
+                    metric(
+                        &text,
+                        &format!("handoff_controller_invalid_objects_total{{kind=\"{kind}\"}}"),
+                    ) == Some(1.0)
+                });
+            if reported {
+                Ok(text)
+            } else {
+                Err(format!("not every poisoned object was counted:\n{text}"))
+            }
+        },
+    )
+    .await;
     for kind in ["Handoff", "BrainstormSchedule", "HandoffOffer"] {
         let found = events
             .list(&ListParams::default().fields(&format!(
@@ -851,19 +874,22 @@ const STALL: Duration = Duration::from_secs(30);
 /// Handoffs of `api` whose status counts their last write (a revision,
 /// observed at the current generation, with its content hash).
 async fn counted_last_write(api: &Api<Handoff>) -> usize {
-    let Ok(list) = api.list(&Default::default()).await else {
-        return 0;
-    };
-    list.items
-        .iter()
-        .filter(|h| {
-            h.status.as_ref().is_some_and(|s| {
-                s.revision.is_some()
-                    && s.observed_generation == h.metadata.generation
-                    && s.content_hash.as_deref() == Some(h.spec.content_hash().as_str())
-            })
-        })
-        .count()
+    with_status(api, |h, s| {
+        s.revision.is_some()
+            && s.observed_generation == h.metadata.generation
+            && s.content_hash.as_deref() == Some(h.spec.content_hash().as_str())
+    })
+    .await
+}
+
+/// Asserts that `controller` runs on as the process `pid` it started as.
+fn survived_the_stall(controller: &mut ControllerProcess, pid: u32) {
+    assert!(
+        controller.running(),
+        "the controller survived the stall:\n{}",
+        controller.log()
+    );
+    assert_eq!(controller.pid(), pid, "the same controller process");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -887,7 +913,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     }
     // Every write is counted while PostgreSQL is still stalled.
     let remaining = STALL.saturating_sub(stalled_at.elapsed());
-    handoff_testkit::wait::eventually(
+    eventually(
         "every write counted during the stall",
         remaining,
         || async { (counted_last_write(&api).await == KEYS + 1).then_some(()) },
@@ -914,7 +940,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
     // (with backoff, up to a minute) writes the v2 row at the newer
     // resourceVersion.
     let db = &system.db;
-    handoff_testkit::wait::eventually(
+    eventually(
         "every row holds the last write",
         Duration::from_secs(180),
         || async {
@@ -930,12 +956,7 @@ async fn postgres_stalled_for_30_s_under_200_writes_holds_up_no_status_and_the_m
         },
     )
     .await;
-    assert!(
-        controller.running(),
-        "the controller survived the stall:\n{}",
-        controller.log()
-    );
-    assert_eq!(controller.pid(), pid, "the same controller process");
+    survived_the_stall(&mut controller, pid);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -954,17 +975,11 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .create(&PostParams::default(), &ns)
         .await
         .expect("namespace");
-    let url = system.postgres.url();
-    let mut extra = vec!["--postgres-url", &url, "--mirror-resync-interval", "10s"];
-    extra.extend(LEASE_FLAGS);
-    let mut controller = ControllerProcess::start_cluster_wide(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        system.plane.kubeconfig_path(),
-        NAMESPACE,
+    let mut controller = system.controller_with(
+        ControllerProcess::start_cluster_wide,
         "namespace-deleter",
-        &extra,
-    )
-    .unwrap_or_else(|e| panic!("controller: {e:#}"));
+        RESYNC_10S,
+    );
     let pid = controller.pid();
     let store = HandoffStore::new(client.clone(), DOOMED);
     for round in ["v1", "v2"] {
@@ -980,7 +995,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .map(|r| r.get::<_, i64>(0))
     };
-    handoff_testkit::wait::eventually(
+    eventually(
         "every handoff mirrored",
         Duration::from_secs(120),
         || async {
@@ -1011,7 +1026,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .await
         .expect("delete the leases");
     let limit = Duration::from_secs(60);
-    handoff_testkit::wait::eventually("the namespace's handoffs gone", limit, || async {
+    eventually("the namespace's handoffs gone", limit, || async {
         let left = handoffs.list(&ListParams::default()).await.ok()?;
         left.items.is_empty().then_some(())
     })
@@ -1024,7 +1039,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         .replace_subresource("finalize", DOOMED, &PostParams::default(), &terminating)
         .await
         .expect("finalize the namespace");
-    handoff_testkit::wait::eventually(
+    eventually(
         "the namespace gone",
         limit.saturating_sub(deleted_at.elapsed()),
         || async {
@@ -1040,7 +1055,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     let gone_after = deleted_at.elapsed();
     // The controller's deletes of the rows failed meanwhile; PostgreSQL
     // stays stalled for the rest of the stall.
-    handoff_testkit::wait::eventually("the row deletes failing", STALL, || async {
+    eventually("the row deletes failing", STALL, || async {
         (mirror_errors(&controller).await > errors_before).then_some(())
     })
     .await;
@@ -1052,7 +1067,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
     );
 
     // PostgreSQL back: resync deletes the orphan rows and their history.
-    handoff_testkit::wait::eventually(
+    eventually(
         "the namespace's rows and history deleted",
         Duration::from_secs(120),
         || async {
@@ -1062,12 +1077,7 @@ async fn a_namespace_deleted_while_postgres_is_stalled_is_gone_within_60_s_and_i
         },
     )
     .await;
-    assert!(
-        controller.running(),
-        "the controller survived the stall:\n{}",
-        controller.log()
-    );
-    assert_eq!(controller.pid(), pid, "the same controller process");
+    survived_the_stall(&mut controller, pid);
 }
 
 /// The status line and body of `GET path` on the controller's metrics address.
@@ -1137,26 +1147,13 @@ async fn metric_is(controller: &ControllerProcess, series: &str, value: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_wedged_by_a_stalled_postgres_fails_healthz_until_it_progresses_again() {
     let mut system = System::start().await;
-    let url = system.postgres.url();
     // One resync at the start of leadership only: the Handoff loop is the
     // one the stall catches.
-    let mut extra = vec![
-        "--postgres-url",
-        &url,
-        "--mirror-resync-interval",
-        "1h",
-        "--wedged-after",
-        "10s",
-    ];
-    extra.extend(LEASE_FLAGS);
-    let controller = ControllerProcess::start(
-        Path::new(env!("CARGO_BIN_EXE_handoff")),
-        system.plane.kubeconfig_path(),
-        NAMESPACE,
+    let controller = system.controller_with(
+        ControllerProcess::start,
         "wedged",
-        &extra,
-    )
-    .unwrap_or_else(|e| panic!("controller: {e:#}"));
+        &["--mirror-resync-interval", "1h", "--wedged-after", "10s"],
+    );
     let client = system.plane.client().await.expect("client");
     let store = HandoffStore::new(client, NAMESPACE);
     write(&store, "before-the-stall", "mirrored").await;
