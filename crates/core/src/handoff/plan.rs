@@ -240,6 +240,28 @@ mod tests {
     use crate::handoff::canonical;
     use crate::handoff::fixture::{at, spec};
     use crate::names::CONTROLLER_FIELD_MANAGER;
+    use MirrorSetting::{Off, On, Owed};
+
+    /// The mirror in a case: off, on, or on with mirror work owed for the
+    /// key (the loop's backlog holds a failed write of it).
+    #[derive(Debug, Clone, Copy)]
+    enum MirrorSetting {
+        Off,
+        On,
+        Owed,
+    }
+
+    impl MirrorSetting {
+        /// `(mirror on, mirror work owed)`, as [`needs_body`] and
+        /// [`cached_plan`] take them.
+        fn flags(self) -> (bool, bool) {
+            match self {
+                Off => (false, false),
+                On => (true, false),
+                Owed => (true, true),
+            }
+        }
+    }
 
     #[test]
     fn the_body_is_needed_to_count_or_to_mirror() {
@@ -271,73 +293,55 @@ mod tests {
             h
         };
         let cases = [
-            // (object, mirror on, owed, needs the body, why)
-            (object(1, None), true, false, true, "never counted"),
+            // (object, the mirror, needs the body, why)
+            (object(1, None), On, true, "never counted"),
             (
                 object(2, Some((1, vec![condition(true, 1)]))),
-                true,
-                false,
+                On,
                 true,
                 "the spec changed",
             ),
-            (
-                legacy,
-                true,
-                false,
-                true,
-                "a status without a hash is recounted",
-            ),
+            (legacy, On, true, "a status without a hash is recounted"),
             (
                 object(2, Some((2, vec![condition(true, 2)]))),
-                true,
-                false,
+                On,
                 false,
                 "counted and mirrored",
             ),
             (
                 object(2, Some((2, vec![condition(true, 2)]))),
-                true,
-                true,
+                Owed,
                 true,
                 "mirror work owed",
             ),
             (
                 object(2, Some((2, vec![condition(false, 2)]))),
-                true,
-                false,
+                On,
                 true,
                 "the mirror failed",
             ),
             (
                 object(2, Some((2, vec![condition(true, 1)]))),
-                true,
-                false,
+                On,
                 true,
                 "mirrored an older generation",
             ),
+            (object(2, Some((2, vec![]))), On, true, "never mirrored"),
             (
                 object(2, Some((2, vec![]))),
-                true,
-                false,
-                true,
-                "never mirrored",
-            ),
-            (
-                object(2, Some((2, vec![]))),
-                false,
-                false,
+                Off,
                 false,
                 "counted, no mirror",
             ),
             (
                 object(2, Some((2, vec![condition(true, 2)]))),
-                false,
-                false,
+                Off,
                 true,
                 "a stale condition to drop",
             ),
         ];
-        for (h, mirror, owed, want, why) in cases {
+        for (h, setting, want, why) in cases {
+            let (mirror, owed) = setting.flags();
             assert_eq!(
                 needs_body(&CachedHandoff::of(&h), mirror, owed),
                 want,
@@ -377,11 +381,12 @@ mod tests {
             (reported, false, "counted and reported"),
         ];
         for (h, want, why) in cases {
-            for (mirror, owed) in [(true, false), (true, true), (false, false)] {
+            for setting in [On, Owed, Off] {
+                let (mirror, owed) = setting.flags();
                 assert_eq!(
                     needs_body(&CachedHandoff::of(&h), mirror, owed),
                     want,
-                    "twin: {why} (mirror {mirror}, owed {owed})"
+                    "twin: {why} (mirror {setting:?})"
                 );
             }
         }
@@ -425,8 +430,29 @@ mod tests {
         h
     }
 
+    /// Both steps of the plan for a fetched `h`, at 10 with the default
+    /// budget, the row write having done `mirroring`: whether the row is to
+    /// be written, and the plan.
+    fn planned(h: &Handoff, mirror: bool, mirroring: &Mirroring) -> (bool, Plan) {
+        let budget = Budget::default_budget();
+        let observed = Observed {
+            handoff: h,
+            canonical: canonical(h),
+            budget: &budget,
+            mirror,
+            now: at(10),
+        };
+        let counted = counting(&observed);
+        (counted.write_row, plan(&observed, counted, mirroring))
+    }
+
+    /// The condition of type `type_` in `status`, if any.
+    fn condition<'a>(status: &'a HandoffStatus, type_: &str) -> Option<&'a Condition> {
+        status.conditions.iter().find(|c| c.type_ == type_)
+    }
+
     /// What a plan does, in short.
-    #[derive(Debug, PartialEq)]
+    #[derive(Debug, Default, PartialEq)]
     struct Seen {
         /// The row is written.
         row: bool,
@@ -437,41 +463,53 @@ mod tests {
         labels: bool,
         history: bool,
         retry: bool,
-        /// The `KeyBound` status written, and the Warning Event.
-        unbound: (Option<String>, bool),
+        /// The `KeyBound` status written.
+        key_bound: Option<String>,
+        /// The `NameNotDerivedFromKey` Warning Event.
+        warned: bool,
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn seen(
-        row: bool,
-        status: Option<(i64, Option<&str>)>,
-        superseded: bool,
-        counted: bool,
-        labels: bool,
-        history: bool,
-        retry: bool,
-    ) -> Seen {
-        Seen {
-            row,
-            status: status.map(|(r, m)| (Some(r), m.map(str::to_owned))),
-            superseded,
-            counted,
-            labels,
-            history,
-            retry,
-            unbound: (None, false),
+    /// One thing a plan does, for a table row to list (`seen`).
+    enum Effect {
+        Row,
+        /// A status patch of this revision, with this `Mirrored` status
+        /// (`None`: no such condition).
+        Status(i64, Option<&'static str>),
+        Superseded,
+        Counted,
+        Labels,
+        History,
+        Retry,
+        /// The status carries `KeyBound` False: the object's name is not
+        /// derived from its key.
+        Unbound,
+        Warned,
+    }
+
+    /// What a plan that does `effects`, and nothing else, does.
+    fn seen(effects: &[Effect]) -> Seen {
+        let mut seen = Seen::default();
+        for effect in effects {
+            match effect {
+                Effect::Row => seen.row = true,
+                Effect::Status(revision, mirrored) => {
+                    seen.status = Some((Some(*revision), mirrored.map(str::to_owned)));
+                }
+                Effect::Superseded => seen.superseded = true,
+                Effect::Counted => seen.counted = true,
+                Effect::Labels => seen.labels = true,
+                Effect::History => seen.history = true,
+                Effect::Retry => seen.retry = true,
+                Effect::Unbound => seen.key_bound = Some("False".into()),
+                Effect::Warned => seen.warned = true,
+            }
         }
-    }
-
-    /// `seen` for an object whose name is not derived from its key: its
-    /// status carries `KeyBound` False; `warned`: the Warning Event.
-    fn unbound(mut seen: Seen, warned: bool) -> Seen {
-        seen.unbound = (Some("False".into()), warned);
         seen
     }
 
     #[test]
     fn every_transition_of_the_handoff_loop_is_planned() {
+        use Effect::{Counted, History, Labels, Retry, Row, Status, Superseded, Unbound, Warned};
         let ok = |revision| Mirroring::Written {
             revision,
             history: true,
@@ -512,232 +550,146 @@ mod tests {
             h.metadata.generation = Some(2);
             h
         };
-        let budget = Budget::default_budget();
-        // (why, object, mirror on, mirror work owed for the key, the row
-        // write's outcome, what the plan does)
+        let mirrored = |revision| Status(revision, Some("True"));
+        let not_mirrored = |revision| Status(revision, Some("False"));
+        let status = |revision| Status(revision, None);
+        // (why, object, the mirror, the row write's outcome, what the plan
+        // does)
         let cases = [
             (
                 "new: revision 1, the row written, its history, no Event",
                 stored("b", 1),
-                true,
-                false,
+                On,
                 ok(1),
-                seen(
-                    true,
-                    Some((1, Some("True"))),
-                    false,
-                    true,
-                    false,
-                    true,
-                    false,
-                ),
+                seen(&[Row, mirrored(1), Counted, History]),
             ),
             (
                 "counted and mirrored: nothing",
                 settled.clone(),
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                seen(false, None, false, false, false, false, false),
+                seen(&[]),
             ),
             (
                 "relabel: only the labels",
                 unlabelled,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                seen(false, None, false, false, true, false, false),
+                seen(&[Labels]),
             ),
             (
                 "mirror pending (owed): the row and history again, the status as it is",
                 settled.clone(),
-                true,
-                true,
+                Owed,
                 ok(1),
-                seen(true, None, false, false, false, true, false),
+                seen(&[Row, History]),
             ),
             (
                 "mirror failed: counted, Mirrored False, retried, no history",
                 stored("b", 1),
-                true,
-                false,
+                On,
                 down.clone(),
-                seen(
-                    true,
-                    Some((1, Some("False"))),
-                    false,
-                    true,
-                    false,
-                    false,
-                    true,
-                ),
+                seen(&[Row, not_mirrored(1), Counted, Retry]),
             ),
             (
                 "mirror failed again: the same status, retried",
                 counted_as(stored("b", 1), "b", 1, Some(false)),
-                true,
-                false,
+                On,
                 Mirroring::Failed("down".into()),
-                seen(true, None, false, false, false, false, true),
+                seen(&[Row, Retry]),
             ),
             (
                 "mirror caught up: the earlier failure is not carried forward",
                 counted_as(stored("b", 1), "b", 1, Some(false)),
-                true,
-                false,
+                On,
                 ok(1),
-                seen(
-                    true,
-                    Some((1, Some("True"))),
-                    false,
-                    false,
-                    false,
-                    true,
-                    false,
-                ),
+                seen(&[Row, mirrored(1), History]),
             ),
             (
                 "new content: revision 2, Superseded, the row and history",
                 counted_as(stored("c", 2), "b", 1, Some(true)),
-                true,
-                false,
+                On,
                 ok(2),
-                seen(
-                    true,
-                    Some((2, Some("True"))),
-                    true,
-                    true,
-                    false,
-                    true,
-                    false,
-                ),
+                seen(&[Row, mirrored(2), Superseded, Counted, History]),
             ),
             (
                 "stale row (same content, a newer generation): rewritten, no revision",
                 counted_as(stored("b", 2), "b", 1, Some(true)),
-                true,
-                false,
+                On,
                 ok(1),
-                seen(
-                    true,
-                    Some((1, Some("True"))),
-                    false,
-                    false,
-                    false,
-                    true,
-                    false,
-                ),
+                seen(&[Row, mirrored(1), History]),
             ),
             (
                 "mirror off: a condition left by an earlier run goes",
                 settled.clone(),
-                false,
-                false,
+                Off,
                 Mirroring::Skipped,
-                seen(false, Some((1, None)), false, false, false, false, false),
+                seen(&[status(1)]),
             ),
             (
                 "delete (terminating): nothing, the delete event removes the row",
                 terminating,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                seen(false, None, false, false, false, false, false),
+                seen(&[]),
             ),
             (
                 "a twin: counted, KeyBound False and a Warning, never mirrored",
                 twin,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                unbound(
-                    seen(false, Some((1, None)), false, true, false, false, false),
-                    true,
-                ),
+                seen(&[status(1), Counted, Unbound, Warned]),
             ),
             (
                 "a squat: the same",
                 squat,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                unbound(
-                    seen(false, Some((1, None)), false, true, false, false, false),
-                    true,
-                ),
+                seen(&[status(1), Counted, Unbound, Warned]),
             ),
             (
                 "a twin mirrored before: its Mirrored condition goes, reported",
                 twin_mirrored,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                unbound(
-                    seen(false, Some((1, None)), false, false, false, false, false),
-                    true,
-                ),
+                seen(&[status(1), Unbound, Warned]),
             ),
             (
                 "a reported twin: nothing (not even with mirror work owed for its key)",
                 twin_reported,
-                true,
-                true,
+                Owed,
                 Mirroring::Skipped,
-                seen(false, None, false, false, false, false, false),
+                seen(&[]),
             ),
             (
                 "a reported twin's new content: counted, no Superseded, no second Warning",
                 twin_changed,
-                true,
-                false,
+                On,
                 Mirroring::Skipped,
-                unbound(
-                    seen(false, Some((2, None)), false, true, false, false, false),
-                    false,
-                ),
+                seen(&[status(2), Counted, Unbound]),
             ),
         ];
-        for (why, h, mirror, owed, outcome, want) in cases {
+        for (why, h, setting, outcome, want) in cases {
+            let (mirror, owed) = setting.flags();
             let (row, plan) = match cached_plan(&CachedHandoff::of(&h), mirror, owed) {
                 Some(plan) => (false, plan),
-                None => {
-                    let observed = Observed {
-                        handoff: &h,
-                        canonical: canonical(&h),
-                        budget: &budget,
-                        mirror,
-                        now: at(10),
-                    };
-                    let counted = counting(&observed);
-                    (counted.write_row, plan(&observed, counted, &outcome))
-                }
+                None => planned(&h, mirror, &outcome),
             };
-            let mirrored = |status: &HandoffStatus| {
-                status
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == MIRRORED)
-                    .map(|c| c.status.clone())
-            };
-            let key_bound = |status: &HandoffStatus| {
-                status
-                    .conditions
-                    .iter()
-                    .find(|c| c.type_ == KEY_BOUND)
-                    .map(|c| c.status.clone())
-            };
+            let status_of =
+                |status: &HandoffStatus, type_| condition(status, type_).map(|c| c.status.clone());
             let got = Seen {
                 row,
-                status: plan.status.as_ref().map(|s| (s.revision, mirrored(s))),
+                status: plan
+                    .status
+                    .as_ref()
+                    .map(|s| (s.revision, status_of(s, MIRRORED))),
                 superseded: plan.superseded.is_some(),
                 counted: plan.counted,
                 labels: plan.labels.is_some(),
                 history: plan.history,
                 retry: plan.retry,
-                unbound: (
-                    plan.status.as_ref().and_then(key_bound),
-                    plan.unbound.is_some(),
-                ),
+                key_bound: plan.status.as_ref().and_then(|s| status_of(s, KEY_BOUND)),
+                warned: plan.unbound.is_some(),
             };
             assert_eq!(got, want, "{why}");
         }
@@ -772,15 +724,7 @@ mod tests {
         for (fields, dated) in cases {
             let mut h = counted_as(stored("c", 2), "b", 1, Some(true));
             h.metadata.managed_fields = Some(fields).filter(|f| !f.is_empty());
-            let budget = Budget::default_budget();
-            let observed = Observed {
-                handoff: &h,
-                canonical: canonical(&h),
-                budget: &budget,
-                mirror: false,
-                now: at(10),
-            };
-            let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+            let (_, plan) = planned(&h, false, &Mirroring::Skipped);
             assert_eq!(
                 plan.superseded.as_deref(),
                 Some("Handoff \"k\": revision 1 superseded by revision 2 (written by alice)")
@@ -796,21 +740,9 @@ mod tests {
         let mut h = stored("b", 1);
         h.metadata.name = Some("my-handoff".into());
         let expected = name_for_key("k");
-        let budget = Budget::default_budget();
-        let observed = Observed {
-            handoff: &h,
-            canonical: canonical(&h),
-            budget: &budget,
-            mirror: true,
-            now: at(10),
-        };
-        let plan = plan(&observed, counting(&observed), &Mirroring::Skipped);
+        let (_, plan) = planned(&h, true, &Mirroring::Skipped);
         let status = plan.status.expect("a status patch");
-        let condition = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == KEY_BOUND)
-            .expect("KeyBound");
+        let condition = condition(&status, KEY_BOUND).expect("KeyBound");
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
             ("False", "NameNotDerivedFromKey")
@@ -840,22 +772,10 @@ mod tests {
     #[test]
     fn a_failed_row_write_says_why_in_the_condition() {
         let h = stored("b", 1);
-        let budget = Budget::default_budget();
-        let observed = Observed {
-            handoff: &h,
-            canonical: canonical(&h),
-            budget: &budget,
-            mirror: true,
-            now: at(10),
-        };
         let failed = Mirroring::Failed("PostgreSQL unavailable".into());
-        let plan = plan(&observed, counting(&observed), &failed);
+        let (_, plan) = planned(&h, true, &failed);
         let status = plan.status.expect("a status patch");
-        let condition = status
-            .conditions
-            .iter()
-            .find(|c| c.type_ == MIRRORED)
-            .expect("Mirrored");
+        let condition = condition(&status, MIRRORED).expect("Mirrored");
         assert_eq!(
             (condition.status.as_str(), condition.reason.as_str()),
             ("False", "MirrorUnavailable")
