@@ -1,5 +1,5 @@
 //! The resync plan (pure; the loop that runs it is
-//! `controller::resync`): the mirror is compared with the apiserver at the start of each
+//! `controller::mirror_resync`): the mirror is compared with the apiserver at the start of each
 //! leadership and every `--mirror-resync-interval`, and repaired — a CR
 //! without a row gets one, a row without a CR is deleted, a stale row
 //! (older revision, or another incarnation of the key) is rewritten. This
