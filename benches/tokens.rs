@@ -20,7 +20,7 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use handoff::hook::{Stored, capped_context, context_limit, session_context};
+use handoff::hook::{Stored, capped_context, session_context};
 use handoff_bridge::tools::get::{self, GetResult};
 use handoff_bridge::tools::{HandoffFacts, HandoffView};
 use handoff_core::goals::preamble;
@@ -294,7 +294,7 @@ fn session_start_table() {
             revision: Some(7),
         };
         let context = match agent {
-            Some(agent) => capped_context(&h, context_limit(agent)),
+            Some(agent) => capped_context(&h, agent.context_limit()),
             None => session_context(&h),
         };
         println!(

@@ -4,7 +4,7 @@
 //! its own).
 
 use handoff_core::goals;
-use handoff_transcript::{AgentKind, ContextLimit};
+use handoff_transcript::ContextLimit;
 
 use super::Stored;
 
@@ -17,12 +17,6 @@ pub fn session_context(h: &Stored) -> String {
         updated: h.updated_at.as_deref(),
         body: &h.body,
     })
-}
-
-/// What `agent` keeps of `additionalContext` (its row of the transcript
-/// formats' registry). `None`: no known limit.
-pub fn context_limit(agent: AgentKind) -> Option<ContextLimit> {
-    agent.context_limit()
 }
 
 /// Pure: the longest head of `body` of at most `budget` in `limit`'s unit,

@@ -68,8 +68,7 @@ use handoff_transcript::{AgentKind, Budget, read_file_tail, writes};
 use link::Link;
 use write::write_rescue;
 
-pub use context::{capped_context, context_limit, session_context};
-pub use handoff_transcript::ContextLimit;
+pub use context::{capped_context, session_context};
 pub use write::{Plan, get, plan, run_rescue};
 
 /// The key variable (the contract's).
@@ -350,7 +349,7 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
         return Ok(existing.map(|h| {
             Said::Output(json!({"hookSpecificOutput": {
                 "hookEventName": "SessionStart",
-                "additionalContext": capped_context(&h, context_limit(args.agent)),
+                "additionalContext": capped_context(&h, args.agent.context_limit()),
             }}))
         }));
     }
@@ -434,6 +433,7 @@ fn occasion(event: Event, payload: &Payload) -> String {
 
 #[cfg(test)]
 mod tests {
+    use handoff_transcript::ContextLimit;
     use jiff::Timestamp;
 
     use super::*;
@@ -599,18 +599,6 @@ mod tests {
         ];
         for (agent, event, want) in cases {
             assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
-        }
-    }
-
-    #[test]
-    fn each_agent_has_its_own_context_limit() {
-        let cases = [
-            (AgentKind::Claude, Some(ContextLimit::Utf16(10_000))),
-            (AgentKind::Codex, Some(ContextLimit::Bytes(10_000))),
-            (AgentKind::Grok, None),
-        ];
-        for (agent, want) in cases {
-            assert_eq!(context_limit(agent), want, "{agent:?}");
         }
     }
 
