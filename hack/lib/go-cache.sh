@@ -1,4 +1,4 @@
-# Sourced by hack/envtest/build.sh and hack/e2e/build.sh: binaries built
+# Sourced by hack/envtest/build.sh, hack/e2e/build.sh and hack/tools/build.sh: binaries built
 # from Go modules once per version into a cache directory. Each script sets
 # `tag` (its log prefix) before sourcing this.
 
