@@ -41,6 +41,10 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
     dist::import(&dist);
     let helm = dist::tool("helm");
 
+    eprintln!(
+        "release tier: {} built and imported; kubectl apply -f install.yaml",
+        dist.version
+    );
     let manifest = dist.file("install.yaml");
     let manifest = manifest.to_string_lossy();
     must(
@@ -67,6 +71,7 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
         kubectl(&["delete", "-f", &manifest, "--wait", "--timeout=180s"]),
         "kubectl delete -f install.yaml",
     );
+    eprintln!("release tier: helm install");
 
     must(
         helm_run(
@@ -105,6 +110,7 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
         lost.is_empty(),
         "handoffs lost during the upgrade: {lost:#?}"
     );
+    eprintln!("release tier: helm uninstall");
 
     must(
         helm_run(
@@ -223,6 +229,10 @@ async fn upgrade_under_load(helm: &Path, dist: &Dist) -> Tally {
         vec![bridge_writer().await],
     );
     writes_go_on(&load, "before the upgrade").await;
+    eprintln!(
+        "release tier: helm upgrade to {REPOSITORY}:{NEXT_TAG} while {} writers write",
+        API_WRITERS + 1
+    );
     must(
         helm_run(
             helm,
