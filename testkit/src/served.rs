@@ -148,7 +148,7 @@ impl WebhookProcess {
     /// `clientConfig.url`, this CA as `caBundle` (cert-manager's and
     /// cainjector's part on a plane without them).
     pub fn point(&self, configuration: &mut serde_json::Value) -> anyhow::Result<()> {
-        handoff_webhook::registration::point_at(configuration, self.url(), self.ca_pem())
+        handoff_webhook::registration::point_at(configuration, self.url(), Some(self.ca_pem()))
     }
 
     /// Rotates the certificate in place, as cert-manager renews the mounted
