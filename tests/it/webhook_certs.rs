@@ -104,8 +104,9 @@ fn der_of(pem: &str) -> Vec<u8> {
 }
 
 /// Creates honest handoffs until one is admitted (the webhook issues its
-/// certificate and injects its CA first); returns the writes made.
+/// certificate and injects its CA first).
 async fn until_admitted(handoffs: &Api<Handoff>, ns: &str, log: impl Fn() -> String) {
+    let log = &log;
     let mut attempt = 0;
     eventually(
         "an honest write admitted by the self-managed webhook",
@@ -182,17 +183,18 @@ async fn a_fresh_self_managed_install_serves_admits_honest_writes_and_refuses_a_
 }
 
 /// Lifetimes short enough to see, within seconds, leaf renewals and a CA
-/// rotation: the CA lives 16 s and starts rotating 9 s before it expires,
-/// the leaf lives 6 s and is renewed 3 s before.
+/// rotation: the CA lives 20 s and starts rotating 8 s before it expires
+/// (so the old CA, kept until it expires, is retired before the next
+/// rotation starts), the leaf lives 6 s and is renewed 3 s before.
 const SHORT: [&str; 8] = [
     "--cert-validity",
     "6s",
     "--cert-renew-before",
     "3s",
     "--ca-validity",
-    "16s",
+    "20s",
     "--ca-renew-before",
-    "9s",
+    "8s",
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -242,7 +244,8 @@ async fn a_forced_rotation_of_the_leaf_and_the_ca_refuses_no_write() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "no CA rotation within 90 s: {leaves} leaves, {bundles_of_two} two-CA bundles seen\n{}",
+            "no CA rotation within 90 s: {leaves} leaves, {bundles_of_two} two-CA bundles seen, {} of {writes} writes refused\n{}",
+            refused.len(),
             webhook.log()
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

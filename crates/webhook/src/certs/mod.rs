@@ -73,13 +73,22 @@ impl Manager {
         }
     }
 
-    /// Plans and takes steps until there is nothing to change (or
-    /// [`MAX_STEPS`]), then serves what the Secret holds.
+    /// Brings the Secret and the caBundle up to date, then serves what the
+    /// Secret holds (also when a step failed: a Secret that cannot be
+    /// written may still hold a certificate the apiserver trusts).
     async fn sync(&self) -> anyhow::Result<()> {
         let mut stored = self.secrets.get_opt(&self.settings.secret).await?;
+        let converged = self.converge(&mut stored).await;
+        let served = self.serve(&data_of(stored.as_ref()));
+        converged.and(served)
+    }
+
+    /// Plans and takes steps until there is nothing to change (or
+    /// [`MAX_STEPS`]); `stored` follows what was written or re-read.
+    async fn converge(&self, stored: &mut Option<Secret>) -> anyhow::Result<()> {
         for _ in 0..MAX_STEPS {
             let data = data_of(stored.as_ref());
-            let facts = match &stored {
+            let facts = match stored {
                 None => Facts::Missing,
                 Some(_) => pki::facts(&data, &self.settings.names),
             };
@@ -88,7 +97,7 @@ impl Manager {
             let now = Timestamp::now();
             let action = plan(&self.settings.policy, &facts, injected, now);
             if action == Action::Serve {
-                break;
+                return Ok(());
             }
             tracing::info!(secret = %self.settings.secret, ?action, "webhook certificate");
             if action == Action::Inject {
@@ -103,9 +112,9 @@ impl Manager {
                 now,
             )?
             else {
-                break;
+                return Ok(());
             };
-            stored = match self.write(stored, next).await {
+            *stored = match self.write(stored.clone(), next).await {
                 Ok(written) => Some(written),
                 Err(kube::Error::Api(status)) if status.code == 409 => {
                     tracing::info!(
@@ -117,7 +126,7 @@ impl Manager {
                 Err(err) => return Err(err.into()),
             };
         }
-        self.serve(&data_of(stored.as_ref()))
+        Ok(())
     }
 
     /// Serves the Secret's pair when it changed.
