@@ -328,16 +328,15 @@ async fn start_webhook(
     write_private(&key_path, &tls.key)?;
     write_private(&cert_path, &tls.cert)?;
     let cert = handoff_kube::tls::ReloadingCert::load(&cert_path, &key_path)?;
-    let acceptor = handoff_kube::tls::acceptor(cert)?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("https://{}/validate", listener.local_addr()?);
     tokio::spawn(async move {
-        if let Err(err) = handoff_webhook::serve(listener, acceptor, shutdown).await {
+        if let Err(err) = handoff_webhook::serve(listener, cert.served(), shutdown).await {
             eprintln!("handoff dev: the admission webhook stopped: {err}");
         }
     });
     let mut configuration = handoff_webhook::registration::configuration()?;
-    handoff_webhook::registration::point_at(&mut configuration, &url, &tls.ca_cert)?;
+    handoff_webhook::registration::point_at(&mut configuration, &url, Some(&tls.ca_cert))?;
     let configuration: ValidatingWebhookConfiguration = serde_json::from_value(configuration)?;
     let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     api.patch(

@@ -130,12 +130,7 @@ impl WebhookProcess {
 
     /// `127.0.0.1:<port>`.
     pub fn addr(&self) -> String {
-        self.url()
-            .trim_start_matches("https://")
-            .split('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned()
+        host_port(self.url())
     }
 
     /// The CA that signed the certificate served now.
@@ -148,7 +143,7 @@ impl WebhookProcess {
     /// `clientConfig.url`, this CA as `caBundle` (cert-manager's and
     /// cainjector's part on a plane without them).
     pub fn point(&self, configuration: &mut serde_json::Value) -> anyhow::Result<()> {
-        handoff_webhook::registration::point_at(configuration, self.url(), self.ca_pem())
+        handoff_webhook::registration::point_at(configuration, self.url(), Some(self.ca_pem()))
     }
 
     /// Rotates the certificate in place, as cert-manager renews the mounted
@@ -172,6 +167,63 @@ fn write_pair(dir: &Path, tls: &ServerTls) -> anyhow::Result<()> {
     std::fs::write(dir.join("tls.key"), &tls.key)?;
     std::fs::write(dir.join("tls.crt"), &tls.cert)?;
     Ok(())
+}
+
+/// A running `handoff webhook` managing its own certificate (the default
+/// of config/default): Secret `handoff-webhook-tls` in `namespace`, the CA
+/// injected into ValidatingWebhookConfiguration `configuration`, the
+/// certificate also naming `127.0.0.1`; the Secret and the configuration
+/// read every 200 ms. Killed on drop.
+pub struct ManagedWebhookProcess(Served);
+
+impl ManagedWebhookProcess {
+    /// Starts `binary webhook --listen 127.0.0.1:0` in self-managed mode
+    /// with `kubeconfig` as its identity, and `extra` flags (e.g. short
+    /// lifetimes), and waits for its URL. It serves once it has a
+    /// certificate.
+    pub fn start(
+        binary: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        configuration: &str,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command
+            .args(["webhook", "--listen", "127.0.0.1:0"])
+            .args(["--namespace", namespace])
+            .args(["--webhook-configuration", configuration])
+            .args(["--extra-san", "127.0.0.1", "--cert-sync-interval", "200ms"])
+            .args(extra)
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("POD_NAMESPACE")
+            .env("RUST_LOG", "info");
+        Served::start("handoff webhook", command, webhook_url).map(Self)
+    }
+
+    /// `https://127.0.0.1:<port>/validate`.
+    pub fn url(&self) -> &str {
+        &self.0.address
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> String {
+        host_port(self.url())
+    }
+
+    /// Everything the webhook logged so far.
+    pub fn log(&self) -> String {
+        self.0.log()
+    }
+}
+
+/// `host:port` of an `https://host:port/path` URL.
+fn host_port(url: &str) -> String {
+    url.trim_start_matches("https://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// A running `handoff mcp --listen` on a free loopback port; killed on drop.

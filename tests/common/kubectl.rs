@@ -77,8 +77,9 @@ pub(crate) fn get_json(env: &TestEnv, args: &[&str]) -> serde_json::Value {
 }
 
 /// Stand-ins for cert-manager's CRDs (`tests/fixtures/cert-manager/`), so
-/// `config/default`'s Issuers and Certificates apply where no cert-manager
-/// runs (nothing acts on them), waited for until established.
+/// `config/overlays/cert-manager`'s Issuers and Certificates apply (a
+/// server-side dry run) where no cert-manager runs (nothing acts on them),
+/// waited for until established.
 pub(crate) fn apply_cert_manager_stand_ins(env: &TestEnv) {
     apply(
         env,

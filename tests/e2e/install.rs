@@ -1,11 +1,11 @@
 //! Install: `config/default` with the PostgreSQL overlay, applied as built
 //! (`kubectl kustomize config/overlays/postgres`) with only what an
 //! operator fills in changed ([`as_installed`]): the image (the local one,
-//! never pulled), the webhook's `caBundle` (cert-manager's cainjector's
-//! part; its Secret is made here from a CA of our own, as docs/install.md
-//! says to without cert-manager), the PostgreSQL Secret and CA ConfigMap,
-//! and — so the liveness scenario takes seconds, not minutes — the
-//! controller's `--wedged-after` and its liveness probe's period. The
+//! never pulled), the PostgreSQL Secret and CA ConfigMap, and — so the
+//! liveness scenario takes seconds, not minutes — the controller's
+//! `--wedged-after` and its liveness probe's period. No cert-manager and
+//! no certificate made here: the webhook's pods issue theirs into Secret
+//! handoff-webhook-tls and inject its CA into the caBundle. The
 //! Deployments must then become available under the namespace's
 //! `restricted` Pod Security Standard, with their probes passing.
 
@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use crate::common;
 use crate::harness::{SYSTEM, e2e, kubectl, kubectl_stdin, must};
 use crate::images::HANDOFF;
 use handoff_testkit::wait::eventually;
@@ -30,35 +29,21 @@ pub(crate) const WEDGED_AFTER: &str = "8s";
 pub(crate) struct Rewrites<'a> {
     /// The image every Deployment runs.
     pub(crate) image: &'a str,
-    /// The webhook's serving CA (PEM) for the configuration's caBundle.
-    pub(crate) webhook_ca: &'a str,
     /// The controller's `--wedged-after`.
     pub(crate) wedged_after: &'a str,
 }
 
 /// Pure: `objects` (a kustomize build) as the e2e cluster installs them.
 pub(crate) fn as_installed(mut objects: Vec<Value>, rewrites: &Rewrites<'_>) -> Vec<Value> {
-    use base64::Engine as _;
-    for object in &mut objects {
-        match object["kind"].as_str() {
-            Some("Deployment") => {
-                let controller = object["metadata"]["name"] == "handoff-controller";
-                let containers = object["spec"]["template"]["spec"]["containers"].as_array_mut();
-                for container in containers.into_iter().flatten() {
-                    container["image"] = json!(rewrites.image);
-                    container["imagePullPolicy"] = json!("Never");
-                    if controller {
-                        shorten_liveness(container, rewrites.wedged_after);
-                    }
-                }
+    for object in objects.iter_mut().filter(|o| o["kind"] == "Deployment") {
+        let controller = object["metadata"]["name"] == "handoff-controller";
+        let containers = object["spec"]["template"]["spec"]["containers"].as_array_mut();
+        for container in containers.into_iter().flatten() {
+            container["image"] = json!(rewrites.image);
+            container["imagePullPolicy"] = json!("Never");
+            if controller {
+                shorten_liveness(container, rewrites.wedged_after);
             }
-            Some("ValidatingWebhookConfiguration") => {
-                let bundle = base64::engine::general_purpose::STANDARD.encode(rewrites.webhook_ca);
-                for hook in object["webhooks"].as_array_mut().into_iter().flatten() {
-                    hook["clientConfig"]["caBundle"] = json!(bundle);
-                }
-            }
-            _ => {}
         }
     }
     objects
@@ -99,31 +84,22 @@ fn install() {
         ]),
         "apply the namespace",
     );
-    common::kubectl::apply_cert_manager_stand_ins(&e2e.env);
-    let tls = ServerTls::generate(
-        "handoff-e2e-webhook-ca",
-        &[
-            "handoff-webhook.handoff-system.svc",
-            "handoff-webhook.handoff-system.svc.cluster.local",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("the webhook's certificate: {e:#}"));
+    // The overlay mounts a CA bundle; the e2e database speaks plain TCP
+    // on the pod network (sslmode=disable), so any CA does.
+    let postgres_ca = ServerTls::generate("handoff-e2e-postgres-ca", &["postgres"])
+        .unwrap_or_else(|e| panic!("a CA for the PostgreSQL CA ConfigMap: {e:#}"))
+        .ca_cert;
     let secrets = json!({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-         "metadata": {"name": "handoff-webhook-tls", "namespace": SYSTEM},
-         "stringData": {"tls.crt": tls.cert, "tls.key": tls.key, "ca.crt": tls.ca_cert}},
         {"apiVersion": "v1", "kind": "Secret",
          "metadata": {"name": "handoff-postgres", "namespace": SYSTEM},
          "stringData": {"dsn": e2e.postgres_url_for_pods}},
-        // The overlay mounts a CA bundle; the e2e database speaks plain TCP
-        // on the pod network (sslmode=disable), so any CA does.
         {"apiVersion": "v1", "kind": "ConfigMap",
          "metadata": {"name": "handoff-postgres-ca", "namespace": SYSTEM},
-         "data": {"ca.crt": tls.ca_cert}},
+         "data": {"ca.crt": postgres_ca}},
     ]});
     must(
         kubectl_stdin(&["apply", "--server-side", "-f", "-"], &secrets.to_string()),
-        "the webhook's Secret, the DSN Secret and the CA ConfigMap",
+        "the DSN Secret and the CA ConfigMap",
     );
     let built = must(
         kubectl(&["kustomize", "config/overlays/postgres"]),
@@ -135,7 +111,6 @@ fn install() {
         objects,
         &Rewrites {
             image: HANDOFF,
-            webhook_ca: &tls.ca_cert,
             wedged_after: WEDGED_AFTER,
         },
     );
@@ -252,6 +227,36 @@ async fn config_default_runs_as_pods_under_the_restricted_standard_with_its_prob
             }
         }
     }
+    // The webhook's pods made their certificate and injected its CA, with no
+    // cert-manager and nothing made by this suite.
+    let secret = must(
+        kubectl(&[
+            "-n",
+            SYSTEM,
+            "get",
+            "secret",
+            "handoff-webhook-tls",
+            "-o",
+            "json",
+        ]),
+        "the webhook's self-managed Secret",
+    );
+    let secret: Value = serde_json::from_str(&secret).expect("a Secret as JSON");
+    let configuration = must(
+        kubectl(&[
+            "get",
+            "validatingwebhookconfiguration",
+            "handoff-webhook",
+            "-o",
+            "json",
+        ]),
+        "the webhook's configuration",
+    );
+    let configuration: Value = serde_json::from_str(&configuration).expect("JSON");
+    assert_eq!(
+        configuration["webhooks"][0]["clientConfig"]["caBundle"], secret["data"]["ca.crt"],
+        "the Secret's CA is the caBundle"
+    );
     // The image's user, as the kubelet ran it (the restricted standard
     // needs non-root; the Dockerfile says 65532).
     let pod = pods_of("handoff-bridge")
@@ -284,7 +289,6 @@ fn the_installation_changes_only_what_an_operator_fills_in() {
         objects.clone(),
         &Rewrites {
             image: "localhost/h:e2e",
-            webhook_ca: "PEM",
             wedged_after: "8s",
         },
     );
@@ -303,6 +307,6 @@ fn the_installation_changes_only_what_an_operator_fills_in() {
         bridge["livenessProbe"]["periodSeconds"], 20,
         "only the controller's is shortened"
     );
-    assert_eq!(out[2]["webhooks"][0]["clientConfig"]["caBundle"], "UEVN");
+    assert_eq!(out[2], objects[2], "the webhook injects its own caBundle");
     assert_eq!(out[3], objects[3]);
 }

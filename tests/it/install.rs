@@ -1,8 +1,9 @@
 //! The GitOps install (`config/`), against the real apiserver with the real
-//! kubectl: kustomize builds (default, the postgres and bridge-tls overlays,
-//! prometheus), a
-//! server-side dry run and then a real apply of `config/default`, the RBAC
-//! matrix of every identity (`kubectl auth can-i --as
+//! kubectl: kustomize builds (default, the postgres, bridge-tls and
+//! cert-manager overlays, prometheus), a server-side dry run of
+//! `config/default` on a plane without cert-manager and then a real apply
+//! (its webhook managing its own certificate), the RBAC matrix of every
+//! identity (`kubectl auth can-i --as
 //! system:serviceaccount:…`), the admission policy (forged and honest
 //! `spec.createdBy`, the project label, the bridge's writes), the bridge and
 //! the controller's loops running with nothing but their own ServiceAccounts'
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::wait::eventually;
-use handoff_testkit::{TestEnv, WebhookProcess};
+use handoff_testkit::{ManagedWebhookProcess, TestEnv};
 use kube::api::Api;
 use serde_json::{Value, json};
 
@@ -54,28 +55,35 @@ fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
 }
 
 /// The installation's admission webhook: `handoff webhook` as a process on
-/// loopback, serving a certificate from a CA of its own. The test plane
-/// has no cert-manager: this plays its part (and cainjector's, in
-/// [`default_as_installed`]). Against an existing cluster
-/// (`USE_EXISTING_CLUSTER=true`) config/default is applied as built, and
-/// that cluster must run cert-manager.
-fn webhook() -> &'static WebhookProcess {
-    static WEBHOOK: OnceLock<WebhookProcess> = OnceLock::new();
+/// loopback in config/default's mode, managing its own certificate (Secret
+/// handoff-webhook-tls in handoff-system, the CA injected into the
+/// configuration handoff-webhook), as the Deployment's pods do; only the
+/// URL differs, since the plane's apiserver cannot reach a Service. Against
+/// an existing cluster (`USE_EXISTING_CLUSTER=true`) config/default is
+/// applied as built and its own pods do this.
+fn webhook(env: &TestEnv) -> &'static ManagedWebhookProcess {
+    static WEBHOOK: OnceLock<ManagedWebhookProcess> = OnceLock::new();
     WEBHOOK.get_or_init(|| {
-        WebhookProcess::start(Path::new(env!("CARGO_BIN_EXE_handoff")))
-            .unwrap_or_else(|e| panic!("the admission webhook could not start: {e:#}"))
+        ManagedWebhookProcess::start(
+            Path::new(env!("CARGO_BIN_EXE_handoff")),
+            env.kubeconfig_path(),
+            NS,
+            "handoff-webhook",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("the admission webhook could not start: {e:#}"))
     })
 }
 
 /// `config/default` as this plane installs it (a `v1` List for `kubectl
 /// apply -f -`): the kustomize build with its ValidatingWebhookConfiguration
-/// pointed at [`webhook`] (`clientConfig.url`, the CA as `caBundle`), the
-/// rewrite controller-runtime's envtest makes, since the plane's apiserver
-/// cannot reach a Service. Everything else is applied as built.
+/// pointed at [`webhook`] (`clientConfig.url`, still with no caBundle: the
+/// webhook injects it), the rewrite controller-runtime's envtest makes,
+/// since the plane's apiserver cannot reach a Service. Everything else is
+/// applied as built.
 pub(crate) fn default_as_installed(env: &TestEnv) -> String {
     let mut objects = build(env, "config/default");
     if env.existing_cluster() {
-        // A real cluster runs cert-manager and the webhook's pods.
         return json!({"apiVersion": "v1", "kind": "List", "items": objects}).to_string();
     }
     let mut pointed = 0;
@@ -83,8 +91,7 @@ pub(crate) fn default_as_installed(env: &TestEnv) -> String {
         .iter_mut()
         .filter(|o| o["kind"] == "ValidatingWebhookConfiguration")
     {
-        webhook()
-            .point(o)
+        handoff_webhook::registration::point_at(o, webhook(env).url(), None)
             .unwrap_or_else(|e| panic!("point the webhook configuration: {e:#}"));
         pointed += 1;
     }
@@ -93,10 +100,12 @@ pub(crate) fn default_as_installed(env: &TestEnv) -> String {
 }
 
 /// Applies `config/default` once: the namespace first (a server-side dry
-/// run cannot create it for the objects in it), stand-ins for
-/// cert-manager's CRDs, then a dry run of the whole installation, then the
-/// real apply ([`default_as_installed`]); waits until the admission policy
-/// and the webhook enforce. (The policy suite, `policy.rs`, shares it.)
+/// run cannot create it for the objects in it), a dry run of the whole
+/// installation with no cert-manager on the plane (it needs none), then
+/// stand-ins for cert-manager's CRDs and dry runs of the overlays (postgres;
+/// cert-manager, which needs them), then the real apply
+/// ([`default_as_installed`]); waits until the admission policy and the
+/// webhook enforce. (The policy suite, `policy.rs`, shares it.)
 pub(crate) fn installed() -> &'static TestEnv {
     static DONE: OnceLock<()> = OnceLock::new();
     let env = handoff_testkit::installation();
@@ -106,22 +115,35 @@ pub(crate) fn installed() -> &'static TestEnv {
             &["-f", "config/components/namespace.yaml"],
             "apply the namespace",
         );
+        if !env.existing_cluster() {
+            let crd = kubectl(env, &["get", "crd", "certificates.cert-manager.io"]);
+            assert!(
+                !crd.status.success(),
+                "the plane must have no cert-manager CRD before config/default's dry run"
+            );
+        }
+        apply(
+            env,
+            &["--dry-run=server", "-k", "config/default"],
+            "server-side dry run of config/default (no cert-manager)",
+        );
         // Never over a real cluster's cert-manager.
         if env.existing_cluster() {
             wait_for_cert_manager_crds(env);
         } else {
             apply_cert_manager_stand_ins(env);
         }
-        apply(
-            env,
-            &["--dry-run=server", "-k", "config/default"],
-            "server-side dry run of config/default",
-        );
-        apply(
-            env,
-            &["--dry-run=server", "-k", "config/overlays/postgres"],
-            "server-side dry run of the postgres overlay",
-        );
+        for overlay in ["postgres", "cert-manager"] {
+            apply(
+                env,
+                &[
+                    "--dry-run=server",
+                    "-k",
+                    &format!("config/overlays/{overlay}"),
+                ],
+                &format!("server-side dry run of the {overlay} overlay"),
+            );
+        }
         let applied = kubectl_stdin(
             env,
             &["apply", "--server-side", "-f", "-"],
@@ -148,7 +170,7 @@ fn wait_for_webhook(env: &TestEnv) {
         "the admission webhook did not start refusing twins",
         ("webhook-probe", &name_for_key("webhook-probe")),
         || kubectl_stdin(env, &["create", "-f", "-"], twin),
-        || webhook().log(),
+        || webhook(env).log(),
     );
 }
 
@@ -842,6 +864,31 @@ fn rbac_matrix_of_every_identity() {
     matrix.push(can(&controller, "get", "configmaps/other", false).ns(Some("default")));
     matrix.push(can(&controller, "list", "configmaps", false).ns(Some("default")));
     matrix.push(can(&controller, "create", "pods", false));
+
+    // The webhook: its one Secret (`create` cannot be limited by name) and
+    // its one configuration's caBundle, nothing else.
+    let webhook = sa("handoff-webhook");
+    const TLS_SECRET: &str = "secrets/handoff-webhook-tls";
+    const CONFIGURATION: &str =
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/handoff-webhook";
+    const OTHER_CONFIGURATION: &str =
+        "validatingwebhookconfigurations.admissionregistration.k8s.io/other";
+    matrix.push(can(&webhook, "create", "secrets", true));
+    matrix.push(can(&webhook, "create", "secrets", false).ns(Some("default")));
+    for verb in ["get", "update"] {
+        matrix.push(can(&webhook, verb, TLS_SECRET, true));
+        matrix.push(can(&webhook, verb, "secrets/other", false));
+        matrix.push(can(&webhook, verb, TLS_SECRET, false).ns(Some("default")));
+    }
+    matrix.push(can(&webhook, "list", "secrets", false));
+    matrix.push(can(&webhook, "delete", TLS_SECRET, false));
+    for verb in ["get", "patch"] {
+        matrix.push(can(&webhook, verb, CONFIGURATION, true).ns(None));
+        matrix.push(can(&webhook, verb, OTHER_CONFIGURATION, false).ns(None));
+    }
+    matrix.push(can(&webhook, "delete", CONFIGURATION, false).ns(None));
+    matrix.push(can(&webhook, "get", HANDOFFS, false));
+    matrix.push(can(&webhook, "get", "configmaps/handoff-settings", false));
 
     let sre = sa("sre-matrix");
     for r in [HANDOFFS, OFFERS, SCHEDULES] {
@@ -1926,9 +1973,10 @@ async fn the_webhook_refuses_twins_and_squats_on_every_kubectl_path() {
 /// config/default registers the admission webhook fail-closed and keeps it
 /// answering: `failurePolicy: Fail` within 5 s, only handoff.dev content
 /// writes (matchConditions), two replicas spread over nodes with a
-/// PodDisruptionBudget and a readiness probe, a ServiceAccount bound to
-/// nothing, the apiserver let through the NetworkPolicy to its port, and a
-/// cert-manager certificate for its Service whose CA cainjector injects.
+/// PodDisruptionBudget and a readiness probe, the apiserver let through the
+/// NetworkPolicy to its port, and its certificate self-managed: no
+/// cert-manager, no caBundle, a ServiceAccount with exactly the rights for
+/// its one Secret and its one configuration.
 #[test]
 fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
     let env = common::env();
@@ -2003,16 +2051,30 @@ fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
         .as_str()
         .expect("serviceAccountName");
     find(&default, "ServiceAccount", account);
-    assert!(
-        !default.iter().any(|o| {
+    let bound: Vec<(&str, &str)> = default
+        .iter()
+        .filter(|o| {
             matches!(
                 o["kind"].as_str(),
                 Some("RoleBinding" | "ClusterRoleBinding")
             ) && o["subjects"]
                 .as_array()
                 .is_some_and(|s| s.iter().any(|s| s["name"] == account))
-        }),
-        "the webhook's ServiceAccount is bound to no role"
+        })
+        .filter_map(|o| {
+            Some((
+                o["roleRef"]["kind"].as_str()?,
+                o["roleRef"]["name"].as_str()?,
+            ))
+        })
+        .collect();
+    assert_eq!(
+        bound,
+        [
+            ("Role", "handoff-webhook"),
+            ("ClusterRole", "handoff-webhook")
+        ],
+        "the webhook's ServiceAccount is bound to its own two roles only"
     );
     let policy = find(&default, "NetworkPolicy", "handoff-webhook");
     assert_eq!(
@@ -2024,12 +2086,125 @@ fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
         "the apiserver is not pod-selectable: every source reaches the port"
     );
 
+    // Self-managed: no cert-manager object, no injection annotation, no
+    // caBundle (the webhook injects it), the Secret's name and the pod's
+    // namespace passed, its token mounted for that.
+    assert!(
+        !default.iter().any(|o| o["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))),
+        "config/default needs no cert-manager"
+    );
+    assert!(
+        configuration["metadata"]["annotations"]
+            .get("cert-manager.io/inject-ca-from")
+            .is_none()
+    );
+    assert!(hook["clientConfig"].get("caBundle").is_none(), "{hook}");
+    let args = container_args(deployment);
+    for flag in [
+        "--tls-secret=handoff-webhook-tls",
+        "--webhook-configuration=handoff-webhook",
+        &format!(
+            "--service={}",
+            service_ref["name"].as_str().unwrap_or_default()
+        ),
+    ] {
+        assert!(args.iter().any(|a| a == flag), "{flag} in {args:?}");
+    }
+    assert!(
+        args.iter().all(|a| !a.starts_with("--tls-cert-file")),
+        "{args:?}"
+    );
+    assert_eq!(
+        c["env"][0],
+        json!({"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
+    );
+    assert_eq!(pod["automountServiceAccountToken"], json!(true));
+    let role = find(&default, "Role", "handoff-webhook");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            {"apiGroups": [""], "resources": ["secrets"],
+             "resourceNames": ["handoff-webhook-tls"], "verbs": ["get", "update"]}
+        ])
+    );
+    let cluster_role = find(&default, "ClusterRole", "handoff-webhook");
+    assert_eq!(
+        cluster_role["rules"],
+        json!([{"apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["validatingwebhookconfigurations"],
+                "resourceNames": [configuration["metadata"]["name"]],
+                "verbs": ["get", "patch"]}])
+    );
+}
+
+/// config/overlays/cert-manager: cert-manager issues the webhook's
+/// certificate instead (today's mode before self-management): a private CA
+/// and a Certificate for the Service whose CA cainjector injects, the
+/// Secret mounted and served from files, no token and no rights; nothing
+/// else of config/default changes.
+#[test]
+fn the_cert_manager_overlay_serves_cert_managers_certificate_from_files() {
+    let env = common::env();
+    let default = build(env, "config/default");
+    let overlay = build(env, "config/overlays/cert-manager");
+    let is_cert_manager = |o: &&Value| {
+        o["apiVersion"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("cert-manager.io/"))
+    };
+    let webhook_parts = |o: &&Value| {
+        o["metadata"]["name"] == "handoff-webhook"
+            && matches!(
+                o["kind"].as_str(),
+                Some(
+                    "Deployment"
+                        | "ServiceAccount"
+                        | "ValidatingWebhookConfiguration"
+                        | "Role"
+                        | "RoleBinding"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                )
+            )
+    };
+    let rest = |objects: &[Value]| -> Vec<Value> {
+        objects
+            .iter()
+            .filter(|o| !is_cert_manager(o) && !webhook_parts(o))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(
+        rest(&overlay),
+        rest(&default),
+        "only the webhook's parts change"
+    );
+    for kind in ["Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"] {
+        assert!(
+            !overlay
+                .iter()
+                .any(|o| o["kind"] == kind && o["metadata"]["name"] == "handoff-webhook"),
+            "no {kind} for the webhook: it calls no API in this mode"
+        );
+    }
+    let account = find(&overlay, "ServiceAccount", "handoff-webhook");
+    assert_eq!(account["automountServiceAccountToken"], json!(false));
+
+    let configuration = find(
+        &overlay,
+        "ValidatingWebhookConfiguration",
+        "handoff-webhook",
+    );
+    let service_ref = &configuration["webhooks"][0]["clientConfig"]["service"];
     let annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
         .as_str()
         .expect("inject-ca-from");
     let (namespace, certificate) = annotation.split_once('/').expect("ns/name");
     assert_eq!(namespace, NS);
-    let certificate = find(&default, "Certificate", certificate);
+    let certificate = find(&overlay, "Certificate", certificate);
     let dns: Vec<&str> = certificate["spec"]["dnsNames"]
         .as_array()
         .expect("dnsNames")
@@ -2049,19 +2224,46 @@ fn config_default_registers_the_webhook_fail_closed_and_highly_available() {
     let secret = certificate["spec"]["secretName"]
         .as_str()
         .expect("secretName");
+    let deployment = find(&overlay, "Deployment", "handoff-webhook");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], json!(false));
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("the certificate's Secret is a volume");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("the volume is mounted");
+    let dir = mount["mountPath"].as_str().expect("mountPath");
+    let args = container_args(deployment);
+    assert_eq!(args[0], "webhook");
+    for flag in [
+        format!("--tls-cert-file={dir}/tls.crt"),
+        format!("--tls-key-file={dir}/tls.key"),
+    ] {
+        assert!(args.contains(&flag), "{flag} in {args:?}");
+    }
     assert!(
-        pod["volumes"]
-            .as_array()
-            .expect("volumes")
-            .iter()
-            .any(|v| v["secret"]["secretName"] == secret),
-        "the certificate's Secret is mounted"
+        args.iter().all(|a| !a.starts_with("--tls-secret")),
+        "{args:?}"
     );
-    find(
-        &default,
+    let issuer = find(
+        &overlay,
         "Issuer",
         certificate["spec"]["issuerRef"]["name"]
             .as_str()
             .expect("issuer"),
+    );
+    for o in overlay.iter().filter(is_cert_manager) {
+        assert_eq!(o["metadata"]["namespace"], json!(NS), "{o}");
+    }
+    assert_eq!(
+        issuer["spec"]["ca"]["secretName"],
+        json!("handoff-webhook-ca")
     );
 }

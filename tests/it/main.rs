@@ -34,4 +34,5 @@ mod tenancy;
 #[path = "../../crates/transcript/tests/support/mod.rs"]
 mod transcript_support;
 mod twins;
+mod webhook_certs;
 mod writes;

@@ -6,13 +6,15 @@
 //! shows, what an apply did) and of the Handoff loop ([`handoff`]), of
 //! every loop's failures and notes ([`loops`]), of a namespace's settings
 //! ([`settings`]), of the schedule barrier, of offers, of TTL grooming
-//! ([`grooming`]), of the controller's Event series ([`events`]) and of
-//! leader election ([`leader`]).
+//! ([`grooming`]), of the controller's Event series ([`events`]), of
+//! leader election ([`leader`]) and of the webhook's self-managed
+//! certificate ([`certs`]).
 //!
 //! This crate depends on `kube` for its derive only (no client, no
 //! runtime): a module here cannot talk to the apiserver, by construction.
 
 pub mod api;
+pub mod certs;
 pub mod events;
 pub mod goals;
 pub mod grooming;

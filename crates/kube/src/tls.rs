@@ -8,6 +8,11 @@
 //! previous certificate keeps serving (a rotation caught half-written is
 //! picked up at the next look).
 //!
+//! [`ServedCert`] is the certificate a server presents, swapped in place:
+//! [`ReloadingCert`] feeds it from files, the webhook's self-managed mode
+//! from the Secret it reads through the API. Until a pair is set, it has
+//! none: handshakes fail and the server says it is not ready.
+//!
 //! rustls with the `ring` provider, the one kube's client already uses.
 
 use std::fmt;
@@ -24,14 +29,79 @@ use rustls::sign::CertifiedKey;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+/// The certificate served now; none until a pair is [`ServedCert::set`].
+#[derive(Default)]
+pub struct ServedCert {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+    /// The pair last tried, loaded or not: each change is tried (and a
+    /// bad one reported) once.
+    seen: Mutex<(Vec<u8>, Vec<u8>)>,
+}
+
+impl fmt::Debug for ServedCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServedCert")
+            .field("loaded", &self.loaded())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResolvesServerCert for ServedCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current.read().ok().and_then(|current| current.clone())
+    }
+}
+
+impl ServedCert {
+    /// None served yet.
+    pub fn empty() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Serves the PEM pair from the next handshake on, when it differs from
+    /// the pair last tried and loads (its key matching the certificate);
+    /// whether it changed what is served. A pair that does not load leaves
+    /// the previous one serving and is reported once.
+    pub fn set(&self, cert_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<bool> {
+        {
+            let mut seen = self
+                .seen
+                .lock()
+                .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
+            if seen.0 == cert_pem && seen.1 == key_pem {
+                return Ok(false);
+            }
+            *seen = (cert_pem.to_vec(), key_pem.to_vec());
+        }
+        let certified = certified_key(cert_pem, key_pem)?;
+        let mut current = self
+            .current
+            .write()
+            .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
+        *current = Some(Arc::new(certified));
+        Ok(true)
+    }
+
+    /// Whether a certificate is served (readiness).
+    pub fn loaded(&self) -> bool {
+        self.current.read().is_ok_and(|current| current.is_some())
+    }
+
+    /// The DER of the leaf served now.
+    pub fn leaf_der(&self) -> Option<Vec<u8>> {
+        let current = self.current.read().ok()?;
+        current
+            .as_ref()
+            .and_then(|c| c.cert.first())
+            .map(|c| c.as_ref().to_vec())
+    }
+}
+
 /// A certificate that follows its files.
 pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
-    current: RwLock<Arc<CertifiedKey>>,
-    /// The file contents last tried, loaded or not: each change is tried
-    /// (and a bad one reported) once.
-    seen: Mutex<(Vec<u8>, Vec<u8>)>,
+    served: Arc<ServedCert>,
 }
 
 impl fmt::Debug for ReloadingCert {
@@ -43,46 +113,29 @@ impl fmt::Debug for ReloadingCert {
     }
 }
 
-impl ResolvesServerCert for ReloadingCert {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current.read().ok().map(|current| current.clone())
-    }
-}
-
 impl ReloadingCert {
     /// Loads the pair; an error when it does not load (the server does not start).
     pub fn load(cert_path: &Path, key_path: &Path) -> anyhow::Result<Arc<Self>> {
         let (cert, key) = read_pair(cert_path, key_path)?;
-        let certified = certified_key(&cert, &key)?;
+        let served = ServedCert::empty();
+        served.set(&cert, &key)?;
         Ok(Arc::new(Self {
             cert_path: cert_path.to_owned(),
             key_path: key_path.to_owned(),
-            current: RwLock::new(Arc::new(certified)),
-            seen: Mutex::new((cert, key)),
+            served,
         }))
+    }
+
+    /// What it serves.
+    pub fn served(&self) -> Arc<ServedCert> {
+        self.served.clone()
     }
 
     /// Re-reads the files and serves a changed pair that loads; whether it
     /// changed what is served.
     pub fn reload(&self) -> anyhow::Result<bool> {
         let (cert, key) = read_pair(&self.cert_path, &self.key_path)?;
-        {
-            let mut seen = self
-                .seen
-                .lock()
-                .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
-            if seen.0 == cert && seen.1 == key {
-                return Ok(false);
-            }
-            *seen = (cert.clone(), key.clone());
-        }
-        let certified = certified_key(&cert, &key)?;
-        let mut current = self
-            .current
-            .write()
-            .map_err(|_| anyhow::anyhow!("the TLS state lock is poisoned"))?;
-        *current = Arc::new(certified);
-        Ok(true)
+        self.served.set(&cert, &key)
     }
 
     /// Looks at the files every `every` until `shutdown`.
@@ -119,13 +172,25 @@ pub fn reloading_acceptor(
     every: Duration,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<TlsAcceptor> {
-    let cert = ReloadingCert::load(cert_path, key_path)?;
-    tokio::spawn(cert.clone().watch(every, shutdown.clone()));
-    acceptor(cert)
+    acceptor(reloading(cert_path, key_path, every, shutdown)?)
 }
 
-/// A TLS acceptor for HTTP/1.1 serving `cert`.
-pub fn acceptor(cert: Arc<ReloadingCert>) -> anyhow::Result<TlsAcceptor> {
+/// The certificate of the pair `cert_path`/`key_path` as it changes: the
+/// files are looked at every `every` until `shutdown`, by a task on the
+/// current tokio runtime. An error when the pair does not load.
+pub fn reloading(
+    cert_path: &Path,
+    key_path: &Path,
+    every: Duration,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<Arc<ServedCert>> {
+    let cert = ReloadingCert::load(cert_path, key_path)?;
+    tokio::spawn(cert.clone().watch(every, shutdown.clone()));
+    Ok(cert.served())
+}
+
+/// A TLS acceptor for HTTP/1.1 serving `cert` as it changes.
+pub fn acceptor(cert: Arc<ServedCert>) -> anyhow::Result<TlsAcceptor> {
     let mut config =
         ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()?
@@ -171,8 +236,7 @@ mod tests {
     }
 
     fn served(cert: &ReloadingCert) -> Vec<u8> {
-        let current = cert.current.read().expect("lock");
-        current.cert[0].as_ref().to_vec()
+        cert.served().leaf_der().expect("a certificate is served")
     }
 
     #[test]
@@ -209,5 +273,18 @@ mod tests {
         assert!(reloading.reload().is_err());
         std::fs::remove_file(&cert_path).expect("remove");
         assert!(ReloadingCert::load(&cert_path, &key_path).is_err());
+    }
+
+    #[test]
+    fn nothing_is_served_until_a_pair_is_set() {
+        let served = ServedCert::empty();
+        assert!(!served.loaded());
+        assert!(served.leaf_der().is_none());
+        let (cert, key) = pair("one.test");
+        assert!(served.set(cert.as_bytes(), b"not a key").is_err());
+        assert!(!served.loaded(), "a bad pair serves nothing");
+        assert!(served.set(cert.as_bytes(), key.as_bytes()).expect("loads"));
+        assert!(served.loaded());
+        assert!(!served.set(cert.as_bytes(), key.as_bytes()).expect("same"));
     }
 }

@@ -10,9 +10,14 @@
 //!
 //! - [`decision`]: what is refused and why, a pure function of the request.
 //! - [`server`]: the HTTPS endpoint (`/validate`, `/healthz`, `/readyz`),
-//!   kube's admission types over axum, TLS from handoff-kube's reloading
-//!   certificate (cert-manager rotates the mounted Secret in place; a new
-//!   pair serves new handshakes without a restart).
+//!   kube's admission types over axum, TLS from handoff-kube's swappable
+//!   certificate (a new pair serves new handshakes without a restart).
+//! - [`options`]: the flags, and the mode they choose: the certificate from
+//!   files (cert-manager's mounted Secret) or self-managed.
+//! - [`certs`]: the self-managed certificate: a private CA and a serving
+//!   certificate in a Secret every replica keeps valid and serves from, the
+//!   CA injected into the configuration's caBundle, rotated in two phases
+//!   (the plan is [`handoff_core::certs`]).
 //! - [`registration`]: config/webhook's ValidatingWebhookConfiguration,
 //!   pointed at a URL (`handoff dev`, the test planes).
 //!
@@ -20,8 +25,11 @@
 //! `matchConditions`), and with `failurePolicy: Fail`: while no replica
 //! answers, Handoff and offer writes are refused (reads and deletes work).
 
+mod certs;
 mod decision;
+mod options;
 pub mod registration;
 mod server;
 
-pub use server::{WebhookArgs, run, serve};
+pub use options::{ManagedArgs, WebhookArgs};
+pub use server::{run, serve};

@@ -1,11 +1,11 @@
-//! The webhook's registration where no cert-manager runs (`handoff dev`,
-//! the test planes): the ValidatingWebhookConfiguration of
+//! The webhook's registration where the apiserver cannot reach a Service
+//! (`handoff dev`, the test planes): the ValidatingWebhookConfiguration of
 //! `config/webhook/configuration.yaml`, read from that file at build time so
 //! its rules, match conditions, timeout and failure policy cannot drift,
-//! with `clientConfig` pointed at a URL and the CA that signed the serving
-//! certificate as `caBundle` (what cainjector does in a cluster; the same
-//! rewrite controller-runtime's envtest makes), and without the cainjector
-//! annotation.
+//! with `clientConfig` pointed at a URL (the rewrite controller-runtime's
+//! envtest makes) and, when given, the CA that signed the serving
+//! certificate as `caBundle` (without it, the self-managed webhook injects
+//! its own), and without cert-manager's cainjector annotation.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -20,8 +20,8 @@ pub fn configuration() -> anyhow::Result<Value> {
 }
 
 /// Points every webhook of `configuration` at `url` (`https://…/validate`),
-/// trusting `ca_pem`.
-pub fn point_at(configuration: &mut Value, url: &str, ca_pem: &str) -> anyhow::Result<()> {
+/// trusting `ca_pem` when given.
+pub fn point_at(configuration: &mut Value, url: &str, ca_pem: Option<&str>) -> anyhow::Result<()> {
     if let Some(annotations) = configuration["metadata"]["annotations"].as_object_mut() {
         annotations.remove("cert-manager.io/inject-ca-from");
     }
@@ -29,7 +29,10 @@ pub fn point_at(configuration: &mut Value, url: &str, ca_pem: &str) -> anyhow::R
         .as_array_mut()
         .ok_or_else(|| anyhow::anyhow!("the webhook configuration has no webhooks"))?;
     for webhook in webhooks {
-        webhook["clientConfig"] = json!({"url": url, "caBundle": B64.encode(ca_pem)});
+        webhook["clientConfig"] = match ca_pem {
+            Some(ca_pem) => json!({"url": url, "caBundle": B64.encode(ca_pem)}),
+            None => json!({"url": url}),
+        };
     }
     Ok(())
 }
@@ -45,7 +48,7 @@ mod tests {
         assert_eq!(hook["failurePolicy"], json!("Fail"));
         assert!(hook["timeoutSeconds"].as_u64().is_some_and(|t| t <= 5));
         assert_eq!(hook["clientConfig"]["service"]["path"], json!("/validate"));
-        point_at(&mut config, "https://127.0.0.1:9443/validate", "PEM").expect("points");
+        point_at(&mut config, "https://127.0.0.1:9443/validate", Some("PEM")).expect("points");
         let hook = &config["webhooks"][0];
         assert_eq!(
             hook["clientConfig"],
@@ -57,5 +60,11 @@ mod tests {
                 .is_none()
         );
         assert_eq!(hook["rules"][0]["apiGroups"], json!(["handoff.dev"]));
+        point_at(&mut config, "https://127.0.0.1:1/validate", None).expect("points");
+        assert_eq!(
+            config["webhooks"][0]["clientConfig"],
+            json!({"url": "https://127.0.0.1:1/validate"}),
+            "the self-managed webhook injects its own caBundle"
+        );
     }
 }

@@ -1,58 +1,48 @@
 //! The webhook's HTTPS server: `POST /validate` takes an `AdmissionReview`
 //! (kube's admission types) and answers with [`decide`]'s verdict; `GET
-//! /healthz` and `/readyz` answer `ok` for the kubelet's probes (on the
-//! same TLS port).
+//! /healthz` answers `ok` and `/readyz` `ok` once a certificate is loaded
+//! for the kubelet's probes (on the same TLS port).
 //!
 //! Each connection is bounded: the TLS handshake and each request's headers
 //! within [`HANDSHAKE_TIMEOUT`], so a client that connects and stays silent
 //! holds nothing. Shutdown lets open connections finish their request.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
+use axum::http::StatusCode;
 use axum::routing::{get, post};
+use handoff_kube::tls::ServedCert;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use kube::core::DynamicObject;
 use kube::core::admission::{self, AdmissionRequest, AdmissionResponse, AdmissionReview};
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::decision::{Operation, Request, Verdict, decide};
+use crate::options::{Mode, WebhookArgs};
 
 /// How long a client has for the TLS handshake, and for each request's headers.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// `handoff webhook`.
-#[derive(Debug, clap::Args)]
-pub struct WebhookArgs {
-    /// Address to serve HTTPS on (the apiserver calls /validate).
-    #[arg(long, env = "HANDOFF_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
-    pub listen: SocketAddr,
-    /// PEM certificate chain (tls.crt of the cert-manager Secret).
-    #[arg(long, value_name = "FILE")]
-    pub tls_cert_file: PathBuf,
-    /// PEM private key of --tls-cert-file (tls.key).
-    #[arg(long, value_name = "FILE")]
-    pub tls_key_file: PathBuf,
-    /// How often the TLS files are checked for a renewed certificate.
-    #[arg(long, default_value = "10s", value_parser = handoff_core::time::positive_duration, value_name = "DURATION")]
-    pub tls_reload_interval: Duration,
-}
-
 /// Serves until Ctrl-C or SIGTERM.
 pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
-    let acceptor = handoff_kube::tls::reloading_acceptor(
-        &args.tls_cert_file,
-        &args.tls_key_file,
-        args.tls_reload_interval,
-        &shutdown,
-    )?;
+    let served = match args.mode().map_err(anyhow::Error::msg)? {
+        Mode::Files { cert, key, every } => {
+            handoff_kube::tls::reloading(&cert, &key, every, &shutdown)?
+        }
+        Mode::Managed(managed) => {
+            let client = kube::Client::try_default().await?;
+            let served = ServedCert::empty();
+            let manager = crate::certs::Manager::new(client, managed, served.clone());
+            tokio::spawn(manager.run(shutdown.clone()));
+            served
+        }
+    };
     let listener = TcpListener::bind(args.listen).await?;
     println!(
         "handoff webhook: serving https://{}/validate",
@@ -63,20 +53,30 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
         handoff_kube::telemetry::shutdown_signal().await;
         stop.cancel();
     });
-    serve(listener, acceptor, shutdown).await?;
-    Ok(())
+    serve(listener, served, shutdown).await
 }
 
-/// Serves the webhook on `listener` with `tls` until `shutdown`.
+/// Serves the webhook on `listener` with `cert` (as it changes) until
+/// `shutdown`; /readyz fails while no certificate is loaded.
 pub async fn serve(
     listener: TcpListener,
-    tls: TlsAcceptor,
+    cert: Arc<ServedCert>,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
+) -> anyhow::Result<()> {
+    let tls = handoff_kube::tls::acceptor(cert.clone())?;
     let app = axum::Router::new()
         .route("/validate", post(validate))
         .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(|| async { "ok" }));
+        .route(
+            "/readyz",
+            get(move || async move {
+                if cert.loaded() {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "no certificate loaded")
+                }
+            }),
+        );
     let open = TaskTracker::new();
     loop {
         let stream = tokio::select! {
