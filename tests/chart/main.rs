@@ -3,8 +3,9 @@
 //! beyond what a value names, object by object and JSON path by JSON path
 //! (RBAC rules, args, env, probes, security contexts, everything). The
 //! defaults are config/default; `postgres.enabled` is
-//! config/overlays/postgres; ci/all-values.yaml (every option on) is the
-//! kustomize build that turns on the same options. Also: the chart's
+//! config/overlays/postgres; `webhook.certificates.mode=certManager` is
+//! config/overlays/cert-manager; ci/all-values.yaml (every option on) is
+//! the kustomize build that turns on the same options. Also: the chart's
 //! generated crds/ and dashboard are config/'s, `helm lint --strict` is
 //! clean, bad values are refused naming the field, the alerts name metrics
 //! the binary exports, and the README documents every value.
@@ -94,6 +95,23 @@ fn postgres_enabled_renders_the_postgres_overlay() {
     );
 }
 
+#[test]
+fn cert_manager_mode_renders_the_cert_manager_overlay() {
+    let chart = chart_objects(&[], &["webhook.certificates.mode=certManager"]);
+    let mut kustomize = kustomize_objects(&root().join("config/overlays/cert-manager"));
+    untemplated_crds(&mut kustomize);
+    without(
+        &mut kustomize,
+        &format!("Namespace {NAMESPACE}"),
+        "values namespace.create is false",
+    );
+    assert_same(
+        &chart,
+        &kustomize,
+        "webhook.certificates.mode=certManager vs config/overlays/cert-manager",
+    );
+}
+
 /// The digest of ci/all-values.yaml.
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -103,12 +121,17 @@ fn all_options_overlay() -> tempfile::TempDir {
         "apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
-  - config/overlays/postgres
+  - config/overlays/cert-manager
   - config/prometheus
   - team-a
   - team-b
 components:
   - config/components/bridge-tls
+patches:
+  - path: config/overlays/postgres/controller-database.yaml
+    target:
+      kind: Deployment
+      name: handoff-controller
 labels:
   - pairs:
       {INSTANCE}: handoff
