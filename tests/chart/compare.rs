@@ -172,6 +172,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// What, the left and right objects, the report's lines.
+    type Case = (&'static str, Vec<Value>, Vec<Value>, Vec<&'static str>);
+
     fn objects(values: Vec<Value>) -> Objects {
         normalize(values).expect("distinct keys")
     }
@@ -210,7 +213,7 @@ mod tests {
         };
         let env = |names: &[&str]| Value::Array(names.iter().map(|n| json!({"name": n})).collect());
         let base = deployment(json!(["run", "--a=1"]), env(&["A", "B"]), 2);
-        let cases: Vec<(&str, Vec<Value>, Vec<Value>, Vec<&str>)> = vec![
+        let cases: Vec<Case> = vec![
             ("equal", vec![base.clone()], vec![base.clone()], vec![]),
             (
                 "an arg",
@@ -222,7 +225,11 @@ mod tests {
             ),
             (
                 "an extra arg and replicas",
-                vec![deployment(json!(["run", "--a=1", "--b"]), env(&["A", "B"]), 3)],
+                vec![deployment(
+                    json!(["run", "--a=1", "--b"]),
+                    env(&["A", "B"]),
+                    3,
+                )],
                 vec![base.clone()],
                 vec![
                     "Deployment ns/d at .spec.replicas: 3 vs 2",
@@ -231,7 +238,11 @@ mod tests {
             ),
             (
                 "env by name, and its order",
-                vec![deployment(json!(["run", "--a=1"]), env(&["B", "A", "C"]), 2)],
+                vec![deployment(
+                    json!(["run", "--a=1"]),
+                    env(&["B", "A", "C"]),
+                    2,
+                )],
                 vec![base.clone()],
                 vec![
                     "Deployment ns/d at .spec.template.spec.containers[name=c].env[name=C]: {\"name\":\"C\"} vs (absent)",
@@ -242,7 +253,10 @@ mod tests {
                 "objects on one side",
                 vec![json!({"kind": "Namespace", "metadata": {"name": "x"}})],
                 vec![base.clone()],
-                vec!["Namespace x: only in left", "Deployment ns/d: only in right"],
+                vec![
+                    "Namespace x: only in left",
+                    "Deployment ns/d: only in right",
+                ],
             ),
         ];
         for (what, left, right, want) in cases {

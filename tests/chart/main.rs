@@ -213,16 +213,31 @@ fn helm_lint_is_clean() {
 #[test]
 fn bad_values_are_refused_naming_the_field() {
     let cases = [
-        ("controller.replicas=0", "at '/controller/replicas': minimum"),
+        (
+            "controller.replicas=0",
+            "at '/controller/replicas': minimum",
+        ),
         ("webhook.replicas=two", "at '/webhook/replicas'"),
         ("image.pullPolicy=Sometimes", "at '/image/pullPolicy'"),
         ("image.digest=latest", "at '/image/digest'"),
         ("image.repository=Ghcr.io/X", "at '/image/repository'"),
         ("tenants[0]=Team_A", "at '/tenants/0'"),
-        ("webhook.certificates.mode=none", "at '/webhook/certificates/mode'"),
-        ("postgres.dsnSecret.dsn=postgres://x", "at '/postgres/dsnSecret': additional properties 'dsn'"),
-        ("controller.resources.limits.memory=lots", "at '/controller/resources/limits/memory'"),
-        ("monitoring.serviceMonitor.interval=soon", "at '/monitoring/serviceMonitor/interval'"),
+        (
+            "webhook.certificates.mode=none",
+            "at '/webhook/certificates/mode'",
+        ),
+        (
+            "postgres.dsnSecret.dsn=postgres://x",
+            "at '/postgres/dsnSecret': additional properties 'dsn'",
+        ),
+        (
+            "controller.resources.limits.memory=lots",
+            "at '/controller/resources/limits/memory'",
+        ),
+        (
+            "monitoring.serviceMonitor.interval=soon",
+            "at '/monitoring/serviceMonitor/interval'",
+        ),
         ("replicas=3", "at '': additional properties 'replicas'"),
     ];
     for (set, want) in cases {
@@ -248,7 +263,10 @@ fn prometheus_rule_names_exported_metrics() {
     let sources: [(&str, &[&str]); 2] = [
         (
             "handoff_controller_",
-            &["crates/controller/src/metrics.rs", "crates/kube/src/loops.rs"],
+            &[
+                "crates/controller/src/metrics.rs",
+                "crates/kube/src/loops.rs",
+            ],
         ),
         ("handoff_mcp_", &["crates/kube/src/telemetry.rs"]),
     ];

@@ -85,8 +85,8 @@ pub(crate) fn template(values: &[&str], sets: &[&str]) -> Result<String, String>
 
 /// The chart's objects with `values` files and `sets`, which must render.
 pub(crate) fn chart_objects(values: &[&str], sets: &[&str]) -> Objects {
-    let yaml = template(values, sets)
-        .unwrap_or_else(|e| panic!("helm template {values:?} {sets:?}: {e}"));
+    let yaml =
+        template(values, sets).unwrap_or_else(|e| panic!("helm template {values:?} {sets:?}: {e}"));
     objects(&yaml, "helm template")
 }
 
@@ -116,8 +116,8 @@ pub(crate) fn kustomize_objects(dir: &Path) -> Objects {
 
 /// Multi-document YAML as normalized objects (`what` names its source).
 fn objects(yaml: &str, what: &str) -> Objects {
-    let values: Vec<Value> = serde_saphyr::from_str_multiple(yaml)
-        .unwrap_or_else(|e| panic!("{what} is not YAML: {e}"));
+    let values: Vec<Value> =
+        serde_saphyr::from_str_multiple(yaml).unwrap_or_else(|e| panic!("{what} is not YAML: {e}"));
     normalize(values).unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
