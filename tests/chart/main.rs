@@ -8,11 +8,14 @@
 //! the kustomize build that turns on the same options. Also: the chart's
 //! generated crds/ and dashboard are config/'s, `helm lint --strict` is
 //! clean, bad values are refused naming the field, the alerts name metrics
-//! the binary exports, and the README documents every value.
+//! the binary exports, the README documents every value, and the rendered
+//! chart passes a server-side dry run on the test kit's control plane.
 //!
-//! Needs Helm (`make helm`) and kubectl (`make envtest-assets`); no cluster.
+//! Needs Helm (`make helm`) and the control plane's binaries, kubectl
+//! among them (`make envtest-assets`).
 
 mod compare;
+mod dry_run;
 mod render;
 
 use std::collections::BTreeSet;
