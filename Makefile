@@ -36,7 +36,7 @@ envtest-assets:
 	@hack/envtest/build.sh >/dev/null
 
 ## Helm (hack/tools/helm/go.mod), built once per version into ~/.cache/handoff/tools:
-## `make lint` lints the chart with it, tests/chart.rs renders it.
+## `make lint` lints the chart with it, tests/chart/ renders it.
 helm:
 	@hack/tools/build.sh helm >/dev/null
 
@@ -157,7 +157,7 @@ crds:
 	@$(MAKE) --no-print-directory chart-crds
 
 ## The chart's crds/handoff.yaml: config/crd as kustomize renders it (the
-## generated CRDs with their GitOps no-prune annotations); tests/chart.rs
+## generated CRDs with their GitOps no-prune annotations); tests/chart/
 ## fails when it differs.
 chart-crds: envtest-assets
 	@kubectl="$$(hack/envtest/build.sh 2>/dev/null)/kubectl" && { \

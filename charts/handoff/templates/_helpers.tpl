@@ -2,7 +2,7 @@
 The labels Helm adds to every object on top of those config/ sets.
 app.kubernetes.io/instance is the one config/default sets too (its
 kustomization's `labels`); the others are Helm's conventions, which
-tests/chart.rs ignores when it compares the chart with config/default.
+tests/chart/ ignores when it compares the chart with config/default.
 */}}
 {{- define "handoff.labels" -}}
 app.kubernetes.io/instance: {{ .Release.Name }}

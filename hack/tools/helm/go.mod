@@ -1,5 +1,5 @@
 // Wrapper module that builds Helm (the chart's lint and template in `make lint`
-// and tests/chart.rs) from the Go module proxy. Bump with:
+// and tests/chart/) from the Go module proxy. Bump with:
 // go get -tool helm.sh/helm/v4/cmd/helm@<version>
 module handoff.dev/hack/tools/helm
 
