@@ -251,6 +251,83 @@ fn bad_values_are_refused_naming_the_field() {
     }
 }
 
+#[test]
+fn values_reach_their_fields() {
+    let controller = format!("Deployment {NAMESPACE}/handoff-controller");
+    let bridge = format!("Deployment {NAMESPACE}/handoff-bridge");
+    let webhook = format!("Deployment {NAMESPACE}/handoff-webhook");
+    let monitor = format!("ServiceMonitor {NAMESPACE}/handoff-bridge");
+    let container = "/spec/template/spec/containers/0";
+    // (--set, object, JSON pointer, the value there; None: absent)
+    let cases: [(&str, &str, String, Option<Value>); 9] = [
+        (
+            "image.tag=v9",
+            &bridge,
+            format!("{container}/image"),
+            Some("ghcr.io/handoff-dev/handoff:v9".into()),
+        ),
+        (
+            "image.pullPolicy=Always",
+            &webhook,
+            format!("{container}/imagePullPolicy"),
+            Some("Always".into()),
+        ),
+        (
+            "webhook.replicas=3",
+            &webhook,
+            "/spec/replicas".into(),
+            Some(3.into()),
+        ),
+        (
+            "bridge.replicas=5",
+            &bridge,
+            "/spec/replicas".into(),
+            Some(5.into()),
+        ),
+        (
+            "bridge.resources.limits.memory=1Gi",
+            &bridge,
+            format!("{container}/resources/limits/memory"),
+            Some("1Gi".into()),
+        ),
+        (
+            "controller.resources.requests.cpu=200m",
+            &controller,
+            format!("{container}/resources/requests/cpu"),
+            Some("200m".into()),
+        ),
+        (
+            "postgres.enabled=true,postgres.ca.enabled=false",
+            &controller,
+            "/spec/template/spec/volumes".into(),
+            None,
+        ),
+        (
+            "postgres.enabled=true,postgres.dsnSecret.name=pg",
+            &controller,
+            format!("{container}/env/0/valueFrom/secretKeyRef/name"),
+            Some("pg".into()),
+        ),
+        (
+            "monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.interval=1m",
+            &monitor,
+            "/spec/endpoints/0/interval".into(),
+            Some("1m".into()),
+        ),
+    ];
+    for (set, key, pointer, want) in cases {
+        let objects = chart_objects(&[], &[set]);
+        let object = objects
+            .get(key)
+            .unwrap_or_else(|| panic!("--set {set}: {key} is not rendered"));
+        assert_eq!(
+            object.pointer(&pointer),
+            want.as_ref(),
+            "--set {set}: {key} at {pointer}"
+        );
+    }
+}
+
 /// The metric names (`handoff_…`) an expression mentions.
 fn metric_names(expr: &str) -> BTreeSet<String> {
     let re = regex::Regex::new(r"\bhandoff_[a-z_]+").expect("a regex");
