@@ -145,7 +145,7 @@ lint:
 	$(CARGO) clippy --locked --test e2e --test e2e_existing -- -D warnings
 	$(CARGO) check --locked -q -p handoff-core --lib
 	@test -z "$$(gofmt -l hack)" || { gofmt -l hack; echo "gofmt: the files above are not formatted"; exit 1; }
-	@helm="$$(hack/tools/build.sh helm 2>/dev/null)" && \
+	@helm="$$(hack/tools/build.sh helm)" && \
 	  "$$helm" lint --strict charts/handoff && \
 	  "$$helm" lint --strict charts/handoff -f charts/handoff/ci/all-values.yaml
 
