@@ -8,14 +8,17 @@
 //! the kustomize build that turns on the same options. Also: the chart's
 //! generated crds/ and dashboard are config/'s, `helm lint --strict` is
 //! clean, bad values are refused naming the field, the alerts name metrics
-//! the binary exports, the README documents every value, and the rendered
-//! chart passes a server-side dry run on the test kit's control plane.
+//! the binary exports, the README documents every value, the rendered
+//! chart passes a server-side dry run on the test kit's control plane, and
+//! Helm installs, upgrades (to the other certificate mode) and uninstalls
+//! it there, keeping the CRDs.
 //!
 //! Needs Helm (`make helm`) and the control plane's binaries, kubectl
 //! among them (`make envtest-assets`).
 
 mod compare;
 mod dry_run;
+mod install;
 mod render;
 
 use std::collections::BTreeSet;
