@@ -4,6 +4,9 @@
 # path on the last line of stdout.
 #
 #   hack/tools/build.sh NAME
+#   hack/tools/build.sh --cached NAME   only print the cached binary's path;
+#                                        exit 2 (naming `make NAME`) when
+#                                        it is not built (tests use this)
 #
 # Each tool has a wrapper module, hack/tools/NAME/go.mod, whose single
 # `tool` directive names the package to build and whose `require` pins its
@@ -13,7 +16,9 @@
 #   ${HANDOFF_CACHE_DIR:-~/.cache/handoff}/tools/NAME-<go.sum hash>/NAME
 set -euo pipefail
 
-name="${1:?usage: hack/tools/build.sh NAME (a directory under hack/tools)}"
+cached_only=false
+if [[ "${1:-}" == --cached ]]; then cached_only=true; shift; fi
+name="${1:?usage: hack/tools/build.sh [--cached] NAME (a directory under hack/tools)}"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 module="$here/$name"
 [[ -f "$module/go.mod" ]] || { echo "tools: no wrapper module $module/go.mod" >&2; exit 1; }
@@ -25,10 +30,31 @@ package="$(awk '$1 == "tool" { print $2; exit }' "$module/go.mod")"
 [[ -n "$package" ]] || { echo "$tag: $module/go.mod has no tool directive" >&2; exit 1; }
 key="$(sha256sum "$module/go.sum" | cut -c1-16)"
 dest="$cache_root/tools/$name-$key"
-use_cached "$dest" "$name"
+# (not use_cached, which prints the directory: this prints the binary)
+if all_built "$dest" "$name"; then
+  echo "$tag: cached $dest/$name" >&2
+  echo "$dest/$name"
+  exit 0
+fi
+if $cached_only; then
+  echo "$tag: $name is not built (no $dest/$name): run \`make $name\`" >&2
+  exit 2
+fi
 start_stage "$dest" "$name"
 
+# tool_ldflags: the version stamps a tool's own `NAME version` reports; the
+# version is the one the wrapper's go.mod requires.
+tool_ldflags() {
+  case "$name" in
+    helm)
+      local version pkg=helm.sh/helm/v4/internal/version
+      version="$(cd "$module" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
+      echo "-s -w -X $pkg.version=$version -X $pkg.metadata= -X $pkg.gitTreeState=clean" ;;
+    *) echo "-s -w" ;;
+  esac
+}
+
 build_hint="a cold build takes minutes on 2 cores; cached by version afterwards"
-go_build "$module" "$package" "$name" "-s -w"
+go_build "$module" "$package" "$name" "$(tool_ldflags)"
 publish "$dest" "$name"
 echo "$dest/$name"
