@@ -45,7 +45,11 @@ fn examples() -> Vec<(String, Value)> {
     files.sort();
     let mut out = Vec::new();
     for file in files {
-        let name = file.file_name().expect("name").to_string_lossy().into_owned();
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
         for doc in documents(&read(&file), &name) {
             out.push((name.clone(), doc));
         }
@@ -73,7 +77,10 @@ fn kustomize() -> PathBuf {
 fn render(kustomize: &Path, path: &str, namespace: Option<&str>) -> Vec<Value> {
     let dir = tempfile::tempdir().expect("tempdir");
     let source = root().join(path.trim_start_matches("./"));
-    assert!(source.is_dir(), "{path} is not a directory of the repository");
+    assert!(
+        source.is_dir(),
+        "{path} is not a directory of the repository"
+    );
     let target = match namespace {
         None => source,
         Some(ns) => {
@@ -120,8 +127,16 @@ fn check_pin(file: &str, doc: &Value) -> Result<(), String> {
     };
     match doc["kind"].as_str() {
         Some("Application") => {
-            want("spec.source.repoURL", &doc["spec"]["source"]["repoURL"], REPO)?;
-            want("spec.source.targetRevision", &doc["spec"]["source"]["targetRevision"], VERSION)
+            want(
+                "spec.source.repoURL",
+                &doc["spec"]["source"]["repoURL"],
+                REPO,
+            )?;
+            want(
+                "spec.source.targetRevision",
+                &doc["spec"]["source"]["targetRevision"],
+                VERSION,
+            )
         }
         Some("GitRepository") => {
             want("spec.url", &doc["spec"]["url"], REPO)?;
@@ -137,9 +152,17 @@ fn check_pin(file: &str, doc: &Value) -> Result<(), String> {
         }
         Some("HelmRepository") => {
             want("spec.type", &doc["spec"]["type"], "oci")?;
-            want("spec.url", &doc["spec"]["url"], "oci://ghcr.io/handoff-dev/charts")
+            want(
+                "spec.url",
+                &doc["spec"]["url"],
+                "oci://ghcr.io/handoff-dev/charts",
+            )
         }
-        Some("Kustomization") => want("spec.sourceRef.kind", &doc["spec"]["sourceRef"]["kind"], "GitRepository"),
+        Some("Kustomization") => want(
+            "spec.sourceRef.kind",
+            &doc["spec"]["sourceRef"]["kind"],
+            "GitRepository",
+        ),
         other => Err(format!("{at}: no check for kind {other:?}: add one here")),
     }
 }
@@ -147,9 +170,21 @@ fn check_pin(file: &str, doc: &Value) -> Result<(), String> {
 #[test]
 fn every_example_pins_the_workspace_version() {
     let examples = examples();
-    let kinds: Vec<&str> = examples.iter().filter_map(|(_, d)| d["kind"].as_str()).collect();
-    for kind in ["Application", "GitRepository", "Kustomization", "HelmRepository", "HelmRelease"] {
-        assert!(kinds.contains(&kind), "examples/gitops has no {kind}: {kinds:?}");
+    let kinds: Vec<&str> = examples
+        .iter()
+        .filter_map(|(_, d)| d["kind"].as_str())
+        .collect();
+    for kind in [
+        "Application",
+        "GitRepository",
+        "Kustomization",
+        "HelmRepository",
+        "HelmRelease",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "examples/gitops has no {kind}: {kinds:?}"
+        );
     }
     let wrong: Vec<String> = examples
         .iter()
@@ -181,7 +216,11 @@ fn a_pin_of_another_version_is_caught() {
             "spec.chart.spec.version",
             "0.0.1",
         ),
-        ("kind: ConfigMap\nmetadata: {name: c}\n", "no check", "ConfigMap"),
+        (
+            "kind: ConfigMap\nmetadata: {name: c}\n",
+            "no check",
+            "ConfigMap",
+        ),
     ];
     for (yaml, field, got) in cases {
         let doc = &documents(yaml, "case")[0];
@@ -211,7 +250,10 @@ fn what_the_examples_point_at_renders() {
                 .iter()
                 .filter(|d| d["metadata"]["namespace"].as_str().is_some_and(|n| n != ns))
                 .collect();
-            assert!(elsewhere.is_empty(), "{file}: {path} in {ns}: {elsewhere:?}");
+            assert!(
+                elsewhere.is_empty(),
+                "{file}: {path} in {ns}: {elsewhere:?}"
+            );
         }
     }
 }
@@ -225,7 +267,13 @@ fn argo_cd_waves_order_crds_then_installation_then_tenants() {
     for doc in &installation {
         let crd = doc["kind"] == "CustomResourceDefinition";
         let want = if crd { -1 } else { 0 };
-        assert_eq!(wave(doc), want, "{} {}", doc["kind"], doc["metadata"]["name"]);
+        assert_eq!(
+            wave(doc),
+            want,
+            "{} {}",
+            doc["kind"],
+            doc["metadata"]["name"]
+        );
     }
     let apps: Vec<Value> = examples()
         .into_iter()
@@ -248,7 +296,14 @@ fn the_docs_pin_the_workspace_version() {
     let mut wrong = Vec::new();
     for doc in ["README.md", "docs/install.md", "docs/upgrade.md"] {
         let text = read(&root().join(doc));
-        for marker in ["?ref=", "releases/download/", "handoff:v", "--version "] {
+        for marker in [
+            "?ref=",
+            "releases/download/",
+            "handoff:v",
+            "--version ",
+            "--tag ",
+            "V=",
+        ] {
             for (at, _) in text.match_indices(marker) {
                 let rest = &text[at + marker.len()..];
                 let pinned: String = rest

@@ -100,7 +100,11 @@ fn archive_digest(archive: &Path) -> String {
         .arg("index.json")
         .output()
         .expect("tar");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let index: Value = serde_json::from_slice(&out.stdout).expect("index.json");
     index["manifests"][0]["digest"]
         .as_str()
@@ -157,13 +161,19 @@ fn check_release(dist: &Path) {
         "install.yaml holds the CRDs"
     );
     let tenant = documents(&read(&dist.join("tenant.yaml")), "tenant.yaml");
-    assert!(kinds(&tenant).contains(&"Namespace".to_owned()), "tenant.yaml");
+    assert!(
+        kinds(&tenant).contains(&"Namespace".to_owned()),
+        "tenant.yaml"
+    );
 
     let tarball = format!("handoff-{VERSION}-linux-amd64.tar.gz");
     let krew = documents(&read(&dist.join("handoff.yaml")), "handoff.yaml");
     let platform = &krew[0]["spec"]["platforms"][0];
     assert_eq!(krew[0]["spec"]["version"], VERSION);
-    assert_eq!(platform["sha256"], sums[&tarball], "krew names the tarball by digest");
+    assert_eq!(
+        platform["sha256"], sums[&tarball],
+        "krew names the tarball by digest"
+    );
     assert_eq!(
         platform["uri"],
         format!("https://github.com/handoff-dev/handoff/releases/download/{VERSION}/{tarball}")
@@ -189,10 +199,14 @@ fn check_release(dist: &Path) {
         "the tarball"
     );
 
-    let sbom: Value = serde_json::from_str(&read(&dist.join(format!("handoff-{VERSION}.cdx.json"))))
-        .expect("the SBOM is JSON");
+    let sbom: Value =
+        serde_json::from_str(&read(&dist.join(format!("handoff-{VERSION}.cdx.json"))))
+            .expect("the SBOM is JSON");
     assert_eq!(sbom["bomFormat"], "CycloneDX");
-    assert!(sbom.get("serialNumber").is_none(), "no random serial number");
+    assert!(
+        sbom.get("serialNumber").is_none(),
+        "no random serial number"
+    );
 }
 
 #[test]
@@ -201,7 +215,10 @@ fn two_releases_of_one_commit_are_identical() {
     let dists: Vec<PathBuf> = ["a", "b"].iter().map(|d| dir.path().join(d)).collect();
     for dist in &dists {
         let out = release(VERSION, dist, Stdio::inherit());
-        assert!(out.status.success(), "make release VERSION={VERSION} failed (above)");
+        assert!(
+            out.status.success(),
+            "make release VERSION={VERSION} failed (above)"
+        );
         check_release(dist);
     }
     let (first, second) = (sums(&dists[0]), sums(&dists[1]));
@@ -210,14 +227,22 @@ fn two_releases_of_one_commit_are_identical() {
         .filter(|(name, digest)| second.get(*name) != Some(digest))
         .map(|(name, _)| name)
         .collect();
-    assert!(differ.is_empty(), "these differ between two runs: {differ:?}");
+    assert!(
+        differ.is_empty(),
+        "these differ between two runs: {differ:?}"
+    );
 }
 
 #[test]
 fn a_version_other_than_the_workspace_one_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let want = format!("VERSION must be {VERSION}");
-    for version in ["", env!("CARGO_PKG_VERSION"), "v9.9.9", &format!("{VERSION}-rc1")] {
+    for version in [
+        "",
+        env!("CARGO_PKG_VERSION"),
+        "v9.9.9",
+        &format!("{VERSION}-rc1"),
+    ] {
         let dist = dir.path().join("dist");
         let out = release(version, &dist, Stdio::piped());
         let stderr = String::from_utf8_lossy(&out.stderr);
