@@ -322,3 +322,29 @@ fn the_docs_pin_the_workspace_version() {
     }
     assert!(wrong.is_empty(), "pins of another version: {wrong:?}");
 }
+
+/// `config/default` (and so a `?ref=` overlay of it) and `make image`
+/// name the release's image tag.
+#[test]
+fn config_default_and_the_makefile_name_the_release_image() {
+    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
+    let installation = render(&kustomize(), "config/default", None);
+    let images: Vec<&str> = installation
+        .iter()
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|c| c["image"].as_str())
+        .collect();
+    assert!(!images.is_empty(), "config/default has Deployments");
+    assert!(images.iter().all(|i| *i == want), "{images:?}, want {want}");
+    let makefile = read(&root().join("Makefile"));
+    let img = makefile
+        .lines()
+        .find_map(|l| l.strip_prefix("IMG ?= "))
+        .expect("the Makefile's IMG ?= line");
+    assert_eq!(img, want, "the Makefile's IMG");
+}

@@ -7,9 +7,12 @@
 # cargo-cyclonedx (the CycloneDX project's tool) is installed by version
 # into ${HANDOFF_CACHE_DIR:-~/.cache/handoff}/tools/cargo-cyclonedx-VERSION.
 # It honours SOURCE_DATE_EPOCH: the timestamp is that instant and the
-# random serial number is left out, so the output is reproducible. It
-# writes one file beside each workspace member's Cargo.toml, so it runs on
-# a copy of the tracked sources in STAGE, not in the work tree.
+# random serial number is left out. It writes one file beside each
+# workspace member's Cargo.toml, so it runs on a copy of the tracked
+# sources in STAGE, not in the work tree. Its `bom-ref`s name the workspace
+# members by absolute path (cargo's package ids, `path+file:///…`), for
+# which it has no option: that one prefix, STAGE, is rewritten to `/src`
+# (as the binary's embedded paths are), so the output is reproducible.
 set -euo pipefail
 
 cyclonedx_version=0.5.9
@@ -31,4 +34,5 @@ mkdir -p "$stage"
 (cd "$root" && git ls-files -z --cached | tar --null -T - -cf -) | tar -xf - -C "$stage"
 (cd "$stage" && "$tool_root/bin/cargo-cyclonedx" cyclonedx --quiet --format json --spec-version 1.5 \
   --target x86_64-unknown-linux-gnu --no-build-deps --override-filename handoff-sbom)
-cat "$stage/handoff-sbom.json"
+escaped="$(printf '%s' "$stage" | sed 's/[.[\*^$|]/\\&/g')"
+sed "s|file://$escaped|file:///src|g" "$stage/handoff-sbom.json"
