@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# The packaged Helm chart on stdout, what `helm package` writes (a gzip'd
-# tar of CHART/…), but reproducible whatever helm's version: the archive
-# is written by lib.sh's reproducible_tgz (names sorted, mtimes
-# SOURCE_DATE_EPOCH, owner root, no gzip name or time).
+# The packaged Helm chart on stdout: `helm package` of a copy of the chart
+# whose values pin the released image by digest.
 #
 #   hack/release/chart.sh CHART_DIR NUMBER VERSION IMAGE_REPO DIGEST STAGE
 #
-# The copy in STAGE holds the chart's tracked files, with Chart.yaml's
-# `version: NUMBER` and `appVersion: VERSION`, and values.yaml's
-# `image.repository` and `image.digest` set to the released image, so the
-# chart's default pins the image by digest like install.yaml does.
+# `helm package` (v4) is reproducible when SOURCE_DATE_EPOCH is set (helm
+# stamps every entry with it; without it, the files' mtimes on disk leak
+# in), and release.sh sets it. The copy in STAGE holds the chart's tracked
+# files, values.yaml's `image.repository` and `image.digest` set to the
+# released image, so the chart's default pins the image like install.yaml;
+# `--version NUMBER --app-version VERSION` set Chart.yaml's.
+#
+#   HELM   the helm to use (default: hack/tools/build.sh helm)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=lib.sh
-source "$here/lib.sh"
 
 chart="${1:?usage: chart.sh CHART_DIR NUMBER VERSION IMAGE_REPO DIGEST STAGE}"
 number="${2:?}" version="${3:?}" repo="${4:?}" digest="${5:?}" stage="${6:?}"
@@ -22,13 +22,6 @@ name="$(basename "$chart")"
 
 mkdir -p "$stage/$name"
 (cd "$chart" && git ls-files -z . | tar --null -T - -cf -) | tar -xf - -C "$stage/$name"
-
-set_top_level() { # FILE KEY VALUE: the top-level `KEY:` line, which must exist
-  local file="$1" key="$2" value="$3"
-  grep -q "^$key:" "$file" || { echo "release: $file has no top-level $key:" >&2; return 1; }
-  awk -v key="$key" -v value="$value" '$1 == key ":" { print key ": " value; next } { print }' \
-    "$file" > "$file.new" && mv "$file.new" "$file"
-}
 
 set_image() { # FILE KEY VALUE: KEY under the top-level `image:` map, which must exist
   local file="$1" key="$2" value="$3"
@@ -41,8 +34,10 @@ set_image() { # FILE KEY VALUE: KEY under the top-level `image:` map, which must
   mv "$file.new" "$file"
 }
 
-set_top_level "$stage/$name/Chart.yaml" version "$number"
-set_top_level "$stage/$name/Chart.yaml" appVersion "\"$version\""
 set_image "$stage/$name/values.yaml" repository "$repo"
 set_image "$stage/$name/values.yaml" digest "\"$digest\""
-reproducible_tgz "$stage" "$name"
+helm="${HELM:-$("$here/../tools/build.sh" helm | tail -n 1)}"
+: "${SOURCE_DATE_EPOCH:?helm package is reproducible only with SOURCE_DATE_EPOCH set}"
+"$helm" package "$stage/$name" --version "$number" --app-version "$version" \
+  --destination "$stage/out" >&2
+cat "$stage/out/$name-$number.tgz"
