@@ -76,14 +76,14 @@ echo "release: $image_repo:$version is $digest" >&2
 step "install.yaml, crds.yaml, tenant.yaml (kustomize)"
 kustomize="$("$root/hack/tools/build.sh" kustomize | tail -n 1)"
 mkdir "$stage/src"
-cp -R "$root/config" "$root/crds" "$stage/src/"
+(cd "$root" && git ls-files -z config crds | tar --null -T - -cf -) | tar -xf - -C "$stage/src"
 (cd "$stage/src/config/default" && "$kustomize" edit set image "handoff=$image_repo@$digest")
 {
   echo "# handoff $version: kubectl apply --server-side -f install.yaml"
   "$kustomize" build "$stage/src/config/default"
 } > "$dist/install.yaml"
-"$kustomize" build "$root/config/crd" > "$dist/crds.yaml"
-"$kustomize" build "$root/config/tenant" > "$dist/tenant.yaml"
+"$kustomize" build "$stage/src/config/crd" > "$dist/crds.yaml"
+"$kustomize" build "$stage/src/config/tenant" > "$dist/tenant.yaml"
 
 step "the Helm chart"
 if [[ -d "$root/charts/handoff" ]]; then
