@@ -1,12 +1,19 @@
 # syntax=docker/dockerfile:1
 #
 # A small static image of the `handoff` binary (controller, bridge and CLI):
-#   make image IMG=ghcr.io/handoff-dev/handoff:0.1.0
+#   make image IMG=ghcr.io/handoff-dev/handoff:v0.2.0   (docker buildx, PLATFORMS)
 #
 # Stage 1 builds a fully static musl binary on Alpine (rusqlite's bundled
 # SQLite and ring's C/assembly need a C toolchain: musl-dev provides it).
+# For a foreign platform (linux/arm64 on an amd64 builder) buildx runs this
+# stage under QEMU emulation: slow, but no cross toolchain to keep.
 # Stage 2 is distroless/static: no shell, no package manager, CA
 # certificates and tzdata only, user `nonroot` (65532).
+#
+# The release's linux/amd64 image is not built here but written by the test
+# kit (`make release`: testkit/src/bin/release-image.rs) from the glibc
+# static binary, reproducibly, with this final stage's base files, user and
+# entrypoint (a unit test of testkit/src/image.rs fails when they diverge).
 
 ARG RUST_VERSION=1.95
 FROM docker.io/library/rust:${RUST_VERSION}-alpine AS build

@@ -14,17 +14,27 @@
 #   make e2e-image-binary  the static `handoff` of the local e2e image (no registry)
 #   make crds            regenerate crds/ from the Rust types (and the chart's copy)
 #   make helm            build Helm from its Go module (cached)
-#   make lint / fmt / build / bench
-#   make image IMG=…     build the container image (needs docker or podman)
-#   make set-image IMG=… point config/default at that image
+#   make lint / fmt / build / bench   (lint runs helm lint and actionlint)
+#   make release VERSION=vX.Y.Z  the release's artifacts in dist/, reproducibly
+#                        (hack/release/release.sh: tarball, OCI image archive,
+#                        install.yaml, crds.yaml, tenant.yaml, chart, SBOM,
+#                        krew manifest, SHA256SUMS)
+#   make test-release    make release twice: the digests must agree; part of make test
+#   make image IMG=…     build the container image for $(PLATFORMS) with docker buildx
+#   make set-image IMG=… point config/default at that image (kustomize edit set image)
 
 SHELL := /bin/bash
 CARGO ?= cargo
 # The image config/default deploys (`make set-image` writes it there).
-IMG ?= ghcr.io/handoff-dev/handoff:0.1.0
+IMG ?= ghcr.io/handoff-dev/handoff:v0.2.0
 CONTAINER_TOOL ?= docker
+# The platforms `make image` builds (docker buildx; arm64 needs QEMU or an
+# arm64 builder: the release workflow has both, this machine neither).
+PLATFORMS ?= linux/amd64,linux/arm64
+# `make release VERSION=v…`: v + the workspace version of Cargo.toml.
+VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image release tools
 
 all: build
 
@@ -100,9 +110,16 @@ agents-codex-bump:
 	touch tests/agents/codex/node_modules/.installed
 	$(CARGO) test --locked --test agents_codex
 
+## The developer tools built from Go modules (hack/tools/NAME/go.mod), cached
+## by version: kustomize (the release's renders, set-image, the GitOps
+## examples' test) and actionlint (make lint).
+tools:
+	@hack/tools/build.sh kustomize >/dev/null
+	@hack/tools/build.sh actionlint >/dev/null
+
 ## e2e-assets and e2e-image-binary: the image check (testkit/tests/image_containerd.rs,
-## as root) and the scripted agent's suite (tests/scripted_agent.rs).
-test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex
+## as root), the scripted agent's suite (tests/scripted_agent.rs) and the release.
+test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex tools
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode. The scripted agent (hack/e2e/agent,
@@ -111,6 +128,7 @@ test: test-deps lint
 	$(CARGO) test --locked --workspace --lib --bins --tests
 	cd hack/e2e/agent && go vet ./... && go test ./...
 	$(MAKE) --no-print-directory test-e2e
+	$(MAKE) --no-print-directory test-release
 
 ## The fast tier: every crate's unit tests and its own tests/ (none needs a
 ## cluster, PostgreSQL or an agent's CLI), the binary's unit tests and the
@@ -125,11 +143,14 @@ test-unit:
 ## kubelet, controller-manager, scheduler, kube-proxy, CoreDNS), the project's
 ## images written locally and imported (no registry), config/default installed
 ## as Pods; then the whole `it` suite against such a cluster, and the host
-## left as it was found (one test at a time: a node holds the host). Needs
-## root (README, "Running on a real node").
-test-e2e: envtest-assets postgres e2e-assets e2e-image-binary mcp-sdk
+## left as it was found (one test at a time: a node holds the host); then the
+## release tier (tests/e2e_release: install.yaml and the chart installed,
+## upgraded while agents write, uninstalled). Needs root (README, "Running on
+## a real node").
+test-e2e: envtest-assets postgres e2e-assets e2e-image-binary mcp-sdk helm tools
 	$(CARGO) test --locked --test e2e
 	$(CARGO) test --locked --test e2e_existing -- --test-threads=1
+	$(CARGO) test --locked --test e2e_release -- --nocapture
 
 ## The reliability suite alone (make test runs it too, so CI does).
 test-reliability: test-deps
@@ -139,15 +160,16 @@ test-reliability: test-deps
 ## unification would lend it kube's client; alone it has the derive only, so
 ## a module there that did I/O would not compile. The Go programs under hack/
 ## are held to gofmt.
-lint:
+lint: tools
 	$(CARGO) fmt --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
-	$(CARGO) clippy --locked --test e2e --test e2e_existing -- -D warnings
+	$(CARGO) clippy --locked --test e2e --test e2e_existing --test e2e_release --test release -- -D warnings
 	$(CARGO) check --locked -q -p handoff-core --lib
 	@test -z "$$(gofmt -l hack)" || { gofmt -l hack; echo "gofmt: the files above are not formatted"; exit 1; }
 	@helm="$$(hack/tools/build.sh helm)" && \
 	  "$$helm" lint --strict charts/handoff && \
 	  "$$helm" lint --strict charts/handoff -f charts/handoff/ci/all-values.yaml
+	"$$(hack/tools/build.sh actionlint | tail -n 1)" .github/workflows/*.yml
 
 fmt:
 	$(CARGO) fmt
@@ -172,16 +194,30 @@ chart-crds: envtest-assets
 bench: envtest-assets postgres
 	hack/bench-report.sh
 
-## The container image (multi-stage Dockerfile: static musl binary on distroless, non-root).
+## The container image (multi-stage Dockerfile: static musl binary on
+## distroless, non-root) for every platform of PLATFORMS, with docker buildx;
+## add BUILDX_FLAGS=--push to push it, or --load for a single platform.
 image:
-	$(CONTAINER_TOOL) build -t $(IMG) .
+	$(CONTAINER_TOOL) buildx build --platform $(PLATFORMS) -t $(IMG) $(BUILDX_FLAGS) .
 
-## Sets the `images:` entry of config/default to $(IMG) (name:tag); commit the result.
+## Sets the `images:` entry of config/default to $(IMG) (name:tag or
+## name@sha256:…) with `kustomize edit set image`; commit the result.
 set-image:
-	@name="$(IMG)"; tag="$${name##*:}"; name="$${name%:*}"; \
-	case "$$tag" in */*|"$(IMG)") echo "IMG must be name:tag, got $(IMG)"; exit 1;; esac; \
-	sed -i -e "s|^\(    newName: \).*|\1$$name|" -e "s|^\(    newTag: \).*|\1$$tag|" config/default/kustomization.yaml; \
-	grep -A2 -- '- name: handoff' config/default/kustomization.yaml
+	@kustomize="$$(hack/tools/build.sh kustomize | tail -n 1)" && \
+	cd config/default && "$$kustomize" edit set image "handoff=$(IMG)" && \
+	grep -B1 -A2 -- 'name: handoff' kustomization.yaml
+
+## The release's artifacts in dist/ (hack/release/release.sh, which says what
+## each is); VERSION must be v + the workspace version. Reproducible: the
+## same commit gives the same SHA256SUMS.
+release:
+	@hack/release/release.sh "$(VERSION)" dist
+
+## The release twice, into two directories: fails when any digest differs,
+## when install.yaml does not pin the image by the OCI archive's digest or
+## does not parse (tests/release.rs).
+test-release: e2e-image-binary tools
+	$(CARGO) test --locked --test release
 
 clean:
 	$(CARGO) clean

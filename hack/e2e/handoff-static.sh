@@ -8,6 +8,10 @@
 # `files` and `dns` NSS modules inside libc, so a static binary still
 # resolves host names with no /etc/nsswitch.conf.
 #
+# The workspace and cargo's home are remapped in the binary's embedded paths
+# (panic locations), so the bytes do not depend on where the checkout or the
+# registry lives: `make release` ships this binary and must be reproducible.
+#
 # Prints the binary's path on the last line of stdout; fails when the result
 # has an ELF interpreter (PT_INTERP), that is when it is not static.
 #
@@ -20,7 +24,9 @@ bin="${CARGO_TARGET_DIR:-$root/target}/$target/release/handoff"
 
 started=$SECONDS
 echo "e2e: building the static handoff binary (release, $target, crt-static)..." >&2
-(cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_STRIP=symbols \
+cargo_home="${CARGO_HOME:-$HOME/.cargo}"
+rustflags="-C target-feature=+crt-static --remap-path-prefix=$root=/src --remap-path-prefix=$cargo_home=/cargo"
+(cd "$root" && RUSTFLAGS="$rustflags" CARGO_PROFILE_RELEASE_STRIP=symbols \
   "${CARGO:-cargo}" build --release --locked --bin handoff --target "$target")
 echo "e2e: built the static handoff binary in $((SECONDS - started))s" >&2
 

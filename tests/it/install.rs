@@ -1180,6 +1180,9 @@ fn every_example_applies_or_parses() {
         env,
         &[
             "kustomizations.kustomize.toolkit.fluxcd.io",
+            "gitrepositories.source.toolkit.fluxcd.io",
+            "helmrepositories.source.toolkit.fluxcd.io",
+            "helmreleases.helm.toolkit.fluxcd.io",
             "applications.argoproj.io",
         ],
         "stub CRDs established",
@@ -1265,8 +1268,8 @@ fn every_example_applies_or_parses() {
         }
     }
     assert!(
-        yaml >= 6,
-        "Handoff, schedule, two agent Jobs, Flux, Argo CD: {yaml}"
+        yaml >= 7,
+        "Handoff, schedule, two agent Jobs, Flux (Kustomization, HelmRelease), Argo CD: {yaml}"
     );
     assert!(mcp >= 2, "stdio and HTTP client configs: {mcp}");
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
@@ -1274,6 +1277,7 @@ fn every_example_applies_or_parses() {
         "agent/agent-job.yaml",
         "agent/codex-agent-job.yaml",
         "gitops/flux-kustomization.yaml",
+        "gitops/flux-helmrelease.yaml",
         "gitops/argocd-application.yaml",
         "mcp/claude-code-stdio.mcp.json",
         "mcp/claude-code-http.mcp.json",

@@ -1,0 +1,350 @@
+//! The GitOps examples (examples/gitops/) and the docs' install lines pin
+//! the release being made: every Argo CD `targetRevision`, Flux
+//! GitRepository tag, HelmRelease chart version, `?ref=` and release URL
+//! names `v` + the workspace version, so a version bump that forgets one
+//! fails here. What can be rendered without a cluster is rendered with
+//! kustomize (the paths the examples point at, with their namespace), and
+//! the Argo CD sync waves are checked to order what depends on what.
+//! (tests/it/install.rs dry-runs the same files against an apiserver.)
+//!
+//! Needs kustomize: built by `hack/tools/build.sh kustomize` (`make tools`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const NUMBER: &str = env!("CARGO_PKG_VERSION");
+const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
+const REPO: &str = "https://github.com/handoff-dev/handoff";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+fn documents(text: &str, what: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap_or_else(|e| panic!("{what} is not YAML: {e}"))
+        .into_iter()
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+/// Every document of examples/gitops/*.yaml, with its file's name.
+fn examples() -> Vec<(String, Value)> {
+    let dir = root().join("examples/gitops");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("examples/gitops")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        let name = file
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        for doc in documents(&read(&file), &name) {
+            out.push((name.clone(), doc));
+        }
+    }
+    out
+}
+
+fn kustomize() -> PathBuf {
+    let out = Command::new(root().join("hack/tools/build.sh"))
+        .arg("kustomize")
+        .output()
+        .expect("running hack/tools/build.sh kustomize");
+    assert!(
+        out.status.success(),
+        "kustomize is needed (make tools): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    PathBuf::from(stdout.lines().last().expect("the binary's path").trim())
+}
+
+/// `kustomize build` of `path` (relative to the repository), in
+/// `namespace` when given (as Argo CD's `kustomize.namespace` and Flux's
+/// `targetNamespace` do), as documents.
+fn render(kustomize: &Path, path: &str, namespace: Option<&str>) -> Vec<Value> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = root().join(path.trim_start_matches("./"));
+    assert!(
+        source.is_dir(),
+        "{path} is not a directory of the repository"
+    );
+    let target = match namespace {
+        None => source,
+        Some(ns) => {
+            let overlay = dir.path().join("overlay");
+            std::fs::create_dir(&overlay).expect("overlay");
+            std::fs::write(
+                overlay.join("kustomization.yaml"),
+                format!("namespace: {ns}\nresources:\n  - base\n"),
+            )
+            .expect("overlay kustomization");
+            std::os::unix::fs::symlink(&source, overlay.join("base")).expect("symlink");
+            overlay
+        }
+    };
+    let out = Command::new(kustomize)
+        .args(["build", "--load-restrictor", "LoadRestrictionsNone"])
+        .arg(&target)
+        .output()
+        .expect("kustomize");
+    assert!(
+        out.status.success(),
+        "kustomize build {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    documents(&String::from_utf8_lossy(&out.stdout), path)
+}
+
+fn wave(doc: &Value) -> i64 {
+    doc["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
+        .as_str()
+        .map_or(0, |w| w.parse().expect("a sync wave is an integer"))
+}
+
+/// What a pin of one example must say, or why it is wrong.
+fn check_pin(file: &str, doc: &Value) -> Result<(), String> {
+    let name = doc["metadata"]["name"].as_str().unwrap_or("?");
+    let at = format!("{file}: {} {name}", doc["kind"].as_str().unwrap_or("?"));
+    let want = |field: &str, got: &Value, want: &str| {
+        if got.as_str() == Some(want) {
+            Ok(())
+        } else {
+            Err(format!("{at}: {field} is {got}, want {want:?}"))
+        }
+    };
+    match doc["kind"].as_str() {
+        Some("Application") => {
+            want(
+                "spec.source.repoURL",
+                &doc["spec"]["source"]["repoURL"],
+                REPO,
+            )?;
+            want(
+                "spec.source.targetRevision",
+                &doc["spec"]["source"]["targetRevision"],
+                VERSION,
+            )
+        }
+        Some("GitRepository") => {
+            want("spec.url", &doc["spec"]["url"], REPO)?;
+            if doc["spec"]["ref"].as_object().map(|r| r.len()) != Some(1) {
+                return Err(format!("{at}: spec.ref must name the tag only"));
+            }
+            want("spec.ref.tag", &doc["spec"]["ref"]["tag"], VERSION)
+        }
+        Some("HelmRelease") => {
+            let chart = &doc["spec"]["chart"]["spec"];
+            want("spec.chart.spec.chart", &chart["chart"], "handoff")?;
+            want("spec.chart.spec.version", &chart["version"], NUMBER)
+        }
+        Some("HelmRepository") => {
+            want("spec.type", &doc["spec"]["type"], "oci")?;
+            want(
+                "spec.url",
+                &doc["spec"]["url"],
+                "oci://ghcr.io/handoff-dev/charts",
+            )
+        }
+        Some("Kustomization") => want(
+            "spec.sourceRef.kind",
+            &doc["spec"]["sourceRef"]["kind"],
+            "GitRepository",
+        ),
+        other => Err(format!("{at}: no check for kind {other:?}: add one here")),
+    }
+}
+
+#[test]
+fn every_example_pins_the_workspace_version() {
+    let examples = examples();
+    let kinds: Vec<&str> = examples
+        .iter()
+        .filter_map(|(_, d)| d["kind"].as_str())
+        .collect();
+    for kind in [
+        "Application",
+        "GitRepository",
+        "Kustomization",
+        "HelmRepository",
+        "HelmRelease",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "examples/gitops has no {kind}: {kinds:?}"
+        );
+    }
+    let wrong: Vec<String> = examples
+        .iter()
+        .filter_map(|(file, doc)| check_pin(file, doc).err())
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_pin_of_another_version_is_caught() {
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "kind: Application\nmetadata: {name: a}\nspec: {source: {repoURL: https://github.com/handoff-dev/handoff, targetRevision: main}}\n",
+            "targetRevision",
+            "main",
+        ),
+        (
+            "kind: GitRepository\nmetadata: {name: g}\nspec: {url: https://github.com/handoff-dev/handoff, ref: {branch: main}}\n",
+            "spec.ref",
+            "tag only",
+        ),
+        (
+            "kind: GitRepository\nmetadata: {name: g}\nspec: {url: https://github.com/handoff-dev/handoff, ref: {tag: v0.0.1}}\n",
+            "spec.ref.tag",
+            "v0.0.1",
+        ),
+        (
+            "kind: HelmRelease\nmetadata: {name: h}\nspec: {chart: {spec: {chart: handoff, version: 0.0.1}}}\n",
+            "spec.chart.spec.version",
+            "0.0.1",
+        ),
+        (
+            "kind: ConfigMap\nmetadata: {name: c}\n",
+            "no check",
+            "ConfigMap",
+        ),
+    ];
+    for (yaml, field, got) in cases {
+        let doc = &documents(yaml, "case")[0];
+        let err = check_pin("case.yaml", doc).expect_err("a wrong pin");
+        assert!(err.contains(field) && err.contains(got), "{yaml}: {err}");
+    }
+}
+
+#[test]
+fn what_the_examples_point_at_renders() {
+    let kustomize = kustomize();
+    for (file, doc) in examples() {
+        let spec = &doc["spec"];
+        let (path, namespace) = match doc["kind"].as_str() {
+            Some("Application") => (
+                spec["source"]["path"].as_str(),
+                spec["source"]["kustomize"]["namespace"].as_str(),
+            ),
+            Some("Kustomization") => (spec["path"].as_str(), spec["targetNamespace"].as_str()),
+            _ => continue,
+        };
+        let path = path.unwrap_or_else(|| panic!("{file}: a path"));
+        let rendered = render(&kustomize, path, namespace);
+        assert!(!rendered.is_empty(), "{file}: {path} renders nothing");
+        if let Some(ns) = namespace {
+            let elsewhere: Vec<&Value> = rendered
+                .iter()
+                .filter(|d| d["metadata"]["namespace"].as_str().is_some_and(|n| n != ns))
+                .collect();
+            assert!(
+                elsewhere.is_empty(),
+                "{file}: {path} in {ns}: {elsewhere:?}"
+            );
+        }
+    }
+}
+
+/// Argo CD applies lower waves first and waits for them to be healthy: the
+/// CRDs (wave -1) before the installation (0), the installation before a
+/// tenant, whose RoleBinding names the installation's ClusterRole.
+#[test]
+fn argo_cd_waves_order_crds_then_installation_then_tenants() {
+    let installation = render(&kustomize(), "config/default", None);
+    for doc in &installation {
+        let crd = doc["kind"] == "CustomResourceDefinition";
+        let want = if crd { -1 } else { 0 };
+        assert_eq!(
+            wave(doc),
+            want,
+            "{} {}",
+            doc["kind"],
+            doc["metadata"]["name"]
+        );
+    }
+    let apps: Vec<Value> = examples()
+        .into_iter()
+        .map(|(_, d)| d)
+        .filter(|d| d["kind"] == "Application")
+        .collect();
+    let wave_of = |path: &str| {
+        apps.iter()
+            .find(|a| a["spec"]["source"]["path"] == path)
+            .map(wave)
+            .unwrap_or_else(|| panic!("an Application of {path}"))
+    };
+    assert!(wave_of("config/default") < wave_of("config/tenant"));
+}
+
+/// The docs' install lines: every `?ref=`, release download, image tag and
+/// `--version` that names a version names this one.
+#[test]
+fn the_docs_pin_the_workspace_version() {
+    let mut wrong = Vec::new();
+    for doc in ["README.md", "docs/install.md", "docs/upgrade.md"] {
+        let text = read(&root().join(doc));
+        for marker in [
+            "?ref=",
+            "releases/download/",
+            "handoff:v",
+            "--version ",
+            "--tag ",
+            "V=",
+        ] {
+            for (at, _) in text.match_indices(marker) {
+                let rest = &text[at + marker.len()..];
+                let pinned: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '-')
+                    .collect();
+                let pinned = pinned.trim_end_matches('.');
+                let a_version = pinned
+                    .trim_start_matches('v')
+                    .starts_with(|c: char| c.is_ascii_digit());
+                if a_version && pinned != VERSION && pinned != NUMBER {
+                    wrong.push(format!("{doc}: {marker}{pinned}"));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "pins of another version: {wrong:?}");
+}
+
+/// `config/default` (and so a `?ref=` overlay of it) and `make image`
+/// name the release's image tag.
+#[test]
+fn config_default_and_the_makefile_name_the_release_image() {
+    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
+    let installation = render(&kustomize(), "config/default", None);
+    let images: Vec<&str> = installation
+        .iter()
+        .flat_map(|d| {
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|c| c["image"].as_str())
+        .collect();
+    assert!(!images.is_empty(), "config/default has Deployments");
+    assert!(images.iter().all(|i| *i == want), "{images:?}, want {want}");
+    let makefile = read(&root().join("Makefile"));
+    let img = makefile
+        .lines()
+        .find_map(|l| l.strip_prefix("IMG ?= "))
+        .expect("the Makefile's IMG ?= line");
+    assert_eq!(img, want, "the Makefile's IMG");
+}
