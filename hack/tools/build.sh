@@ -25,7 +25,12 @@ package="$(awk '$1 == "tool" { print $2; exit }' "$module/go.mod")"
 [[ -n "$package" ]] || { echo "$tag: $module/go.mod has no tool directive" >&2; exit 1; }
 key="$(sha256sum "$module/go.sum" | cut -c1-16)"
 dest="$cache_root/tools/$name-$key"
-use_cached "$dest" "$name"
+# (use_cached would print the directory: callers want the binary.)
+if all_built "$dest" "$name"; then
+  echo "$tag: cached $name in $dest" >&2
+  echo "$dest/$name"
+  exit 0
+fi
 start_stage "$dest" "$name"
 
 build_hint="a cold build takes minutes on 2 cores; cached by version afterwards"
