@@ -203,6 +203,11 @@ fn a_pin_of_another_version_is_caught() {
         ),
         (
             "kind: GitRepository\nmetadata: {name: g}\nspec: {url: https://github.com/handoff-dev/handoff, ref: {branch: main}}\n",
+            "spec.ref.tag",
+            "null",
+        ),
+        (
+            "kind: GitRepository\nmetadata: {name: g}\nspec: {url: https://github.com/handoff-dev/handoff, ref: {tag: v0.2.0, branch: main}}\n",
             "spec.ref",
             "tag only",
         ),
