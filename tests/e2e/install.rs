@@ -7,7 +7,8 @@
 //! no certificate made here: the webhook's pods issue theirs into Secret
 //! handoff-webhook-tls and inject its CA into the caBundle. The
 //! Deployments must then become available under the namespace's
-//! `restricted` Pod Security Standard, with their probes passing.
+//! `restricted` Pod Security Standard, with their probes passing, and the
+//! webhook refuse a twin through kubectl.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -138,6 +139,41 @@ fn install() {
                 diagnose()
             );
         }
+    }
+    until_the_webhook_refuses_a_twin();
+}
+
+/// The webhook's pods issue their certificate and inject its CA as they
+/// start, and the apiserver loads the configuration asynchronously: retry a
+/// twin's create through kubectl until the webhook refuses it by name (an
+/// admitted one is deleted), so no scenario's first write races that.
+fn until_the_webhook_refuses_a_twin() {
+    let key = "e2e/webhook-probe";
+    let derived = handoff_core::api::naming::name_for_key(key);
+    let twin = json!({"apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+        "metadata": {"name": "webhook-probe", "namespace": SYSTEM, "labels": {"project": "shop"}},
+        "spec": {"handoffKey": key, "project": "shop", "body": "state: probing"}});
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = kubectl_stdin(&["create", "-f", "-"], &twin.to_string());
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() && err.contains(&derived) {
+            return;
+        }
+        let _ = kubectl(&[
+            "-n",
+            SYSTEM,
+            "delete",
+            "handoff",
+            "webhook-probe",
+            "--ignore-not-found",
+        ]);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the webhook did not refuse a twin within 60 s: {err}\n{}",
+            diagnose()
+        );
+        std::thread::sleep(Duration::from_millis(300));
     }
 }
 

@@ -11,6 +11,10 @@ pub const CONTROLLER_FIELD_MANAGER: &str = "handoff-controller";
 /// Field manager of the bridge's server-side applies (an agent's write).
 pub const BRIDGE_FIELD_MANAGER: &str = "handoff-bridge";
 
+/// Field manager of the admission webhook's caBundle patch (its
+/// self-managed certificate).
+pub const WEBHOOK_FIELD_MANAGER: &str = "handoff-webhook";
+
 /// Field manager of objects the local control plane installs (CRDs, RBAC).
 pub const LOCAL_FIELD_MANAGER: &str = "handoff-envtest";
 

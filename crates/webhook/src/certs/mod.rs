@@ -20,6 +20,7 @@ use std::sync::Arc;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use handoff_core::certs::{Action, Secret as Facts, plan};
+use handoff_core::names::WEBHOOK_FIELD_MANAGER;
 use handoff_kube::tls::ServedCert;
 use jiff::Timestamp;
 use k8s_openapi::ByteString;
@@ -34,9 +35,6 @@ use pki::Data;
 /// Steps taken in one sync at most (a fresh install is Issue, Inject; a
 /// rotation one step a sync while it settles).
 const MAX_STEPS: usize = 4;
-
-/// Field manager of the caBundle patch.
-const FIELD_MANAGER: &str = "handoff-webhook";
 
 /// One replica's certificate manager.
 pub(crate) struct Manager {
@@ -230,7 +228,7 @@ impl Manager {
             .patch(
                 &self.settings.configuration,
                 &PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
+                    field_manager: Some(WEBHOOK_FIELD_MANAGER.into()),
                     ..PatchParams::default()
                 },
                 &Patch::Strategic(serde_json::json!({"webhooks": webhooks})),
