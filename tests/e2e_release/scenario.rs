@@ -35,7 +35,8 @@ const RELEASE: &str = "handoff";
 /// Writers through the API during the upgrade (plus one through the bridge).
 const API_WRITERS: usize = 3;
 
-#[tokio::test]
+// Multi-threaded: the writers must go on while helm and kubectl block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_handoffs() {
     let dist = dist::built();
     dist::import(&dist);
@@ -94,11 +95,17 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
 
     let tally = upgrade_under_load(&helm, &dist).await;
     let lost = lost(&tally).await;
+    let through_bridge = tally
+        .written
+        .keys()
+        .filter(|k| k.starts_with("upgrade/mcp"))
+        .count();
     println!(
-        "upgrade under load: {} writes attempted, {} failed, {} handoffs written, {} lost",
+        "upgrade under load: {} writes attempted, {} failed, {} handoffs written ({} through the bridge), {} lost",
         tally.attempted,
         tally.failed.len(),
         tally.written.len(),
+        through_bridge,
         lost.len()
     );
     assert!(
@@ -110,6 +117,8 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
         lost.is_empty(),
         "handoffs lost during the upgrade: {lost:#?}"
     );
+    assert!(through_bridge > 0, "the bridge's writer wrote nothing");
+    let before_uninstall = keys(&handoffs().await);
     eprintln!("release tier: helm uninstall");
 
     must(
@@ -131,10 +140,9 @@ async fn the_release_installs_upgrades_under_load_and_uninstalls_keeping_the_han
         crds.contains("handoffs.handoff.dev"),
         "helm uninstall keeps the CRDs: {crds}"
     );
-    let kept = handoffs().await.len();
     assert_eq!(
-        kept,
-        tally.written.len(),
+        keys(&handoffs().await),
+        before_uninstall,
         "helm uninstall keeps every handoff"
     );
 }
@@ -233,6 +241,7 @@ async fn upgrade_under_load(helm: &Path, dist: &Dist) -> Tally {
         "release tier: helm upgrade to {REPOSITORY}:{NEXT_TAG} while {} writers write",
         API_WRITERS + 1
     );
+    let (started, attempted) = (std::time::Instant::now(), load.attempted());
     must(
         helm_run(
             helm,
@@ -256,6 +265,11 @@ async fn upgrade_under_load(helm: &Path, dist: &Dist) -> Tally {
         "helm upgrade to the re-tagged image",
     );
     rolled_out("the upgrade");
+    println!(
+        "helm upgrade --wait took {:.0?}; the writers attempted {} writes meanwhile",
+        started.elapsed(),
+        load.attempted() - attempted
+    );
     let (leader, after) = eventually(
         "the leader hands over to a Pod of the new image",
         Duration::from_secs(120),
@@ -320,6 +334,14 @@ async fn bridge_writer() -> BridgeWriter {
         host: format!("handoff-bridge.{SYSTEM}.svc"),
         token: token.trim().to_owned(),
     }
+}
+
+/// Pure: the handoffs' keys.
+fn keys(handoffs: &[Handoff]) -> std::collections::BTreeSet<String> {
+    handoffs
+        .iter()
+        .map(|h| h.spec.handoff_key.clone())
+        .collect()
 }
 
 /// Every handoff of the installation's namespace.
