@@ -54,8 +54,12 @@ rm -rf "$dist"
 mkdir -p "$dist"
 echo "release: $version into $dist (SOURCE_DATE_EPOCH=$SOURCE_DATE_EPOCH)" >&2
 
+# The cargo builds run without SOURCE_DATE_EPOCH: cc-rs's build scripts
+# (ring, psm, libsqlite3-sys) rerun when it changes, so with it every
+# commit would rebuild everything and never reuse what `make
+# e2e-image-binary` built. Their archives are deterministic either way.
 step "the static binary"
-binary="$("$root/hack/e2e/handoff-static.sh" | tail -n 1)"
+binary="$(env -u SOURCE_DATE_EPOCH "$root/hack/e2e/handoff-static.sh" | tail -n 1)"
 
 step "the binary's tarball"
 package="handoff-$version-linux-amd64"
@@ -67,7 +71,7 @@ reproducible_tgz "$stage" "$package" > "$dist/$tarball"
 
 step "the image (OCI archive)"
 image="handoff-$version-image-amd64.oci.tar"
-digest="$(cd "$root" && "${CARGO:-cargo}" run --locked -q -p handoff-testkit --bin release-image -- \
+digest="$(cd "$root" && env -u SOURCE_DATE_EPOCH "${CARGO:-cargo}" run --locked -q -p handoff-testkit --bin release-image -- \
   "$binary" "$image_repo:$version" "$dist/$image" | tail -n 1)"
 [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || { echo "release: release-image printed no digest ($digest)" >&2; exit 1; }
 echo "$digest" > "$dist/handoff-$version-image-amd64.digest"
