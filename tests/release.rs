@@ -49,10 +49,11 @@ fn sums(dist: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The files a release holds (the chart only once charts/handoff exists).
+/// The files a release holds.
 fn expected_files() -> Vec<String> {
     let number = env!("CARGO_PKG_VERSION");
     let mut files = vec![
+        format!("handoff-{number}.tgz"),
         format!("handoff-{VERSION}-linux-amd64.tar.gz"),
         format!("handoff-{VERSION}-image-amd64.oci.tar"),
         format!("handoff-{VERSION}-image-amd64.digest"),
@@ -62,9 +63,6 @@ fn expected_files() -> Vec<String> {
         format!("handoff-{VERSION}.cdx.json"),
         "handoff.yaml".to_owned(),
     ];
-    if root().join("charts/handoff").is_dir() {
-        files.push(format!("handoff-{number}.tgz"));
-    }
     files.sort();
     files
 }

@@ -90,12 +90,8 @@ mkdir "$stage/src"
 "$kustomize" build "$stage/src/config/tenant" > "$dist/tenant.yaml"
 
 step "the Helm chart"
-if [[ -d "$root/charts/handoff" ]]; then
-  "$here/chart.sh" "$root/charts/handoff" "$number" "$version" "$image_repo" "$digest" "$stage/chart" \
-    > "$dist/handoff-$number.tgz"
-else
-  echo "release: warning: charts/handoff does not exist yet; the release has no chart" >&2
-fi
+"$here/chart.sh" "$root/charts/handoff" "$number" "$version" "$image_repo" "$digest" "$stage/chart" \
+  > "$dist/handoff-$number.tgz"
 
 step "the SBOM (cargo-cyclonedx)"
 "$here/sbom.sh" "$root" "$stage/sbom" > "$dist/handoff-$version.cdx.json"

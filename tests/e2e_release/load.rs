@@ -12,9 +12,12 @@ use std::time::Duration;
 
 use handoff_core::api::Handoff;
 use handoff_testkit::http::{exchange, tool_call};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
+
+/// The API writers' field manager.
+const WRITER: &str = "e2e-release-writer";
 
 /// How long a writer rests between two writes (bounds the load).
 const PAUSE: Duration = Duration::from_millis(100);
@@ -133,24 +136,21 @@ fn lock(tally: &Mutex<Tally>) -> std::sync::MutexGuard<'_, Tally> {
     tally.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A create, or a replace of the key's handoff when the write rewrites it.
+/// A server-side apply of the key's handoff, as `kubectl apply
+/// --server-side` and GitOps write: a CREATE the first time, an UPDATE
+/// when the write rewrites the key (never a conflict with the
+/// controller's own metadata and status writes).
 async fn write_by_api(api: &Api<Handoff>, key: &str, body: &str) -> Result<(), String> {
-    let fresh = crate::writes::handoff(key, body);
-    let name = fresh.metadata.name.clone().unwrap_or_default();
-    match api.get_opt(&name).await.map_err(|e| format!("get: {e}"))? {
-        None => api
-            .create(&PostParams::default(), &fresh)
-            .await
-            .map(drop)
-            .map_err(|e| format!("create: {e}")),
-        Some(mut current) => {
-            current.spec.body = body.to_owned();
-            api.replace(&name, &PostParams::default(), &current)
-                .await
-                .map(drop)
-                .map_err(|e| format!("replace: {e}"))
-        }
-    }
+    let handoff = crate::writes::handoff(key, body);
+    let name = handoff.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply(WRITER).force(),
+        &Patch::Apply(&handoff),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| format!("apply: {e}"))
 }
 
 /// Pure: the `POST /mcp` of a `write_handoff` call by `bridge`'s agent.

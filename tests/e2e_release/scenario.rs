@@ -17,7 +17,7 @@ use std::time::Duration;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::handoff::view::counted;
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams};
 
 use crate::dist::{self, Dist, NEXT_TAG, REPOSITORY};
@@ -265,11 +265,6 @@ async fn upgrade_under_load(helm: &Path, dist: &Dist) -> Tally {
         "helm upgrade to the re-tagged image",
     );
     rolled_out("the upgrade");
-    println!(
-        "helm upgrade --wait took {:.0?}; the writers attempted {} writes meanwhile",
-        started.elapsed(),
-        load.attempted() - attempted
-    );
     let (leader, after) = eventually(
         "the leader hands over to a Pod of the new image",
         Duration::from_secs(120),
@@ -286,11 +281,49 @@ async fn upgrade_under_load(helm: &Path, dist: &Dist) -> Tally {
         },
     )
     .await;
+    only_new_pods_remain().await;
+    println!(
+        "the upgrade (helm upgrade --wait, every rollout, the Lease handed over, every old Pod gone) took {:.0?}; \
+         the writers attempted {} writes meanwhile",
+        started.elapsed(),
+        load.attempted() - attempted
+    );
     println!(
         "the leader handed over from {old_leader} to {leader} (transitions {transitions} -> {after})"
     );
     writes_go_on(&load, "after the upgrade").await;
     load.stop().await
+}
+
+/// Waits until every Pod of the installation runs the new image and none
+/// is still terminating (the old ones' `preStop` and drain are over).
+async fn only_new_pods_remain() {
+    let pods: Api<Pod> = Api::namespaced(e2e().env.client().await, SYSTEM);
+    let selector = ListParams::default().labels("app.kubernetes.io/part-of=handoff");
+    eventually(
+        "only Pods of the new image remain",
+        Duration::from_secs(120),
+        || async {
+            let listed = pods.list(&selector).await.map_err(|e| e.to_string())?;
+            let old: Vec<String> = listed
+                .items
+                .iter()
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_some()
+                        || p.spec.as_ref().is_some_and(|s| {
+                            s.containers.iter().any(|c| {
+                                !c.image.as_deref().unwrap_or_default().ends_with(NEXT_TAG)
+                            })
+                        })
+                })
+                .filter_map(|p| p.metadata.name.clone())
+                .collect();
+            old.is_empty()
+                .then_some(())
+                .ok_or(format!("still running: {old:?}"))
+        },
+    )
+    .await;
 }
 
 /// Waits until the writers have made 20 more attempts.
