@@ -66,6 +66,23 @@ pub(crate) struct BridgeWriter {
     pub(crate) token: String,
 }
 
+/// The way one writer writes.
+enum Path {
+    /// Server-side apply through the Kubernetes API.
+    Api(Api<Handoff>),
+    /// `write_handoff` through the bridge.
+    Bridge(BridgeWriter),
+}
+
+impl Path {
+    async fn write(&self, key: &str, body: &str) -> Result<(), String> {
+        match self {
+            Path::Api(api) => write_by_api(api, key, body).await,
+            Path::Bridge(bridge) => write_by_bridge(bridge, key, body).await,
+        }
+    }
+}
+
 /// The writers, running until [`Load::stop`].
 pub(crate) struct Load {
     stop: watch::Sender<bool>,
@@ -83,29 +100,22 @@ impl Load {
     ) -> Self {
         let (stop, stopped) = watch::channel(false);
         let tally = Arc::new(Mutex::new(Tally::default()));
+        let writers = (0..api_writers)
+            .map(|i| (format!("api{i}"), Path::Api(handoffs.clone())))
+            .chain(
+                bridges
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, bridge)| (format!("mcp{i}"), Path::Bridge(bridge))),
+            );
         let mut tasks = Vec::new();
-        for i in 0..api_writers {
-            let (api, tally, stopped) = (handoffs.clone(), tally.clone(), stopped.clone());
-            tasks.push(tokio::spawn(async move {
-                let name = format!("api{i}");
-                let mut n = 0;
-                while !*stopped.borrow() {
-                    let (key, body) = nth_write(&name, n);
-                    let outcome = write_by_api(&api, &key, &body).await;
-                    lock(&tally).record(key, body, outcome);
-                    n += 1;
-                    tokio::time::sleep(PAUSE).await;
-                }
-            }));
-        }
-        for (i, bridge) in bridges.into_iter().enumerate() {
+        for (name, path) in writers {
             let (tally, stopped) = (tally.clone(), stopped.clone());
             tasks.push(tokio::spawn(async move {
-                let name = format!("mcp{i}");
                 let mut n = 0;
                 while !*stopped.borrow() {
                     let (key, body) = nth_write(&name, n);
-                    let outcome = write_by_bridge(&bridge, &key, &body).await;
+                    let outcome = path.write(&key, &body).await;
                     lock(&tally).record(key, body, outcome);
                     n += 1;
                     tokio::time::sleep(PAUSE).await;
