@@ -22,6 +22,17 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 target=x86_64-unknown-linux-gnu
 bin="${CARGO_TARGET_DIR:-$root/target}/$target/release/handoff"
 
+# A caller inside `cargo test` (the release tier, tests/release.rs) passes
+# cargo's per-package variables down, and ring's build script reruns when
+# CARGO_MANIFEST_DIR changes: each such caller rebuilt the binary (~4 min).
+# The build runs without them, so make, the release and the tests share one.
+for name in $(compgen -e); do
+  case "$name" in
+    CARGO_MANIFEST_*|CARGO_PKG_*|CARGO_BIN_EXE_*|CARGO_CRATE_NAME|CARGO_PRIMARY_PACKAGE|CARGO_TARGET_TMPDIR)
+      unset "$name" ;;
+  esac
+done
+
 started=$SECONDS
 echo "e2e: building the static handoff binary (release, $target, crt-static)..." >&2
 cargo_home="${CARGO_HOME:-$HOME/.cargo}"
