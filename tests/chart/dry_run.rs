@@ -2,32 +2,10 @@
 //! control plane): a server-side dry run validates every object against
 //! the apiserver's schemas and admission, which rendering alone does not.
 
-use std::io::Write as _;
-use std::process::{Output, Stdio};
+use std::process::Output;
 
-use handoff_testkit::TestEnv;
-
-use crate::render::{NAMESPACE, chart_objects, root};
-
-/// `kubectl <args>` against `env` with `stdin`, from the repository root.
-fn kubectl(env: &TestEnv, args: &[&str], stdin: &str) -> Output {
-    let mut child = env
-        .kubectl()
-        .current_dir(root())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(stdin.as_bytes())
-        .expect("write kubectl's stdin");
-    child.wait_with_output().expect("kubectl's output")
-}
+use crate::kubectl::{apply_cert_manager_stand_ins, kubectl_stdin};
+use crate::render::{NAMESPACE, chart_objects};
 
 /// stderr of a successful `kubectl`, else a panic naming `what`.
 fn must(out: Output, what: &str) -> String {
@@ -61,7 +39,7 @@ fn the_chart_dry_runs_on_a_real_apiserver() {
         .map(|(_, o)| format!("---\n{o}\n"))
         .collect();
     must(
-        kubectl(
+        kubectl_stdin(
             env,
             &["apply", "--server-side", "-f", "-"],
             &namespace_objects,
@@ -70,33 +48,7 @@ fn the_chart_dry_runs_on_a_real_apiserver() {
     );
     // cert-manager's CRDs (stand-ins: nothing acts on them) for the
     // certManager mode and bridge TLS.
-    must(
-        kubectl(
-            env,
-            &[
-                "apply",
-                "--server-side",
-                "-f",
-                "tests/fixtures/cert-manager/",
-            ],
-            "",
-        ),
-        "apply the cert-manager stand-in CRDs",
-    );
-    must(
-        kubectl(
-            env,
-            &[
-                "wait",
-                "--for=condition=Established",
-                "--timeout=60s",
-                "crd/issuers.cert-manager.io",
-                "crd/certificates.cert-manager.io",
-            ],
-            "",
-        ),
-        "cert-manager stand-in CRDs established",
-    );
+    apply_cert_manager_stand_ins(env);
     let renderings: [&[&str]; 2] = [
         &[],
         &[
@@ -111,7 +63,7 @@ fn the_chart_dry_runs_on_a_real_apiserver() {
         // --force-conflicts: the CRDs are already applied by the test kit
         // under another field manager.
         let warnings = must(
-            kubectl(
+            kubectl_stdin(
                 env,
                 &[
                     "apply",

@@ -58,27 +58,7 @@ fn helm_installs_upgrades_and_uninstalls_keeping_the_crds() {
     ] {
         kubectl(env, &args).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"));
     }
-    kubectl(
-        env,
-        &[
-            "apply",
-            "--server-side",
-            "-f",
-            "tests/fixtures/cert-manager/",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("the cert-manager stand-in CRDs: {e}"));
-    kubectl(
-        env,
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/issuers.cert-manager.io",
-            "crd/certificates.cert-manager.io",
-        ],
-    )
-    .unwrap_or_else(|e| panic!("the cert-manager stand-in CRDs established: {e}"));
+    crate::kubectl::apply_cert_manager_stand_ins(env);
     let chart = chart();
     let chart = chart.to_str().expect("a UTF-8 path");
 

@@ -19,6 +19,12 @@
 mod compare;
 mod dry_run;
 mod install;
+#[allow(
+    dead_code,
+    reason = "shared with the other suites; this one uses a subset"
+)]
+#[path = "../common/kubectl.rs"]
+mod kubectl;
 mod render;
 
 use std::collections::BTreeSet;
@@ -86,36 +92,29 @@ fn the_defaults_render_config_default() {
 
 #[test]
 fn postgres_enabled_renders_the_postgres_overlay() {
-    let chart = chart_objects(&[], &["postgres.enabled=true"]);
-    let mut kustomize = kustomize_objects(&root().join("config/overlays/postgres"));
-    untemplated_crds(&mut kustomize);
-    without(
-        &mut kustomize,
-        &format!("Namespace {NAMESPACE}"),
-        "values namespace.create is false",
-    );
-    assert_same(
-        &chart,
-        &kustomize,
-        "postgres.enabled=true vs config/overlays/postgres",
-    );
+    renders_the_overlay("postgres.enabled=true", "config/overlays/postgres");
 }
 
 #[test]
 fn cert_manager_mode_renders_the_cert_manager_overlay() {
-    let chart = chart_objects(&[], &["webhook.certificates.mode=certManager"]);
-    let mut kustomize = kustomize_objects(&root().join("config/overlays/cert-manager"));
+    renders_the_overlay(
+        "webhook.certificates.mode=certManager",
+        "config/overlays/cert-manager",
+    );
+}
+
+/// The chart with one value `set` against the kustomize `overlay` of
+/// config/default that the value stands for.
+fn renders_the_overlay(set: &str, overlay: &str) {
+    let chart = chart_objects(&[], &[set]);
+    let mut kustomize = kustomize_objects(&root().join(overlay));
     untemplated_crds(&mut kustomize);
     without(
         &mut kustomize,
         &format!("Namespace {NAMESPACE}"),
         "values namespace.create is false",
     );
-    assert_same(
-        &chart,
-        &kustomize,
-        "webhook.certificates.mode=certManager vs config/overlays/cert-manager",
-    );
+    assert_same(&chart, &kustomize, &format!("{set} vs {overlay}"));
 }
 
 /// The digest of ci/all-values.yaml.
