@@ -481,6 +481,22 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
     );
 }
 
+/// The first container's mount of the volume that holds Secret `secret`.
+fn secret_mount<'a>(pod: &'a Value, secret: &str) -> &'a Value {
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == secret)
+        .expect("the certificate's Secret is a volume");
+    pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("volumeMounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("the volume is mounted")
+}
+
 /// The args of the first container of a Deployment.
 fn container_args(deployment: &Value) -> Vec<String> {
     args_of(&deployment["spec"]["template"]["spec"]["containers"][0])
@@ -537,18 +553,7 @@ fn the_bridge_tls_component_changes_only_the_bridge_and_adds_its_certificate() {
         .as_str()
         .expect("secretName");
     let pod = &bridge["spec"]["template"]["spec"];
-    let volume = pod["volumes"]
-        .as_array()
-        .expect("volumes")
-        .iter()
-        .find(|v| v["secret"]["secretName"] == secret)
-        .expect("the certificate's Secret is a volume");
-    let mount = pod["containers"][0]["volumeMounts"]
-        .as_array()
-        .expect("volumeMounts")
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .expect("the volume is mounted");
+    let mount = secret_mount(pod, secret);
     assert_eq!(mount["readOnly"], json!(true));
     let dir = mount["mountPath"].as_str().expect("mountPath");
     for flag in [
@@ -2231,18 +2236,7 @@ fn the_cert_manager_overlay_serves_cert_managers_certificate_from_files() {
     let deployment = find(&overlay, "Deployment", "handoff-webhook");
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(pod["automountServiceAccountToken"], json!(false));
-    let volume = pod["volumes"]
-        .as_array()
-        .expect("volumes")
-        .iter()
-        .find(|v| v["secret"]["secretName"] == secret)
-        .expect("the certificate's Secret is a volume");
-    let mount = pod["containers"][0]["volumeMounts"]
-        .as_array()
-        .expect("volumeMounts")
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .expect("the volume is mounted");
+    let mount = secret_mount(pod, secret);
     let dir = mount["mountPath"].as_str().expect("mountPath");
     let args = container_args(deployment);
     assert_eq!(args[0], "webhook");
