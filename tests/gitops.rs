@@ -14,24 +14,16 @@ use std::process::Command;
 
 use serde_json::Value;
 
+#[path = "common/yaml.rs"]
+mod yaml;
+use yaml::{documents, read};
+
 const NUMBER: &str = env!("CARGO_PKG_VERSION");
 const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
 const REPO: &str = "https://github.com/handoff-dev/handoff";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
-}
-
-fn documents(text: &str, what: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .unwrap_or_else(|e| panic!("{what} is not YAML: {e}"))
-        .into_iter()
-        .filter(|doc| !doc.is_null())
-        .collect()
 }
 
 /// Every document of examples/gitops/*.yaml, with its file's name.

@@ -15,6 +15,10 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+#[path = "common/yaml.rs"]
+mod yaml;
+use yaml::{documents, read};
+
 const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
 const IMAGE_REPO: &str = "ghcr.io/handoff-dev/handoff";
 
@@ -32,10 +36,6 @@ fn release(version: &str, dist: &Path, stderr: Stdio) -> Output {
         .stderr(stderr)
         .output()
         .expect("running hack/release/release.sh")
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }
 
 /// SHA256SUMS as file name → digest.
@@ -65,15 +65,6 @@ fn expected_files() -> Vec<String> {
     ];
     files.sort();
     files
-}
-
-/// Every YAML document of `text`, as JSON values.
-fn documents(text: &str, what: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .unwrap_or_else(|e| panic!("{what} is not YAML: {e}"))
-        .into_iter()
-        .filter(|doc| !doc.is_null())
-        .collect()
 }
 
 /// The images of every container and init container of `docs`.
