@@ -1,28 +1,118 @@
 //! The allowlist: what has a credential's place or shape but is not one.
 //!
 //! An honest text that is refused is a bug to fix here, not something the
-//! writer should work around. Every entry has near misses in the corpus
+//! writer should work around. A credential that passes for a hash is one
+//! too: a value shaped like a git SHA, a digest or a UUID is allowed only
+//! where the name it is assigned to says hash, commit or id, or names no
+//! credential (issue 39: `X-API-Key: <40 hex>` was stored). Every entry has near misses in the corpus
 //! (`tests/fixtures/secrets/near_misses.rs`).
 
 use super::rules::Class;
 
-/// Whether the `secret` a rule of `class` matched is allowed.
-pub(super) fn allowed(class: Class, secret: &str) -> bool {
+/// Whether the `secret` a rule of `class` matched is allowed; `name` is
+/// what it is assigned to (read for [`Class::Named`] only).
+pub(super) fn allowed(class: Class, secret: &str, name: &str) -> bool {
     match class {
         Class::Prefixed => is_placeholder(secret),
-        Class::Assignment => {
-            is_placeholder(secret)
-                || is_reference(secret)
-                || is_code(secret)
-                || is_path(secret)
-                || is_content_hash(secret)
-                || is_uuid(secret)
-                || is_key_id(secret)
-                || is_public_key(secret)
-                || is_plain_word(secret)
-                || is_identifier(secret)
+        Class::Assignment => is_assigned_non_secret(secret),
+        Class::Named => {
+            is_assigned_non_secret(secret) || (!names_credential(name) && is_hex_id(secret))
         }
     }
+}
+
+/// What an assigned value can be without being a credential, whatever
+/// the name says.
+fn is_assigned_non_secret(secret: &str) -> bool {
+    is_placeholder(secret)
+        || is_reference(secret)
+        || is_code(secret)
+        || is_path(secret)
+        || is_labelled_digest(secret)
+        || is_public_key(secret)
+        || is_plain_word(secret)
+        || is_identifier(secret)
+}
+
+/// A value shaped like an id or a digest and nothing else: a bare hex
+/// digest (a git SHA), a GPG key id, a UUID. Assigned to a credential's
+/// name it is a credential (`X-API-Key: <40 hex>`), so only a name that
+/// says hash, or names no credential, lets it through.
+fn is_hex_id(secret: &str) -> bool {
+    is_hex_digest(secret) || is_key_id(secret) || is_uuid(secret)
+}
+
+/// Whether `name` (`GITHUB_TOKEN`, `--api-key`, `apiKey`, `COMMIT_SHA`)
+/// names a credential: its last word that says either decides, so
+/// `api_commit_sha` and `KEY_ID` name a hash and an id, `HASH_KEY` and
+/// `signing_key` a key; a name with neither (`api_version`) names none.
+fn names_credential(name: &str) -> bool {
+    for word in words(name).iter().rev() {
+        if says_hash(word) {
+            return false;
+        }
+        if says_credential(word) {
+            return true;
+        }
+    }
+    false
+}
+
+/// The lower-cased words of a name: split at what is not a letter or a
+/// digit and where a lower-case letter meets an upper-case one (`apiKey`).
+fn words(name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in name.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut word = String::new();
+        let mut prev_lower = false;
+        for c in part.chars() {
+            if c.is_ascii_uppercase() && prev_lower && !word.is_empty() {
+                out.push(std::mem::take(&mut word));
+            }
+            prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+            word.push(c.to_ascii_lowercase());
+        }
+        if !word.is_empty() {
+            out.push(word);
+        }
+    }
+    out
+}
+
+/// A word that says the value is a hash, a digest or a commit (`sha`,
+/// `sha256`, `digest`, `commit`, `checksum`), or what refers to a
+/// credential rather than the credential itself (`id`, `version`, `name`:
+/// `secret_version: <uuid>`).
+fn says_hash(word: &str) -> bool {
+    const HASH_WORDS: &[&str] = &[
+        "hash",
+        "digest",
+        "commit",
+        "checksum",
+        "sum",
+        "integrity",
+        "fingerprint",
+        "id",
+        "uuid",
+        "etag",
+        "keyid",
+        "version",
+        "name",
+        "ref",
+    ];
+    HASH_WORDS.contains(&word)
+        || word
+            .strip_prefix("sha")
+            .is_some_and(|bits| bits.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A word that names a credential: it is, or ends with, key, token,
+/// secret or password (`apikey`, `authtoken`), or it is a short form
+/// (`pass`, `pwd`, `auth`, `creds`).
+fn says_credential(word: &str) -> bool {
+    const ENDINGS: &[&str] = &["key", "token", "secret", "password", "passwd", "passphrase"];
+    const WORDS: &[&str] = &["pass", "pwd", "auth", "creds", "credential", "credentials"];
+    ENDINGS.iter().any(|e| word.ends_with(e)) || WORDS.contains(&word)
 }
 
 /// Words that mark a value as a stand-in.
@@ -165,23 +255,24 @@ fn is_path(secret: &str) -> bool {
             && bytes[2] == b'\\')
 }
 
-/// A content hash: a hex digest (32, 40, 64 or 128 digits, with or without
-/// an `sha256:` style prefix), a subresource-integrity value
+/// A bare hex digest: 32, 40, 64, 96 or 128 hex digits (MD5, a git SHA,
+/// SHA-256, SHA-384, SHA-512).
+fn is_hex_digest(secret: &str) -> bool {
+    secret.bytes().all(|b| b.is_ascii_hexdigit()) && matches!(secret.len(), 32 | 40 | 64 | 96 | 128)
+}
+
+/// A digest that says what it is: a hex digest behind its algorithm
+/// (`sha256:…`, `md5:…`, `blake3:…`), a subresource-integrity value
 /// (`sha512-…`, as in lockfiles) or a `go.sum` hash (`h1:…`).
-fn is_content_hash(secret: &str) -> bool {
-    let digest = secret
-        .split_once(':')
-        .filter(|(algorithm, _)| {
-            algorithm.starts_with("sha") || *algorithm == "md5" || *algorithm == "blake3"
-        })
-        .map_or(secret, |(_, digest)| digest);
-    let hex = digest.bytes().all(|b| b.is_ascii_hexdigit());
-    if hex && matches!(digest.len(), 32 | 40 | 64 | 96 | 128) {
-        return true;
-    }
-    ["sha1-", "sha256-", "sha384-", "sha512-", "h1:"]
-        .iter()
-        .any(|prefix| secret.starts_with(prefix))
+fn is_labelled_digest(secret: &str) -> bool {
+    let labelled = secret.split_once(':').is_some_and(|(algorithm, digest)| {
+        (algorithm.starts_with("sha") || algorithm == "md5" || algorithm == "blake3")
+            && is_hex_digest(digest)
+    });
+    labelled
+        || ["sha1-", "sha256-", "sha384-", "sha512-", "h1:"]
+            .iter()
+            .any(|prefix| secret.starts_with(prefix))
 }
 
 /// A GPG key id (16 hex digits, as `gpg --keyid-format=long` and git's
@@ -310,7 +401,7 @@ mod tests {
             (
                 Class::Assignment,
                 "3f786850e387550fdab836ed7e6dc881de23001b",
-                true,
+                false,
             ),
             (
                 Class::Assignment,
@@ -322,7 +413,7 @@ mod tests {
             (
                 Class::Assignment,
                 "123e4567-e89b-12d3-a456-426614174000",
-                true,
+                false,
             ),
             (Class::Assignment, "required", true),
             (Class::Assignment, "from-secret-ref", true),
@@ -345,8 +436,8 @@ mod tests {
             (Class::Assignment, "std::env::var(", true),
             (Class::Assignment, "os.environ.get(key)", true),
             (Class::Assignment, "Zq9.Lx2Wm7Vb4", false),
-            (Class::Assignment, "3AA5C34371567BD2", true),
-            (Class::Assignment, "3aa5c34371567bd2", true),
+            (Class::Assignment, "3AA5C34371567BD2", false),
+            (Class::Assignment, "3aa5c34371567bd2", false),
             (Class::Assignment, "3Aa5C34371567bD2", false),
             (Class::Assignment, "topology.kubernetes.io/zone", true),
             (Class::Assignment, "shop/db", true),
@@ -396,7 +487,44 @@ mod tests {
             (Class::Assignment, "Qm9iOnNlY3JldA9x", false),
         ];
         for (class, secret, want) in cases {
-            assert_eq!(allowed(class, secret), want, "{class:?} {secret:?}");
+            assert_eq!(allowed(class, secret, ""), want, "{class:?} {secret:?}");
         }
+    }
+
+    #[test]
+    fn a_hash_assigned_to_a_credentials_name_is_not_allowed() {
+        let sha = "3f786850e387550fdab836ed7e6dc881de23001b";
+        let uuid = "123e4567-e89b-12d3-a456-426614174000";
+        // (the name, the value, allowed as a Named rule's match)
+        let cases = [
+            ("GITHUB_TOKEN", sha, false),
+            ("--api-key", sha, false),
+            ("apiKey", sha, false),
+            ("API_KEY", uuid, false),
+            ("client_secret", sha, false),
+            ("HASH_KEY", sha, false),
+            ("signing_key", "3AA5C34371567BD2", false),
+            ("COMMIT_SHA", sha, true),
+            ("api_commit_sha", sha, true),
+            ("cache_key_sha256", sha, true),
+            ("commitSha", sha, true),
+            ("KEY_ID", "3AA5C34371567BD2", true),
+            ("access_log", sha, true),
+            ("secret_version", uuid, true),
+            ("api_version", sha, true),
+            ("GITHUB_TOKEN", "placeholder", true),
+            ("GITHUB_TOKEN", "${GITHUB_TOKEN}", true),
+            ("API_KEY", &format!("sha256:{sha}{sha}")[..71], true),
+        ];
+        for (name, secret, want) in cases {
+            assert_eq!(
+                allowed(Class::Named, secret, name),
+                want,
+                "{name} = {secret:?}"
+            );
+        }
+        // The other classes read no name.
+        assert!(!allowed(Class::Assignment, sha, "COMMIT_SHA"));
+        assert!(!allowed(Class::Prefixed, sha, "COMMIT_SHA"));
     }
 }

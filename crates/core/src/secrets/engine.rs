@@ -92,7 +92,7 @@ impl Scanner {
             for (secret, whole) in compiled.secrets(text) {
                 let value = &text[secret.clone()];
                 if entropy(value) >= compiled.rule.entropy
-                    && !allow::allowed(compiled.rule.class, value)
+                    && !allow::allowed(compiled.rule.class, value, name_at(text, whole.start))
                 {
                     found.push(Match {
                         rule: index,
@@ -272,6 +272,23 @@ fn ascii_word_boundaries(pattern: &str) -> String {
     out
 }
 
+/// The name a match starting at byte `at` stands in: the run of name
+/// characters (ASCII letters, digits, `_`, `-`, `.`) around `at`, so
+/// `export GITHUB_TOKEN=…` matched at `TOKEN` is `GITHUB_TOKEN`.
+fn name_at(text: &str, at: usize) -> &str {
+    let is_name = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.');
+    let bytes = text.as_bytes();
+    let start = bytes[..at]
+        .iter()
+        .rposition(|b| !is_name(*b))
+        .map_or(0, |i| i + 1);
+    let end = bytes[at..]
+        .iter()
+        .position(|b| !is_name(*b))
+        .map_or(bytes.len(), |i| at + i);
+    &text[start..end]
+}
+
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
@@ -310,6 +327,21 @@ mod tests {
         ];
         for (pattern, want) in cases {
             assert_eq!(ascii_word_boundaries(pattern), want, "{pattern}");
+        }
+    }
+
+    #[test]
+    fn names_run_around_the_match() {
+        // (text, where the match starts, the name)
+        let cases = [
+            ("export GITHUB_TOKEN=x", 14, "GITHUB_TOKEN"),
+            ("--api-key=x", 2, "--api-key"),
+            ("{\"apiKey\": 1}", 2, "apiKey"),
+            ("token", 0, "token"),
+            ("a é key=1", 5, "key"),
+        ];
+        for (text, at, name) in cases {
+            assert_eq!(name_at(text, at), name, "{text:?}");
         }
     }
 

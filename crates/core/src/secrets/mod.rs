@@ -21,7 +21,10 @@
 //! for every rule's keywords) picks the rules whose pattern can match; only
 //! those patterns run. A match is then judged: its credential must reach
 //! the rule's entropy and must not be on the allowlist ([`allow`]:
-//! placeholders, variable references, paths, content hashes, UUIDs). The
+//! placeholders, variable references, paths, digests; hex ids — a bare git
+//! SHA, a UUID — only where the name they are assigned to names no
+//! credential: `X-API-Key: <40 hex>` is a key, `COMMIT_SHA=<40 hex>` a
+//! commit). The
 //! text is scanned as written and through three views ([`view`]): with
 //! `\n`-style escapes decoded (a JSON string holding a kubeconfig), with
 //! line breaks that wrap a token joined, and inside each base64 blob,

@@ -9,8 +9,7 @@
 //! asks for the variable, header or setting the issuer documents for it
 //! (`HEROKU_API_KEY`, `LINODE_TOKEN`, `SCW_SECRET_KEY`, `X-Consul-Token`);
 //! such a rule stays [`Class::Prefixed`] when the value has a hash's or a
-//! UUID's shape, which the assignment allowlist would drop: the name
-//! already tells.
+//! UUID's shape: the name already tells, and only a placeholder is allowed.
 //!
 //! A token that may end in `-`, `.` or `=` cannot end at `\b`, so those
 //! patterns end at the first character outside the token's alphabet, and

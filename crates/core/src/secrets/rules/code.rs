@@ -7,9 +7,8 @@
 //! often a UUID; a Codecov or Snyk token, a UUID; a Sidekiq Enterprise
 //! credential) the rule asks for the context that names it (`_authToken=`,
 //! `npmAuthToken:`, `CODECOV_TOKEN=`, `BUNDLE_ENTERPRISE__CONTRIBSYS__COM=`)
-//! and is still `Prefixed`: that context is what is distinctive, and the
-//! UUID allowance of [`Class::Assignment`] would let the credential
-//! through. Values that are only recognised by a generic name (a Docker
+//! and is still `Prefixed`: that context is what is distinctive, and
+//! only a placeholder is allowed in it. Values that are only recognised by a generic name (a Docker
 //! `"auth"`, a NuGet `ClearTextPassword`, a Maven `<password>`) are
 //! [`Class::Assignment`].
 //!

@@ -2,7 +2,9 @@
 //! a password in a URL or an assignment, HTTP authentication headers and
 //! cookies, curl's credentials, passwords on command lines and in
 //! `.pgpass` / `.netrc`, and gitleaks' catch-all `generic-api-key`.
-//! These are [`Class::Assignment`] rules: the whole allowlist applies.
+//! These are [`Class::Assignment`] rules (the place says credential, so a
+//! value shaped like a hash is one there too), but `generic-api-key`, which
+//! finds its name by one word of it and is [`Class::Named`].
 
 use super::{Class, Rule};
 
@@ -86,6 +88,14 @@ pub(super) const RULES: &[Rule] = &[
         class: Class::Assignment,
     },
     Rule {
+        id: "cli-token-flag",
+        description: "a key, token or secret given to a command-line flag as its own argument (--token <value>, --api-key <value>)",
+        keywords: &["-token", "-key", "-secret"],
+        pattern: r#"(?i)(?:^|[\s"'])--(?:[a-z0-9]+-)*(?:token|key|secret|apikey)[ \t]+["']?(?P<secret>[A-Za-z0-9_.=+/~][A-Za-z0-9_.=+/~-]{15,149})(?:["'\s;,]|$)"#,
+        entropy: 3.0,
+        class: Class::Assignment,
+    },
+    Rule {
         id: "password-assignment",
         description: "a password assigned to a variable, flag or setting",
         keywords: &["pass", "pwd"],
@@ -111,6 +121,6 @@ pub(super) const RULES: &[Rule] = &[
         ],
         pattern: r#"(?i)(?:access|auth|api|credential|creds|key|secret|token)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|[:=])[ \t]*["'`]?(?P<secret>[A-Za-z0-9_.=+/~-]{16,150})(?:["'`\s;,]|\\[nr]|$)"#,
         entropy: 3.7,
-        class: Class::Assignment,
+        class: Class::Named,
     },
 ];

@@ -25,10 +25,21 @@ pub(crate) enum Class {
     /// alphabet): only placeholders are allowed (`ghp_` and 36 `x`), and it
     /// is also looked for across a line break that wraps it.
     Prefixed,
-    /// A value assigned to a telling name (`password=`, `token:`, a header):
-    /// the whole allowlist applies (placeholders, variable references,
-    /// filesystem paths, content hashes, UUIDs, plain words).
+    /// A value in a place that always holds a credential (`password=`, an
+    /// `Authorization` or `X-API-Key` header, a URL's password, a
+    /// vendor's variable): the allowlist of assigned values applies
+    /// (placeholders, variable references, code, filesystem paths, plain
+    /// words, digests that say so: `sha256:…`), but not the one of
+    /// hex-shaped ids (a bare git SHA, a hex digest, a UUID, a GPG key id):
+    /// there, a value that looks like a hash is a credential all the same.
     Assignment,
+    /// A value assigned to a name the pattern finds by one of its words
+    /// (`generic-api-key`: `…key…=`, `…token…:`): as [`Class::Assignment`]
+    /// where the whole name names a credential (`GITHUB_TOKEN`,
+    /// `--api-key`); where it says hash, digest or commit (`COMMIT_SHA`,
+    /// `api_commit_sha`) or names no credential, hex-shaped ids are
+    /// allowed too.
+    Named,
 }
 
 /// One kind of credential.

@@ -8,8 +8,8 @@
 //! the issuer's name followed by a credential word (`key`, `token`, `secret`,
 //! `auth`) assigned the value, as in `DD_API_KEY=` or `"twitch_client_secret":`.
 //! Such a context rule is [`Class::Prefixed`] when its value is hex (the
-//! content-hash allowlist would otherwise let every such key through; the
-//! context is what tells it from a digest) and [`Class::Assignment`] else.
+//! context is what tells it from a digest; only a placeholder is allowed)
+//! and [`Class::Assignment`] else.
 
 use super::{Class, Rule};
 
