@@ -78,7 +78,7 @@ mod write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-pub use self::error::MirrorError;
+pub use self::error::{Blame, MirrorError};
 pub use self::history::{DEFAULT_HISTORY_REVISIONS, Retention, RevisionEntry};
 pub use self::row::{ListAfter, ListedRow, Row, RowVersion};
 pub use self::write::{Deleted, Written};

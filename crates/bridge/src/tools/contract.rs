@@ -20,7 +20,7 @@ use handoff_core::api::validation::FieldError;
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
 use handoff_kube::offers::{OfferError, OfferStore};
 use handoff_kube::settings::Budgets;
-use handoff_mirror::{Mirror, MirrorError};
+use handoff_mirror::{Blame, Mirror, MirrorError};
 
 /// A tool's handler: its call, and the arguments as sent.
 pub(crate) type Handler =
@@ -97,9 +97,15 @@ pub enum CallError {
     /// This bridge cannot answer that (e.g. history without the mirror).
     #[error("{0}")]
     Unsupported(String),
-    /// The mirror could not be read.
+    /// The mirror could not be read: why, in our words ([`Blame::Unavailable`]).
     #[error("the handoff mirror (PostgreSQL) is unavailable ({0}); retriable: try again shortly")]
-    Mirror(#[from] MirrorError),
+    Mirror(String),
+    /// The mirror failed for a reason of its own (its error is logged).
+    #[error(
+        "the handoff mirror (PostgreSQL) failed to answer; the bridge's log has the reason: \
+         ask the operator"
+    )]
+    MirrorFailed,
     /// The call was understood and declined (e.g. an agent already at work).
     #[error("{0}")]
     Refused(String),
@@ -116,9 +122,43 @@ impl CallError {
             CallError::Args(_) | CallError::Field(_) | CallError::Unsupported(_) => "invalid",
             CallError::Kube { outcome, .. } => outcome,
             CallError::Mirror(_) => "unavailable",
+            CallError::MirrorFailed => "error",
             CallError::Refused(_) => "refused",
             CallError::Conflict(_) => "conflict",
         }
+    }
+}
+
+impl From<MirrorError> for CallError {
+    /// A mirror failure whose argument the call cannot name: see [`mirror_error`].
+    fn from(err: MirrorError) -> Self {
+        mirror_error(err, None)
+    }
+}
+
+/// A mirror failure as an agent-actionable message that never carries the
+/// database's text (it is logged instead): a value PostgreSQL refused is
+/// bad input — named as `field` when the call knows which argument it was,
+/// else as the call's arguments — not an outage; PostgreSQL unreachable or
+/// not answering is retriable; anything else is the mirror's.
+pub(crate) fn mirror_error(err: MirrorError, field: Option<&'static str>) -> CallError {
+    tracing::warn!(error = %err, field, "the mirror failed a tool call");
+    of_blame(err.blame(), field)
+}
+
+/// The error of a mirror failure with this blame (see [`mirror_error`]).
+fn of_blame(blame: Blame, field: Option<&'static str>) -> CallError {
+    match (blame, field) {
+        (Blame::Argument(what), Some(field)) => CallError::Field(FieldError {
+            field,
+            rule: "a value the handoff mirror (PostgreSQL) can take".into(),
+            problem: format!("PostgreSQL refused it: {what}"),
+        }),
+        (Blame::Argument(what), None) => CallError::Args(format!(
+            "the handoff mirror (PostgreSQL) refused a value of this call's arguments: {what}"
+        )),
+        (Blame::Unavailable(why), _) => CallError::Mirror(why),
+        (Blame::Mirror, _) => CallError::MirrorFailed,
     }
 }
 
@@ -293,4 +333,49 @@ pub(crate) fn needs_mirror(tool: &str) -> CallError {
          without it: start the bridge with --postgres-url (or HANDOFF_POSTGRES_URL, or \
          --postgres-url-file) pointing at the mirror the controller writes"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_failures_are_bad_input_an_outage_or_the_mirrors() {
+        let refused = "it holds a character or byte sequence PostgreSQL cannot store (such as NUL)";
+        // (blame, the field the call names, the outcome, the message)
+        let cases = [
+            (
+                Blame::Argument(refused),
+                Some("query"),
+                "invalid",
+                format!("invalid `query`: a value the handoff mirror (PostgreSQL) can take; PostgreSQL refused it: {refused}"),
+            ),
+            (
+                Blame::Argument(refused),
+                None,
+                "invalid",
+                format!("the handoff mirror (PostgreSQL) refused a value of this call's arguments: {refused}"),
+            ),
+            (
+                Blame::Unavailable("PostgreSQL did not answer within 5s".into()),
+                Some("query"),
+                "unavailable",
+                "the handoff mirror (PostgreSQL) is unavailable (PostgreSQL did not answer within 5s); retriable: try again shortly".into(),
+            ),
+            (
+                Blame::Mirror,
+                None,
+                "error",
+                "the handoff mirror (PostgreSQL) failed to answer; the bridge's log has the reason: ask the operator".into(),
+            ),
+        ];
+        for (blame, field, outcome, message) in cases {
+            let err = of_blame(blame.clone(), field);
+            assert_eq!(
+                (err.outcome(), err.to_string()),
+                (outcome, message),
+                "{blame:?}"
+            );
+        }
+    }
 }

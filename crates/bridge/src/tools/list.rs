@@ -136,9 +136,13 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     Ok(answer(&result, text))
 }
 
-/// Checks the project, the page size and the cursor, in that order.
+/// Checks the project, the repository, the page size and the cursor, in
+/// that order.
 fn validate(args: &ListArgs) -> Result<PageRequest, FieldError> {
     validation::project(&args.project)?;
+    if let Some(repo) = args.repo.as_deref().filter(|r| !r.is_empty()) {
+        validation::repo(repo)?;
+    }
     let limit = page::limit(args.limit)?;
     let after = page::given(args.cursor.as_deref())
         .map(decode_cursor)
@@ -207,6 +211,9 @@ fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
         )),
         None => None,
     };
+    // The key goes to PostgreSQL as the page's start: the key's own rule.
+    validation::handoff_key(&cursor.k)
+        .map_err(|e| invalid(&format!("its key is not one: {}", e.problem)))?;
     Ok((updated, cursor.k))
 }
 
@@ -358,11 +365,26 @@ mod tests {
             u: Some("yesterday".into()),
             k: "a".into(),
         });
+        let bad_key = page::encode(&Cursor {
+            u: None,
+            k: "a\0b".into(),
+        });
         // (cursor, the problem named)
         let cases = [
-            ("%%%", "it is not valid base64url"),
+            (
+                "%%%",
+                "it contains '%' at byte 0, which is not base64url (A-Z, a-z, 0-9, '-', '_')",
+            ),
+            (
+                "bm90\0",
+                "it contains the control character U+0000 (NUL) at byte 4",
+            ),
             ("bm90IGpzb24", "it does not decode to a position"),
             (&*bad_time, "its timestamp is malformed"),
+            (
+                &*bad_key,
+                "its key is not one: it contains the control character U+0000 (NUL) at byte 1",
+            ),
         ];
         for (bad, problem) in cases {
             let err = decode_cursor(bad).expect_err(bad);

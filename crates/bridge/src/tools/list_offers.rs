@@ -157,6 +157,9 @@ fn decode_cursor(args: &ListOffersArgs, cursor: &str) -> Result<String, FieldErr
             cursor.p, cursor.t, cursor.s
         )));
     }
+    // The token goes to the apiserver: no hidden character in it.
+    validation::line_text("cursor", &cursor.c, validation::MAX_CURSOR_CHARS)
+        .map_err(|e| invalid(&format!("its continue token is not one: {}", e.problem)))?;
     Ok(cursor.c)
 }
 
@@ -214,6 +217,15 @@ mod tests {
             err.problem
         );
         let err = validate(&args(None, Some("%%".into()))).expect_err("not base64");
-        assert_eq!(err.problem, "it is not valid base64url");
+        assert!(err.problem.contains("not base64url"), "{}", err.problem);
+        let hidden = encode_cursor(&args(None, None), "token\u{0}1".into());
+        let err = validate(&args(None, Some(hidden))).expect_err("a NUL in the token");
+        assert_eq!(err.field, "cursor");
+        assert!(
+            err.problem
+                .contains("continue token is not one: it contains the control character U+0000"),
+            "{}",
+            err.problem
+        );
     }
 }

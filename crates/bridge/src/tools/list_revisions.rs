@@ -133,16 +133,17 @@ struct Before {
 }
 
 fn decode_cursor(cursor: &str) -> Result<i64, FieldError> {
-    page::decode::<Before>(cursor)
-        .ok()
-        .map(|before| before.r)
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| {
-            page::invalid(
-                "the next_cursor of a previous list_revisions answer",
-                &format!("{cursor:?} is not one"),
-            )
-        })
+    let invalid = |problem: &str| {
+        page::invalid(
+            "the next_cursor of a previous list_revisions answer",
+            problem,
+        )
+    };
+    let before = page::decode::<Before>(cursor).map_err(|why| invalid(why.problem()))?;
+    if before.r < 1 {
+        return Err(invalid("its revision is below 1"));
+    }
+    Ok(before.r)
 }
 
 /// The text of a `list_revisions` answer.

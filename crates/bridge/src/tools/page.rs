@@ -9,7 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64URL;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use handoff_core::api::validation::FieldError;
+use handoff_core::api::validation::{self, FieldError};
 
 /// Default page of the paged tools.
 pub(crate) const DEFAULT_LIST_LIMIT: u32 = 50;
@@ -35,29 +35,35 @@ pub(crate) fn encode<P: Serialize>(position: &P) -> String {
 }
 
 /// Why a cursor does not decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Undecodable {
-    /// Not base64url.
-    NotBase64,
+    /// Not a cursor's text (a hidden character, a character outside
+    /// base64url, too long): [`validation::cursor_problem`]'s problem.
+    NotACursor(String),
     /// Base64url, but not the JSON of the position.
     NotAPosition,
 }
 
 impl Undecodable {
     /// The problem, as a [`FieldError`] says it.
-    pub(crate) fn problem(self) -> &'static str {
+    pub(crate) fn problem(&self) -> &str {
         match self {
-            Self::NotBase64 => "it is not valid base64url",
+            Self::NotACursor(problem) => problem,
             Self::NotAPosition => "it does not decode to a position",
         }
     }
 }
 
-/// The position a cursor holds (surrounding whitespace ignored).
+/// The position a cursor holds (surrounding whitespace ignored); its text
+/// is checked first ([`validation::cursor_problem`]), so nothing but a
+/// cursor's shape is decoded.
 pub(crate) fn decode<P: DeserializeOwned>(cursor: &str) -> Result<P, Undecodable> {
+    if let Some(problem) = validation::cursor_problem(cursor) {
+        return Err(Undecodable::NotACursor(problem));
+    }
     let bytes = B64URL
         .decode(cursor.trim())
-        .map_err(|_| Undecodable::NotBase64)?;
+        .map_err(|_| Undecodable::NotAPosition)?;
     serde_json::from_slice(&bytes).map_err(|_| Undecodable::NotAPosition)
 }
 
@@ -101,14 +107,17 @@ mod tests {
             "{cursor}"
         );
         assert_eq!(decode::<Position>(&format!(" {cursor} ")), Ok(position));
-        // (cursor, why it does not decode)
+        // (cursor, words of why it does not decode)
         let cases = [
-            ("%%%", Undecodable::NotBase64),
-            ("bm90IGpzb24", Undecodable::NotAPosition),
-            (&*encode(&42), Undecodable::NotAPosition),
+            ("%%%", "'%' at byte 0, which is not base64url"),
+            ("bm90\0IGpzb24", "U+0000 (NUL) at byte 4"),
+            ("bm90IGpzb24", "it does not decode to a position"),
+            ("bm90I", "it does not decode to a position"),
+            (&*encode(&42), "it does not decode to a position"),
         ];
         for (cursor, why) in cases {
-            assert_eq!(decode::<Position>(cursor), Err(why), "{cursor}");
+            let got = decode::<Position>(cursor).expect_err(cursor);
+            assert!(got.problem().contains(why), "{cursor:?}: {got:?}");
         }
     }
 

@@ -22,6 +22,7 @@ use super::contract::{Answer, Call, CallError, Tool, answer};
 use super::definition::{Destructive, Idempotent, definition, writes};
 use super::views::OfferView;
 use crate::profiles::Audience;
+use handoff_core::api::validation;
 use handoff_core::api::{HandoffOffer, OfferPhase};
 use handoff_core::names::AGENT_LABEL;
 
@@ -60,6 +61,7 @@ pub(crate) struct RejectResult {
 
 async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, CallError> {
     let args: RejectArgs = call.args(args)?;
+    validation::object_name("offer", &args.offer)?;
     let store = call.offer_store();
     // The caller's own read first: RBAC decides whether it may see the offer.
     let offer = store

@@ -20,7 +20,7 @@ use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::contract::{Answer, Call, CallError, Tool, answer};
+use super::contract::{Answer, Call, CallError, Tool, answer, mirror_error};
 use super::definition::{definition, reads};
 use super::page;
 use super::views::HandoffFacts;
@@ -208,7 +208,9 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
                     i64::try_from(offset).unwrap_or(i64::MAX),
                     i64::try_from(limit.saturating_add(1)).unwrap_or(i64::MAX),
                 )
-                .await?;
+                .await
+                // The query is the one free text of the statement.
+                .map_err(|e| mirror_error(e, Some("query")))?;
             let more = rows.len() > limit;
             SearchResult {
                 matches: rows
@@ -282,6 +284,7 @@ fn of_handoff(h: &Handoff, occurrences: usize, wanted: &[String]) -> SearchMatch
 /// order; returns the page size and the offset.
 fn validate(args: &SearchArgs) -> Result<(usize, usize), FieldError> {
     validation::project(&args.project)?;
+    validation::search_query(&args.query, MAX_QUERY_CHARS)?;
     let chars = args.query.chars().count();
     if terms(&args.query).0.is_empty() || chars > MAX_QUERY_CHARS {
         return Err(FieldError {
@@ -319,10 +322,10 @@ fn encode_cursor(offset: usize) -> String {
 fn decode_cursor(cursor: &str) -> Result<usize, FieldError> {
     page::decode::<Offset>(cursor)
         .map(|offset| offset.o)
-        .map_err(|_| {
+        .map_err(|why| {
             page::invalid(
                 "the next_cursor of a previous search_handoffs answer",
-                &format!("{cursor:?} is not one"),
+                why.problem(),
             )
         })
 }

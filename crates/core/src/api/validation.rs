@@ -216,6 +216,72 @@ pub fn no_credentials(field: &'static str, value: &str) -> Result<(), FieldError
     }
 }
 
+/// Longest cursor a paged tool takes, in characters (its own cursors are
+/// a few hundred: base64url of a small JSON position).
+pub const MAX_CURSOR_CHARS: usize = 4096;
+
+/// A cursor's text, before it is decoded: what is wrong with it, or `None`
+/// when it has a cursor's shape — at most [`MAX_CURSOR_CHARS`] base64url
+/// characters (`A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_`), surrounding
+/// whitespace ignored. A hidden character is named first, by code point
+/// and byte, with the body's rule. Each paged tool says whose cursor it
+/// must be, so the tool builds the [`FieldError`].
+pub fn cursor_problem(value: &str) -> Option<String> {
+    let value = value.trim();
+    if let Some(problem) = hidden_character("cursor", value, false) {
+        return Some(problem);
+    }
+    let count = value.chars().count();
+    if count > MAX_CURSOR_CHARS {
+        return Some(format!(
+            "got {count} characters, over the limit of {MAX_CURSOR_CHARS}"
+        ));
+    }
+    value
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_')))
+        .map(|(at, c)| {
+            format!(
+                "it contains {c:?} at byte {at}, which is not base64url (A-Z, a-z, 0-9, '-', '_')"
+            )
+        })
+}
+
+/// A search query of at most `max` characters: words, as the body's text
+/// rule has them (tab and newline are spaces; no other control character,
+/// no bidi control), so nothing PostgreSQL cannot store (a NUL) reaches it.
+pub fn search_query(value: &str, max: usize) -> Result<(), FieldError> {
+    multiline_text("query", value, max)
+}
+
+/// An object's name, as `reject_offer` takes an offer's: a DNS-1123
+/// subdomain (at most 253 characters: lower-case letters, digits, `-` and
+/// `.`, starting and ending with a letter or digit), what the apiserver
+/// names objects by.
+pub fn object_name(field: &'static str, value: &str) -> Result<(), FieldError> {
+    let rule = "an object's name, as offer_handoff and list_offers show it: at most 253 characters, \
+                lower-case letters, digits, '-' and '.', starting and ending with a letter or digit";
+    required(field, value, rule)?;
+    no_control(field, value, rule)?;
+    let bytes = value.as_bytes();
+    let edge_ok = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    let valid = bytes.len() <= 253
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
+        && edge_ok(bytes.first())
+        && edge_ok(bytes.last());
+    if valid {
+        return Ok(());
+    }
+    let problem = if value.chars().count() > 253 {
+        format!("got {} characters", value.chars().count())
+    } else {
+        format!("got {}", preview(value))
+    };
+    Err(FieldError::new(field, rule, problem))
+}
+
 fn required(field: &'static str, value: &str, rule: &str) -> Result<(), FieldError> {
     if value.trim().is_empty() {
         return Err(FieldError::new(field, rule, "it is empty"));
@@ -365,6 +431,120 @@ mod tests {
                     assert!(msg.starts_with(&format!("invalid `{field}`")), "{msg}");
                 }
                 (got, want) => panic!("{}: got {got:?}, want {want:?}", preview(value)),
+            }
+        }
+    }
+
+    #[test]
+    fn arguments_that_are_no_stored_field_name_the_field_and_the_problem() {
+        type Check = fn(&str) -> Result<(), FieldError>;
+        /// The field and words an error must have; `None`: the value is valid.
+        type Expect<'a> = Option<(&'a str, &'a str)>;
+        let long_query = "w ".repeat(300);
+        let long_name = "a".repeat(254);
+        let cases: Vec<(Check, &str, Expect)> = vec![
+            (
+                |v| search_query(v, 500),
+                "refund \"payments_test.go\" -draft",
+                None,
+            ),
+            (|v| search_query(v, 500), "two\nlines\tand a tab", None),
+            (|v| search_query(v, 500), "Überweisung 日本", None),
+            (
+                |v| search_query(v, 500),
+                "a\0b",
+                Some(("query", "U+0000 (NUL) at line 1, column 2")),
+            ),
+            (
+                |v| search_query(v, 500),
+                "x\u{1b}[2K",
+                Some(("query", "U+001B (ESC)")),
+            ),
+            (|v| search_query(v, 500), "a\rb", Some(("query", "U+000D"))),
+            (
+                |v| search_query(v, 500),
+                "abc\u{202E}",
+                Some(("query", "bidi control")),
+            ),
+            (
+                |v| search_query(v, 500),
+                &long_query,
+                Some(("query", "100 too many")),
+            ),
+            (|v| object_name("offer", v), "infra-7f3a2c-1", None),
+            (|v| object_name("offer", v), "a.b-c", None),
+            (
+                |v| object_name("offer", v),
+                "",
+                Some(("offer", "it is empty")),
+            ),
+            (
+                |v| object_name("offer", v),
+                "a\0b",
+                Some(("offer", "U+0000 (NUL) at byte 1")),
+            ),
+            (
+                |v| object_name("offer", v),
+                "a\u{7}b",
+                Some(("offer", "U+0007 at byte 1")),
+            ),
+            (
+                |v| object_name("offer", v),
+                "Nope",
+                Some(("offer", "got \"Nope\"")),
+            ),
+            (
+                |v| object_name("offer", v),
+                "-x",
+                Some(("offer", "got \"-x\"")),
+            ),
+            (
+                |v| object_name("offer", v),
+                "../x",
+                Some(("offer", "lower-case letters")),
+            ),
+            (
+                |v| object_name("offer", v),
+                &long_name,
+                Some(("offer", "got 254 characters")),
+            ),
+        ];
+        for (check, value, expected) in cases {
+            match (check(value), expected) {
+                (Ok(()), None) => {}
+                (Err(err), Some((field, words))) => {
+                    assert_eq!(err.field, field);
+                    let msg = err.to_string();
+                    assert!(msg.contains(words), "{msg} lacks {words:?}");
+                }
+                (got, want) => panic!("{}: got {got:?}, want {want:?}", preview(value)),
+            }
+        }
+    }
+
+    #[test]
+    fn cursors_have_a_shape() {
+        let long = "A".repeat(MAX_CURSOR_CHARS + 1);
+        // (cursor, words of the problem; None: the shape of one)
+        let cases = [
+            ("eyJvIjo1MH0", None),
+            ("  eyJvIjo1MH0\n", None),
+            ("abc-_XYZ09", None),
+            ("eyJ\0vIjo1MH0", Some("U+0000 (NUL) at byte 3")),
+            ("eyJ\u{1}", Some("U+0001 at byte 3")),
+            ("eyJ\u{9b}x", Some("U+009B")),
+            ("../../x", Some("'.' at byte 0, which is not base64url")),
+            ("a b", Some("' ' at byte 1")),
+            ("eyJ=", Some("'=' at byte 3")),
+            (long.as_str(), Some("over the limit of 4096")),
+        ];
+        for (cursor, want) in cases {
+            match (cursor_problem(cursor), want) {
+                (None, None) => {}
+                (Some(problem), Some(words)) => {
+                    assert!(problem.contains(words), "{cursor:?}: {problem}");
+                }
+                (got, want) => panic!("{cursor:?}: got {got:?}, want {want:?}"),
             }
         }
     }
