@@ -303,6 +303,41 @@ async fn the_mcp_corpus_refuses_clearly_and_writes_nothing() {
     );
 }
 
+/// Every string argument of every tool (read from the tools' schemas)
+/// with a NUL and with ESC in it: each call is refused with a tool error
+/// naming that argument, nothing is stored, no answer carries PostgreSQL's
+/// text, and the bridge stays up. (The same calls through a bridge with
+/// the PostgreSQL mirror: tests/it/search.rs.)
+#[tokio::test]
+async fn a_hidden_character_in_any_string_argument_is_refused_by_name() {
+    let env = env();
+    let ns = env.namespace("bad-input-hidden").await;
+    let cases = common::bad_args::hidden_character_calls();
+    // 27 string arguments of 10 tools, each with a NUL and with ESC.
+    assert!(cases.len() >= 54, "only {} cases", cases.len());
+    let mut plan: Vec<Value> = cases.iter().map(|(_, step, _)| step.clone()).collect();
+    plan.push(write(json!("still-alive"), json!("p"), json!("up")));
+    let results = drive_stdio(env, &ns, "refine", Value::Array(plan));
+    for ((case, _, field), result) in cases.iter().zip(&results) {
+        let text = common::err_text(result);
+        assert!(
+            text.starts_with(&format!("invalid `{field}`")),
+            "{case}: the refusal does not name `{field}` first: {text}"
+        );
+        common::bad_args::assert_no_postgres_text(case, &result.to_string());
+    }
+    assert_eq!(
+        results.last().expect("last")["structured"]["outcome"],
+        json!("created"),
+        "the bridge stayed up"
+    );
+    assert_eq!(
+        common::objects::stored_keys(env, &ns).await,
+        ["still-alive"],
+        "a refused input left something behind"
+    );
+}
+
 #[tokio::test]
 async fn odd_but_valid_keys_get_correct_results() {
     let env = env();

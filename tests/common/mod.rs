@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each suite uses a different subset
 
 pub(crate) mod agents;
+pub(crate) mod bad_args;
 pub(crate) mod kubectl;
 pub(crate) mod objects;
 use std::io::Write;

@@ -203,3 +203,82 @@ async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
         assert_eq!(visited, expected.0, "cap {cap}: handed over");
     }
 }
+
+/// Bad input through a bridge with the PostgreSQL mirror: every string
+/// argument of every tool (from the tools' schemas) with a NUL or ESC is
+/// refused naming that argument, a NUL in a search query is refused as
+/// `query`, queries PostgreSQL's own `to_tsquery` would call syntax errors
+/// are answered, and no answer carries PostgreSQL's text. And a NUL that
+/// does reach PostgreSQL (the mirror's search, called without the bridge's
+/// checks) is blamed on the argument, not on PostgreSQL being unavailable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_through_the_mirror_is_refused_as_bad_input() {
+    use common::bad_args::{assert_no_postgres_text, hidden_character_calls};
+    use handoff_mirror::{Blame, Mirror};
+
+    let env = env();
+    let ns = env.namespace("search-bad-input").await;
+    let url = tokio::task::spawn_blocking(testing::shared_postgres_url)
+        .await
+        .expect("postgres");
+
+    // The database's own refusal, classified (this also migrates the schema
+    // the bridge reads).
+    let mirror = Mirror::new(&url, true).expect("mirror");
+    let refused = mirror
+        .search(&ns, "shop", None, "refund\u{0}", 0, 10)
+        .await
+        .expect_err("PostgreSQL refuses a NUL in text");
+    assert!(
+        matches!(refused.blame(), Blame::Argument(_)),
+        "a NUL is the argument's fault, not an outage: {refused} is blamed {:?}",
+        refused.blame()
+    );
+    assert!(!refused.is_unavailability(), "{refused}");
+    let odd = [
+        "!(&|",
+        "\"unclosed",
+        "a & | b",
+        "<-> :*",
+        "'; DROP TABLE handoffs; --",
+    ];
+    for query in odd {
+        mirror
+            .search(&ns, "shop", None, query, 0, 10)
+            .await
+            .unwrap_or_else(|e| panic!("websearch_to_tsquery takes {query:?}: {e}"));
+    }
+
+    apply_agent_roles(env);
+    let groomer = agent_token(env, &ns, "groomer", Some("refine"), Some("handoff-groomer")).await;
+    let bridge = Bridge::start_with(env, &ns, &["--postgres-url", &url]);
+    let cases = hidden_character_calls();
+    let mut plan: Vec<Value> = cases.iter().map(|(_, step, _)| step.clone()).collect();
+    plan.push(search("refund\u{0}"));
+    plan.extend(odd.iter().map(|q| search(q)));
+    let results = bridge.drive(&groomer, "refine", Value::Array(plan));
+    assert_eq!(results.len(), cases.len() + 1 + odd.len(), "{results:?}");
+    for ((case, _, field), result) in cases.iter().zip(&results) {
+        let text = err_text(result);
+        assert!(
+            text.starts_with(&format!("invalid `{field}`")),
+            "{case}: the refusal does not name `{field}` first: {text}"
+        );
+        assert_no_postgres_text(case, &result.to_string());
+    }
+    let nul = &results[cases.len()];
+    let text = err_text(nul);
+    assert!(
+        text.starts_with("invalid `query`") && text.contains("U+0000 (NUL)"),
+        "a NUL in the query: {text}"
+    );
+    assert!(
+        !text.contains("unavailable"),
+        "reported as an outage: {text}"
+    );
+    assert_no_postgres_text("a NUL in the query", &nul.to_string());
+    for (query, result) in odd.iter().zip(&results[cases.len() + 1..]) {
+        assert_eq!(ok(result)["source"], json!("mirror"), "{query:?}: {result}");
+        assert_no_postgres_text(query, &result.to_string());
+    }
+}
