@@ -136,7 +136,10 @@ impl Fairness {
             .map_or((0, 0), |c| (c.in_flight, c.queue.len()));
         let own_room = in_flight < self.shares.per_caller;
         if own_room && waiting == 0 && self.in_flight < self.shares.max_in_flight {
-            self.callers.entry(identity.to_owned()).or_default().in_flight += 1;
+            self.callers
+                .entry(identity.to_owned())
+                .or_default()
+                .in_flight += 1;
             self.in_flight += 1;
             return Admission::Granted;
         }
