@@ -15,22 +15,29 @@
 //! with distinct invalid tokens (64 in flight, bounded in count), as a
 //! ratio: what a valid agent feels while someone hammers the bridge.
 //!
+//! Then the fair share: [`QUIET`] quiet callers (identities of their own),
+//! each calling `get_handoff` one at a time, alone and beside one greedy
+//! caller sending [`GREEDY`] `write_handoff` calls at once without backing
+//! off (retrying at once on 429): the quiet callers' p99 against their quiet
+//! p99, and how many of their calls were refused.
+//!
 //! Last, a bridge with the PostgreSQL mirror: one caller's `get_handoff`
-//! quiet and while four other callers diff, back to back, two revisions of
-//! [`DIFF_LINES`] short lines with little in common (the worst kind of
-//! input for a line diff) — the p99 ratio the diff's bounds keep small.
-//! `HANDOFF_BENCH_DIFF_ONLY=1` runs that part alone.
+//! quiet and while four connections of another identity diff, back to back,
+//! two revisions of [`DIFF_LINES`] short lines with little in common (the
+//! worst kind of input for a line diff) — the p99 ratio the diff's bounds
+//! keep small. `HANDOFF_BENCH_DIFF_ONLY=1` runs that part alone,
+//! `HANDOFF_BENCH_FAIR_ONLY=1` the fair-share part alone.
 
 use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
-use handoff_testkit::http::{addr_of, flood, metric, scrape};
+use handoff_testkit::http::{addr_of, exchange, flood, mcp_post, metric, scrape, tool_call};
 use handoff_testkit::previous::{Previous, medians};
 use handoff_testkit::rpc::McpHttp;
 use handoff_testkit::spec::{Fields, spec};
+use handoff_testkit::{Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken};
 use kube::api::{Api, Patch, PatchParams};
 
 const ITERATIONS: usize = 300;
@@ -41,6 +48,13 @@ const FLOOD_IN_FLIGHT: usize = 64;
 /// Lines of each revision in the diff under load, and how many callers diff at once.
 const DIFF_LINES: usize = 16_000;
 const DIFFERS: usize = 4;
+/// Quiet callers beside the greedy one, the calls each makes per phase,
+/// and the greedy caller's calls at once.
+const QUIET: usize = 16;
+const QUIET_CALLS: usize = 40;
+const GREEDY: usize = 160;
+/// The section of BENCHMARKS.md with the fair-share ratio.
+const FAIR_SECTION: &str = "Quiet callers beside a greedy one";
 /// The section of BENCHMARKS.md with the diff-under-load ratio.
 const DIFF_SECTION: &str = "Another caller during four worst-case diffs";
 /// The section of BENCHMARKS.md with the ratios (and the previous run's).
@@ -58,7 +72,7 @@ fn main() -> anyhow::Result<()> {
     let _runtime = rt.enter();
     let previous =
         Previous::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md"));
-    let plane = rt.block_on(bench::plane())?;
+    let plane = rt.block_on(plane())?;
     let direct: Api<Handoff> =
         Api::namespaced(rt.block_on(bench::agent_client(&plane))?, "default");
     if std::env::var_os("HANDOFF_BENCH_DIFF_ONLY").is_some() {
@@ -72,6 +86,21 @@ fn main() -> anyhow::Result<()> {
             )),
         ))?;
         under_diffs(&rt, &plane, &direct, key)?.print(previous.as_ref());
+        return Ok(());
+    }
+    if std::env::var_os("HANDOFF_BENCH_FAIR_ONLY").is_some() {
+        let bridge = BridgeProcess::start(
+            std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
+            plane.kubeconfig_path(),
+            "default",
+            &[],
+        )?;
+        let key = "bench/get#1";
+        McpHttp::connect(bridge.url(), TOKEN, "refine")?.call(
+            "write_handoff",
+            serde_json::json!({"handoff_key": key, "project": "bench", "body": "steady body"}),
+        )?;
+        beside_a_greedy_caller(&rt, &bridge, key)?.print(previous.as_ref());
         return Ok(());
     }
 
@@ -144,6 +173,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let flooded = under_flood(&rt, &bridge, &mut http, key)?;
+    let fair = beside_a_greedy_caller(&rt, &bridge, key)?;
     drop(bridge);
     let diffed = under_diffs(&rt, &plane, &direct, key)?;
 
@@ -180,9 +210,170 @@ fn main() -> anyhow::Result<()> {
         println!("| {label} | {m:.2} | {p:.2} | {before} | {goal} |");
     }
     flooded.print();
+    fair.print(previous.as_ref());
     diffed.print(previous.as_ref());
     drop(plane);
     Ok(())
+}
+
+/// The token of quiet caller `i` (a user of its own, `bench-caller-<i>`).
+fn caller_token(i: usize) -> String {
+    format!("bench-caller-{i:02}-0123456789abcdef")
+}
+
+/// The benchmark's plane ([`bench::plane`]) that also accepts the tokens of
+/// [`QUIET`] callers, each a user of its own.
+async fn plane() -> anyhow::Result<ControlPlane> {
+    let admin = |token: String, user: String| StaticToken {
+        token,
+        user,
+        groups: vec!["system:masters".into()],
+    };
+    let static_tokens = std::iter::once(admin(TOKEN.into(), "bench".into()))
+        .chain((1..=QUIET).map(|i| admin(caller_token(i), format!("bench-caller-{i:02}"))))
+        .collect();
+    let options = PlaneOptions {
+        etcd_quota_bytes: Some(bench::ETCD_QUOTA_BYTES),
+        static_tokens,
+        ..PlaneOptions::default()
+    };
+    let plane = ControlPlane::start_with(Assets::locate()?, options).await?;
+    handoff_testkit::install_crds(&plane.client().await?).await?;
+    Ok(plane)
+}
+
+/// The quiet callers' `get_handoff`, alone and beside the greedy caller.
+struct Greedy {
+    quiet: Vec<Duration>,
+    beside: Vec<Duration>,
+    refused_quiet: usize,
+    refused_beside: usize,
+    greedy: std::collections::BTreeMap<u16, usize>,
+    greedy_seconds: f64,
+}
+
+/// [`QUIET`] callers, each on a thread of its own, make [`QUIET_CALLS`]
+/// calls of `get_handoff` one at a time; their latencies and how many
+/// were refused (a refused call counts with the time it took).
+fn quiet_callers(url: &str, key: &str) -> (Vec<Duration>, usize) {
+    let callers: Vec<_> = (1..=QUIET)
+        .map(|i| {
+            let (url, key) = (url.to_owned(), key.to_owned());
+            std::thread::spawn(move || {
+                let get = serde_json::json!({"handoff_key": key});
+                let (mut samples, mut refused) = (Vec::with_capacity(QUIET_CALLS), 0);
+                let mut caller = McpHttp::connect(&url, &caller_token(i), "refine").ok();
+                for _ in 0..QUIET_CALLS {
+                    let t = Instant::now();
+                    let answered = match caller.as_mut() {
+                        Some(c) => c.call("get_handoff", get.clone()).is_ok(),
+                        None => false,
+                    };
+                    samples.push(t.elapsed());
+                    if !answered {
+                        refused += 1;
+                        caller = McpHttp::connect(&url, &caller_token(i), "refine").ok();
+                    }
+                }
+                (samples, refused)
+            })
+        })
+        .collect();
+    callers.into_iter().filter_map(|c| c.join().ok()).fold(
+        (Vec::new(), 0),
+        |(mut all, refused), (samples, r)| {
+            all.extend(samples);
+            (all, refused + r)
+        },
+    )
+}
+
+fn beside_a_greedy_caller(
+    rt: &tokio::runtime::Runtime,
+    bridge: &BridgeProcess,
+    key: &str,
+) -> anyhow::Result<Greedy> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let _warm_up = quiet_callers(bridge.url(), key);
+    let (quiet, refused_quiet) = quiet_callers(bridge.url(), key);
+    eprintln!("bench: one greedy caller, {GREEDY} writes at once, beside {QUIET} quiet ones …");
+    let addr = addr_of(bridge.url())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let greedy: Vec<_> = (0..GREEDY)
+        .map(|i| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            let write = tool_call(
+                "write_handoff",
+                serde_json::json!({"handoff_key": format!("bench/greedy#{i}"), "project": "bench", "body": "greedy"}),
+            );
+            let request = mcp_post(&addr, Some(TOKEN), &write);
+            rt.spawn(async move {
+                let mut statuses = std::collections::BTreeMap::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let status = exchange(&addr, &request).await.map_or(0, |a| a.status);
+                    *statuses.entry(status).or_insert(0usize) += 1;
+                }
+                statuses
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (beside, refused_beside) = quiet_callers(bridge.url(), key);
+    stop.store(true, Ordering::Relaxed);
+    let mut statuses = std::collections::BTreeMap::new();
+    for task in greedy {
+        for (status, n) in rt.block_on(task)? {
+            *statuses.entry(status).or_insert(0) += n;
+        }
+    }
+    Ok(Greedy {
+        quiet,
+        beside,
+        refused_quiet,
+        refused_beside,
+        greedy: statuses,
+        greedy_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl Greedy {
+    fn print(mut self, previous: Option<&Previous>) {
+        let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
+        let (beside_median, beside_p99) = median_p99(&mut self.beside);
+        println!("\n## {FAIR_SECTION} ({} cores)\n", bench::cores());
+        println!(
+            "{QUIET} callers, each an identity of its own, called `get_handoff` one at a time ({QUIET_CALLS} calls each), \
+             alone and while one greedy caller sent {GREEDY} `write_handoff` calls at once for {:.1} s, retrying at once \
+             when refused (answers by status, 0 = no answer: {:?}). Bridge defaults: `--max-in-flight` 128, \
+             `--max-in-flight-per-caller` 32. Quiet calls refused: {} alone, {} beside the greedy caller.\n",
+            self.greedy_seconds, self.greedy, self.refused_quiet, self.refused_beside
+        );
+        println!(
+            "| get_handoff (quiet callers) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
+        );
+        println!(
+            "| alone | {} | {quiet_median:.0} | {quiet_p99:.0} |",
+            self.quiet.len()
+        );
+        println!(
+            "| beside the greedy caller | {} | {beside_median:.0} | {beside_p99:.0} |",
+            self.beside.len()
+        );
+        let label = "greedy / quiet";
+        println!(
+            "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
+            previous.map_or("none", Previous::date)
+        );
+        println!(
+            "| {label} | {:.2} | {:.2} | {} | p99 ≤ 3, none refused |",
+            beside_median / quiet_median,
+            beside_p99 / quiet_p99,
+            medians(previous, FAIR_SECTION, label)
+        );
+    }
 }
 
 /// The valid agent's `get_handoff`, quiet and during the flood.
@@ -389,7 +580,7 @@ fn under_diffs(
             let (url, args) = (bridge.url().to_owned(), diff_args.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let answered = McpHttp::connect(&url, TOKEN, "refine")
+                    let answered = McpHttp::connect(&url, &caller_token(1), "refine")
                         .and_then(|mut c| c.call("diff_handoff", args.clone()));
                     let counter = if answered.is_ok() { &done } else { &failed };
                     counter.fetch_add(1, Ordering::Relaxed);
@@ -437,8 +628,8 @@ impl Diffs {
         println!("\n## {DIFF_SECTION} ({} cores)\n", bench::cores());
         println!(
             "A bridge with the PostgreSQL mirror; revisions of {DIFF_LINES} one-digit lines with little in common. \
-             One diff alone took {:.0} ms (approximate: {}). While {DIFFERS} callers diffed back to back \
-             ({} diffs answered, {} failed), another caller called `get_handoff` ({} of its calls failed).\n",
+             One diff alone took {:.0} ms (approximate: {}). While {DIFFERS} connections of one identity diffed back to back \
+             ({} diffs answered, {} failed), another identity called `get_handoff` ({} of its calls failed).\n",
             self.one_diff.as_secs_f64() * 1000.0,
             self.approximate,
             self.diffs,

@@ -7,8 +7,10 @@
 //! The work of one call is bounded, so that no caller's diff can starve
 //! another tenant's calls: a line diff of two bodies of ~16,000 short lines
 //! can take Myers' algorithm seconds of CPU. So the diff runs on a thread
-//! of its own, never on an async worker, at a lower CPU priority (nice
-//! [`DIFF_NICE`], so the workers serving other calls win the CPU); at most
+//! of its own, never on an async worker, at the lowest CPU priority (Linux's
+//! `SCHED_IDLE` policy, or nice [`DIFF_NICE`] where that is refused: any
+//! thread serving another call takes the CPU from it at once, and the
+//! scheduler places waking threads on its core as on an idle one); at most
 //! [`MAX_CONCURRENT_DIFFS`] run at once in a process (a call beyond waits
 //! its turn, within the call's timeout; a call that times out leaves its
 //! diff to finish in its turn); and the search for the smallest diff stops
@@ -179,18 +181,24 @@ async fn off_the_workers(
         .map_err(|_| retriable("the diff stopped without an answer".into()))
 }
 
-/// Lowers the calling thread's CPU priority to [`DIFF_NICE`]. On Linux
-/// `setpriority` with a thread id changes that one thread (the process's
-/// other threads keep theirs); elsewhere nothing is changed. A refusal
-/// (a sandbox without the call) leaves the priority as it was.
+/// Lowers the calling thread's CPU priority to [`DIFF_NICE`], then moves
+/// it to the `SCHED_IDLE` policy. On Linux both change that one thread
+/// (the process's other threads keep theirs); elsewhere nothing is
+/// changed. A refusal (a sandbox without the call) leaves the priority as
+/// it was (the nice value alone when only the policy is refused).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: both calls take plain integers and touch no memory of ours;
-    // they read the calling thread's id and set its nice value.
+    // SAFETY: `syscall(SYS_gettid)` and `setpriority` take plain integers;
+    // `sched_setscheduler` reads the `sched_param` borrowed for the call.
+    // None keeps a pointer or touches other memory of ours.
     unsafe {
         let thread = libc::syscall(libc::SYS_gettid);
         if libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, DIFF_NICE) != 0 {
             tracing::debug!("cannot lower the diff thread's priority");
+        }
+        let idle = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle) != 0 {
+            tracing::debug!("cannot move the diff thread to SCHED_IDLE");
         }
     }
 }
@@ -445,5 +453,21 @@ mod tests {
         let (old, new) = worst(600);
         let (cut, truncated) = unified(&old, &new, 1, 2, 1000);
         assert!(truncated && cut.len() <= 1000 && cut.ends_with('\n'));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_the_diff_thread_runs_at_the_lowest_priority() {
+        // SAFETY: reads the calling thread's policy; no memory involved.
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let lowered = std::thread::spawn(move || {
+            lower_priority();
+            policy()
+        })
+        .join()
+        .expect("the diff thread");
+        assert_eq!(lowered, libc::SCHED_IDLE);
+        assert_eq!(policy(), before, "the caller's thread keeps its policy");
     }
 }
