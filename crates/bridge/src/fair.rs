@@ -43,11 +43,12 @@ const MAX_ID_BYTES: usize = 64 * 1024;
 #[derive(Clone, Debug)]
 pub(crate) struct Identity(pub(crate) Arc<str>);
 
-/// The fair share of one bridge process.
+/// The fair share of one bridge process (of its requests; `diff_handoff`
+/// has one of its own for its turns, without metrics).
 pub(crate) struct FairShare {
     state: Mutex<Queues>,
     wait: Duration,
-    metrics: Arc<BridgeMetrics>,
+    metrics: Option<Arc<BridgeMetrics>>,
 }
 
 /// The decision's state and the waiting requests' wake-ups.
@@ -57,7 +58,17 @@ struct Queues {
 }
 
 impl FairShare {
+    /// A fair share whose slots, queue and waits are the bridge's metrics.
     pub(crate) fn new(shares: Shares, wait: Duration, metrics: Arc<BridgeMetrics>) -> Arc<Self> {
+        Self::with(shares, wait, Some(metrics))
+    }
+
+    /// A fair share counted nowhere.
+    pub(crate) fn unmetered(shares: Shares, wait: Duration) -> Arc<Self> {
+        Self::with(shares, wait, None)
+    }
+
+    fn with(shares: Shares, wait: Duration, metrics: Option<Arc<BridgeMetrics>>) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(Queues {
                 fairness: Fairness::new(shares),
@@ -103,7 +114,9 @@ impl FairShare {
             ticket: Some(ticket),
         };
         let woken = tokio::time::timeout(self.wait, granted).await;
-        self.metrics.queue_waited(started.elapsed());
+        if let Some(metrics) = &self.metrics {
+            metrics.queue_waited(started.elapsed());
+        }
         waiting.ticket = None;
         if matches!(woken, Ok(Ok(()))) {
             return Ok(self.slot(identity));
@@ -140,11 +153,12 @@ impl FairShare {
     }
 
     fn publish(&self, queues: &Queues) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-        self.metrics
-            .in_flight()
-            .set(count(queues.fairness.in_flight()));
-        self.metrics.queued().set(count(queues.fairness.queued()));
+        metrics.in_flight().set(count(queues.fairness.in_flight()));
+        metrics.queued().set(count(queues.fairness.queued()));
     }
 }
 
@@ -204,7 +218,9 @@ pub(crate) async fn fair_share(
             response
         }
         Err(refusal) => {
-            share.metrics.refusal(refusal.as_str());
+            if let Some(metrics) = &share.metrics {
+                metrics.refusal(refusal.as_str());
+            }
             let body = axum::body::to_bytes(request.into_body(), MAX_ID_BYTES).await;
             let id = body.map_or(serde_json::Value::Null, |b| id_of(&b));
             refused(refusal, id)
