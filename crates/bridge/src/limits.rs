@@ -17,7 +17,7 @@ pub(crate) const DEFAULT_MAX_HEADER_BYTES: usize = 32 << 10;
 /// Default `--max-in-flight`.
 pub(crate) const DEFAULT_MAX_IN_FLIGHT: usize = 128;
 /// Default `--max-queued-per-caller`.
-pub(crate) const DEFAULT_MAX_QUEUED_PER_CALLER: usize = 16;
+pub(crate) const DEFAULT_MAX_QUEUED_PER_CALLER: usize = 64;
 /// Default `--max-queued`.
 pub(crate) const DEFAULT_MAX_QUEUED: usize = 512;
 /// Default `--queue-wait`.
