@@ -51,7 +51,7 @@ const DIFFERS: usize = 4;
 /// Quiet callers beside the greedy one, the calls each makes per phase,
 /// and the greedy caller's calls at once.
 const QUIET: usize = 16;
-const QUIET_CALLS: usize = 40;
+const QUIET_CALLS: usize = 100;
 const GREEDY: usize = 160;
 /// The section of BENCHMARKS.md with the fair-share ratio.
 const FAIR_SECTION: &str = "Quiet callers beside a greedy one";
@@ -343,13 +343,21 @@ impl Greedy {
     fn print(mut self, previous: Option<&Previous>) {
         let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
         let (beside_median, beside_p99) = median_p99(&mut self.beside);
+        let shares = handoff_bridge::limits::Limits::default().shares();
         println!("\n## {FAIR_SECTION} ({} cores)\n", bench::cores());
         println!(
             "{QUIET} callers, each an identity of its own, called `get_handoff` one at a time ({QUIET_CALLS} calls each), \
              alone and while one greedy caller sent {GREEDY} `write_handoff` calls at once for {:.1} s, retrying at once \
-             when refused (answers by status, 0 = no answer: {:?}). Bridge defaults: `--max-in-flight` 128, \
-             `--max-in-flight-per-caller` 32. Quiet calls refused: {} alone, {} beside the greedy caller.\n",
-            self.greedy_seconds, self.greedy, self.refused_quiet, self.refused_beside
+             when refused (answers by status, 0 = no answer: {:?}). Bridge defaults: `--max-in-flight` {}, \
+             `--max-in-flight-per-caller` {}, `--max-queued-per-caller` {}. Quiet calls refused: {} alone, {} beside \
+             the greedy caller.\n",
+            self.greedy_seconds,
+            self.greedy,
+            shares.max_in_flight,
+            shares.per_caller,
+            shares.queued_per_caller,
+            self.refused_quiet,
+            self.refused_beside
         );
         println!(
             "| get_handoff (quiet callers) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"

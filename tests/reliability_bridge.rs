@@ -164,7 +164,17 @@ async fn two_hundred_concurrent_requests_with_one_new_token_make_one_review() {
     let env = env();
     let ns = env.namespace("single-flight").await;
     let token = writer(env, &ns, "agent").await;
-    let bridge = bridge(env, &ns, &["--max-in-flight", "1024"]);
+    // One token on all N requests: one caller, whose share is all of them.
+    let bridge = bridge(
+        env,
+        &ns,
+        &[
+            "--max-in-flight",
+            "1024",
+            "--max-in-flight-per-caller",
+            "1024",
+        ],
+    );
     let addr = addr_of(bridge.url()).expect("address");
 
     let answers = at_once(&addr, N, &mcp_post(&addr, Some(&token), &get_handoff())).await;
@@ -454,7 +464,18 @@ async fn a_caller_flooding_past_max_in_flight_never_gets_another_caller_refused(
     let ns = env.namespace("fair").await;
     let greedy = writer(env, &ns, "greedy").await;
     let quiet = writer(env, &ns, "quiet").await;
-    let bridge = bridge(env, &ns, &["--max-in-flight", "16"]);
+    let bridge = bridge(
+        env,
+        &ns,
+        &[
+            "--max-in-flight",
+            "16",
+            "--max-in-flight-per-caller",
+            "4",
+            "--max-queued-per-caller",
+            "8",
+        ],
+    );
     let addr = addr_of(bridge.url()).expect("address");
 
     let stop = Arc::new(AtomicBool::new(false));

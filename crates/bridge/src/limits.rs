@@ -49,7 +49,9 @@ pub struct Limits {
     /// Most requests of one caller (the user its bearer token resolved to)
     /// served at once: its fair share. Further ones wait in its queue;
     /// a caller whose share and queue are full gets 429 with
-    /// `Retry-After`. Default: a quarter of --max-in-flight (at least 1).
+    /// `Retry-After`. Default: a sixteenth of --max-in-flight (at least 1).
+    /// A share is of slots, not of CPU: on a replica with few cores a
+    /// smaller share keeps one flooding caller from slowing the others.
     #[arg(long, env = "HANDOFF_MAX_IN_FLIGHT_PER_CALLER", value_parser = at_least_one, value_name = "N")]
     pub max_in_flight_per_caller: Option<usize>,
     /// Most requests of one caller waiting for a slot of its share.
@@ -134,13 +136,13 @@ impl Limits {
     }
 
     /// The fair share these limits set; the per-caller share defaults to a
-    /// quarter of the whole (at least 1).
+    /// sixteenth of the whole (at least 1).
     pub fn shares(&self) -> Shares {
         Shares {
             max_in_flight: self.max_in_flight,
             per_caller: self
                 .max_in_flight_per_caller
-                .unwrap_or((self.max_in_flight / 4).max(1)),
+                .unwrap_or((self.max_in_flight / 16).max(1)),
             queued_per_caller: self.max_queued_per_caller,
             max_queued: self.max_queued,
         }
@@ -246,7 +248,7 @@ mod tests {
                 ),
             }
         }
-        for (max, per) in [(128, 32), (2, 1), (1, 1), (7, 1)] {
+        for (max, per) in [(128, 8), (2, 1), (1, 1), (17, 1), (32, 2), (1024, 64)] {
             let limits = Limits {
                 max_in_flight: max,
                 ..Limits::default()
