@@ -17,9 +17,10 @@
 //!
 //! Then the fair share: [`QUIET`] quiet callers (identities of their own),
 //! each calling `get_handoff` one at a time, alone and beside one greedy
-//! caller sending [`GREEDY`] `write_handoff` calls at once without backing
-//! off (retrying at once on 429): the quiet callers' p99 against their quiet
-//! p99, and how many of their calls were refused.
+//! caller keeping [`GREEDY`] `write_handoff` calls going at once, first
+//! sending a refused one again at once, then after its `Retry-After`: the
+//! quiet callers' p99 against their quiet p99, and how many of their calls
+//! were refused.
 //!
 //! Last, a bridge with the PostgreSQL mirror: one caller's `get_handoff`
 //! quiet and while four connections of another identity diff, back to back,
@@ -242,14 +243,22 @@ async fn plane() -> anyhow::Result<ControlPlane> {
     Ok(plane)
 }
 
+/// The quiet callers' `get_handoff` beside one greedy caller.
+struct Phase {
+    /// How the greedy caller takes a refusal.
+    greedy_retries: &'static str,
+    samples: Vec<Duration>,
+    refused: usize,
+    /// The greedy caller's answers by status (0: no answer).
+    greedy: std::collections::BTreeMap<u16, usize>,
+    greedy_seconds: f64,
+}
+
 /// The quiet callers' `get_handoff`, alone and beside the greedy caller.
 struct Greedy {
     quiet: Vec<Duration>,
-    beside: Vec<Duration>,
     refused_quiet: usize,
-    refused_beside: usize,
-    greedy: std::collections::BTreeMap<u16, usize>,
-    greedy_seconds: f64,
+    phases: Vec<Phase>,
 }
 
 /// [`QUIET`] callers, each on a thread of its own, make [`QUIET_CALLS`]
@@ -293,12 +302,34 @@ fn beside_a_greedy_caller(
     bridge: &BridgeProcess,
     key: &str,
 ) -> anyhow::Result<Greedy> {
+    let _warm_up = quiet_callers(bridge.url(), key);
+    let (quiet, refused_quiet) = quiet_callers(bridge.url(), key);
+    let phases = [false, true]
+        .into_iter()
+        .map(|backs_off| greedy_phase(rt, bridge, key, backs_off))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Greedy {
+        quiet,
+        refused_quiet,
+        phases,
+    })
+}
+
+/// The quiet callers while one greedy caller keeps [`GREEDY`] writes going
+/// at once; a refused write is sent again at once, or after its
+/// `Retry-After` when `backs_off`.
+fn greedy_phase(
+    rt: &tokio::runtime::Runtime,
+    bridge: &BridgeProcess,
+    key: &str,
+    backs_off: bool,
+) -> anyhow::Result<Phase> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
 
-    let _warm_up = quiet_callers(bridge.url(), key);
-    let (quiet, refused_quiet) = quiet_callers(bridge.url(), key);
-    eprintln!("bench: one greedy caller, {GREEDY} writes at once, beside {QUIET} quiet ones …");
+    eprintln!(
+        "bench: one greedy caller, {GREEDY} writes at once (backing off: {backs_off}), beside {QUIET} quiet ones …"
+    );
     let addr = addr_of(bridge.url())?;
     let stop = Arc::new(AtomicBool::new(false));
     let started = Instant::now();
@@ -313,15 +344,23 @@ fn beside_a_greedy_caller(
             rt.spawn(async move {
                 let mut statuses = std::collections::BTreeMap::new();
                 while !stop.load(Ordering::Relaxed) {
-                    let status = exchange(&addr, &request).await.map_or(0, |a| a.status);
+                    let answer = exchange(&addr, &request).await.ok();
+                    let status = answer.as_ref().map_or(0, |a| a.status);
                     *statuses.entry(status).or_insert(0usize) += 1;
+                    let wait = answer
+                        .as_ref()
+                        .and_then(|a| a.header("retry-after"))
+                        .and_then(|v| v.parse::<u64>().ok());
+                    if let (true, Some(seconds)) = (backs_off, wait) {
+                        tokio::time::sleep(Duration::from_secs(seconds)).await;
+                    }
                 }
                 statuses
             })
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let (beside, refused_beside) = quiet_callers(bridge.url(), key);
+    let (samples, refused) = quiet_callers(bridge.url(), key);
     stop.store(true, Ordering::Relaxed);
     let mut statuses = std::collections::BTreeMap::new();
     for task in greedy {
@@ -329,11 +368,14 @@ fn beside_a_greedy_caller(
             *statuses.entry(status).or_insert(0) += n;
         }
     }
-    Ok(Greedy {
-        quiet,
-        beside,
-        refused_quiet,
-        refused_beside,
+    Ok(Phase {
+        greedy_retries: if backs_off {
+            "after `Retry-After`"
+        } else {
+            "at once"
+        },
+        samples,
+        refused,
         greedy: statuses,
         greedy_seconds: started.elapsed().as_secs_f64(),
     })
@@ -342,48 +384,52 @@ fn beside_a_greedy_caller(
 impl Greedy {
     fn print(mut self, previous: Option<&Previous>) {
         let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
-        let (beside_median, beside_p99) = median_p99(&mut self.beside);
         let shares = handoff_bridge::limits::Limits::default().shares();
         println!("\n## {FAIR_SECTION} ({} cores)\n", bench::cores());
         println!(
             "{QUIET} callers, each an identity of its own, called `get_handoff` one at a time ({QUIET_CALLS} calls each), \
-             alone and while one greedy caller sent {GREEDY} `write_handoff` calls at once for {:.1} s, retrying at once \
-             when refused (answers by status, 0 = no answer: {:?}). Bridge defaults: `--max-in-flight` {}, \
-             `--max-in-flight-per-caller` {}, `--max-queued-per-caller` {}. Quiet calls refused: {} alone, {} beside \
-             the greedy caller.\n",
-            self.greedy_seconds,
-            self.greedy,
-            shares.max_in_flight,
-            shares.per_caller,
-            shares.queued_per_caller,
-            self.refused_quiet,
-            self.refused_beside
+             alone and while one greedy caller (its client on the same cores) kept {GREEDY} `write_handoff` calls going \
+             at once, sending a refused one again at once, then after its `Retry-After`. Bridge defaults: \
+             `--max-in-flight` {}, `--max-in-flight-per-caller` {}, `--max-queued-per-caller` {}. Quiet calls refused \
+             alone: {}.\n",
+            shares.max_in_flight, shares.per_caller, shares.queued_per_caller, self.refused_quiet
         );
+        for phase in &self.phases {
+            println!(
+                "- greedy caller retrying {}: {:.1} s, its answers by status (0 = none) {:?}; quiet calls refused: {}",
+                phase.greedy_retries, phase.greedy_seconds, phase.greedy, phase.refused
+            );
+        }
         println!(
-            "| get_handoff (quiet callers) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
+            "\n| get_handoff (quiet callers) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
         );
         println!(
             "| alone | {} | {quiet_median:.0} | {quiet_p99:.0} |",
             self.quiet.len()
         );
-        println!(
-            "| beside the greedy caller | {} | {beside_median:.0} | {beside_p99:.0} |",
-            self.beside.len()
-        );
-        let label = "greedy / quiet";
+        let mut ratios = Vec::new();
+        for phase in &mut self.phases {
+            let (median, p99) = median_p99(&mut phase.samples);
+            println!(
+                "| beside a greedy caller retrying {} | {} | {median:.0} | {p99:.0} |",
+                phase.greedy_retries,
+                phase.samples.len()
+            );
+            ratios.push((phase.greedy_retries, median / quiet_median, p99 / quiet_p99));
+        }
         println!(
             "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
             previous.map_or("none", Previous::date)
         );
-        println!(
-            "| {label} | {:.2} | {:.2} | {} | p99 ≤ 3, none refused |",
-            beside_median / quiet_median,
-            beside_p99 / quiet_p99,
-            medians(previous, FAIR_SECTION, label)
-        );
+        for (retries, median, p99) in ratios {
+            let label = format!("greedy retrying {retries} / quiet");
+            println!(
+                "| {label} | {median:.2} | {p99:.2} | {} | p99 ≤ 3, none refused |",
+                medians(previous, FAIR_SECTION, &label)
+            );
+        }
     }
 }
-
 /// The valid agent's `get_handoff`, quiet and during the flood.
 struct Flooded {
     quiet: Vec<Duration>,
