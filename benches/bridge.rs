@@ -15,22 +15,30 @@
 //! with distinct invalid tokens (64 in flight, bounded in count), as a
 //! ratio: what a valid agent feels while someone hammers the bridge.
 //!
+//! Then the fair share: [`QUIET`] quiet callers (identities of their own),
+//! each calling `get_handoff` one at a time, alone and beside one greedy
+//! caller keeping [`GREEDY`] `write_handoff` calls going at once, first
+//! sending a refused one again at once, then after its `Retry-After`: the
+//! quiet callers' p99 against their quiet p99, and how many of their calls
+//! were refused.
+//!
 //! Last, a bridge with the PostgreSQL mirror: one caller's `get_handoff`
-//! quiet and while four other callers diff, back to back, two revisions of
-//! [`DIFF_LINES`] short lines with little in common (the worst kind of
-//! input for a line diff) — the p99 ratio the diff's bounds keep small.
-//! `HANDOFF_BENCH_DIFF_ONLY=1` runs that part alone.
+//! quiet and while four connections of another identity diff, back to back,
+//! two revisions of [`DIFF_LINES`] short lines with little in common (the
+//! worst kind of input for a line diff) — the p99 ratio the diff's bounds
+//! keep small. `HANDOFF_BENCH_DIFF_ONLY=1` runs that part alone,
+//! `HANDOFF_BENCH_FAIR_ONLY=1` the fair-share part alone.
 
 use std::time::{Duration, Instant};
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
-use handoff_testkit::BridgeProcess;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
-use handoff_testkit::http::{addr_of, flood, metric, scrape};
+use handoff_testkit::http::{addr_of, exchange, flood, mcp_post, metric, scrape, tool_call};
 use handoff_testkit::previous::{Previous, medians};
 use handoff_testkit::rpc::McpHttp;
 use handoff_testkit::spec::{Fields, spec};
+use handoff_testkit::{Assets, BridgeProcess, ControlPlane, PlaneOptions, StaticToken};
 use kube::api::{Api, Patch, PatchParams};
 
 const ITERATIONS: usize = 300;
@@ -41,6 +49,13 @@ const FLOOD_IN_FLIGHT: usize = 64;
 /// Lines of each revision in the diff under load, and how many callers diff at once.
 const DIFF_LINES: usize = 16_000;
 const DIFFERS: usize = 4;
+/// Quiet callers beside the greedy one, the calls each makes per phase,
+/// and the greedy caller's calls at once.
+const QUIET: usize = 16;
+const QUIET_CALLS: usize = 100;
+const GREEDY: usize = 160;
+/// The section of BENCHMARKS.md with the fair-share ratio.
+const FAIR_SECTION: &str = "Quiet callers beside a greedy one";
 /// The section of BENCHMARKS.md with the diff-under-load ratio.
 const DIFF_SECTION: &str = "Another caller during four worst-case diffs";
 /// The section of BENCHMARKS.md with the ratios (and the previous run's).
@@ -58,7 +73,7 @@ fn main() -> anyhow::Result<()> {
     let _runtime = rt.enter();
     let previous =
         Previous::load(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("BENCHMARKS.md"));
-    let plane = rt.block_on(bench::plane())?;
+    let plane = rt.block_on(plane())?;
     let direct: Api<Handoff> =
         Api::namespaced(rt.block_on(bench::agent_client(&plane))?, "default");
     if std::env::var_os("HANDOFF_BENCH_DIFF_ONLY").is_some() {
@@ -72,6 +87,21 @@ fn main() -> anyhow::Result<()> {
             )),
         ))?;
         under_diffs(&rt, &plane, &direct, key)?.print(previous.as_ref());
+        return Ok(());
+    }
+    if std::env::var_os("HANDOFF_BENCH_FAIR_ONLY").is_some() {
+        let bridge = BridgeProcess::start(
+            std::path::Path::new(env!("CARGO_BIN_EXE_handoff")),
+            plane.kubeconfig_path(),
+            "default",
+            &[],
+        )?;
+        let key = "bench/get#1";
+        McpHttp::connect(bridge.url(), TOKEN, "refine")?.call(
+            "write_handoff",
+            serde_json::json!({"handoff_key": key, "project": "bench", "body": "steady body"}),
+        )?;
+        beside_a_greedy_caller(&rt, &bridge, key)?.print(previous.as_ref());
         return Ok(());
     }
 
@@ -144,6 +174,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let flooded = under_flood(&rt, &bridge, &mut http, key)?;
+    let fair = beside_a_greedy_caller(&rt, &bridge, key)?;
     drop(bridge);
     let diffed = under_diffs(&rt, &plane, &direct, key)?;
 
@@ -180,11 +211,225 @@ fn main() -> anyhow::Result<()> {
         println!("| {label} | {m:.2} | {p:.2} | {before} | {goal} |");
     }
     flooded.print();
+    fair.print(previous.as_ref());
     diffed.print(previous.as_ref());
     drop(plane);
     Ok(())
 }
 
+/// The token of quiet caller `i` (a user of its own, `bench-caller-<i>`).
+fn caller_token(i: usize) -> String {
+    format!("bench-caller-{i:02}-0123456789abcdef")
+}
+
+/// The benchmark's plane ([`bench::plane`]) that also accepts the tokens of
+/// [`QUIET`] callers, each a user of its own.
+async fn plane() -> anyhow::Result<ControlPlane> {
+    let admin = |token: String, user: String| StaticToken {
+        token,
+        user,
+        groups: vec!["system:masters".into()],
+    };
+    let static_tokens = std::iter::once(admin(TOKEN.into(), "bench".into()))
+        .chain((1..=QUIET).map(|i| admin(caller_token(i), format!("bench-caller-{i:02}"))))
+        .collect();
+    let options = PlaneOptions {
+        etcd_quota_bytes: Some(bench::ETCD_QUOTA_BYTES),
+        static_tokens,
+        ..PlaneOptions::default()
+    };
+    let plane = ControlPlane::start_with(Assets::locate()?, options).await?;
+    handoff_testkit::install_crds(&plane.client().await?).await?;
+    Ok(plane)
+}
+
+/// The quiet callers' `get_handoff` beside one greedy caller.
+struct Phase {
+    /// How the greedy caller takes a refusal.
+    greedy_retries: &'static str,
+    samples: Vec<Duration>,
+    refused: usize,
+    /// The greedy caller's answers by status (0: no answer).
+    greedy: std::collections::BTreeMap<u16, usize>,
+    greedy_seconds: f64,
+}
+
+/// The quiet callers' `get_handoff`, alone and beside the greedy caller.
+struct Greedy {
+    quiet: Vec<Duration>,
+    refused_quiet: usize,
+    phases: Vec<Phase>,
+}
+
+/// [`QUIET`] callers, each on a thread of its own, make [`QUIET_CALLS`]
+/// calls of `get_handoff` one at a time; their latencies and how many
+/// were refused (a refused call counts with the time it took).
+fn quiet_callers(url: &str, key: &str) -> (Vec<Duration>, usize) {
+    let callers: Vec<_> = (1..=QUIET)
+        .map(|i| {
+            let (url, key) = (url.to_owned(), key.to_owned());
+            std::thread::spawn(move || {
+                let get = serde_json::json!({"handoff_key": key});
+                let (mut samples, mut refused) = (Vec::with_capacity(QUIET_CALLS), 0);
+                let mut caller = McpHttp::connect(&url, &caller_token(i), "refine").ok();
+                for _ in 0..QUIET_CALLS {
+                    let t = Instant::now();
+                    let answered = match caller.as_mut() {
+                        Some(c) => c.call("get_handoff", get.clone()).is_ok(),
+                        None => false,
+                    };
+                    samples.push(t.elapsed());
+                    if !answered {
+                        refused += 1;
+                        caller = McpHttp::connect(&url, &caller_token(i), "refine").ok();
+                    }
+                }
+                (samples, refused)
+            })
+        })
+        .collect();
+    callers.into_iter().filter_map(|c| c.join().ok()).fold(
+        (Vec::new(), 0),
+        |(mut all, refused), (samples, r)| {
+            all.extend(samples);
+            (all, refused + r)
+        },
+    )
+}
+
+fn beside_a_greedy_caller(
+    rt: &tokio::runtime::Runtime,
+    bridge: &BridgeProcess,
+    key: &str,
+) -> anyhow::Result<Greedy> {
+    let _warm_up = quiet_callers(bridge.url(), key);
+    let (quiet, refused_quiet) = quiet_callers(bridge.url(), key);
+    let phases = [false, true]
+        .into_iter()
+        .map(|backs_off| greedy_phase(rt, bridge, key, backs_off))
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Greedy {
+        quiet,
+        refused_quiet,
+        phases,
+    })
+}
+
+/// The quiet callers while one greedy caller keeps [`GREEDY`] writes going
+/// at once; a refused write is sent again at once, or after its
+/// `Retry-After` when `backs_off`.
+fn greedy_phase(
+    rt: &tokio::runtime::Runtime,
+    bridge: &BridgeProcess,
+    key: &str,
+    backs_off: bool,
+) -> anyhow::Result<Phase> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    eprintln!(
+        "bench: one greedy caller, {GREEDY} writes at once (backing off: {backs_off}), beside {QUIET} quiet ones …"
+    );
+    let addr = addr_of(bridge.url())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let greedy: Vec<_> = (0..GREEDY)
+        .map(|i| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            let write = tool_call(
+                "write_handoff",
+                serde_json::json!({"handoff_key": format!("bench/greedy#{i}"), "project": "bench", "body": "greedy"}),
+            );
+            let request = mcp_post(&addr, Some(TOKEN), &write);
+            rt.spawn(async move {
+                let mut statuses = std::collections::BTreeMap::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let answer = exchange(&addr, &request).await.ok();
+                    let status = answer.as_ref().map_or(0, |a| a.status);
+                    *statuses.entry(status).or_insert(0usize) += 1;
+                    let wait = answer
+                        .as_ref()
+                        .and_then(|a| a.header("retry-after"))
+                        .and_then(|v| v.parse::<u64>().ok());
+                    if let (true, Some(seconds)) = (backs_off, wait) {
+                        tokio::time::sleep(Duration::from_secs(seconds)).await;
+                    }
+                }
+                statuses
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let (samples, refused) = quiet_callers(bridge.url(), key);
+    stop.store(true, Ordering::Relaxed);
+    let mut statuses = std::collections::BTreeMap::new();
+    for task in greedy {
+        for (status, n) in rt.block_on(task)? {
+            *statuses.entry(status).or_insert(0) += n;
+        }
+    }
+    Ok(Phase {
+        greedy_retries: if backs_off {
+            "after `Retry-After`"
+        } else {
+            "at once"
+        },
+        samples,
+        refused,
+        greedy: statuses,
+        greedy_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl Greedy {
+    fn print(mut self, previous: Option<&Previous>) {
+        let (quiet_median, quiet_p99) = median_p99(&mut self.quiet);
+        let shares = handoff_bridge::limits::Limits::default().shares();
+        println!("\n## {FAIR_SECTION} ({} cores)\n", bench::cores());
+        println!(
+            "{QUIET} callers, each an identity of its own, called `get_handoff` one at a time ({QUIET_CALLS} calls each), \
+             alone and while one greedy caller (its client on the same cores) kept {GREEDY} `write_handoff` calls going \
+             at once, sending a refused one again at once, then after its `Retry-After`. Bridge defaults: \
+             `--max-in-flight` {}, `--max-in-flight-per-caller` {}, `--max-queued-per-caller` {}. Quiet calls refused \
+             alone: {}.\n",
+            shares.max_in_flight, shares.per_caller, shares.queued_per_caller, self.refused_quiet
+        );
+        for phase in &self.phases {
+            println!(
+                "- greedy caller retrying {}: {:.1} s, its answers by status (0 = none) {:?}; quiet calls refused: {}",
+                phase.greedy_retries, phase.greedy_seconds, phase.greedy, phase.refused
+            );
+        }
+        println!(
+            "\n| get_handoff (quiet callers) | samples | median µs | p99 µs |\n|---|---:|---:|---:|"
+        );
+        println!(
+            "| alone | {} | {quiet_median:.0} | {quiet_p99:.0} |",
+            self.quiet.len()
+        );
+        let mut ratios = Vec::new();
+        for phase in &mut self.phases {
+            let (median, p99) = median_p99(&mut phase.samples);
+            println!(
+                "| beside a greedy caller retrying {} | {} | {median:.0} | {p99:.0} |",
+                phase.greedy_retries,
+                phase.samples.len()
+            );
+            ratios.push((phase.greedy_retries, median / quiet_median, p99 / quiet_p99));
+        }
+        println!(
+            "\n| ratio | median | p99 | previous run ({}) median / p99 | goal |\n|---|---:|---:|---:|---|",
+            previous.map_or("none", Previous::date)
+        );
+        for (retries, median, p99) in ratios {
+            let label = format!("greedy retrying {retries} / quiet");
+            println!(
+                "| {label} | {median:.2} | {p99:.2} | {} | p99 ≤ 3, none refused |",
+                medians(previous, FAIR_SECTION, &label)
+            );
+        }
+    }
+}
 /// The valid agent's `get_handoff`, quiet and during the flood.
 struct Flooded {
     quiet: Vec<Duration>,
@@ -389,7 +634,7 @@ fn under_diffs(
             let (url, args) = (bridge.url().to_owned(), diff_args.clone());
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let answered = McpHttp::connect(&url, TOKEN, "refine")
+                    let answered = McpHttp::connect(&url, &caller_token(1), "refine")
                         .and_then(|mut c| c.call("diff_handoff", args.clone()));
                     let counter = if answered.is_ok() { &done } else { &failed };
                     counter.fetch_add(1, Ordering::Relaxed);
@@ -437,8 +682,8 @@ impl Diffs {
         println!("\n## {DIFF_SECTION} ({} cores)\n", bench::cores());
         println!(
             "A bridge with the PostgreSQL mirror; revisions of {DIFF_LINES} one-digit lines with little in common. \
-             One diff alone took {:.0} ms (approximate: {}). While {DIFFERS} callers diffed back to back \
-             ({} diffs answered, {} failed), another caller called `get_handoff` ({} of its calls failed).\n",
+             One diff alone took {:.0} ms (approximate: {}). While {DIFFERS} connections of one identity diffed back to back \
+             ({} diffs answered, {} failed), another identity called `get_handoff` ({} of its calls failed).\n",
             self.one_diff.as_secs_f64() * 1000.0,
             self.approximate,
             self.diffs,

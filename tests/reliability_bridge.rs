@@ -1,8 +1,8 @@
 //! The HTTP bridge under hostile clients, as a separate process against a
 //! real apiserver: a flood of invalid tokens while an agent works, one new
 //! token on 200 concurrent requests, a 64 MiB body, slowloris and silent
-//! connections, an unreachable apiserver, more requests than
-//! `--max-in-flight`, and TLS with a certificate renewed on disk.
+//! connections, an unreachable apiserver, a caller past its fair share
+//! and one flooding past `--max-in-flight` beside a quiet one, and TLS with a certificate renewed on disk.
 //!
 //! Timeouts under test are set small through the bridge's flags; deadlines
 //! only bound how long "eventually" may take. Everything stays on 127.0.0.1.
@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::agents::writer_token;
 use common::{apply_agent_roles, env};
-use handoff_bridge::http::{MISSING_TOKEN, OVERLOADED, REJECTED_TOKEN, UNAVAILABLE};
+use handoff_bridge::fair::OVER_SHARE;
+use handoff_bridge::http::{MISSING_TOKEN, REJECTED_TOKEN, UNAVAILABLE};
 use handoff_testkit::bench::memory_mib;
 use handoff_testkit::http::{
     Answer, addr_of, exchange, exchange_on, flood, mcp_post, metric, scrape, tool_call,
@@ -163,7 +164,17 @@ async fn two_hundred_concurrent_requests_with_one_new_token_make_one_review() {
     let env = env();
     let ns = env.namespace("single-flight").await;
     let token = writer(env, &ns, "agent").await;
-    let bridge = bridge(env, &ns, &["--max-in-flight", "1024"]);
+    // One token on all N requests: one caller, whose share is all of them.
+    let bridge = bridge(
+        env,
+        &ns,
+        &[
+            "--max-in-flight",
+            "1024",
+            "--max-in-flight-per-caller",
+            "1024",
+        ],
+    );
     let addr = addr_of(bridge.url()).expect("address");
 
     let answers = at_once(&addr, N, &mcp_post(&addr, Some(&token), &get_handoff())).await;
@@ -380,55 +391,156 @@ async fn an_unauthenticated_caller_sees_only_the_fixed_texts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_past_max_in_flight_are_shed_with_retry_after() {
+async fn requests_past_a_callers_share_get_429_with_retry_after_while_another_caller_is_served() {
     let env = env();
     let ns = env.namespace("shed").await;
     let token = writer(env, &ns, "agent").await;
-    let bridge = bridge(env, &ns, &["--max-in-flight", "2"]);
+    let other = writer(env, &ns, "other").await;
+    let bridge = bridge(
+        env,
+        &ns,
+        &[
+            "--max-in-flight",
+            "2",
+            "--max-in-flight-per-caller",
+            "1",
+            "--max-queued-per-caller",
+            "0",
+        ],
+    );
     let addr = addr_of(bridge.url()).expect("address");
     let request = mcp_post(&addr, Some(&token), &get_handoff());
     let (most, last) = request.split_at(request.len() - 1);
 
-    // Two requests held in flight: their last body byte is not sent yet.
-    let mut held = Vec::new();
-    for _ in 0..2 {
-        let mut stream = TcpStream::connect(&addr).await.expect("connect");
-        stream.write_all(most).await.expect("write");
-        held.push(stream);
-    }
+    // One request held in flight: its last body byte is not sent yet.
+    let mut held = TcpStream::connect(&addr).await.expect("connect");
+    held.write_all(most).await.expect("write");
     let started = Instant::now();
     while metric(
         &metrics(&bridge).await,
         "handoff_mcp_http_requests_in_flight",
-    ) < 2.0
+    ) < 1.0
     {
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "the two requests were never in flight"
+            "the held request was never in flight"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     let shed = exchange(&addr, &request).await.expect("an answer");
-    assert_eq!(shed.status, 503, "{shed:?}");
+    assert_eq!(shed.status, 429, "{shed:?}");
     assert_eq!(shed.header("retry-after"), Some("1"));
-    assert_eq!(shed.body, OVERLOADED);
+    let error: serde_json::Value = serde_json::from_str(&shed.body).expect("a JSON-RPC body");
+    assert_eq!(error["id"], 1, "under the request's id: {error}");
+    assert_eq!(error["error"]["message"], OVER_SHARE, "{error}");
 
-    for mut stream in held {
-        let answer = exchange_on(&mut stream, last)
-            .await
-            .expect("the held request's answer");
-        assert_eq!(answer.status, 200, "a held request is served: {answer:?}");
-    }
+    let beside = exchange(&addr, &mcp_post(&addr, Some(&other), &get_handoff()))
+        .await
+        .expect("an answer");
+    assert_eq!(beside.status, 200, "another caller is served: {beside:?}");
+
+    let answer = exchange_on(&mut held, last)
+        .await
+        .expect("the held request's answer");
+    assert_eq!(answer.status, 200, "the held request is served: {answer:?}");
     let after = exchange(&addr, &request).await.expect("an answer");
-    assert_eq!(after.status, 200, "capacity comes back");
+    assert_eq!(after.status, 200, "the share comes back");
     let text = metrics(&bridge).await;
     assert_eq!(
         metric(
             &text,
-            "handoff_mcp_http_refusals_total{reason=\"overloaded\"}"
+            "handoff_mcp_http_refusals_total{reason=\"over_share\"}"
         ),
         1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_flooding_past_max_in_flight_never_gets_another_caller_refused() {
+    const GREEDY: usize = 64;
+    const FLOOD: Duration = Duration::from_secs(4);
+    let env = env();
+    let ns = env.namespace("fair").await;
+    let greedy = writer(env, &ns, "greedy").await;
+    let quiet = writer(env, &ns, "quiet").await;
+    let bridge = bridge(
+        env,
+        &ns,
+        &[
+            "--max-in-flight",
+            "16",
+            "--max-in-flight-per-caller",
+            "4",
+            "--max-queued-per-caller",
+            "8",
+        ],
+    );
+    let addr = addr_of(bridge.url()).expect("address");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flooders: Vec<_> = (0..GREEDY)
+        .map(|i| {
+            let (addr, stop) = (addr.clone(), stop.clone());
+            let write = tool_call(
+                "write_handoff",
+                json!({"handoff_key": format!("greedy-{i}"), "project": "fair", "body": "flood"}),
+            );
+            let request = mcp_post(&addr, Some(&greedy), &write);
+            tokio::spawn(async move {
+                let mut answers = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    answers.push(exchange(&addr, &request).await);
+                }
+                answers
+            })
+        })
+        .collect();
+
+    let started = Instant::now();
+    let request = mcp_post(&addr, Some(&quiet), &get_handoff());
+    let mut quiet_calls = 0;
+    while started.elapsed() < FLOOD {
+        let answer = exchange(&addr, &request).await.expect("an answer");
+        assert_eq!(
+            answer.status, 200,
+            "the quiet caller was refused during the flood: {answer:?}"
+        );
+        let body: serde_json::Value = serde_json::from_str(&answer.body).expect("JSON-RPC");
+        assert!(
+            body.get("result").is_some(),
+            "the quiet caller's call failed: {body}"
+        );
+        quiet_calls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut greedy_statuses = BTreeMap::new();
+    let mut over_share = 0;
+    for flooder in flooders {
+        for answer in flooder.await.expect("join") {
+            let answer = answer.expect("an answer to the greedy caller");
+            *greedy_statuses.entry(answer.status).or_insert(0usize) += 1;
+            if answer.status == 429 {
+                assert_eq!(answer.header("retry-after"), Some("1"), "{answer:?}");
+                let error: serde_json::Value =
+                    serde_json::from_str(&answer.body).expect("a JSON-RPC body");
+                assert_eq!(error["error"]["message"], OVER_SHARE, "{error}");
+                assert_eq!(error["id"], 1, "{error}");
+                over_share += 1;
+            }
+        }
+    }
+    eprintln!(
+        "fair share: the quiet caller made {quiet_calls} calls, all served; the greedy one's answers by status: {greedy_statuses:?}"
+    );
+    assert!(quiet_calls > 0, "the quiet caller made no call");
+    assert!(
+        over_share > 0,
+        "the greedy caller was never told it is over its share: {greedy_statuses:?}"
+    );
+    assert!(
+        greedy_statuses.get(&200).is_some_and(|n| *n > 0),
+        "the greedy caller is served within its share: {greedy_statuses:?}"
     );
 }
 

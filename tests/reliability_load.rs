@@ -21,13 +21,14 @@ use serde_json::json;
 /// (it uses a few tens of MiB), not a speed threshold.
 const BRIDGE_PEAK_CEILING_MIB: f64 = 256.0;
 
-/// A bridge serving `namespace` as admin, logging at `level` (RUST_LOG).
-fn bridge_logging(env: &TestEnv, namespace: &str, level: &str) -> BridgeProcess {
+/// A bridge serving `namespace` as admin, logging at `level` (RUST_LOG),
+/// with `extra` flags.
+fn bridge_logging(env: &TestEnv, namespace: &str, level: &str, extra: &[&str]) -> BridgeProcess {
     BridgeProcess::start_with_env(
         Path::new(env!("CARGO_BIN_EXE_handoff")),
         env.kubeconfig_path(),
         namespace,
-        &[],
+        extra,
         &[("RUST_LOG", level)],
     )
     .unwrap_or_else(|e| panic!("bridge: {e:#}"))
@@ -39,7 +40,10 @@ async fn sixty_four_agents_times_two_hundred_calls() {
     let ns = env.namespace("load").await;
     apply_agent_roles(env);
     let token = writer_token(env, &ns, "agent").await;
-    let bridge = bridge_logging(env, &ns, "warn");
+    // The 64 agents share one token, so to the bridge they are one caller:
+    // its fair share is raised to all of them (real agents have a token
+    // each, and a share each).
+    let bridge = bridge_logging(env, &ns, "warn", &["--max-in-flight-per-caller", "64"]);
     let results = common::drive(
         &["http", bridge.url(), &token, ""],
         json!([{"op": "load", "agents": 64, "calls": 200, "project": "load"}]),
@@ -86,7 +90,7 @@ async fn tokens_never_appear_in_the_logs() {
     let ns = env.namespace("no-token-logs").await;
     apply_agent_roles(env);
     let token = agent_token(env, &ns, "agent", Some("refine"), Some("handoff-writer")).await;
-    let bridge = bridge_logging(env, &ns, "debug");
+    let bridge = bridge_logging(env, &ns, "debug", &[]);
     let plan = json!([
         {"op": "list_tools"},
         {"op": "call", "tool": "write_handoff", "args": {"handoff_key": "k", "project": "p", "body": "b"}},
@@ -164,7 +168,7 @@ async fn listing_a_large_project_without_the_mirror_keeps_the_bridge_small() {
         .await;
     assert_eq!(created, HANDOFFS);
 
-    let bridge = bridge_logging(env, &ns, "warn");
+    let bridge = bridge_logging(env, &ns, "warn", &[]);
     let url = bridge.url().to_owned();
     let pages = tokio::task::spawn_blocking(move || {
         let mut client = McpHttp::connect(&url, &token, "implement").expect("connect");

@@ -4,13 +4,23 @@
 //! listed) and serves each request statelessly, so any number of bridge
 //! replicas can sit behind one Service.
 //!
-//! Every request passes, outermost first: load shedding (at most
-//! `--max-in-flight` admitted, the rest 503 + `Retry-After` at once), the
-//! request timeout (503 + `Retry-After`), the body limit (a declared
-//! Content-Length over `--max-body-bytes` is 413 before anything is read or
-//! authenticated; a streamed body is stopped at the same limit), then
-//! authentication. A caller that is not authenticated only ever reads one
-//! of the fixed texts below, never the apiserver's wording.
+//! Every request passes, outermost first: the request timeout (503 +
+//! `Retry-After`), the body limit (a declared Content-Length over
+//! `--max-body-bytes` is 413 before anything is read or authenticated; a
+//! streamed body is stopped at the same limit), authentication, then the
+//! fair share ([`super::fair`]): a slot of its caller's share of
+//! `--max-in-flight`, or a wait in its caller's queue, or 429 (over its
+//! share) / 503 (the bridge is full) with `Retry-After`. A caller that is
+//! not authenticated only ever reads one of the fixed texts below, never
+//! the apiserver's wording.
+//!
+//! No in-flight limit sits in front of authentication: one there would be
+//! shared by every caller, so one identity's queued requests could fill it
+//! and starve the rest. The work before the fair share is bounded
+//! otherwise: `--max-connections` (one request at a time per HTTP/1.1
+//! connection), `--max-concurrent-reviews` for tokens not yet known, and
+//! the rejected-token cache, which answers a known bad token without
+//! asking the apiserver.
 //!
 //! An authenticated POST gets exactly one JSON-RPC answer: its body is
 //! judged before rmcp sees it ([`crate::jsonrpc::judge`]), and a body rmcp
@@ -39,6 +49,7 @@ use tower::{BoxError, ServiceBuilder};
 
 use super::auth::{AuthError, NamespaceError, PROFILE_HEADER, TokenResolver, bearer_token};
 use super::call::OfferSettings;
+use super::fair::{FairShare, Identity, RETRY_AFTER_SECONDS, fair_share};
 use super::jsonrpc::{INVALID_REQUEST, PARSE_ERROR, Refusal, Verdict, id_of, judge};
 use super::limits::Limits;
 use super::server::HandoffServer;
@@ -56,14 +67,10 @@ pub const MISSING_TOKEN: &str =
 pub const REJECTED_TOKEN: &str = "the apiserver did not accept this bearer token";
 /// 503 when the caller cannot be identified (the apiserver's error is logged, not sent).
 pub const UNAVAILABLE: &str = "the Kubernetes API is unavailable; retriable";
-/// 503 when `--max-in-flight` requests are being served.
-pub const OVERLOADED: &str = "the bridge is serving as many requests as it may; retriable";
 /// 503 when a request outlives `--request-timeout`.
 pub(crate) const TIMED_OUT: &str = "the request took longer than the bridge allows; retriable";
 /// 413 for a declared body over `--max-body-bytes`.
 pub(crate) const TOO_LARGE: &str = "the request body is larger than the bridge accepts";
-/// Seconds a refused caller is asked to wait (`Retry-After`).
-const RETRY_AFTER_SECONDS: &str = "1";
 
 /// What the HTTP transport serves besides the defaults.
 pub struct HttpOptions {
@@ -138,23 +145,28 @@ pub(crate) fn router(
             options.limits.max_body_bytes,
             one_answer,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            fair(&options.limits, metrics.clone()),
+            fair_share,
+        ))
         .layer(axum::middleware::from_fn_with_state(gate, authenticate));
     guarded(app, &options.limits, metrics)
 }
 
-/// `app` behind load shedding, the request timeout and the declared-body
-/// limit (see the module docs), counting refusals and requests in flight.
-/// The limits wrap the whole router as one service, so every path shares
-/// one count of requests in flight.
-pub fn guarded(app: axum::Router, limits: &Limits, metrics: Arc<BridgeMetrics>) -> axum::Router {
+/// The fair share `limits` set.
+fn fair(limits: &Limits, metrics: Arc<BridgeMetrics>) -> Arc<FairShare> {
+    FairShare::new(limits.shares(), limits.queue_wait, metrics)
+}
+
+/// `app` behind the request timeout and the declared-body limit (see the
+/// module docs), counting refusals.
+fn guarded(app: axum::Router, limits: &Limits, metrics: Arc<BridgeMetrics>) -> axum::Router {
     let refusals = metrics.clone();
     let limited = ServiceBuilder::new()
         .layer(HandleErrorLayer::new(move |err: BoxError| {
             let metrics = refusals.clone();
             async move { refused(&err, &metrics) }
         }))
-        .load_shed()
-        .concurrency_limit(limits.max_in_flight)
         .timeout(limits.request_timeout)
         .layer(axum::middleware::from_fn_with_state(
             (metrics, limits.max_body_bytes),
@@ -166,16 +178,12 @@ pub fn guarded(app: axum::Router, limits: &Limits, metrics: Arc<BridgeMetrics>) 
 
 /// The answer to a request a limit stopped.
 fn refused(err: &BoxError, metrics: &BridgeMetrics) -> Response {
-    let (reason, text) = if err.is::<tower::load_shed::error::Overloaded>() {
-        ("overloaded", OVERLOADED)
-    } else if err.is::<tower::timeout::error::Elapsed>() {
-        ("timeout", TIMED_OUT)
-    } else {
+    if !err.is::<tower::timeout::error::Elapsed>() {
         tracing::error!(error = %err, "unexpected error in the HTTP limits");
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
-    };
-    metrics.refusal(reason);
-    retry_later(text)
+    }
+    metrics.refusal("timeout");
+    retry_later(TIMED_OUT)
 }
 
 fn retry_later(text: &'static str) -> Response {
@@ -187,8 +195,7 @@ fn retry_later(text: &'static str) -> Response {
         .into_response()
 }
 
-/// Counts an admitted request while it is served, and refuses a declared
-/// body over the limit before it is read.
+/// Refuses a declared body over the limit before it is read.
 async fn admit(
     State((metrics, max_body_bytes)): State<(Arc<BridgeMetrics>, usize)>,
     request: Request,
@@ -203,31 +210,11 @@ async fn admit(
         metrics.refusal("too_large");
         return (StatusCode::PAYLOAD_TOO_LARGE, TOO_LARGE).into_response();
     }
-    let in_flight = InFlight::enter(&metrics);
     let response = next.run(request).await;
-    drop(in_flight);
     if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
         metrics.refusal("too_large");
     }
     response
-}
-
-/// One admitted request in the in-flight gauge, until dropped (answered,
-/// timed out or abandoned).
-struct InFlight(prometheus_client::metrics::gauge::Gauge);
-
-impl InFlight {
-    fn enter(metrics: &BridgeMetrics) -> Self {
-        let gauge = metrics.in_flight().clone();
-        gauge.inc();
-        Self(gauge)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
 }
 
 /// Most bytes of a plain-text refusal of rmcp's turned into a JSON-RPC error.
@@ -348,6 +335,8 @@ async fn authenticate(State(gate): State<Gate>, mut request: Request, next: Next
         .await
     {
         Ok(caller) => {
+            let identity = Identity(Arc::from(caller.known_username()));
+            request.extensions_mut().insert(identity);
             request.extensions_mut().insert(Arc::new(caller));
             next.run(request).await
         }
@@ -454,57 +443,8 @@ mod tests {
         )
     }
 
-    async fn eventually_in_flight(metrics: &BridgeMetrics, n: i64) {
-        for _ in 0..1000 {
-            if metrics.in_flight().get() == n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        panic!("in flight: {} (want {n})", metrics.in_flight().get());
-    }
-
     #[tokio::test]
-    async fn excess_requests_are_shed_with_retry_after_and_the_rest_are_served() {
-        let metrics = BridgeMetrics::new();
-        let gate = Arc::new(tokio::sync::Semaphore::new(0));
-        let app = guarded(
-            held(gate.clone()),
-            &limits(2, Duration::from_secs(60)),
-            metrics.clone(),
-        );
-        let waiting: Vec<_> = (0..2)
-            .map(|_| tokio::spawn(app.clone().oneshot(post_mcp("{}"))))
-            .collect();
-        eventually_in_flight(&metrics, 2).await;
-
-        let shed = app
-            .clone()
-            .oneshot(post_mcp("{}"))
-            .await
-            .expect("infallible");
-        assert_eq!(shed.status(), StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(shed.headers()[header::RETRY_AFTER], "1");
-        assert_eq!(text(shed).await, OVERLOADED);
-
-        gate.add_permits(2);
-        for answer in waiting {
-            let answer = answer.await.expect("join").expect("infallible");
-            assert_eq!(answer.status(), StatusCode::OK);
-        }
-        eventually_in_flight(&metrics, 0).await;
-        gate.add_permits(1);
-        let after = app.oneshot(post_mcp("{}")).await.expect("infallible");
-        assert_eq!(after.status(), StatusCode::OK, "capacity came back");
-        let page = metrics.encode();
-        assert!(
-            page.contains("handoff_mcp_http_refusals_total{reason=\"overloaded\"} 1"),
-            "{page}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_request_past_its_timeout_is_a_retriable_503_and_leaves_the_gauge() {
+    async fn a_request_past_its_timeout_is_a_retriable_503() {
         let metrics = BridgeMetrics::new();
         let never = Arc::new(tokio::sync::Semaphore::new(0));
         let app = guarded(
@@ -516,7 +456,6 @@ mod tests {
         assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(answer.headers()[header::RETRY_AFTER], "1");
         assert_eq!(text(answer).await, TIMED_OUT);
-        assert_eq!(metrics.in_flight().get(), 0);
     }
 
     #[tokio::test]

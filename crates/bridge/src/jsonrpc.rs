@@ -43,7 +43,7 @@ pub(crate) enum Verdict {
 pub(crate) struct Refusal {
     /// The request's id, or null when it has none that can be answered.
     pub(crate) id: Value,
-    /// `-32700`, `-32600` or `-32602`.
+    /// `-32700`, `-32600`, `-32602` or `-32000` (busy).
     pub(crate) code: i64,
     /// What was wrong, for the client.
     pub(crate) message: String,
@@ -71,6 +71,9 @@ pub(crate) const PARSE_ERROR: i64 = -32700;
 pub(crate) const INVALID_REQUEST: i64 = -32600;
 /// Invalid params: a request whose params do not fit its method.
 pub(crate) const INVALID_PARAMS: i64 = -32602;
+/// Server error (the implementation-defined range): the bridge is busy for
+/// this caller (over its fair share, or full); retriable.
+pub(crate) const SERVER_BUSY: i64 = -32000;
 
 /// Judges one frame (a stdio line without its line ending, or an HTTP body).
 pub(crate) fn judge(frame: &[u8]) -> Verdict {

@@ -32,6 +32,7 @@
 //!   that ask a command for them.
 //! - [`server`]: the rmcp `ServerHandler`.
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
+//! - [`fair`]: each caller's fair share of the requests in flight.
 //! - [`limits`]: the HTTP limits (flags, defaults).
 //! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
 //! - [`stdio`]: the stdio transport, answering malformed lines.
@@ -39,6 +40,7 @@
 
 pub mod auth;
 pub mod call;
+pub mod fair;
 pub mod headers;
 pub mod http;
 pub(crate) mod jsonrpc;

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod certs;
 pub mod events;
+pub mod fairness;
 pub mod goals;
 pub mod grooming;
 pub mod handoff;

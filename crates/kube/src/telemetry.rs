@@ -58,8 +58,10 @@ pub(crate) struct ReviewLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct RefusalLabels {
     /// `unauthorized` (401), `unavailable` (503: the caller could not be
-    /// identified), `overloaded` (503: too many requests in flight),
-    /// `timeout` (503: the request took too long) or `too_large` (413).
+    /// identified), `over_share` (429: the caller's fair share and queue
+    /// are full), `overloaded` (503: the whole bridge is full while the
+    /// caller is within its share), `timeout` (503: the request took too
+    /// long) or `too_large` (413).
     pub reason: &'static str,
 }
 
@@ -71,6 +73,8 @@ pub struct BridgeMetrics {
     reviews: Family<ReviewLabels, Counter>,
     refusals: Family<RefusalLabels, Counter>,
     in_flight: Gauge,
+    queued: Gauge,
+    queue_wait: Histogram,
     settings_reads: Counter,
 }
 
@@ -78,8 +82,11 @@ impl BridgeMetrics {
     /// Registers `handoff_mcp_tool_calls_total`,
     /// `handoff_mcp_tool_call_duration_seconds`,
     /// `handoff_mcp_identity_reviews_total`, `handoff_mcp_http_refusals_total`,
-    /// `handoff_mcp_http_requests_in_flight` and
-    /// `handoff_mcp_settings_reads_total`.
+    /// `handoff_mcp_http_requests_in_flight`,
+    /// `handoff_mcp_http_requests_queued`,
+    /// `handoff_mcp_http_queue_wait_seconds` and
+    /// `handoff_mcp_settings_reads_total`. None has an identity label: the
+    /// fair share's gauges are totals over every caller.
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::with_prefix("handoff_mcp");
         let calls = Family::<ToolCallLabels, Counter>::default();
@@ -89,6 +96,8 @@ impl BridgeMetrics {
         let reviews = Family::<ReviewLabels, Counter>::default();
         let refusals = Family::<RefusalLabels, Counter>::default();
         let in_flight = Gauge::default();
+        let queued = Gauge::default();
+        let queue_wait = Histogram::new(exponential_buckets(0.001, 2.0, 12));
         let settings_reads = Counter::default();
         registry.register(
             "settings_reads",
@@ -107,8 +116,18 @@ impl BridgeMetrics {
         );
         registry.register(
             "http_requests_in_flight",
-            "HTTP requests admitted and not yet answered",
+            "HTTP requests of authenticated callers holding a slot of the fair share and not yet answered",
             in_flight.clone(),
+        );
+        registry.register(
+            "http_requests_queued",
+            "HTTP requests waiting for a slot of their caller's fair share",
+            queued.clone(),
+        );
+        registry.register(
+            "http_queue_wait_seconds",
+            "How long requests waited for a slot of their caller's fair share (granted or not)",
+            queue_wait.clone(),
         );
         registry.register(
             "tool_calls",
@@ -127,6 +146,8 @@ impl BridgeMetrics {
             reviews,
             refusals,
             in_flight,
+            queued,
+            queue_wait,
             settings_reads,
         })
     }
@@ -149,6 +170,16 @@ impl BridgeMetrics {
     /// The gauge of admitted requests not yet answered.
     pub fn in_flight(&self) -> &Gauge {
         &self.in_flight
+    }
+
+    /// The gauge of requests waiting for a slot of their caller's share.
+    pub fn queued(&self) -> &Gauge {
+        &self.queued
+    }
+
+    /// Records how long one request waited for a slot.
+    pub fn queue_waited(&self, waited: Duration) {
+        self.queue_wait.observe(waited.as_secs_f64());
     }
 
     /// Records one call.

@@ -7,8 +7,10 @@
 //! The work of one call is bounded, so that no caller's diff can starve
 //! another tenant's calls: a line diff of two bodies of ~16,000 short lines
 //! can take Myers' algorithm seconds of CPU. So the diff runs on a thread
-//! of its own, never on an async worker, at a lower CPU priority (nice
-//! [`DIFF_NICE`], so the workers serving other calls win the CPU); at most
+//! of its own, never on an async worker, at the lowest CPU priority (Linux's
+//! `SCHED_IDLE` policy, or nice [`DIFF_NICE`] where that is refused: any
+//! thread serving another call takes the CPU from it at once, and the
+//! scheduler places waking threads on its core as on an idle one); at most
 //! [`MAX_CONCURRENT_DIFFS`] run at once in a process (a call beyond waits
 //! its turn, within the call's timeout; a call that times out leaves its
 //! diff to finish in its turn); and the search for the smallest diff stops
@@ -17,7 +19,15 @@
 //! it is approximate. The unified text is written line by line into a
 //! buffer that stops at [`MAX_DIFF_BYTES`], so a huge diff is never built
 //! whole.
+//!
+//! The turns are a fair share of their own ([`crate::fair`]), keyed by the
+//! caller: a caller has at most one diff running or first in line, and a
+//! freed turn goes round-robin to the next caller with a diff waiting, so
+//! one caller's many diffs delay another's by one diff, not by all of
+//! them. A diff's call also holds its caller's slot of the bridge's fair
+//! share while it runs.
 
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::JsonObject;
@@ -26,8 +36,10 @@ use serde::{Deserialize, Serialize};
 
 use super::contract::{Answer, Call, CallError, Tool, answer, needs_mirror};
 use super::definition::{definition, reads};
+use crate::fair::FairShare;
 use crate::profiles::Audience;
 use handoff_core::api::validation::{self, FieldError};
+use handoff_core::fairness::Shares;
 use handoff_mirror::{ListedRow, Mirror};
 
 const NAME: &str = "diff_handoff";
@@ -47,8 +59,25 @@ pub(crate) const MAX_CONCURRENT_DIFFS: usize = 1;
 /// The nice value of a diff's thread (Linux; 0 is the default, 19 the lowest).
 const DIFF_NICE: i32 = 19;
 
-/// The turns of [`MAX_CONCURRENT_DIFFS`].
-static DIFF_TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_CONCURRENT_DIFFS);
+/// Most diffs of one caller waiting for a turn, and of all callers.
+const MAX_QUEUED_DIFFS_PER_CALLER: usize = 16;
+const MAX_QUEUED_DIFFS: usize = 256;
+
+/// Longest a diff waits for its turn: within the call's timeout.
+const DIFF_TURN_WAIT: Duration = Duration::from_secs(15);
+
+/// The turns of [`MAX_CONCURRENT_DIFFS`], round-robin among callers.
+static DIFF_TURNS: LazyLock<Arc<FairShare>> = LazyLock::new(|| {
+    FairShare::unmetered(
+        Shares {
+            max_in_flight: MAX_CONCURRENT_DIFFS,
+            per_caller: 1,
+            queued_per_caller: MAX_QUEUED_DIFFS_PER_CALLER,
+            max_queued: MAX_QUEUED_DIFFS,
+        },
+        DIFF_TURN_WAIT,
+    )
+});
 
 /// The row of `diff_handoff` in the tool table.
 pub(crate) const TOOL: Tool = Tool {
@@ -119,6 +148,7 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     call.authorize("get").await?;
     let result = between(
         mirror,
+        call.caller.known_username(),
         call.namespace(),
         &args.handoff_key,
         args.from,
@@ -129,10 +159,11 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
     Ok(answer(&result, text))
 }
 
-/// The diff of `key` from revision `from` to `to`; an unknown revision is
-/// refused by name.
+/// The diff of `key` from revision `from` to `to`, in `caller`'s turn; an
+/// unknown revision is refused by name.
 pub async fn between(
     mirror: &Mirror,
+    caller: &str,
     namespace: &str,
     key: &str,
     from: i64,
@@ -140,7 +171,7 @@ pub async fn between(
 ) -> Result<DiffResult, CallError> {
     let old = known(mirror, namespace, key, "from", from).await?;
     let new = known(mirror, namespace, key, "to", to).await?;
-    let diffed = off_the_workers(old.body, new.body, from, to).await?;
+    let diffed = off_the_workers(caller, old.body, new.body, from, to).await?;
     Ok(DiffResult {
         handoff_key: key.to_owned(),
         from,
@@ -152,8 +183,9 @@ pub async fn between(
 }
 
 /// [`bounded`] with [`DIFF_DEADLINE`], on a thread of its own at a lower
-/// priority, in its turn (the turn is the thread's until it is done).
+/// priority, in `caller`'s turn (the turn is the thread's until it is done).
 async fn off_the_workers(
+    caller: &str,
     old: String,
     new: String,
     from: i64,
@@ -161,9 +193,9 @@ async fn off_the_workers(
 ) -> Result<Diffed, CallError> {
     let retriable = |why: String| CallError::Unsupported(format!("{why}; retriable: try again"));
     let turn = DIFF_TURNS
-        .acquire()
+        .acquire(&Arc::from(caller))
         .await
-        .map_err(|_| retriable("the diffs are closed".into()))?;
+        .map_err(|_| retriable("too many of this caller's diffs wait their turn".into()))?;
     let (done, diffed) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("handoff-diff".into())
@@ -179,18 +211,24 @@ async fn off_the_workers(
         .map_err(|_| retriable("the diff stopped without an answer".into()))
 }
 
-/// Lowers the calling thread's CPU priority to [`DIFF_NICE`]. On Linux
-/// `setpriority` with a thread id changes that one thread (the process's
-/// other threads keep theirs); elsewhere nothing is changed. A refusal
-/// (a sandbox without the call) leaves the priority as it was.
+/// Lowers the calling thread's CPU priority to [`DIFF_NICE`], then moves
+/// it to the `SCHED_IDLE` policy. On Linux both change that one thread
+/// (the process's other threads keep theirs); elsewhere nothing is
+/// changed. A refusal (a sandbox without the call) leaves the priority as
+/// it was (the nice value alone when only the policy is refused).
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: both calls take plain integers and touch no memory of ours;
-    // they read the calling thread's id and set its nice value.
+    // SAFETY: `syscall(SYS_gettid)` and `setpriority` take plain integers;
+    // `sched_setscheduler` reads the `sched_param` borrowed for the call.
+    // None keeps a pointer or touches other memory of ours.
     unsafe {
         let thread = libc::syscall(libc::SYS_gettid);
         if libc::setpriority(libc::PRIO_PROCESS, thread as libc::id_t, DIFF_NICE) != 0 {
             tracing::debug!("cannot lower the diff thread's priority");
+        }
+        let idle = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &idle) != 0 {
+            tracing::debug!("cannot move the diff thread to SCHED_IDLE");
         }
     }
 }
@@ -445,5 +483,21 @@ mod tests {
         let (old, new) = worst(600);
         let (cut, truncated) = unified(&old, &new, 1, 2, 1000);
         assert!(truncated && cut.len() <= 1000 && cut.ends_with('\n'));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn only_the_diff_thread_runs_at_the_lowest_priority() {
+        // SAFETY: reads the calling thread's policy; no memory involved.
+        let policy = || unsafe { libc::sched_getscheduler(0) };
+        let before = policy();
+        let lowered = std::thread::spawn(move || {
+            lower_priority();
+            policy()
+        })
+        .join()
+        .expect("the diff thread");
+        assert_eq!(lowered, libc::SCHED_IDLE);
+        assert_eq!(policy(), before, "the caller's thread keeps its policy");
     }
 }
