@@ -6,6 +6,14 @@
 //! when the whole bridge is full; either with a JSON-RPC error under the
 //! request's id.
 //!
+//! A refusal is answered no sooner than `--queue-wait` after the request
+//! asked, also when its caller's queue was already full: a caller that
+//! retries at once (ignoring `Retry-After`) then sends at most its
+//! concurrency in requests per wait, instead of spending the bridge's CPU
+//! (and the other callers' with it) on a storm of instant refusals. The
+//! wait holds no slot, only the request's connection, which
+//! `--max-connections` bounds.
+//!
 //! A slot is held by a [`Slot`] and a waiting request by a guard, both
 //! released on drop, so a request that is answered, times out or whose
 //! client goes away gives its room back; a grant that races a timeout is
@@ -211,6 +219,7 @@ pub(crate) async fn fair_share(
         .extensions()
         .get::<Identity>()
         .map_or_else(|| Arc::from(""), |i| i.0.clone());
+    let asked = Instant::now();
     match share.acquire(&identity).await {
         Ok(slot) => {
             let response = next.run(request).await;
@@ -218,6 +227,7 @@ pub(crate) async fn fair_share(
             response
         }
         Err(refusal) => {
+            tokio::time::sleep(share.wait.saturating_sub(asked.elapsed())).await;
             if let Some(metrics) = &share.metrics {
                 metrics.refusal(refusal.as_str());
             }
@@ -348,7 +358,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_over_its_share_gets_429_while_another_is_served() {
-        let (share, metrics) = share(8, 1, Duration::from_secs(60));
+        let wait = Duration::from_secs(2);
+        let (share, metrics) = share(8, 1, wait);
         let gate = Arc::new(Semaphore::new(0));
         let app = app(share, gate.clone(), Log::default());
         let first = tokio::spawn(app.clone().oneshot(call("a1")));
@@ -357,14 +368,8 @@ mod tests {
             .map(|i| tokio::spawn(app.clone().oneshot(call(&format!("a{i}")))))
             .collect();
         eventually(&metrics, 1, 4).await;
-
-        let refused = app.clone().oneshot(call("a6")).await.expect("infallible");
-        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
-        let body = json(refused).await;
-        assert_eq!(body["id"], 7, "{body}");
-        assert_eq!(body["error"]["code"], SERVER_BUSY, "{body}");
-        assert_eq!(body["error"]["message"], OVER_SHARE, "{body}");
+        let asked = Instant::now();
+        let refused = tokio::spawn(app.clone().oneshot(call("a6")));
 
         let other = tokio::spawn(app.clone().oneshot(call("b1")));
         eventually(&metrics, 2, 4).await;
@@ -374,6 +379,18 @@ mod tests {
             assert_eq!(answer.status(), StatusCode::OK);
         }
         eventually(&metrics, 0, 0).await;
+
+        let refused = refused.await.expect("join").expect("infallible");
+        assert!(
+            asked.elapsed() >= wait,
+            "a refusal is answered no sooner than the queue wait"
+        );
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.headers()[header::RETRY_AFTER], "1");
+        let body = json(refused).await;
+        assert_eq!(body["id"], 7, "{body}");
+        assert_eq!(body["error"]["code"], SERVER_BUSY, "{body}");
+        assert_eq!(body["error"]["message"], OVER_SHARE, "{body}");
         assert!(
             metrics
                 .encode()
