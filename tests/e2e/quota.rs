@@ -13,10 +13,10 @@ use std::time::Duration;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::{Handoff, HandoffOffer};
 use k8s_openapi::api::core::v1::ResourceQuota;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use serde_json::{Value, json};
 
-use crate::harness::{UNDISTURBED, e2e, kubectl, kubectl_stdin, must};
+use crate::harness::{UNDISTURBED, e2e, kubectl, kubectl_stdin, must, with_cluster};
 use crate::install::{installed, pods_of};
 use crate::writes::handoff;
 use handoff_testkit::http::{exchange, mcp_post, tool_call};
@@ -50,8 +50,9 @@ fn resize(handoffs: u32, offers: u32) -> String {
 }
 
 /// Onboards team `namespace` with an overlay of `config/tenant` carrying
-/// `patch` (a `patches:` entry, or none), as an operator would.
-fn onboard(namespace: &str, patch: &str) {
+/// `patch` (a `patches:` entry, or none), as an operator would, and
+/// waits until its quota is counted ([`counted`]).
+async fn onboard(namespace: &str, patch: &str, handoffs: u32) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary directory: {e}"));
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     std::os::unix::fs::symlink(root.join("config"), dir.path().join("config"))
@@ -74,32 +75,64 @@ fn onboard(namespace: &str, patch: &str) {
         ]),
         &format!("kustomize the overlay of {namespace}"),
     );
-    must(
-        kubectl_stdin(&["apply", "--server-side", "-f", "-"], &objects),
-        &format!("onboarding {namespace}"),
-    );
+    let apply = || {
+        must(
+            kubectl_stdin(&["apply", "--server-side", "-f", "-"], &objects),
+            &format!("onboarding {namespace}"),
+        );
+    };
+    apply();
+    counted(namespace, handoffs, apply).await;
 }
 
 /// Waits until the quota controller has counted `namespace`'s handoffs
-/// against `hard` (before that the admission refuses creates as "status
-/// unknown").
-async fn counted(namespace: &str, hard: u32) {
+/// against `hard`: before that the admission refuses creates as "status
+/// unknown". A quota created within moments of the CRDs (this cluster's
+/// installation) is first synced before the controller evaluates the new
+/// resources, and synced again only at its full resync (5 minutes) or
+/// when the quota changes: each round that finds it uncounted re-creates
+/// it (`reapply`), as docs/operate.md advises.
+async fn counted(namespace: &str, hard: u32, reapply: impl Fn()) {
     let quotas: Api<ResourceQuota> = Api::namespaced(e2e().env.client().await, namespace);
     let resource = "count/handoffs.handoff.dev";
-    eventually(
-        &format!("the quota controller to count {namespace}'s {resource}"),
-        Duration::from_secs(120),
-        || async {
-            let quota = quotas.get(QUOTA).await.map_err(|e| e.to_string())?;
-            let status = quota.status.unwrap_or_default();
-            let limit = status.hard.as_ref().and_then(|h| h.get(resource));
-            let used = status.used.as_ref().and_then(|u| u.get(resource));
-            (limit.map(|q| q.0.as_str()) == Some(hard.to_string().as_str()) && used.is_some())
-                .then_some(())
-                .ok_or(format!("hard {limit:?}, used {used:?}"))
-        },
-    )
-    .await;
+    let mut seen = String::new();
+    for _round in 0..6 {
+        let state = eventually(
+            &format!("the quota controller to sync {namespace}'s {QUOTA}"),
+            Duration::from_secs(60),
+            || async {
+                let quota = quotas.get(QUOTA).await.map_err(|e| e.to_string())?;
+                let status = quota.status.unwrap_or_default();
+                let limit = status.hard.as_ref().and_then(|h| h.get(resource)).cloned();
+                let used = status.used.as_ref().and_then(|u| u.get(resource)).cloned();
+                limit
+                    .map(|limit| (limit, used))
+                    .ok_or("no status.hard yet".to_owned())
+            },
+        )
+        .await;
+        if state.0.0 == hard.to_string() && state.1.is_some() {
+            return;
+        }
+        seen = format!("hard {:?}, used {:?}", state.0, state.1);
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        quotas
+            .delete(QUOTA, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("re-create {namespace}'s {QUOTA}: {e}"));
+        reapply();
+    }
+    let log = with_cluster(|c| c.dir().join("kube-controller-manager.log"));
+    let quota_lines: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.to_ascii_lowercase().contains("quota"))
+        .map(str::to_owned)
+        .collect();
+    panic!(
+        "the quota controller never counted {namespace}'s {resource}: {seen}; its log:\n{}",
+        quota_lines[quota_lines.len().saturating_sub(20)..].join("\n")
+    );
 }
 
 /// The used count of `resource` in `namespace`'s quota.
@@ -189,10 +222,8 @@ async fn a_team_at_its_quota_is_refused_clearly_and_another_team_keeps_writing()
     let _undisturbed = UNDISTURBED.read().await;
     installed();
     let (a, b) = ("quota-team-a", "quota-team-b");
-    onboard(a, &resize(A_HANDOFFS, A_OFFERS));
-    onboard(b, "");
-    counted(a, A_HANDOFFS).await;
-    counted(b, 500).await;
+    onboard(a, &resize(A_HANDOFFS, A_OFFERS), A_HANDOFFS).await;
+    onboard(b, "", 500).await;
     let addr = bridge_addr().await;
     let (token_a, token_b) = (token(a), token(b));
 
