@@ -5,7 +5,8 @@
 //! defaults are config/default; `postgres.enabled` is
 //! config/overlays/postgres; `webhook.certificates.mode=certManager` is
 //! config/overlays/cert-manager; ci/all-values.yaml (every option on) is
-//! the kustomize build that turns on the same options. Also: the chart's
+//! the kustomize build that turns on the same options; `tenantQuota` is
+//! config/tenant's quota as an overlay resizes or drops it. Also: the chart's
 //! generated crds/ and dashboard are config/'s, `helm lint --strict` is
 //! clean, bad values are refused naming the field, the alerts name metrics
 //! the binary exports, the README documents every value, the rendered
@@ -25,6 +26,7 @@ mod install;
 )]
 #[path = "../common/kubectl.rs"]
 mod kubectl;
+mod quota;
 mod render;
 
 use std::collections::BTreeSet;

@@ -16,5 +16,6 @@ mod install;
 mod leader;
 mod liveness;
 mod namespaces;
+mod quota;
 mod schedule;
 mod writes;

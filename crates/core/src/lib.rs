@@ -7,8 +7,9 @@
 //! every loop's failures and notes ([`loops`]), of a namespace's settings
 //! ([`settings`]), of the schedule barrier, of offers, of TTL grooming
 //! ([`grooming`]), of the controller's Event series ([`events`]), of
-//! leader election ([`leader`]) and of the webhook's self-managed
-//! certificate ([`certs`]).
+//! leader election ([`leader`]), of the webhook's self-managed
+//! certificate ([`certs`]) and of a team's quota refusing a write
+//! ([`quota`]).
 //!
 //! This crate depends on `kube` for its derive only (no client, no
 //! runtime): a module here cannot talk to the apiserver, by construction.
@@ -26,6 +27,7 @@ pub mod liveness;
 pub mod loops;
 pub mod names;
 pub mod offers;
+pub mod quota;
 pub mod schedule;
 pub mod secrets;
 pub mod settings;

@@ -18,6 +18,7 @@ use crate::auth::Caller;
 use crate::profiles::{Audience, Profile};
 use handoff_core::api::validation::FieldError;
 use handoff_core::names::BRIDGE_FIELD_MANAGER;
+use handoff_core::quota;
 use handoff_kube::offers::{OfferError, OfferStore};
 use handoff_kube::settings::Budgets;
 use handoff_mirror::{Blame, Mirror, MirrorError};
@@ -224,24 +225,16 @@ impl Call<'_> {
     pub(crate) fn kube_error(&self, err: kube::Error) -> CallError {
         let namespace = self.namespace();
         let (outcome, message) = match &err {
-            // An admission policy (not RBAC) refused the object: say which, and why.
-            kube::Error::Api(status)
-                if status.code == 403 && status.message.contains("ValidatingAdmissionPolicy") =>
+            // The team's ResourceQuota refused a create: say which quota, how
+            // full, and what to do, not the apiserver's `count/…` text.
+            kube::Error::Api(status) if status.code == 403 => match quota::refusal(&status.message)
             {
-                (
-                    "forbidden",
-                    format!("an admission policy refused the write: {}", status.message),
-                )
-            }
-            kube::Error::Api(status) if status.code == 403 => (
-                "forbidden",
-                format!(
-                    "identity {} may not {} handoffs in namespace {namespace} (the apiserver's RBAC refused: {})",
-                    self.caller.known_username(),
-                    self.tool.action,
-                    status.message
-                ),
-            ),
+                Some(refusal @ quota::Refusal::StatusUnknown { .. }) => {
+                    ("unavailable", refusal.message(namespace))
+                }
+                Some(refusal) => ("forbidden", refusal.message(namespace)),
+                None => self.forbidden(&status.message),
+            },
             kube::Error::Api(status) if status.code == 401 => (
                 "forbidden",
                 "the apiserver did not accept your credentials (an expired token?)".to_owned(),
@@ -269,6 +262,22 @@ impl Call<'_> {
             ),
         };
         CallError::Kube { outcome, message }
+    }
+
+    /// A 403 that is not a quota's: an admission policy's (say which, and
+    /// why) or RBAC's.
+    fn forbidden(&self, message: &str) -> (&'static str, String) {
+        let text = if message.contains("ValidatingAdmissionPolicy") {
+            format!("an admission policy refused the write: {message}")
+        } else {
+            format!(
+                "identity {} may not {} handoffs in namespace {} (the apiserver's RBAC refused: {message})",
+                self.caller.known_username(),
+                self.tool.action,
+                self.namespace()
+            )
+        };
+        ("forbidden", text)
     }
 
     /// The offer store of the call: offers created, listed and read with
