@@ -26,12 +26,16 @@
 //! by 64 agents as fast as the apiserver takes them, and the time from the
 //! last write until PostgreSQL holds every one is the lag. Goal: ≤ 15 s.
 //!
-//! Overrides for a quick look: `HANDOFF_BENCH_AGENTS` (`64,256`),
-//! `HANDOFF_BENCH_ROUNDS` (rounds per path per level, 3),
-//! `HANDOFF_BENCH_ROUND_SECONDS` (5) and `HANDOFF_BENCH_MIRROR_WRITES`
-//! (50000), e.g. `HANDOFF_BENCH_AGENTS=8 HANDOFF_BENCH_ROUNDS=1
-//! HANDOFF_BENCH_ROUND_SECONDS=1 HANDOFF_BENCH_MIRROR_WRITES=500 cargo test
-//! --bench throughput`.
+//! Overrides for a quick look: `HANDOFF_BENCH_AGENTS` (`64,256`; `none`
+//! measures only the mirror), `HANDOFF_BENCH_ROUNDS` (rounds per path per
+//! level, 3), `HANDOFF_BENCH_ROUND_SECONDS` (5) and
+//! `HANDOFF_BENCH_MIRROR_WRITES` (50000), e.g. `HANDOFF_BENCH_AGENTS=8
+//! HANDOFF_BENCH_ROUNDS=1 HANDOFF_BENCH_ROUND_SECONDS=1
+//! HANDOFF_BENCH_MIRROR_WRITES=500 cargo test --bench throughput`; and
+//! `HANDOFF_BENCH_CONTROLLER_ARGS` adds flags to the controller (e.g.
+//! `--concurrency 64`) to try them against the mirror's goal. The
+//! controller's own account of the mirror stage (its reconciles and mirror
+//! batches, from its `/metrics`) goes to stderr.
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
@@ -39,7 +43,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::{labels_for, name_for_key};
-use handoff_testkit::bench::{self, TOKEN, median_p99};
+use handoff_testkit::bench::{self, TOKEN, Writes, median_p99};
+use handoff_testkit::http::{metric, scrape};
 use handoff_testkit::previous::{Previous, beside};
 use handoff_testkit::rpc::McpHttp;
 use handoff_testkit::spec::{Fields, spec};
@@ -70,6 +75,7 @@ struct Settings {
     rounds: usize,
     round: Duration,
     mirror_writes: usize,
+    controller_args: Vec<String>,
 }
 
 /// `name`'s value as a number, or `default` when unset.
@@ -87,6 +93,7 @@ impl Settings {
     fn from_env() -> anyhow::Result<Self> {
         let agents = match std::env::var("HANDOFF_BENCH_AGENTS") {
             Err(_) => vec![64, 256],
+            Ok(text) if text.trim() == "none" => Vec::new(),
             Ok(text) => text
                 .split(',')
                 .map(|s| s.trim().parse::<usize>())
@@ -104,6 +111,11 @@ impl Settings {
             rounds: number("HANDOFF_BENCH_ROUNDS", 3)?,
             round: Duration::from_secs(number("HANDOFF_BENCH_ROUND_SECONDS", 5)? as u64),
             mirror_writes: number("HANDOFF_BENCH_MIRROR_WRITES", 50_000)?,
+            controller_args: std::env::var("HANDOFF_BENCH_CONTROLLER_ARGS")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
         })
     }
 
@@ -357,6 +369,9 @@ struct MirrorStage {
     writes: usize,
     written: Duration,
     caught_up: Duration,
+    /// What the apiserver served meanwhile, per agent write: (writes of
+    /// handoffs, their status and Events; GETs of one handoff).
+    apiserver: (f64, f64),
 }
 
 impl MirrorStage {
@@ -442,13 +457,36 @@ async fn wait_for_mirror(db: &tokio_postgres::Client, expected: usize) -> anyhow
     }
 }
 
+/// The apiserver's `/metrics` text, read with `admin`.
+async fn apiserver_metrics(admin: &kube::Client) -> anyhow::Result<String> {
+    let request = http::Request::get("/metrics").body(Vec::new())?;
+    Ok(admin.request_text(request).await?)
+}
+
+/// The GETs of one handoff (not a list, not its status) the apiserver
+/// counted in `metrics` (`apiserver_request_total`).
+fn handoff_gets(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|line| {
+            line.starts_with("apiserver_request_total{")
+                && line.contains("resource=\"handoffs\"")
+                && line.contains("subresource=\"\"")
+                && line.contains("verb=\"GET\"")
+        })
+        .filter_map(|line| line.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
 fn mirror_stage(
     rt: &tokio::runtime::Runtime,
+    admin: &kube::Client,
     apis: &[Api<Handoff>],
     db: &tokio_postgres::Client,
     writes: usize,
 ) -> anyhow::Result<MirrorStage> {
     eprintln!("bench: mirror: writing {writes} new handoffs ({MIRROR_WRITERS} writers) …");
+    let before = rt.block_on(apiserver_metrics(admin))?;
     let t = Instant::now();
     rt.block_on(write_new(apis, writes))?;
     let written = t.elapsed();
@@ -463,11 +501,38 @@ fn mirror_stage(
         "bench: mirror: caught up {:.1} s after the last write",
         caught_up.as_secs_f64()
     );
+    let after = rt.block_on(apiserver_metrics(admin))?;
+    let per_write = |n: f64| n / writes as f64;
     Ok(MirrorStage {
         writes,
         written,
         caught_up,
+        apiserver: (
+            per_write(
+                Writes::parse(&after)
+                    .since(&Writes::parse(&before))
+                    .of_handoffs(),
+            ),
+            per_write(handoff_gets(&after) - handoff_gets(&before)),
+        ),
     })
+}
+
+/// What the controller's `/metrics` counted between `before` and `after`:
+/// its Handoff reconciles (how many, mean time) and mirror batches (how
+/// many, mean writes per batch).
+fn account(before: &str, after: &str) -> String {
+    let delta = |series: &str| metric(after, series) - metric(before, series);
+    let reconciles = delta("handoff_controller_reconcile_duration_seconds_count");
+    let seconds = delta("handoff_controller_reconcile_duration_seconds_sum");
+    let batches = delta("handoff_controller_mirror_batch_rows_count");
+    let rows = delta("handoff_controller_mirror_batch_rows_sum");
+    format!(
+        "{reconciles:.0} reconciles, {:.1} ms each on average; {batches:.0} mirror batches, \
+         {:.1} writes each on average",
+        seconds * 1e3 / reconciles.max(1.0),
+        rows / batches.max(1.0)
+    )
 }
 
 /// A plane whose static token file holds the admin's [`TOKEN`] and one
@@ -529,12 +594,13 @@ const LEVEL_COLUMNS: [&str; 6] = [
     "p99 direct / bridge (ms)",
     "refused or failed, direct / bridge",
 ];
-const MIRROR_COLUMNS: [&str; 5] = [
+const MIRROR_COLUMNS: [&str; 6] = [
     "writes",
     "written (s)",
     "writes/s",
     "mirror caught up after the last write (s)",
     "mirror rows/s over the stage",
+    "apiserver writes / GETs per write",
 ];
 
 fn print_report(
@@ -602,8 +668,9 @@ fn print_report(
     }
     println!(
         "\nThe mirror: {} new handoffs written with server-side apply by {MIRROR_WRITERS} agents \
-         as fast as the apiserver takes them, then the time until PostgreSQL holds every one. \
-         Goal: caught up ≤ 15 s after the last write.\n",
+         as fast as the apiserver takes them, then the time until PostgreSQL holds every one; \
+         the apiserver's writes (handoffs, their status, Events) and GETs of a handoff from the \
+         first write until then, per write. Goal: caught up ≤ 15 s after the last write.\n",
         mirror.writes
     );
     println!("| {} |", MIRROR_COLUMNS.join(" | "));
@@ -630,6 +697,12 @@ fn print_report(
             MIRROR_COLUMNS[4],
             format!("{:.0}", mirror.mirror_rate()),
         ),
+        cell(
+            previous,
+            &row,
+            MIRROR_COLUMNS[5],
+            format!("{:.2} / {:.2}", mirror.apiserver.0, mirror.apiserver.1),
+        ),
     ];
     println!("| {} |", cells.join(" | "));
 }
@@ -648,19 +721,23 @@ fn main() -> anyhow::Result<()> {
     let url = postgres.url();
     let binary = std::path::Path::new(env!("CARGO_BIN_EXE_handoff"));
     let kubeconfig = plane.kubeconfig_path();
-    let _controller = ControllerProcess::start(
-        binary,
-        kubeconfig,
-        NAMESPACE,
-        "bench",
-        &["--postgres-url", &url],
-    )?;
+    let mut controller_args = vec!["--postgres-url", &url];
+    controller_args.extend(settings.controller_args.iter().map(String::as_str));
+    let controller =
+        ControllerProcess::start(binary, kubeconfig, NAMESPACE, "bench", &controller_args)?;
     let bridge =
         BridgeProcess::start_with_env(binary, kubeconfig, NAMESPACE, &[], &[("RUST_LOG", "warn")])?;
     let apis = rt.block_on(agent_apis(&plane, most))?;
     let db = rt.block_on(handoff_testkit::connect_postgres(&url))?;
     let mut levels = throughput(&rt, &settings, &apis, bridge.url())?;
-    let mirror = mirror_stage(&rt, &apis, &db, settings.mirror_writes)?;
+    let before = rt.block_on(scrape(controller.metrics_addr()))?;
+    let admin = rt.block_on(plane.client())?;
+    let mirror = mirror_stage(&rt, &admin, &apis, &db, settings.mirror_writes)?;
+    let after = rt.block_on(scrape(controller.metrics_addr()))?;
+    eprintln!(
+        "bench: mirror: the controller: {}",
+        account(&before, &after)
+    );
     print_report(&settings, &mut levels, &mirror, previous.as_ref());
     Ok(())
 }
