@@ -9,11 +9,14 @@
 # (HANDOFF_BENCH_PREVIOUS) to print the previous run's figures beside theirs.
 #
 # For a cheap check of this script: BENCH_ONLY="scaling" runs only the listed
-# benchmarks (of: bridge admission tokens scaling search secrets transcript; the report then
-# holds only their sections), BENCH_DEBUG=1 runs them as debug builds
-# (`cargo test --bench`) instead of release ones, and HANDOFF_BENCH_STAGES
-# picks the scaling stages, e.g.
+# benchmarks (of: bridge admission tokens scaling search secrets throughput transcript; the
+# report then holds only their sections), BENCH_DEBUG=1 runs them as debug builds
+# (`cargo test --bench`) instead of release ones, HANDOFF_BENCH_STAGES
+# picks the scaling stages, and HANDOFF_BENCH_AGENTS, HANDOFF_BENCH_ROUNDS,
+# HANDOFF_BENCH_ROUND_SECONDS and HANDOFF_BENCH_MIRROR_WRITES size the
+# throughput benchmark (benches/throughput.rs), e.g.
 #   BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
+#   BENCH_ONLY=throughput HANDOFF_BENCH_AGENTS=64 HANDOFF_BENCH_MIRROR_WRITES=5000 hack/bench-report.sh
 # (then `git checkout BENCHMARKS.md docs/bench-scaling.svg`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +33,7 @@ else
   export HANDOFF_BENCH_PREVIOUS=""
 fi
 
-only="${BENCH_ONLY:-bridge admission tokens scaling search secrets transcript}"
+only="${BENCH_ONLY:-bridge admission tokens scaling search secrets throughput transcript}"
 selected() { [[ " $only " == *" $1 "* ]]; }
 if [[ "${BENCH_DEBUG:-}" == 1 ]]; then
   run_bench() { cargo test --locked --bench "$1"; }
@@ -55,7 +58,7 @@ progress() {
   grep --line-buffered -v -E '^ *(Compiling|Finished|Running|Blocking|Downloaded|Downloading|Updating|Locking|Adding|Fresh) ' >&2 || true
 }
 
-for bench in bridge admission tokens scaling search secrets; do
+for bench in bridge admission tokens scaling search secrets throughput; do
   selected "$bench" || continue
   echo "bench: running $bench …" >&2
   echo >> "$tmp"

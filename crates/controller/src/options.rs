@@ -21,10 +21,17 @@ use handoff_mirror::dsn::PostgresArgs;
 use handoff_mirror::{DEFAULT_HISTORY_REVISIONS, Retention};
 
 /// The default of `--concurrency`. Reconciles wait on the apiserver and
-/// PostgreSQL, not on CPU, and concurrent ones share mirror batches: on
-/// the 2-core scaling bench the mirror caught up 31.7 s after the last of
-/// 10,000 writes with 16 and 11.0 s with 32 (BENCHMARKS.md).
-pub(crate) const DEFAULT_CONCURRENCY: u16 = 32;
+/// PostgreSQL, not on CPU, and concurrent ones share mirror batches: a
+/// Handoff reconcile holds its slot through the status write, so how fast
+/// the mirror takes rows in is about the concurrency over the apiserver's
+/// write latency, and under load that latency grows. On the 2-core scaling
+/// bench the mirror caught up 31.7 s after the last of 10,000 writes with
+/// 16 and 11.0 s with 32; on the throughput bench (64 writers, the machine
+/// shared), 32 took in ~160 rows/s while writers made ~250/s, 128 kept up
+/// with them (caught up 0.2 s after the last of 20,000 writes). Each
+/// reconcile in flight may hold one fetched body (typically kilobytes, at
+/// most 1 MiB).
+pub(crate) const DEFAULT_CONCURRENCY: u16 = 128;
 
 /// Where the controller reads the mirror's URL from, first found first
 /// (after `--postgres-url` and `--postgres-url-file`).

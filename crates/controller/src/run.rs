@@ -142,6 +142,7 @@ pub async fn run(
         events: Events::new(client.clone(), reporter.clone(), options.apiserver_timeout),
         api_timeout: options.apiserver_timeout,
         budgets: handoff_kube::settings::Budgets::new(client.clone(), options.apiserver_timeout),
+        watched: handoff::watched::Watched::new(handoff::watched::HELD_BYTES),
     });
     let mut elector = LeaderElector::new(client, lease.clone());
     metrics.ready.store(true, Ordering::Relaxed);
@@ -275,7 +276,8 @@ fn handoffs<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
     let ctx = &l.handoff;
     // The cache holds compact copies, without bodies (see `handoff::cached`):
     // its memory is most of the controller's, and grows with the number of
-    // handoffs. A reconcile fetches the object when it needs it.
+    // handoffs. A reconcile fetches the object when it needs it (unless the
+    // watch event that announced it is still held: `handoff::watched`).
     // Objects that do not deserialize are kept as such and skipped by the
     // reconcile (see `handoff_kube::loops`).
     let (cache, writer) =
@@ -293,9 +295,22 @@ fn handoffs<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
     // Deleted handoffs go to the mirror's deleter (there is no finalizer:
     // deletes never wait for PostgreSQL; resync removes what it missed).
     let (deleted, deletions) = tokio::sync::mpsc::unbounded_channel();
+    // An object its reconcile needs whole is held for it from the event
+    // (see `handoff::watched`); this watch delivers every object again.
+    ctx.watched.clear();
+    let held = ctx.clone();
+    let mirror = ctx.writes.is_some();
     let handoffs = watcher(l.api.clone(), watcher::Config::default())
         .default_backoff()
-        .map_ok(handoff::cached::cached_event)
+        .map_ok(move |event| {
+            handoff::cached::hold_for_reconcile(
+                &held.watched,
+                held.plumbing.scope(),
+                mirror,
+                &event,
+            );
+            handoff::cached::cached_event(event)
+        })
         .reflect(writer)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(DeserializeGuard(Ok(h)))) = event {

@@ -21,8 +21,10 @@
 //!   "Memory" below); when the object must be counted or mirrored
 //!   ([`handoff_core::handoff::plan::cached_plan`]: not counted at this generation, its `Mirrored`
 //!   condition not True for it, or mirror work for its key owed in the
-//!   loop's [`crate::backlog::Backlog`]) the reconcile GETs it (bounded by
-//!   `--apiserver-timeout`) and reads the namespace's lint budget (through
+//!   loop's [`crate::backlog::Backlog`]) the reconcile takes the whole
+//!   object its watch event delivered, when it is still held for it
+//!   ([`watched`]), or else GETs it (bounded by
+//!   `--apiserver-timeout`), and reads the namespace's lint budget (through
 //!   the cache of [`handoff_kube::settings`]: a request at most once per
 //!   namespace per [`handoff_kube::settings::BUDGET_TTL`]); the clock says
 //!   when.
@@ -60,9 +62,12 @@
 //! counted and mirrored. With the full watch made compact before the
 //! reflector stores it, a restart over counted, mirrored objects reads their status
 //! and `Mirrored` condition from the cache and fetches nothing; only a
-//! changed object (one GET per change) or one whose mirror row is not known
-//! current is fetched, and the fetched body lives only while its
-//! reconcile runs. (The `Mirrored` condition is trusted across restarts
+//! changed object or one whose mirror row is not known current is
+//! fetched, and the fetched body lives only while its reconcile runs. A
+//! changed object's watch event carries it whole: it is held until its
+//! reconcile takes it, at most [`watched::HELD_BYTES`] of them in all
+//! (past that, the reconcile GETs it), which spares the apiserver one GET
+//! per agent write. (The `Mirrored` condition is trusted across restarts
 //! and leaderships; a row lost meanwhile — a restored or re-created
 //! database — is resync's to repair, and resync runs as each leadership
 //! starts.) The mirror writes go through the batcher
@@ -93,6 +98,7 @@
 
 pub(crate) mod cached;
 pub(crate) mod state;
+pub(crate) mod watched;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -211,13 +217,20 @@ async fn reconcile_inner(cached: &CachedHandoff, ctx: &HandoffLoop) -> Result<Ac
     if let Some(plan) = cached_plan(cached, mirror, owed) {
         return apply(ctx, &api, cached, None, plan, None).await;
     }
-    let h = match within(ctx, api.get_opt(&cached.name_any()))
-        .await
-        .map_err(Error::Get)?
-    {
-        Some(full) if full.uid() == cached.uid() => full,
-        // Deleted (or re-created) since: its watch event decides.
-        _ => return Ok(Action::await_change()),
+    let held = match (cached.uid(), cached.resource_version()) {
+        (Some(uid), Some(version)) => ctx.watched.take(&uid, &version),
+        _ => None,
+    };
+    let h = match held {
+        Some(h) => h,
+        None => match within(ctx, api.get_opt(&cached.name_any()))
+            .await
+            .map_err(Error::Get)?
+        {
+            Some(full) if full.uid() == cached.uid() => full,
+            // Deleted (or re-created) since: its watch event decides.
+            _ => return Ok(Action::await_change()),
+        },
     };
     let budget = ctx.budgets.budget(&namespace).await;
     let observed = Observed {

@@ -2,7 +2,8 @@
 //! the same objects (the mirror's deleter, resync, grooming, the Events'
 //! refresh): the controller's client and identity, its clock, metrics and
 //! TTLs, the mirror and its batched writes, the per-key backlog, the
-//! Events' series, the lint budgets and the loop's [`Plumbing`].
+//! Events' series, the lint budgets, the objects the watch delivered for
+//! their reconcile and the loop's [`Plumbing`].
 //!
 //! Its own module so that those tasks and the loop import it, and it
 //! imports none of them: `run` only assembles it.
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use kube::Client;
 
+use super::watched::Watched;
 use crate::backlog::Backlog;
 use crate::events::Events;
 use crate::metrics::ControllerMetrics;
@@ -51,4 +53,6 @@ pub(crate) struct HandoffLoop {
     pub(crate) events: Events,
     /// The namespaces' lint budgets (the `Linted` condition), cached.
     pub(crate) budgets: Budgets,
+    /// The objects the watch delivered whose reconcile needs them whole.
+    pub(crate) watched: Watched,
 }
