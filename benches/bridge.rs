@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
-use handoff_testkit::http::{addr_of, exchange, flood, mcp_post, metric, scrape, tool_call};
+use handoff_testkit::http::{addr_of, exchange, flood, mcp_post_as, metric, scrape, tool_call};
 use handoff_testkit::previous::{Previous, medians};
 use handoff_testkit::rpc::McpHttp;
 use handoff_testkit::spec::{Fields, spec};
@@ -249,8 +249,9 @@ struct Phase {
     greedy_retries: &'static str,
     samples: Vec<Duration>,
     refused: usize,
-    /// The greedy caller's answers by status (0: no answer).
-    greedy: std::collections::BTreeMap<u16, usize>,
+    /// The greedy caller's answers by status ("none": no answer; "200
+    /// tool error": a write the bridge answered but did not store).
+    greedy: std::collections::BTreeMap<String, usize>,
     greedy_seconds: f64,
 }
 
@@ -315,8 +316,9 @@ fn beside_a_greedy_caller(
     })
 }
 
-/// The quiet callers while one greedy caller keeps [`GREEDY`] writes going
-/// at once; a refused write is sent again at once, or after its
+/// The quiet callers while one greedy caller keeps [`GREEDY`] writes (of
+/// new content each time) going at once; a refused write is sent again at
+/// once, or after its
 /// `Retry-After` when `backs_off`.
 fn greedy_phase(
     rt: &tokio::runtime::Runtime,
@@ -336,16 +338,26 @@ fn greedy_phase(
     let greedy: Vec<_> = (0..GREEDY)
         .map(|i| {
             let (addr, stop) = (addr.clone(), stop.clone());
-            let write = tool_call(
-                "write_handoff",
-                serde_json::json!({"handoff_key": format!("bench/greedy#{i}"), "project": "bench", "body": "greedy"}),
-            );
-            let request = mcp_post(&addr, Some(TOKEN), &write);
             rt.spawn(async move {
                 let mut statuses = std::collections::BTreeMap::new();
-                while !stop.load(Ordering::Relaxed) {
+                for round in 0usize.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // New content each time: every write reaches etcd.
+                    let write = tool_call(
+                        "write_handoff",
+                        serde_json::json!({"handoff_key": format!("bench/greedy#{i}"), "project": "bench", "body": format!("greedy {round}")}),
+                    );
+                    let request = mcp_post_as(&addr, Some(TOKEN), Some("implement"), &write);
                     let answer = exchange(&addr, &request).await.ok();
-                    let status = answer.as_ref().map_or(0, |a| a.status);
+                    let status = match &answer {
+                        None => "none".to_owned(),
+                        Some(a) if a.status == 200 && a.body.contains("\"isError\":true") => {
+                            "200 tool error".to_owned()
+                        }
+                        Some(a) => a.status.to_string(),
+                    };
                     *statuses.entry(status).or_insert(0usize) += 1;
                     let wait = answer
                         .as_ref()
@@ -388,7 +400,7 @@ impl Greedy {
         println!("\n## {FAIR_SECTION} ({} cores)\n", bench::cores());
         println!(
             "{QUIET} callers, each an identity of its own, called `get_handoff` one at a time ({QUIET_CALLS} calls each), \
-             alone and while one greedy caller (its client on the same cores) kept {GREEDY} `write_handoff` calls going \
+             alone and while one greedy caller (its client on the same cores) kept {GREEDY} `write_handoff` calls (new content each time) going \
              at once, sending a refused one again at once, then after its `Retry-After`. Bridge defaults: \
              `--max-in-flight` {}, `--max-in-flight-per-caller` {}, `--max-queued-per-caller` {}. Quiet calls refused \
              alone: {}.\n",
@@ -396,7 +408,7 @@ impl Greedy {
         );
         for phase in &self.phases {
             println!(
-                "- greedy caller retrying {}: {:.1} s, its answers by status (0 = none) {:?}; quiet calls refused: {}",
+                "- greedy caller retrying {}: {:.1} s, its answers by status {:?}; quiet calls refused: {}",
                 phase.greedy_retries, phase.greedy_seconds, phase.greedy, phase.refused
             );
         }

@@ -67,11 +67,21 @@ impl Answer {
 /// A `POST /mcp` carrying `body`, with `token` as a bearer token when
 /// given, that closes the connection after the answer.
 pub fn mcp_post(addr: &str, token: Option<&str>, body: &str) -> Vec<u8> {
+    mcp_post_as(addr, token, None, body)
+}
+
+/// [`mcp_post`] with `profile` in `X-Handoff-Profile` when given (a caller
+/// whose ServiceAccount names no profile, such as a static token's user,
+/// sees no tool without it).
+pub fn mcp_post_as(addr: &str, token: Option<&str>, profile: Option<&str>, body: &str) -> Vec<u8> {
     let auth = token
         .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
+    let profile = profile
+        .map(|p| format!("X-Handoff-Profile: {p}\r\n"))
+        .unwrap_or_default();
     format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: application/json\r\n\
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\n{auth}{profile}Content-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
          Connection: close\r\n\r\n{body}",
         body.len()
