@@ -274,14 +274,8 @@ async fn the_mcp_corpus_refuses_clearly_and_writes_nothing() {
     let ns = env.namespace("bad-input-mcp").await;
     let cases = refused_cases();
     assert!(cases.len() >= 40, "the corpus has {} cases", cases.len());
-    let plan: Vec<Value> = cases.iter().map(|(_, step, _)| step.clone()).collect();
-    let mut plan = plan;
-    plan.push(write(
-        json!("still-alive"),
-        json!("p"),
-        json!("the process stayed up"),
-    ));
-    let results = drive_stdio(env, &ns, "refine", Value::Array(plan));
+    let steps = cases.iter().map(|(_, step, _)| step.clone()).collect();
+    let results = refused_then_alive(env, &ns, steps).await;
     for ((case, _, words), result) in cases.iter().zip(&results) {
         assert_eq!(
             result["is_error"],
@@ -291,16 +285,30 @@ async fn the_mcp_corpus_refuses_clearly_and_writes_nothing() {
         let text = result["text"].as_str().unwrap_or_default();
         assert!(text.contains(words), "{case}: {words:?} not in {text:?}");
     }
+}
+
+/// Drives `steps` over stdio as a `refine` agent, then one valid write,
+/// and checks that write was created and is all the namespace holds (the
+/// bridge stayed up; the refused steps stored nothing). The answers, the
+/// valid write's last.
+async fn refused_then_alive(env: &TestEnv, ns: &str, mut steps: Vec<Value>) -> Vec<Value> {
+    steps.push(write(
+        json!("still-alive"),
+        json!("p"),
+        json!("the process stayed up"),
+    ));
+    let results = drive_stdio(env, ns, "refine", Value::Array(steps));
     assert_eq!(
         results.last().expect("last")["structured"]["outcome"],
         json!("created"),
         "the bridge stayed up"
     );
     assert_eq!(
-        common::objects::stored_keys(env, &ns).await,
+        common::objects::stored_keys(env, ns).await,
         ["still-alive"],
         "a refused input left something behind"
     );
+    results
 }
 
 /// Every string argument of every tool (read from the tools' schemas)
@@ -315,9 +323,8 @@ async fn a_hidden_character_in_any_string_argument_is_refused_by_name() {
     let cases = common::bad_args::hidden_character_calls();
     // 27 string arguments of 10 tools, each with a NUL and with ESC.
     assert!(cases.len() >= 54, "only {} cases", cases.len());
-    let mut plan: Vec<Value> = cases.iter().map(|(_, step, _)| step.clone()).collect();
-    plan.push(write(json!("still-alive"), json!("p"), json!("up")));
-    let results = drive_stdio(env, &ns, "refine", Value::Array(plan));
+    let steps = cases.iter().map(|(_, step, _)| step.clone()).collect();
+    let results = refused_then_alive(env, &ns, steps).await;
     for ((case, _, field), result) in cases.iter().zip(&results) {
         let text = common::err_text(result);
         assert!(
@@ -326,16 +333,6 @@ async fn a_hidden_character_in_any_string_argument_is_refused_by_name() {
         );
         common::bad_args::assert_no_postgres_text(case, &result.to_string());
     }
-    assert_eq!(
-        results.last().expect("last")["structured"]["outcome"],
-        json!("created"),
-        "the bridge stayed up"
-    );
-    assert_eq!(
-        common::objects::stored_keys(env, &ns).await,
-        ["still-alive"],
-        "a refused input left something behind"
-    );
 }
 
 #[tokio::test]
