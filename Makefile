@@ -133,7 +133,7 @@ test: test-deps lint
 ## The fast tier: every crate's unit tests and its own tests/ (none needs a
 ## cluster, PostgreSQL or an agent's CLI), the binary's unit tests and the
 ## cluster-free test files of the root (UNIT_TESTS). Installs nothing.
-UNIT_TESTS := layout transcript_cli
+UNIT_TESTS := layout transcript_cli integrations
 test-unit:
 	$(CARGO) test --locked --workspace --exclude handoff --exclude handoff-testkit --lib --bins --tests
 	$(CARGO) test --locked -p handoff-testkit --lib

@@ -435,6 +435,32 @@ async fn the_plugin_passes_claude_plugin_validate_strict() {
     .await;
 }
 
+/// The marketplace at the repository's root passes the strict check and
+/// installs the plugin, as a user does it (a local path, offline).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_marketplace_installs_the_plugin() {
+    let m = Machine::new(shared(), "marketplace").await;
+    m.claude_succeeds(
+        &["plugin", "validate", "--strict", REPO],
+        "claude plugin validate --strict refused the marketplace",
+    )
+    .await;
+    m.claude_succeeds(
+        &["plugin", "marketplace", "add", REPO],
+        "claude plugin marketplace add refused the repository",
+    )
+    .await;
+    m.claude_succeeds(
+        &["plugin", "install", "handoff@handoff-dev"],
+        "claude plugin install handoff@handoff-dev failed",
+    )
+    .await;
+    let installed =
+        std::fs::read_to_string(m.home().join(".claude/plugins/installed_plugins.json"))
+            .expect("installed_plugins.json");
+    assert!(installed.contains("handoff@handoff-dev"), "{installed}");
+}
+
 /// Finding 6: a handoff longer than the 10,000 characters Claude Code keeps
 /// of `additionalContext` reaches the model as its head and the way to the
 /// rest (before, Claude Code spilled it to a file and showed a preview).

@@ -1233,14 +1233,22 @@ fn every_example_applies_or_parses() {
                     // examples::the_hook_wiring_names_documented_events_and_our_commands.
                     continue;
                 }
-                // Claude Code's `mcpServers`, or VS Code's `servers`.
+                // Claude Code's and Cursor's `mcpServers`, or VS Code's `servers`.
                 let server = if config["servers"].is_object() {
                     &config["servers"]["handoff"]
                 } else {
                     &config["mcpServers"]["handoff"]
                 };
+                // Cursor has no `type`: a `command` is stdio, a `url` HTTP.
+                let transport = server["type"].as_str().or_else(|| {
+                    if server["command"].is_string() {
+                        Some("stdio")
+                    } else {
+                        server["url"].as_str().map(|_| "http")
+                    }
+                });
                 assert!(
-                    server["type"] == "stdio" || server["type"] == "http",
+                    matches!(transport, Some("stdio" | "http")),
                     "{shown}: an MCP server named handoff"
                 );
                 assert!(
@@ -1289,6 +1297,8 @@ fn every_example_applies_or_parses() {
         "mcp/claude-code-headers-helper.mcp-config.json",
         "mcp/codex-config.toml",
         "mcp/vscode-mcp.json",
+        "cursor/mcp.json",
+        "cursor/mcp-http.json",
     ] {
         assert!(
             names.iter().any(|n| n.ends_with(expected)),
