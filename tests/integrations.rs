@@ -397,6 +397,9 @@ const RESERVED: &[&str] = &[
     "anthropic-agent-skills",
     "knowledge-work-plugins",
     "life-sciences",
+    "claude-for-legal",
+    "claude-for-financial-services",
+    "financial-services-plugins",
 ];
 
 fn kebab(s: &str) -> bool {
@@ -419,10 +422,7 @@ fn marketplace_problems(root: &Path, manifest: &Value) -> Vec<String> {
             "`name`: kebab case, not reserved by Anthropic: {other:?}"
         )),
     }
-    if !manifest["owner"]["name"]
-        .as_str()
-        .is_some_and(|n| !n.is_empty())
-    {
+    if manifest["owner"]["name"].as_str().is_none_or(str::is_empty) {
         problems.push("`owner.name`: required".to_owned());
     }
     let Some(plugins) = manifest["plugins"].as_array().filter(|p| !p.is_empty()) else {
