@@ -509,8 +509,8 @@ async fn a_session_that_never_writes_is_rescued() {
 
 /// Finding 3: hooks that are not managed run only once trusted. Without
 /// trust, the shipped hooks do nothing and say nothing: the model ends its
-/// turn unasked and nothing is stored (docs/agents.md, "Trusting the
-/// hooks (Codex)"; the other scenarios pass [`TRUST_HOOKS`]).
+/// turn unasked and nothing is stored (docs/agents.md, "Codex", "Trust";
+/// the other scenarios pass [`TRUST_HOOKS`]).
 #[tokio::test]
 async fn untrusted_hooks_silently_do_nothing() {
     let env = testing::shared();
