@@ -12,7 +12,8 @@
 //!   must point at the plugin that exists;
 //! - Cursor's MCP examples, in Cursor's own shape, starting the same server
 //!   as the other clients' examples;
-//! - every repository path docs/agents.md and examples/mcp/README.md name.
+//! - every repository path and `handoff` command docs/agents.md,
+//!   examples/mcp/README.md and the plugin's README name.
 //!
 //! The rules are pure functions over text with table tests of their own, so
 //! each can be seen to fail.
@@ -677,4 +678,45 @@ fn every_path_the_agent_docs_name_exists() {
         }
     }
     assert!(missing.is_empty(), "named but absent: {missing:#?}");
+}
+
+/// Our commands named in `text`: `` `handoff`` and its first words up to
+/// the first flag, placeholder or end of code (`handoff hook stop`,
+/// `handoff transcript read`); HTML comments skipped, as in [`repo_paths`].
+fn doc_commands(text: &str) -> BTreeSet<Vec<String>> {
+    let comment = regex::Regex::new(r"(?s)<!--.*?-->").expect("regex");
+    let text = comment.replace_all(text, "");
+    let command = regex::Regex::new(r"`handoff((?: [a-z][a-z0-9-]*)+)").expect("regex");
+    command
+        .captures_iter(&text)
+        .map(|c| c[1].split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn doc_commands_stops_at_flags_and_placeholders() {
+    let text = "`handoff hook <event>`, `handoff mcp --stdio`, `handoff transcript read`, \
+                `handoff hook stop --agent claude` <!-- `handoff later` -->";
+    let found: Vec<Vec<String>> = doc_commands(text).into_iter().collect();
+    let expected: Vec<Vec<&str>> = vec![
+        vec!["hook"],
+        vec!["hook", "stop"],
+        vec!["mcp"],
+        vec!["transcript", "read"],
+    ];
+    assert_eq!(found, expected);
+}
+
+#[test]
+fn every_command_the_agent_docs_name_parses() {
+    for doc in [
+        "docs/agents.md",
+        "examples/mcp/README.md",
+        "plugins/handoff/README.md",
+    ] {
+        for words in doc_commands(&read(doc)) {
+            let words: Vec<&str> = words.iter().map(String::as_str).collect();
+            parses(doc, &words);
+        }
+    }
 }
