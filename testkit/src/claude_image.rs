@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
-use object::read::elf::{FileHeader, ProgramHeader};
+use anyhow::{Context, Result};
+use object::read::elf::FileHeader;
 
 use crate::image::{ImageFile, ImageSpec, distroless_nonroot, elf_interpreter};
 
@@ -61,7 +61,7 @@ pub fn pinned_claude(workspace: &Path) -> Result<PathBuf> {
 }
 
 /// Pure: the shared libraries an ELF executable or library names
-/// (`DT_NEEDED`), in its order.
+/// (`DT_NEEDED`), in its order; none for a static one.
 pub fn needed_libraries(elf: &[u8]) -> Result<Vec<String>> {
     let header = object::elf::FileHeader64::<object::Endianness>::parse(elf)
         .map_err(|e| anyhow::anyhow!("not a 64-bit ELF file: {e}"))?;
@@ -76,21 +76,12 @@ pub fn needed_libraries(elf: &[u8]) -> Result<Vec<String>> {
         .map_err(|e| anyhow::anyhow!("ELF dynamic table: {e}"))?;
     let mut out = Vec::new();
     for entry in &table {
-        if entry.tag == i64::from(object::elf::DT_NEEDED) {
+        if entry.tag == object::elf::DT_NEEDED {
             let name = table
                 .string(entry)
                 .map_err(|e| anyhow::anyhow!("DT_NEEDED name: {e}"))?;
             out.push(String::from_utf8_lossy(name).into_owned());
         }
-    }
-    // A statically linked file has neither a loader nor libraries.
-    let dynamic = header
-        .program_headers(endian, elf)
-        .map_err(|e| anyhow::anyhow!("ELF program headers: {e}"))?
-        .iter()
-        .any(|ph| ph.p_type(endian) == object::elf::PT_DYNAMIC);
-    if !dynamic && !out.is_empty() {
-        bail!("DT_NEEDED entries without a PT_DYNAMIC segment");
     }
     Ok(out)
 }
