@@ -473,7 +473,7 @@ const PATH_ENV: &str = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 /// What `distroless/static-debian12:nonroot` gives every image here: the
 /// users and groups, the CA bundle, `/tmp`, nonroot's home, PATH and
 /// SSL_CERT_FILE, user 65532 in its home.
-fn distroless_nonroot(
+pub(crate) fn distroless_nonroot(
     reference: &str,
     mut files: Vec<ImageFile>,
     entrypoint: &[&str],

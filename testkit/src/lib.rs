@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod bench;
+pub mod claude_image;
 pub mod cluster;
 pub mod controller;
 pub mod http;

@@ -47,7 +47,7 @@ use crate::install::{diagnose, installed};
 use handoff_testkit::wait::eventually;
 
 /// The identity the examples' Jobs run as.
-const AGENT_USER: &str = "system:serviceaccount:handoff-system:agent-implement";
+pub(crate) const AGENT_USER: &str = "system:serviceaccount:handoff-system:agent-implement";
 
 /// How the example's agent container is replaced by the scripted agent.
 pub(crate) struct Scripted<'a> {
@@ -91,15 +91,15 @@ pub(crate) fn as_scripted(mut objects: Vec<Value>, scripted: &Scripted<'_>) -> V
 }
 
 /// Pure: the arguments after `mcp --stdio` that the example's own MCP
-/// configuration gives the bridge (Claude Code's `.mcp.json`, Codex's
-/// `config.toml`, in the example's ConfigMap).
+/// configuration gives the bridge (Claude Code's `mcp.json`, passed with
+/// `--mcp-config`; Codex's `config.toml`; in the example's first ConfigMap).
 pub(crate) fn stdio_bridge_args(objects: &[Value]) -> anyhow::Result<Vec<String>> {
     let data = objects
         .iter()
         .find(|o| o["kind"] == "ConfigMap")
         .map(|o| &o["data"])
         .ok_or_else(|| anyhow::anyhow!("the example has no ConfigMap"))?;
-    let args: Vec<String> = if let Some(mcp) = data[".mcp.json"].as_str() {
+    let args: Vec<String> = if let Some(mcp) = data["mcp.json"].as_str() {
         let config: Value = serde_json::from_str(mcp)?;
         serde_json::from_value(config["mcpServers"]["handoff"]["args"].clone())?
     } else if let Some(codex) = data["config.toml"].as_str() {
@@ -115,7 +115,7 @@ pub(crate) fn stdio_bridge_args(objects: &[Value]) -> anyhow::Result<Vec<String>
             .collect::<Option<_>>()
             .ok_or_else(|| anyhow::anyhow!("an argument is not a string"))?
     } else {
-        anyhow::bail!("the ConfigMap has neither .mcp.json nor config.toml");
+        anyhow::bail!("the ConfigMap has neither mcp.json nor config.toml");
     };
     match args.as_slice() {
         [mcp, stdio, rest @ ..] if mcp == "mcp" && stdio == "--stdio" => Ok(rest.to_vec()),
@@ -156,13 +156,13 @@ pub(crate) fn jwt_claims(token: &str) -> Option<Value> {
     serde_json::from_slice(&bytes).ok()
 }
 
-fn example(path: &str) -> Vec<Value> {
+pub(crate) fn example(path: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(crate::common::kubectl::root().join(path))
         .unwrap_or_else(|e| panic!("read {path}: {e}"));
     serde_saphyr::from_str_multiple(&text).unwrap_or_else(|e| panic!("{path} is not YAML: {e}"))
 }
 
-fn apply(objects: Vec<Value>) {
+pub(crate) fn apply(objects: Vec<Value>) {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let applied = kubectl_stdin(&["apply", "--server-side", "-f", "-"], &list.to_string());
     let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
@@ -182,7 +182,7 @@ pub(crate) fn job_log(job: &str) -> String {
 }
 
 /// Waits for the Job to succeed; panics with its log when it fails.
-async fn completed(job: &str) {
+pub(crate) async fn completed(job: &str) {
     let jobs: Api<Job> = Api::namespaced(e2e().env.client().await, SYSTEM);
     let outcome = eventually(
         &format!("job/{job} finishes"),
@@ -216,7 +216,7 @@ async fn completed(job: &str) {
 }
 
 /// The stored Handoff of `key` in the installation's namespace.
-async fn stored(key: &str) -> Handoff {
+pub(crate) async fn stored(key: &str) -> Handoff {
     let api: Api<Handoff> = Api::namespaced(e2e().env.client().await, SYSTEM);
     api.list(&ListParams::default())
         .await
@@ -591,7 +591,7 @@ fn the_stdio_bridge_is_started_with_the_examples_own_arguments() {
     );
     let cases = [
         (
-            json!({".mcp.json": r#"{"mcpServers": {"handoff": {"args": ["mcp"]}}}"#}),
+            json!({"mcp.json": r#"{"mcpServers": {"handoff": {"args": ["mcp"]}}}"#}),
             None,
         ),
         (

@@ -10,6 +10,7 @@
 mod common;
 
 mod agent;
+mod claude_job;
 mod harness;
 mod images;
 mod install;

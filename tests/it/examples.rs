@@ -277,3 +277,26 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
     );
     assert!(job.contains(r#"cp /etc/handoff/settings.json "$HOME/.claude/settings.json""#));
 }
+
+/// The Claude Code Job installs the skill from its ConfigMap `handoff-skill`:
+/// that copy must be skills/handoff/SKILL.md, byte for byte.
+#[test]
+fn the_claude_jobs_skill_is_the_shipped_skill() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let job = "examples/agent/agent-job.yaml";
+    let text = std::fs::read_to_string(root.join(job)).expect("the Job");
+    let objects: Vec<serde_json::Value> =
+        serde_saphyr::from_str_multiple(&text).expect("the Job is YAML");
+    let in_job = objects
+        .iter()
+        .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "handoff-skill")
+        .and_then(|o| o["data"]["SKILL.md"].as_str())
+        .unwrap_or_else(|| panic!("{job} has no ConfigMap handoff-skill with key SKILL.md"));
+    let skill = std::fs::read_to_string(root.join("skills/handoff/SKILL.md")).expect("skill");
+    assert!(
+        in_job == skill,
+        "{job}: ConfigMap handoff-skill's SKILL.md differs from skills/handoff/SKILL.md. \
+         Copy skills/handoff/SKILL.md into that key again, each non-empty line indented by \
+         four spaces under `SKILL.md: |` (e.g. `sed 's/^./    &/' skills/handoff/SKILL.md`)"
+    );
+}

@@ -257,7 +257,16 @@ impl Anthropic {
         })
     }
 
-    /// `http://127.0.0.1:<port>`, the CLI's `ANTHROPIC_BASE_URL`.
+    /// Starts serving on a free port of `ip`, an address of this host: the
+    /// e2e node's Pods reach its pod network's gateway, and nothing beyond
+    /// this machine reaches that bridge address.
+    pub fn start_on(ip: std::net::IpAddr, script: Vec<Turn>) -> anyhow::Result<Anthropic> {
+        Ok(Anthropic {
+            server: Server::start_on("anthropic-model", ip, script, reply)?,
+        })
+    }
+
+    /// `http://<ip>:<port>`, the CLI's `ANTHROPIC_BASE_URL`.
     pub fn url(&self) -> &str {
         self.server.url()
     }

@@ -137,7 +137,17 @@ impl<T: Send + 'static> Server<T> {
     /// Starts serving `script` on a free port of 127.0.0.1, on a thread
     /// named `name`, answering with `answer`.
     pub(crate) fn start(name: &str, script: Vec<T>, answer: Answerer<T>) -> anyhow::Result<Self> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        Self::start_on(name, std::net::Ipv4Addr::LOCALHOST.into(), script, answer)
+    }
+
+    /// [`Server::start`] on a free port of `ip` (an address of this host).
+    pub(crate) fn start_on(
+        name: &str,
+        ip: std::net::IpAddr,
+        script: Vec<T>,
+        answer: Answerer<T>,
+    ) -> anyhow::Result<Self> {
+        let listener = std::net::TcpListener::bind((ip, 0))?;
         listener.set_nonblocking(true)?;
         let url = format!("http://{}", listener.local_addr()?);
         let shared: Handle<T> = Arc::new(Mutex::new(Shared {
@@ -174,7 +184,7 @@ impl<T: Send + 'static> Server<T> {
         })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<ip>:<port>`.
     pub(crate) fn url(&self) -> &str {
         &self.url
     }
