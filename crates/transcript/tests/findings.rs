@@ -505,7 +505,7 @@ fn the_real_agents_transcripts_read_as_their_sessions() {
                 ("assistant", "Report: one TODO is left", "", ""),
                 (
                     "assistant",
-                    "The sub-agent found one TODO left: `TODO one`.",
+                    "[completed] Agent \"Find remaining TODOs\" finished\n\nThe sub-agent found one TODO left: `TODO one`.",
                     "sidechain",
                     "general-purpose",
                 ),

@@ -7,7 +7,9 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 
-use super::said::{STOP_HOOK_FEEDBACK, Said, classify, strip_reminders, user_parts, user_text};
+use super::said::{
+    STOP_HOOK_FEEDBACK, Said, classify, notification, strip_reminders, user_parts, user_text,
+};
 use crate::json::{Content, Flag, Loose, Text};
 use crate::linear::{Disposition, Linearizer, Note, Records, contains};
 use crate::{Mark, Role};
@@ -92,6 +94,15 @@ struct Record<'a> {
     pr_url: Text<'a>,
     #[serde(rename = "agentId", default, borrow)]
     agent_id: Text<'a>,
+    /// Who made a synthetic user turn (`{"kind": "task-notification"}`).
+    #[serde(default, borrow)]
+    origin: Loose<Origin<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Origin<'a> {
+    #[serde(default, borrow)]
+    kind: Text<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -417,6 +428,23 @@ fn content(record: Record<'_>) -> Content<'_> {
 impl Claude {
     fn user(&mut self, record: Record<'_>, out: &mut Linearizer) -> Disposition {
         let summary = record.compact_summary.0;
+        let notified = record
+            .origin
+            .0
+            .as_ref()
+            .is_some_and(|o| o.kind.is("task-notification"));
+        if notified {
+            // A background sub-agent's report (meta or not), whatever
+            // notice comes before it: never the user asking.
+            let text = report_text(content(record));
+            return match notification(&strip_reminders(&text)) {
+                Said::Report { call, text } if !text.is_empty() => {
+                    self.report(call, &text, out);
+                    Disposition::Used
+                }
+                _ => Disposition::Ignored,
+            };
+        }
         if record.meta.0 {
             // Not the user speaking, unless it is a hook's feedback.
             let text = report_text(content(record));
@@ -449,16 +477,20 @@ impl Claude {
             match classify(part) {
                 Said::Marked(mark, text) => out.marked(Role::User, mark, None, &text),
                 Said::Request(text) => out.text(Role::User, text),
-                Said::Report { call, text } => {
-                    let agent = self
-                        .take_task(call)
-                        .unwrap_or_else(|| "sub-agent".to_owned());
-                    self.sidechain = None;
-                    out.marked(Role::Assistant, Mark::Sidechain, Some(&agent), &text);
-                }
+                Said::Report { call, text } => self.report(call, &text, out),
             }
         }
         Disposition::Used
+    }
+
+    /// A background sub-agent's report on the Task call `call`: a marked
+    /// turn of that sub-agent.
+    fn report(&mut self, call: &str, text: &str, out: &mut Linearizer) {
+        let agent = self
+            .take_task(call)
+            .unwrap_or_else(|| "sub-agent".to_owned());
+        self.sidechain = None;
+        out.marked(Role::Assistant, Mark::Sidechain, Some(&agent), text);
     }
 
     /// The sub-agent of the Task call `id`, which has reported.
