@@ -50,6 +50,7 @@
 
 mod context;
 pub mod link;
+mod session;
 mod write;
 
 use std::io::Read;
@@ -178,8 +179,15 @@ fn max_tokens(text: &str) -> Result<usize, String> {
 /// (startup, resume, clear, compact) gets the handoff.
 #[derive(Debug, Default, Deserialize)]
 pub struct Payload {
+    /// `sessionId` from Copilot CLI (see [`Payload::transcript`]).
+    #[serde(alias = "sessionId")]
     pub session_id: Option<String>,
+    #[serde(alias = "transcriptPath")]
     pub transcript_path: Option<PathBuf>,
+    /// The session's working directory (it places Claude Code's sessions).
+    pub cwd: Option<PathBuf>,
+    /// When the agent called the hook (Copilot CLI: milliseconds).
+    pub timestamp: Option<Value>,
     pub hook_event_name: Option<String>,
     /// Stop: the agent already continues because of a stop hook.
     #[serde(default)]
@@ -347,13 +355,11 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     let existing = get(&link, &key).await?;
     if args.event == Event::SessionStart {
         return Ok(existing.map(|h| {
-            Said::Output(json!({"hookSpecificOutput": {
-                "hookEventName": "SessionStart",
-                "additionalContext": capped_context(&h, args.agent.context_limit()),
-            }}))
+            let context = capped_context(&h, args.agent.context_limit());
+            Said::Output(args.agent.context_answer(wanted, &context))
         }));
     }
-    let transcript = payload.transcript_path.clone().filter(|p| p.is_file());
+    let transcript = payload.settled_transcript(args.agent).await?;
     let started = match transcript.clone() {
         Some(path) => off_thread(move || rescue::started_at(&path)).await?,
         None => None,
@@ -385,7 +391,10 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
                 "no handoff for `{key}`, and its transcript_path {} is not a regular file to rescue one from",
                 path.display()
             ),
-            None => bail!("no handoff for `{key}` and no transcript_path to rescue one from"),
+            None => bail!(
+                "no handoff for `{key}`, and no transcript to rescue one from (no transcript_path, \
+                 and no session of this agent with the hook's session id)"
+            ),
         }
     };
     let (agent, session) = (args.agent, payload.session_id.clone());

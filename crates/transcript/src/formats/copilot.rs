@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 
 use crate::formats::{Format, Home};
 use crate::json::{Flag, Loose, Text, ToolInput};
-use crate::linear::{Disposition, Linearizer, Note, Records, read_lines};
+use crate::linear::{Disposition, Linearizer, Note, Records, contains, read_lines};
+use crate::source::open_tail;
 use crate::writes::{WriteCheck, is_write_tool};
 use crate::{Budget, Mark, Outcome, Role};
 
@@ -59,6 +60,28 @@ impl Format for Transcripts {
         Some(wrote)
     }
 
+    /// Copilot CLI writes `events.jsonl` behind a debounce, so a hook may
+    /// run before the events that led to it are on disk (measured: a
+    /// sessionEnd hook saw only the session's first two events). Its own
+    /// call is an event too, `hook.start` with the payload as `input`:
+    /// once that is on disk, so is everything before it.
+    fn holds_hook_start(&self, path: &Path, timestamp: i64) -> bool {
+        let Ok(tail) = open_tail(path, HOOK_SCAN_BYTES) else {
+            return false;
+        };
+        let stamp = timestamp.to_string();
+        tail.reader
+            .split(b'\n')
+            .map_while(Result::ok)
+            .filter(|line| contains(line, b"hook.start") && contains(line, stamp.as_bytes()))
+            .any(|line| {
+                serde_json::from_slice::<Value>(&line).is_ok_and(|event| {
+                    event["type"] == "hook.start"
+                        && event["data"]["input"]["timestamp"] == timestamp
+                })
+            })
+    }
+
     /// `additionalContext` at the top of the answer: Copilot CLI (1.0.102)
     /// adds it to the conversation from a `sessionStart` or
     /// `userPromptSubmitted` command hook, and ignores Claude Code's
@@ -67,6 +90,10 @@ impl Format for Transcripts {
         json!({ "additionalContext": context })
     }
 }
+
+/// How much of the end of `events.jsonl` is searched for a hook's own
+/// start: the events after it are few (the other hooks of the event).
+const HOOK_SCAN_BYTES: u64 = 1 << 20;
 
 /// A write shows as a call of the tool with `arguments.handoff_key` = the
 /// key (an `assistant.message` tool request or a `tool.execution_start`),
@@ -747,6 +774,43 @@ mod tests {
         for (i, (lines, want)) in cases.into_iter().enumerate() {
             assert_eq!(copilot_wrote(&lines), want, "case {i}: {lines:?}");
         }
+    }
+
+    #[test]
+    fn a_hook_waits_for_its_own_start() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("events.jsonl");
+        let started = |at: i64| {
+            event(
+                "hook.start",
+                json!({"hookType": "sessionEnd", "input": {"sessionId": "s", "timestamp": at}}),
+            )
+        };
+        let first = event("session.start", json!({"sessionId": "s"}));
+        // (the file, the payload's timestamp, whether the file holds it)
+        let cases = [
+            (vec![first.clone()], 1_796_440_023_551, false),
+            (
+                vec![first.clone(), started(1_796_440_023_551)],
+                1_796_440_023_551,
+                true,
+            ),
+            (
+                vec![first.clone(), started(1_796_440_023_550)],
+                1_796_440_023_551,
+                false,
+            ),
+            (
+                vec![event("hook.end", json!({"input": {"timestamp": 7}}))],
+                7,
+                false,
+            ),
+        ];
+        for (lines, at, want) in cases {
+            std::fs::write(&path, lines.join("\n")).expect("write");
+            assert_eq!(Transcripts.holds_hook_start(&path, at), want, "{lines:?}");
+        }
+        assert!(!Transcripts.holds_hook_start(&dir.path().join("none"), 7));
     }
 
     #[test]

@@ -115,6 +115,14 @@ pub(crate) trait Format: Sync {
         false
     }
 
+    /// Whether the transcript at `path` already holds the start of the
+    /// hook call whose payload has `timestamp` (milliseconds), so that
+    /// everything before that call is on disk. By default `true`: the
+    /// agent writes its transcript before it runs a hook.
+    fn holds_hook_start(&self, _path: &Path, _timestamp: i64) -> bool {
+        true
+    }
+
     /// A hook's answer at `event` that adds `context` to the conversation:
     /// by default Claude Code's shape, `hookSpecificOutput` naming the
     /// event.
@@ -196,6 +204,13 @@ impl AgentKind {
     /// `context` to the conversation, in the shape the agent reads.
     pub fn context_answer(self, event: &str, context: &str) -> Value {
         self.format().context_answer(event, context)
+    }
+
+    /// Whether the transcript at `path` already holds the start of the
+    /// hook call whose payload has `timestamp` (milliseconds): `true` for
+    /// an agent that writes its transcript before it runs a hook.
+    pub fn holds_hook_start(self, path: &Path, timestamp: i64) -> bool {
+        self.format().holds_hook_start(path, timestamp)
     }
 
     /// Whether a transcript file at `path` holds many sessions (a
