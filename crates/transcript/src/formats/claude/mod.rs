@@ -289,7 +289,7 @@ mod tests {
         let cases = [
             (
                 agent,
-                "",
+                "ad9c6de",
                 "[completed] Agent \"Survey the parser\" completed.\n\nfull result: /tmp/t/ad9c6de.output",
             ),
             (task, "toolu_b", "[failed] Agent \"Fix it\" failed: timeout"),

@@ -140,6 +140,8 @@ struct ReportBlock<'a> {
 struct Task {
     id: String,
     agent: String,
+    /// The background agent's id, from its launch ("agentId: …").
+    launched: Option<String>,
 }
 
 /// The Claude Code reader; it remembers the messages queued and not yet
@@ -349,6 +351,7 @@ impl Claude {
         self.tasks.push_back(Task {
             id: id.to_owned(),
             agent: agent.to_owned(),
+            launched: None,
         });
     }
 
@@ -380,12 +383,17 @@ impl Claude {
             else {
                 continue;
             };
-            let Some(task) = self.tasks.remove(at) else {
+            let Some(mut task) = self.tasks.remove(at) else {
                 continue;
             };
             let report = report_text(block.content);
             if report.starts_with(ASYNC_LAUNCH) {
-                // Not a report: it comes later, as a task notification.
+                // Not a report: it comes later, as a notification, which
+                // may name only the agent's id.
+                task.launched = report
+                    .lines()
+                    .find_map(|line| line.trim().strip_prefix("agentId:"))
+                    .map(|id| id.trim().to_owned());
                 self.tasks.push_back(task);
                 continue;
             }
@@ -493,9 +501,13 @@ impl Claude {
         out.marked(Role::Assistant, Mark::Sidechain, Some(&agent), text);
     }
 
-    /// The sub-agent of the Task call `id`, which has reported.
+    /// The sub-agent of the Task call `id` (or launched as agent `id`),
+    /// which has reported.
     fn take_task(&mut self, id: &str) -> Option<String> {
-        let at = self.tasks.iter().position(|task| task.id == id)?;
+        let at = self
+            .tasks
+            .iter()
+            .position(|task| task.id == id || task.launched.as_deref() == Some(id))?;
         self.tasks.remove(at).map(|task| task.agent)
     }
 }

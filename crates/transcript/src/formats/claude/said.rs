@@ -30,8 +30,9 @@ pub(super) enum Said<'a> {
     /// what it is.
     Marked(Mark, String),
     /// A background sub-agent's report (`<task-notification>`,
-    /// `<agent-notification>`) on the Task call `call` (empty when it
-    /// names none).
+    /// `<agent-notification>`) on the Task call `call`, or by the
+    /// background agent `call` (the 2.0 line names only its agent id);
+    /// empty when it names neither.
     Report { call: &'a str, text: String },
 }
 
@@ -113,7 +114,9 @@ pub(super) fn notification(text: &str) -> Said<'_> {
         report.join("\n\n")
     };
     Said::Report {
-        call: found("tool-use-id").unwrap_or_default(),
+        call: found("tool-use-id")
+            .or_else(|| found("agent-id"))
+            .unwrap_or_default(),
         text: report,
     }
 }
