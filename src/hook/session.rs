@@ -42,10 +42,10 @@ impl Payload {
             let Some(stamp) = stamp else {
                 return Ok(found);
             };
-            if let Some(path) = found.clone() {
-                if off_thread(move || agent.holds_hook_start(&path, stamp)).await? {
-                    return Ok(found);
-                }
+            if let Some(path) = found.clone()
+                && off_thread(move || agent.holds_hook_start(&path, stamp)).await?
+            {
+                return Ok(found);
             }
             if tokio::time::Instant::now() >= deadline {
                 return Ok(found);
