@@ -296,33 +296,113 @@ async fn a_second_session_starts_with_the_handoff_of_the_first() {
         "the agent's handoff, not rescued over at the session's end"
     );
 
-    agent.session(vec![Turn::text("Resumed; stopping.")]);
+    // Session 2 needs no get_handoff: its first answer is already the work
+    // (here, the next write), and it stops with no block.
+    let next = BODY.replace("- resume\n", "- forget\n");
+    agent.session(vec![
+        write_call(key, &next),
+        Turn::text("Resumed; stopping."),
+    ]);
     let second = agent.model.model_requests();
-    let seen = input_text(second.first().expect("session 2 asked the model"));
+    assert_eq!(
+        second.len(),
+        2,
+        "one write, one end: no get_handoff, no block"
+    );
+    let seen = input_text(&second[0]);
     assert!(
         seen.contains("The agents tier runs Copilot.") && seen.contains(key),
         "session 2's first request holds the handoff: {seen}"
     );
+    let handoff = stored(env, &ns, key).expect("still stored");
+    assert_eq!(handoff["spec"]["body"], next.as_str(), "session 2's write");
 }
 
-/// Never writes: the model answers without writing; the sessionEnd hook
-/// (Copilot gives it no transcript path: it is found from `sessionId` under
-/// `COPILOT_HOME`) rescues the session, marked as rescued, within the
-/// default budget.
+/// Forget: the model ends its turn without writing; the agentStop hook
+/// blocks once with its reason, which Copilot sends on as a message, the
+/// model writes, and the session ends with the agent's handoff stored (not
+/// a rescue). The reader marks the reason as the hook's, not a request.
+#[tokio::test]
+async fn stop_blocks_once_until_the_model_writes() {
+    let env = testing::shared();
+    let ns = env.namespace("copilot-forget").await;
+    let key = "issue-40-forget";
+    let agent = Agent::new(env, &ns, key);
+    let id = agent.session(vec![
+        Turn::text("All done."),
+        write_call(key, BODY),
+        Turn::text("Written; stopping."),
+    ]);
+    let requests = agent.model.model_requests();
+    assert_eq!(requests.len(), 3, "one block, one write, one end");
+    let reason = format!("No handoff was written for `{key}` in this session.");
+    assert!(!input_text(&requests[0]).contains(&reason));
+    assert!(
+        input_text(&requests[1]).contains(&reason),
+        "the block's reason reached the model: {}",
+        input_text(&requests[1])
+    );
+    assert_eq!(
+        call_outputs(&requests[2]).len(),
+        1,
+        "write_handoff was answered"
+    );
+    let handoff = stored(env, &ns, key).expect("the model's write is stored");
+    assert_eq!(
+        handoff["spec"]["body"], BODY,
+        "the agent's handoff, not a rescue"
+    );
+
+    let read = agent.transcript(&id);
+    let turns: Vec<(&str, &str, &str)> = read["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| {
+            (
+                t["role"].as_str().unwrap_or_default(),
+                t["text"].as_str().unwrap_or_default(),
+                t["mark"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(turns.len(), 4, "{read:#}");
+    assert_eq!(turns[0], ("user", PROMPT, ""));
+    assert_eq!(turns[1], ("assistant", "All done.", ""));
+    assert!(
+        turns[2].0 == "user" && turns[2].1.contains(&reason) && turns[2].2 == "hook",
+        "the block, as Copilot recorded it: {read:#}"
+    );
+    assert_eq!(turns[3], ("assistant", "Written; stopping.", ""));
+}
+
+/// Never writes: the model ends every turn without writing. agentStop
+/// blocks once; then the guarded stop and sessionEnd (Copilot gives it no
+/// transcript path: it is found from `sessionId` under `COPILOT_HOME`)
+/// rescue the session, marked as rescued, within the default budget, and
+/// the rescue's last request is the user's, not the block's reason.
 #[tokio::test]
 async fn a_session_that_never_writes_is_rescued() {
     let env = testing::shared();
     let ns = env.namespace("copilot-never").await;
     let key = "issue-40-never";
     let agent = Agent::new(env, &ns, key);
-    agent.session(vec![Turn::text("All done, nothing written.")]);
+    agent.session(vec![Turn::text("All done."), Turn::text("Still done.")]);
+    assert_eq!(
+        agent.model.model_requests().len(),
+        2,
+        "one block, then the guarded stop lets it end"
+    );
     let handoff = stored(env, &ns, key).expect("a rescue is stored");
     let body = handoff["spec"]["body"].as_str().unwrap_or_default();
     assert!(body.starts_with("> **Rescued handoff**"), "{body}");
     assert_eq!(handoff["spec"]["kind"], "rescued");
-    assert!(body.contains(PROMPT), "the request: {body}");
     assert!(
-        body.contains("All done, nothing written."),
+        body.contains(&format!("The last request (\"{PROMPT}\") got a reply")),
+        "the last request is the user's: {body}"
+    );
+    assert!(
+        body.contains("Still done."),
         "the last assistant text: {body}"
     );
     assert!(

@@ -227,6 +227,19 @@ struct Data<'a> {
     summary_content: Text<'a>,
     #[serde(default, borrow)]
     title: Text<'a>,
+    /// `hook.end`: the hook's answer.
+    #[serde(default, borrow)]
+    output: Loose<HookOutput<'a>>,
+}
+
+/// A hook's answer as `hook.end` records it: an agentStop hook's block
+/// (`decision` `block`) comes back as the next user message, its `reason`.
+#[derive(Debug, Default, Deserialize)]
+struct HookOutput<'a> {
+    #[serde(default, borrow)]
+    decision: Text<'a>,
+    #[serde(default, borrow)]
+    reason: Text<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -257,6 +270,9 @@ struct Copilot {
     subagents: VecDeque<Subagent>,
     /// The last text of a sub-agent that has not reported, and who it is.
     pending: Option<(String, String)>,
+    /// The reason of a hook's block, which Copilot sends on as the next
+    /// user message.
+    blocked: Option<String>,
 }
 
 impl Records for Copilot {
@@ -271,7 +287,14 @@ impl Records for Copilot {
             return self.sub_agent_step(kind, agent, &data, out);
         }
         match kind {
-            Some("user.message") => user(&data, out),
+            Some("user.message") => self.user(&data, out),
+            Some("hook.end") => {
+                let output = data.output.0.as_ref();
+                if let Some(block) = output.filter(|o| o.decision.is("block")) {
+                    self.blocked = block.reason.as_str().map(str::to_owned);
+                }
+                out.pass("hook.*")
+            }
             Some("assistant.message") => assistant(&data, out),
             Some("subagent.started") => self.started(&data, out),
             Some("subagent.failed") => self.failed(&data, out),
@@ -404,26 +427,30 @@ impl Copilot {
     }
 }
 
-/// `user.message`: what the user typed (`content`). A prompt from another
-/// agent (`source` `agent-<id>`) is a marked turn of that agent, an
-/// autopilot continuation a marked hook turn, a hidden injection (a skill's,
-/// `source` `skill-…`) is left out.
-fn user(data: &Data<'_>, out: &mut Linearizer) -> Disposition {
-    let Some(text) = data.content.as_str().filter(|t| !t.trim().is_empty()) else {
-        return Disposition::Ignored;
-    };
-    let source = data.source.as_str().unwrap_or_default();
-    if let Some(agent) = source.strip_prefix("agent-") {
-        out.marked(Role::Assistant, Mark::Sidechain, Some(agent), text);
-    } else if source.starts_with("skill-") {
-        out.note(Note::Meta);
-        return Disposition::Ignored;
-    } else if data.autopilot.0 {
-        out.marked(Role::User, Mark::Hook, None, text);
-    } else {
-        out.text(Role::User, text);
+impl Copilot {
+    /// `user.message`: what the user typed (`content`). A prompt from
+    /// another agent (`source` `agent-<id>`) is a marked turn of that
+    /// agent; an autopilot continuation, or the reason of a hook's block
+    /// sent on as a message, a marked hook turn; a hidden injection (a
+    /// skill's, `source` `skill-…`) is left out.
+    fn user(&mut self, data: &Data<'_>, out: &mut Linearizer) -> Disposition {
+        let blocked = self.blocked.take();
+        let Some(text) = data.content.as_str().filter(|t| !t.trim().is_empty()) else {
+            return Disposition::Ignored;
+        };
+        let source = data.source.as_str().unwrap_or_default();
+        if let Some(agent) = source.strip_prefix("agent-") {
+            out.marked(Role::Assistant, Mark::Sidechain, Some(agent), text);
+        } else if source.starts_with("skill-") {
+            out.note(Note::Meta);
+            return Disposition::Ignored;
+        } else if data.autopilot.0 || blocked.as_deref() == Some(text) {
+            out.marked(Role::User, Mark::Hook, None, text);
+        } else {
+            out.text(Role::User, text);
+        }
+        Disposition::Used
     }
-    Disposition::Used
 }
 
 /// `assistant.message`: its text and tool requests; reasoning is counted.
@@ -550,6 +577,44 @@ mod tests {
             let o = typed(data.clone());
             assert_eq!(turns(&o), want, "{data}");
             assert_eq!(o.skipped, 0, "{data}");
+        }
+    }
+
+    #[test]
+    fn a_stop_hook_block_is_a_marked_turn() {
+        let block = |reason: &str| {
+            event(
+                "hook.end",
+                json!({"hookType": "agentStop", "success": true,
+                    "output": {"decision": "block", "reason": reason}}),
+            )
+        };
+        let allowed = event(
+            "hook.end",
+            json!({"hookType": "agentStop", "success": true, "output": {}}),
+        );
+        let said = |text: &str| {
+            event(
+                "user.message",
+                json!({"content": text, "delivery": "queued"}),
+            )
+        };
+        let hook = |text| (Role::User, text, Some(Mark::Hook), None);
+        let user = |text| (Role::User, text, None, None);
+        let cases = [
+            (
+                vec![block("Write it."), said("Write it.")],
+                vec![hook("Write it.")],
+            ),
+            (vec![allowed, said("Write it.")], vec![user("Write it.")]),
+            (vec![block("Write it."), said("other")], vec![user("other")]),
+            (
+                vec![block("Write it."), said("other"), said("Write it.")],
+                vec![user("other\n\nWrite it.")],
+            ),
+        ];
+        for (lines, want) in cases {
+            assert_eq!(turns(&read(&lines)), want, "{lines:?}");
         }
     }
 
