@@ -75,6 +75,35 @@ impl Payload {
 mod tests {
     use super::*;
 
+    /// The hook reads the transcript only once it holds the hook's own
+    /// call: Copilot appends that event a little after it runs the hook.
+    #[tokio::test]
+    async fn a_copilot_transcript_is_read_once_it_holds_the_hook_call() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("events.jsonl");
+        std::fs::write(&path, "{\"type\":\"session.start\",\"data\":{}}\n").expect("events");
+        let input = serde_json::json!({"sessionId": "s", "timestamp": 1_796_441_190_525_i64,
+            "transcriptPath": path});
+        let payload: Payload = serde_json::from_value(input).expect("payload");
+        let started = serde_json::json!({"type": "hook.start", "data": {
+            "hookType": "sessionEnd", "input": {"sessionId": "s", "timestamp": 1_796_441_190_525_i64}}});
+        let appended = path.clone();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(POLL * 4);
+            let mut events = std::fs::read_to_string(&appended).expect("read");
+            events.push_str(&format!("{started}\n"));
+            std::fs::write(&appended, events).expect("append");
+        });
+        let found = payload
+            .settled_transcript(AgentKind::Copilot)
+            .await
+            .expect("settles");
+        assert_eq!(found.as_deref(), Some(path.as_path()));
+        let events = std::fs::read_to_string(&path).expect("read");
+        assert!(events.contains("hook.start"), "read too early: {events}");
+        writer.join().expect("writer");
+    }
+
     #[test]
     fn a_copilot_session_is_found_from_its_id() {
         let root = tempfile::tempdir().expect("dir");
