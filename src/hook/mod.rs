@@ -174,12 +174,14 @@ fn max_tokens(text: &str) -> Result<usize, String> {
 }
 
 /// What a hook reads on stdin: the documented fields it uses (the others,
-/// `cwd`, `model`, `source`, `turn_id`, …, are ignored; all are optional,
-/// so a field an agent drops is not an error). Every SessionStart source
+/// `model`, `source`, `turn_id`, …, are ignored; all are optional, so a
+/// field an agent drops is not an error), in Claude Code's and Codex's
+/// snake_case or Copilot CLI's camelCase. Every SessionStart source
 /// (startup, resume, clear, compact) gets the handoff.
 #[derive(Debug, Default, Deserialize)]
 pub struct Payload {
-    /// `sessionId` from Copilot CLI (see [`Payload::transcript`]).
+    /// Copilot CLI: `sessionId`, which places its transcript (see
+    /// [`Payload::transcript`]).
     #[serde(alias = "sessionId")]
     pub session_id: Option<String>,
     #[serde(alias = "transcriptPath")]
