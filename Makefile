@@ -34,7 +34,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 # `make release VERSION=v…`: v + the workspace version of Cargo.toml.
 VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump bench clean image set-image release tools
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump bench clean image set-image release tools
 
 all: build
 
@@ -110,6 +110,20 @@ agents-codex-bump:
 	touch tests/agents/codex/node_modules/.installed
 	$(CARGO) test --locked --test agents_codex
 
+## The real GitHub Copilot CLI (pinned by package-lock.json) for the agents tier (tests/agents_copilot.rs).
+agents-copilot: tests/agents/copilot/node_modules/.installed
+
+tests/agents/copilot/node_modules/.installed: tests/agents/copilot/package-lock.json
+	npm ci --prefix tests/agents/copilot --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Pins @github/copilot to npm's latest (package.json, package-lock.json) and
+## reruns its tier; commit both files when it is green.
+agents-copilot-bump:
+	npm install --prefix tests/agents/copilot --save-exact --no-audit --no-fund --loglevel=error @github/copilot@latest
+	touch tests/agents/copilot/node_modules/.installed
+	$(CARGO) test --locked --test agents_copilot
+
 ## The developer tools built from Go modules (hack/tools/NAME/go.mod), cached
 ## by version: kustomize (the release's renders, set-image, the GitOps
 ## examples' test) and actionlint (make lint).
@@ -119,7 +133,7 @@ tools:
 
 ## e2e-assets and e2e-image-binary: the image check (testkit/tests/image_containerd.rs,
 ## as root), the scripted agent's suite (tests/scripted_agent.rs) and the release.
-test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex tools
+test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex agents-copilot tools
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode. The scripted agent (hack/e2e/agent,

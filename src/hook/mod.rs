@@ -50,6 +50,7 @@
 
 mod context;
 pub mod link;
+mod session;
 mod write;
 
 use std::io::Read;
@@ -173,13 +174,22 @@ fn max_tokens(text: &str) -> Result<usize, String> {
 }
 
 /// What a hook reads on stdin: the documented fields it uses (the others,
-/// `cwd`, `model`, `source`, `turn_id`, …, are ignored; all are optional,
-/// so a field an agent drops is not an error). Every SessionStart source
+/// `model`, `source`, `turn_id`, …, are ignored; all are optional, so a
+/// field an agent drops is not an error), in Claude Code's and Codex's
+/// snake_case or Copilot CLI's camelCase. Every SessionStart source
 /// (startup, resume, clear, compact) gets the handoff.
 #[derive(Debug, Default, Deserialize)]
 pub struct Payload {
+    /// Copilot CLI: `sessionId`, which places its transcript (see
+    /// [`Payload::transcript`]).
+    #[serde(alias = "sessionId")]
     pub session_id: Option<String>,
+    #[serde(alias = "transcriptPath")]
     pub transcript_path: Option<PathBuf>,
+    /// The session's working directory (it places Claude Code's sessions).
+    pub cwd: Option<PathBuf>,
+    /// When the agent called the hook (Copilot CLI: milliseconds).
+    pub timestamp: Option<Value>,
     pub hook_event_name: Option<String>,
     /// Stop: the agent already continues because of a stop hook.
     #[serde(default)]
@@ -347,13 +357,11 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     let existing = get(&link, &key).await?;
     if args.event == Event::SessionStart {
         return Ok(existing.map(|h| {
-            Said::Output(json!({"hookSpecificOutput": {
-                "hookEventName": "SessionStart",
-                "additionalContext": capped_context(&h, args.agent.context_limit()),
-            }}))
+            let context = capped_context(&h, args.agent.context_limit());
+            Said::Output(args.agent.context_answer(wanted, &context))
         }));
     }
-    let transcript = payload.transcript_path.clone().filter(|p| p.is_file());
+    let transcript = payload.settled_transcript(args.agent).await?;
     let started = match transcript.clone() {
         Some(path) => off_thread(move || rescue::started_at(&path)).await?,
         None => None,
@@ -385,7 +393,10 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
                 "no handoff for `{key}`, and its transcript_path {} is not a regular file to rescue one from",
                 path.display()
             ),
-            None => bail!("no handoff for `{key}` and no transcript_path to rescue one from"),
+            None => bail!(
+                "no handoff for `{key}`, and no transcript to rescue one from (no transcript_path, \
+                 and no session of this agent with the hook's session id)"
+            ),
         }
     };
     let (agent, session) = (args.agent, payload.session_id.clone());

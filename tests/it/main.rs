@@ -16,6 +16,7 @@ mod crd;
 mod examples;
 mod harness;
 mod hooks;
+mod hooks_copilot;
 mod install;
 mod jsonrpc_fuzz;
 mod mcp;

@@ -51,8 +51,12 @@
 //!   `image`). A sub-agent (a `Task` or `Agent` tool call) is kept as its
 //!   report in a marked turn named after its `subagent_type`: the call's
 //!   `tool_result`, or for one launched in the background ("Async agent
-//!   launched") the `<task-notification>` user record that brings its
-//!   `<result>` later. Its steps (sidechain records, `isSidechain`) are
+//!   launched") the notification that reports it later: a user record
+//!   holding `<task-notification>` (2.1 line; also after a notice, or
+//!   marked `origin.kind` `task-notification`, `isMeta` or not) or
+//!   `<agent-notification>` (2.0 line, naming the agent's id), read as
+//!   `[status] summary` and its `<result>` (else where the result was
+//!   written), never as a request. Its steps (sidechain records, `isSidechain`) are
 //!   left out with a warning, except the last text of a sub-agent whose
 //!   call is still unanswered at the end of the file (it had not
 //!   reported), or of a file that is a sub-agent's own transcript.
@@ -104,6 +108,23 @@
 //!   other events such as `item_completed`) is passed over by name; unknown
 //!   item types are skipped and counted. The older format without a
 //!   `payload` envelope is read too.
+//! - **Copilot CLI** (`~/.copilot/session-state/<session>/events.jsonl`;
+//!   the root follows `COPILOT_HOME`), one event envelope per line
+//!   (`{type, data, id, timestamp, parentId, agentId?}`). `user.message`
+//!   is its `content`, what the user typed (never `transformedContent`,
+//!   the harness-wrapped text sent to the model); a prompt from another
+//!   agent (`source` `agent-…`) is a marked turn of that agent, an
+//!   autopilot continuation a marked hook turn, a hidden skill injection
+//!   (`source` `skill-…`) is left out. `assistant.message` gives its text
+//!   and `toolRequests`; reasoning is counted. A sub-agent
+//!   (`subagent.started` names the tool call that runs it) is kept as its
+//!   report, the result of that call, in a marked turn named after it; its
+//!   own events (`agentId`) are left out with a warning, except its last
+//!   text when it never reports; `subagent.failed` is a marked turn saying
+//!   so. `session.title_changed` gives the title, a compaction's
+//!   `summaryContent` a marked summary turn, `session.task_complete` its
+//!   summary as the assistant's. Every other event of a known namespace
+//!   (`session.*`, `tool.*`, `hook.*`, …) is passed over by namespace.
 //! - **Grok CLI**: the SQLite `~/.grok/grok.db` (root `GROK_HOME`), table
 //!   `messages` of the session ordered by `seq`, each row a Vercel AI SDK
 //!   message (`text`, `tool-call`, `tool-result`, `reasoning`, `image`,

@@ -15,10 +15,15 @@
 //!   the key, `status` `completed` and a result that is not `isError`. (Its
 //!   `function_call_output` response item carries no reliable error mark:
 //!   a failed call's output is only shaped differently.)
+//! - **Copilot CLI**: a call of the tool (`<server>-write_handoff`, or
+//!   `mcpToolName` `write_handoff`) with `arguments.handoff_key` = the key,
+//!   in an `assistant.message` tool request or a `tool.execution_start`,
+//!   answered by a `tool.execution_complete` with its `toolCallId` and
+//!   `success` true.
 //! - **Grok CLI** runs no hooks: never.
 //!
 //! The scan streams line by line and parses only lines that can matter
-//! (they name the tool, or answer a pending call), so a long transcript
+//! (they name the tool, or a pending call's id), so a long transcript
 //! costs one pass of substring searches.
 
 use std::collections::HashSet;
@@ -85,9 +90,10 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     /// Reads one line; `true` once a successful write of the key is seen.
+    /// Only lines that name the tool, or a pending call's id, are parsed.
     fn line(&mut self, line: &[u8]) -> bool {
         let names_tool = contains(line, b"write_handoff");
-        let may_answer = !self.pending.is_empty() && contains(line, b"tool_result");
+        let may_answer = self.pending.iter().any(|id| contains(line, id.as_bytes()));
         if !names_tool && !may_answer {
             return false;
         }

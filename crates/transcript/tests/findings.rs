@@ -492,7 +492,7 @@ fn the_real_agents_transcripts_read_as_their_sessions() {
         &'a str,
         &'a [(&'a str, &'a str, &'a str, &'a str)],
     );
-    let cases: [Case<'_>; 3] = [
+    let cases: [Case<'_>; 4] = [
         (
             AgentKind::Claude,
             "claude/session.jsonl",
@@ -505,7 +505,7 @@ fn the_real_agents_transcripts_read_as_their_sessions() {
                 ("assistant", "Report: one TODO is left", "", ""),
                 (
                     "assistant",
-                    "The sub-agent found one TODO left: `TODO one`.",
+                    "[completed] Agent \"Find remaining TODOs\" finished\n\nThe sub-agent found one TODO left: `TODO one`.",
                     "sidechain",
                     "general-purpose",
                 ),
@@ -550,6 +550,14 @@ fn the_real_agents_transcripts_read_as_their_sessions() {
                 ("assistant", "Greeting checked.", "", ""),
                 ("user", "Write the handoff before you stop.", "hook", ""),
                 ("assistant", "Handoff noted; stopping.", "", ""),
+            ],
+        ),
+        (
+            AgentKind::Copilot,
+            "copilot/events.jsonl",
+            &[
+                ("user", "Continue the work.", "", ""),
+                ("assistant", "Written; stopping.", "", ""),
             ],
         ),
     ];
@@ -610,4 +618,15 @@ fn the_rescue_of_a_real_compacted_session_names_its_last_request() {
         section(&body, "Refs").contains("- last prompt: Summarize the TODO state."),
         "{body}"
     );
+}
+
+/// Copilot CLI's own `events.jsonl` (agents/copilot) shows its successful
+/// `handoff-write_handoff` of the key, and of no other key.
+#[test]
+fn the_real_copilot_session_shows_its_write() {
+    let file = std::fs::read(agents_fixture("copilot/events.jsonl")).expect("the fixture");
+    let wrote =
+        |key: &str| handoff_transcript::writes::wrote_handoff(AgentKind::Copilot, &file[..], key);
+    assert!(wrote("issue-40-resume"));
+    assert!(!wrote("issue-40-other"));
 }

@@ -92,6 +92,67 @@ fn cases() -> Vec<Case> {
         ),
         case(
             AgentKind::Claude,
+            "claude/notifications.jsonl",
+            (10, 7, 3, 0),
+            vec![
+                turn(U, "Survey the parser and fix the lexer.", &[]),
+                turn(
+                    A,
+                    "The survey runs in the background.",
+                    &["[tool] Task: Survey the parser"],
+                ),
+                marked(
+                    A,
+                    "[completed] Agent \"Survey the parser\" completed.\n\nfull result: /tmp/claude/tasks/ad9c6de.output",
+                    Mark::Sidechain,
+                    Some("Explore"),
+                ),
+                turn(A, "", &["[tool] Task: Fix the lexer"]),
+                marked(
+                    A,
+                    "[completed] Agent \"Fix the lexer\" finished\n\nTabs are accepted; lexer tests pass.",
+                    Mark::Sidechain,
+                    Some("general-purpose"),
+                ),
+                turn(A, "Both sub-agents reported; the lexer is fixed.", &[]),
+            ],
+            &[],
+        ),
+        case(
+            AgentKind::Copilot,
+            "copilot/session.jsonl",
+            (21, 8, 11, 2),
+            vec![
+                turn(U, "Why does the parser reject tabs?", &[]),
+                turn(
+                    A,
+                    "Let me look at the lexer.\n\nA sub-agent will check the grammar.",
+                    &[
+                        "[tool] view: /work/parser/src/lexer.rs",
+                        "[tool] bash: cargo test lexer",
+                        "[tool] task: Check the grammar for tabs",
+                    ],
+                ),
+                marked(
+                    A,
+                    "The grammar (grammar.ebnf) allows only spaces between tokens.",
+                    Mark::Sidechain,
+                    Some("explore"),
+                ),
+                turn(A, "The lexer treats \\t as an error; I will allow it.", &[]),
+                marked(U, "Continue until the tests pass.", Mark::Hook, None),
+                turn(A, "Tabs are accepted; the lexer tests pass.", &[]),
+            ],
+            &[
+                "1 line is not valid JSON",
+                "2 sidechain (sub-agent) records",
+                "1 reasoning record",
+                "brand.new_event ×1",
+                "passed over (assistant.* ×2, session.* ×2, subagent.* ×1, subagent.started ×1, tool.* ×1, tool.execution_complete ×2)",
+            ],
+        ),
+        case(
+            AgentKind::Claude,
             "claude/sidechain.jsonl",
             (6, 4, 2, 0),
             vec![
@@ -665,6 +726,8 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
         (AgentKind::Grok, "grok"),
         (AgentKind::Claude, "agents/claude"),
         (AgentKind::Codex, "agents/codex"),
+        (AgentKind::Copilot, "copilot"),
+        (AgentKind::Copilot, "agents/copilot"),
     ] {
         let mut names: Vec<PathBuf> = fs::read_dir(fixture(sub))
             .expect("fixture dir")

@@ -7,7 +7,7 @@ use std::io::Write;
 use handoff_transcript::budget::turn_bytes;
 use handoff_transcript::{AgentKind, Budget, Outcome, linearize, read_file};
 use proptest::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Lines as the readers count them: split on '\n', a final piece without
 /// newline counting when it is not empty.
@@ -257,7 +257,47 @@ fn shaped() -> impl Strategy<Value = Value> {
         });
     let grok = (one_of(&roles), content())
         .prop_map(|(role, content)| object(vec![("role", role), ("content", content)]));
-    prop_oneof![claude, codex, grok]
+    let copilot_types = [
+        "user.message",
+        "assistant.message",
+        "assistant.message",
+        "tool.execution_complete",
+        "subagent.started",
+        "subagent.failed",
+        "hook.end",
+        "session.compaction_complete",
+        "x",
+    ];
+    let copilot = (
+        one_of(&copilot_types),
+        text(),
+        value(),
+        text(),
+        prop::option::of(text()),
+    )
+        .prop_map(|(kind, content, requests, call, agent)| {
+            let mut event = vec![
+                ("type", kind),
+                (
+                    "data",
+                    object(vec![
+                        ("content", content.clone()),
+                        ("toolRequests", requests),
+                        ("toolCallId", call),
+                        ("result", object(vec![("content", content.clone())])),
+                        (
+                            "output",
+                            object(vec![("decision", json!("block")), ("reason", content)]),
+                        ),
+                    ]),
+                ),
+            ];
+            if let Some(agent) = agent {
+                event.push(("agentId", agent));
+            }
+            object(event)
+        });
+    prop_oneof![claude, codex, grok, copilot]
 }
 
 /// A record: mostly shaped like a real one, sometimes anything.

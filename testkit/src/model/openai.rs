@@ -10,7 +10,7 @@
 //!
 //! The wire shape follows what Codex 0.171 reads: `response.created`,
 //! `response.output_item.added` / `.done` per output item, then
-//! `response.completed` with usage. MCP tools reach the model as a
+//! `response.completed` with the output and usage. MCP tools reach the model as a
 //! `namespace` tool (`mcp__<server>`) holding the server's functions, so a
 //! call names both (`namespace`, `name`), as Codex presents them.
 //!
@@ -113,7 +113,9 @@ pub fn events(turn: &Turn, n: usize) -> Vec<Value> {
         json!({"type": "response.created", "response": {"id": id}}),
         json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
         json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
-        json!({"type": "response.completed", "response": {"id": id, "usage": {
+        // The whole output again, as the API sends it: Copilot CLI reads the
+        // message from here, Codex from the items.
+        json!({"type": "response.completed", "response": {"id": id, "output": [item], "usage": {
             "input_tokens": 1, "input_tokens_details": null,
             "output_tokens": 1, "output_tokens_details": null, "total_tokens": 2}}}),
     ]

@@ -14,6 +14,7 @@
 
 mod claude;
 mod codex;
+mod copilot;
 mod grok;
 
 use std::fmt;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::source::{FileError, read_jsonl, read_jsonl_tail};
 use crate::writes::WriteCheck;
@@ -112,6 +114,24 @@ pub(crate) trait Format: Sync {
     fn plain_notice(&self, _event: &str) -> bool {
         false
     }
+
+    /// Whether the transcript at `path` already holds the start of the
+    /// hook call whose payload has `timestamp` (milliseconds), so that
+    /// everything before that call is on disk. By default `true`: the
+    /// agent writes its transcript before it runs a hook.
+    fn holds_hook_start(&self, _path: &Path, _timestamp: i64) -> bool {
+        true
+    }
+
+    /// A hook's answer at `event` that adds `context` to the conversation:
+    /// by default Claude Code's shape, `hookSpecificOutput` naming the
+    /// event.
+    fn context_answer(&self, event: &str, context: &str) -> Value {
+        json!({"hookSpecificOutput": {
+            "hookEventName": event,
+            "additionalContext": context,
+        }})
+    }
 }
 
 /// Where an agent keeps its state (see [`Format::home`]).
@@ -152,6 +172,7 @@ macro_rules! registry {
 registry! {
     Claude => claude::Transcripts,
     Codex => codex::Transcripts,
+    Copilot => copilot::Transcripts,
     Grok => grok::Transcripts,
 }
 
@@ -177,6 +198,19 @@ impl AgentKind {
     /// show there.
     pub fn plain_notice(self, event: &str) -> bool {
         self.format().plain_notice(event)
+    }
+
+    /// A hook's answer at `event` (its `hook_event_name`) that adds
+    /// `context` to the conversation, in the shape the agent reads.
+    pub fn context_answer(self, event: &str, context: &str) -> Value {
+        self.format().context_answer(event, context)
+    }
+
+    /// Whether the transcript at `path` already holds the start of the
+    /// hook call whose payload has `timestamp` (milliseconds): `true` for
+    /// an agent that writes its transcript before it runs a hook.
+    pub fn holds_hook_start(self, path: &Path, timestamp: i64) -> bool {
+        self.format().holds_hook_start(path, timestamp)
     }
 
     /// Whether a transcript file at `path` holds many sessions (a
@@ -259,6 +293,8 @@ mod tests {
             ("codex", Ok(AgentKind::Codex)),
             (" grok ", Ok(AgentKind::Grok)),
             ("grok-cli", Ok(AgentKind::Grok)),
+            ("Copilot", Ok(AgentKind::Copilot)),
+            ("copilot-cli", Ok(AgentKind::Copilot)),
         ];
         for (input, want) in cases {
             assert_eq!(input.parse::<AgentKind>(), want, "{input}");
@@ -269,7 +305,9 @@ mod tests {
             unknown,
             format!("unknown agent \"gemini\" (supported: {})", names.join(", "))
         );
-        assert!(unknown.contains("claude, codex, grok"), "{unknown}");
+        for name in ["claude", "codex", "copilot", "grok"] {
+            assert!(unknown.contains(name), "{unknown}");
+        }
     }
 
     #[test]
@@ -301,6 +339,7 @@ mod tests {
                 false,
                 true,
             ),
+            (AgentKind::Copilot, None, false, false, true),
             (AgentKind::Grok, None, false, false, false),
         ];
         for (kind, limit, pre_compact, stop, scanned) in cases {

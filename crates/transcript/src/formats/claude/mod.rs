@@ -263,7 +263,7 @@ mod tests {
             (
                 "<task-notification>\n<task-id>a1</task-id>\n<tool-use-id>toolu_t</tool-use-id>\n<status>completed</status>\n<summary>Agent \"x\" finished</summary>\n<result>found it</result>\n</task-notification>",
                 "toolu_t",
-                "found it",
+                "[completed] Agent \"x\" finished\n\nfound it",
             ),
             (
                 "<task-notification><summary>Agent \"x\" stopped</summary></task-notification>",
@@ -277,6 +277,73 @@ mod tests {
                 text: report.to_owned(),
             };
             assert_eq!(classify(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn background_notifications_are_reports_never_requests() {
+        // The 2.0 line: `<agent-notification>`, the result in a file.
+        let agent = "<agent-notification>\n<agent-id>ad9c6de</agent-id>\n<output-file>/tmp/t/ad9c6de.output</output-file>\n<status>completed</status>\n<summary>Agent \"Survey the parser\" completed.</summary>\nRead the output file to retrieve the full result.\n</agent-notification>";
+        // The 2.1 line, after the notice newer builds put first.
+        let task = "No human input has occurred since the last turn.\n<task-notification>\n<task-id>b7</task-id>\n<tool-use-id>toolu_b</tool-use-id>\n<status>failed</status>\n<summary>Agent \"Fix it\" failed: timeout</summary>\n</task-notification>";
+        let cases = [
+            (
+                agent,
+                "ad9c6de",
+                "[completed] Agent \"Survey the parser\" completed.\n\nfull result: /tmp/t/ad9c6de.output",
+            ),
+            (task, "toolu_b", "[failed] Agent \"Fix it\" failed: timeout"),
+            (
+                "<task-notification><task-id>c</task-id></task-notification>",
+                "",
+                "<task-notification><task-id>c</task-id></task-notification>",
+            ),
+        ];
+        for (text, call, report) in cases {
+            let want = Said::Report {
+                call,
+                text: report.to_owned(),
+            };
+            assert_eq!(classify(text), want, "{text:?}");
+        }
+        // Typed text that names a tag stays a request.
+        let typed = "what is a <task-notification>?";
+        assert_eq!(classify(typed), Said::Request(typed));
+    }
+
+    #[test]
+    fn a_notification_turn_is_never_the_last_request() {
+        let prompt = r#"{"type":"user","timestamp":"2026-12-05T03:00:00Z","message":{"content":"survey the parser"}}"#;
+        let reply = r#"{"type":"assistant","timestamp":"2026-12-05T03:00:01Z","message":{"content":[{"type":"text","text":"Started a survey."}]}}"#;
+        let notified = [
+            r#"{"type":"user","timestamp":"2026-12-05T03:00:02Z","message":{"content":"<agent-notification>\n<agent-id>ad9</agent-id>\n<status>completed</status>\n<summary>Agent \"Survey\" completed.</summary>\nRead the output file to retrieve the full result.\n</agent-notification>"}}"#,
+            r#"{"type":"user","isMeta":true,"origin":{"kind":"task-notification"},"timestamp":"2026-12-05T03:00:02Z","message":{"content":"A background task finished; no human input has occurred.\n<task-notification>\n<task-id>t1</task-id>\n<status>completed</status>\n<summary>Agent \"Survey\" finished</summary>\n<result>Tabs fail in lex().</result>\n</task-notification>"}}"#,
+            r#"{"type":"user","origin":{"kind":"task-notification"},"timestamp":"2026-12-05T03:00:02Z","message":{"content":"Agent \"Survey\" finished."}}"#,
+        ];
+        let reports = [
+            "[completed] Agent \"Survey\" completed.",
+            "[completed] Agent \"Survey\" finished\n\nTabs fail in lex().",
+            "Agent \"Survey\" finished.",
+        ];
+        for (line, report) in notified.into_iter().zip(reports) {
+            let o = read(&[prompt, reply, line]);
+            let last = o.turns.last().expect("a turn");
+            assert_eq!(
+                (last.role, last.text.as_str(), last.mark),
+                (Role::Assistant, report, Some(Mark::Sidechain)),
+                "{line}"
+            );
+            let source = crate::rescue::Source {
+                agent: AgentKind::Claude,
+                session: None,
+                started: None,
+            };
+            let body = crate::rescue::body(&o, source, crate::rescue::DEFAULT_MAX_TOKENS);
+            assert!(
+                body.contains("\"survey the parser\""),
+                "the last request is the user's: {body}"
+            );
+            assert!(!body.contains("notification>"), "{body}");
         }
     }
 

@@ -7,7 +7,9 @@ use std::collections::VecDeque;
 
 use serde::Deserialize;
 
-use super::said::{STOP_HOOK_FEEDBACK, Said, classify, strip_reminders, user_parts, user_text};
+use super::said::{
+    STOP_HOOK_FEEDBACK, Said, classify, notification, strip_reminders, user_parts, user_text,
+};
 use crate::json::{Content, Flag, Loose, Text};
 use crate::linear::{Disposition, Linearizer, Note, Records, contains};
 use crate::{Mark, Role};
@@ -92,6 +94,15 @@ struct Record<'a> {
     pr_url: Text<'a>,
     #[serde(rename = "agentId", default, borrow)]
     agent_id: Text<'a>,
+    /// Who made a synthetic user turn (`{"kind": "task-notification"}`).
+    #[serde(default, borrow)]
+    origin: Loose<Origin<'a>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Origin<'a> {
+    #[serde(default, borrow)]
+    kind: Text<'a>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -129,6 +140,8 @@ struct ReportBlock<'a> {
 struct Task {
     id: String,
     agent: String,
+    /// The background agent's id, from its launch ("agentId: …").
+    launched: Option<String>,
 }
 
 /// The Claude Code reader; it remembers the messages queued and not yet
@@ -338,6 +351,7 @@ impl Claude {
         self.tasks.push_back(Task {
             id: id.to_owned(),
             agent: agent.to_owned(),
+            launched: None,
         });
     }
 
@@ -369,12 +383,17 @@ impl Claude {
             else {
                 continue;
             };
-            let Some(task) = self.tasks.remove(at) else {
+            let Some(mut task) = self.tasks.remove(at) else {
                 continue;
             };
             let report = report_text(block.content);
             if report.starts_with(ASYNC_LAUNCH) {
-                // Not a report: it comes later, as a task notification.
+                // Not a report: it comes later, as a notification, which
+                // may name only the agent's id.
+                task.launched = report
+                    .lines()
+                    .find_map(|line| line.trim().strip_prefix("agentId:"))
+                    .map(|id| id.trim().to_owned());
                 self.tasks.push_back(task);
                 continue;
             }
@@ -417,6 +436,23 @@ fn content(record: Record<'_>) -> Content<'_> {
 impl Claude {
     fn user(&mut self, record: Record<'_>, out: &mut Linearizer) -> Disposition {
         let summary = record.compact_summary.0;
+        let notified = record
+            .origin
+            .0
+            .as_ref()
+            .is_some_and(|o| o.kind.is("task-notification"));
+        if notified {
+            // A background sub-agent's report (meta or not), whatever
+            // notice comes before it: never the user asking.
+            let text = report_text(content(record));
+            return match notification(&strip_reminders(&text)) {
+                Said::Report { call, text } if !text.is_empty() => {
+                    self.report(call, &text, out);
+                    Disposition::Used
+                }
+                _ => Disposition::Ignored,
+            };
+        }
         if record.meta.0 {
             // Not the user speaking, unless it is a hook's feedback.
             let text = report_text(content(record));
@@ -449,21 +485,29 @@ impl Claude {
             match classify(part) {
                 Said::Marked(mark, text) => out.marked(Role::User, mark, None, &text),
                 Said::Request(text) => out.text(Role::User, text),
-                Said::Report { call, text } => {
-                    let agent = self
-                        .take_task(call)
-                        .unwrap_or_else(|| "sub-agent".to_owned());
-                    self.sidechain = None;
-                    out.marked(Role::Assistant, Mark::Sidechain, Some(&agent), &text);
-                }
+                Said::Report { call, text } => self.report(call, &text, out),
             }
         }
         Disposition::Used
     }
 
-    /// The sub-agent of the Task call `id`, which has reported.
+    /// A background sub-agent's report on the Task call `call`: a marked
+    /// turn of that sub-agent.
+    fn report(&mut self, call: &str, text: &str, out: &mut Linearizer) {
+        let agent = self
+            .take_task(call)
+            .unwrap_or_else(|| "sub-agent".to_owned());
+        self.sidechain = None;
+        out.marked(Role::Assistant, Mark::Sidechain, Some(&agent), text);
+    }
+
+    /// The sub-agent of the Task call `id` (or launched as agent `id`),
+    /// which has reported.
     fn take_task(&mut self, id: &str) -> Option<String> {
-        let at = self.tasks.iter().position(|task| task.id == id)?;
+        let at = self
+            .tasks
+            .iter()
+            .position(|task| task.id == id || task.launched.as_deref() == Some(id))?;
         self.tasks.remove(at).map(|task| task.agent)
     }
 }

@@ -29,23 +29,24 @@ pub(super) enum Said<'a> {
     /// Something recorded as user text that is not a request, shown as
     /// what it is.
     Marked(Mark, String),
-    /// A background sub-agent's report (`<task-notification>`) on the
-    /// Task call `call`.
+    /// A background sub-agent's report (`<task-notification>`,
+    /// `<agent-notification>`) on the Task call `call`, or by the
+    /// background agent `call` (the 2.0 line names only its agent id);
+    /// empty when it names neither.
     Report { call: &'a str, text: String },
 }
 
-/// Sorts user text: interrupts, shell-mode input and output, slash
-/// commands (their XML made `/name args`) and hook feedback are marked,
-/// each recognized by how Claude Code begins it; the rest is a request.
+/// How Claude Code opens a background sub-agent's report: the 2.1 line's
+/// `<task-notification>`, the 2.0 line's `<agent-notification>`.
+const NOTIFICATIONS: [&str; 2] = ["<task-notification>", "<agent-notification>"];
+
+/// Sorts user text: a background sub-agent's report, interrupts,
+/// shell-mode input and output, slash commands (their XML made `/name
+/// args`) and hook feedback are marked, each recognized by how Claude Code
+/// begins it; the rest is a request.
 pub(super) fn classify(text: &str) -> Said<'_> {
-    if text.starts_with("<task-notification>") {
-        let report = element(text, "result")
-            .or_else(|| element(text, "summary"))
-            .unwrap_or_default();
-        return Said::Report {
-            call: element(text, "tool-use-id").unwrap_or_default(),
-            text: report.to_owned(),
-        };
+    if NOTIFICATIONS.iter().any(|tag| text.starts_with(tag)) || ends_a_notification(text) {
+        return notification(text);
     }
     if text.starts_with(INTERRUPT) {
         return Said::Marked(Mark::Interrupt, text.to_owned());
@@ -73,6 +74,51 @@ pub(super) fn classify(text: &str) -> Said<'_> {
         return Said::Marked(Mark::Command, command.trim().to_owned());
     }
     Said::Request(text)
+}
+
+/// Whether `text` ends with a notification's closing tag and holds its
+/// opening tag at the start of a line: a notification after a notice
+/// (Claude Code prepends one to every notification from 2.1.205).
+fn ends_a_notification(text: &str) -> bool {
+    NOTIFICATIONS.iter().any(|open| {
+        let close = open.replacen('<', "</", 1);
+        text.trim_end().ends_with(&close) && text.contains(&format!("\n{open}"))
+    })
+}
+
+/// A user record that is a background sub-agent's report (a
+/// `<task-notification>` or `<agent-notification>`, wherever a notice
+/// before it ends, or a record whose `origin` says so): its status and
+/// summary, then its result, else where the result was written. The text
+/// itself when it holds none of them.
+pub(super) fn notification(text: &str) -> Said<'_> {
+    let start = NOTIFICATIONS
+        .iter()
+        .filter_map(|tag| text.find(tag))
+        .min()
+        .unwrap_or_default();
+    let text = &text[start..];
+    let found = |tag: &str| element(text, tag).filter(|t| !t.is_empty());
+    let head = match (found("status"), found("summary")) {
+        (Some(status), Some(summary)) => Some(format!("[{status}] {summary}")),
+        (Some(status), None) => Some(format!("[{status}]")),
+        (None, summary) => summary.map(str::to_owned),
+    };
+    let result = found("result")
+        .map(str::to_owned)
+        .or_else(|| found("output-file").map(|file| format!("full result: {file}")));
+    let report: Vec<String> = head.into_iter().chain(result).collect();
+    let report = if report.is_empty() {
+        text.trim().to_owned()
+    } else {
+        report.join("\n\n")
+    };
+    Said::Report {
+        call: found("tool-use-id")
+            .or_else(|| found("agent-id"))
+            .unwrap_or_default(),
+        text: report,
+    }
 }
 
 /// The trimmed content of the first `<tag>…</tag>` in `text`.
