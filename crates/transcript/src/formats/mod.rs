@@ -112,6 +112,14 @@ pub(crate) trait Format: Sync {
     fn plain_notice(&self, _event: &str) -> bool {
         false
     }
+
+    /// The agent's own name of the hook event Claude Code calls `event`
+    /// (`SessionStart`, `Stop`, `PreCompact`, `SessionEnd`): the key of its
+    /// settings' `hooks` and the `hook_event_name` it sends. By default the
+    /// same name.
+    fn hook_event(&self, event: &'static str) -> &'static str {
+        event
+    }
 }
 
 /// Where an agent keeps its state (see [`Format::home`]).
@@ -177,6 +185,12 @@ impl AgentKind {
     /// show there.
     pub fn plain_notice(self, event: &str) -> bool {
         self.format().plain_notice(event)
+    }
+
+    /// The agent's own name of the hook event Claude Code calls `event`
+    /// (see [`Format::hook_event`]).
+    pub fn hook_event(self, event: &'static str) -> &'static str {
+        self.format().hook_event(event)
     }
 
     /// Whether a transcript file at `path` holds many sessions (a
@@ -309,6 +323,9 @@ mod tests {
             assert_eq!(kind.plain_notice("SessionEnd"), pre_compact, "{kind}");
             assert_eq!(kind.plain_notice("Stop"), stop, "{kind}");
             assert_eq!(kind.format().write_check().is_some(), scanned, "{kind}");
+            for event in ["SessionStart", "Stop", "PreCompact", "SessionEnd"] {
+                assert_eq!(kind.hook_event(event), event, "{kind}");
+            }
         }
     }
 }
