@@ -111,16 +111,16 @@ pub fn declared(request: &Value) -> Vec<String> {
         .collect()
 }
 
-/// The text parts of the request's last content (the newest user turn:
-/// the prompt, with a SessionStart context as `<hook_context>`, or an
-/// AfterAgent hook's reason), joined by blank lines.
+/// The last text part of the request's last content: the newest user
+/// words (the prompt, with a SessionStart context as `<hook_context>`
+/// before it, or an AfterAgent hook's reason). The first content's other
+/// part is the CLI's own `<session_context>`.
 pub fn last_text(request: &Value) -> String {
-    let last = request["contents"]
+    request["contents"]
         .as_array()
         .and_then(|c| c.last())
-        .cloned()
-        .unwrap_or(Value::Null);
-    texts(&last).join("\n\n")
+        .and_then(|last| texts(last).last().map(|t| (*t).to_owned()))
+        .unwrap_or_default()
 }
 
 /// The text parts of one content, in order.
@@ -377,6 +377,11 @@ mod tests {
             ]
         );
         assert_eq!(last_text(&body), "write the handoff");
+        let first = json!({"contents": [body["contents"][0].clone()]});
+        assert_eq!(
+            last_text(&first),
+            "<hook_context>the handoff</hook_context>\n\ngo on"
+        );
         assert_eq!(
             user_texts(&body),
             [
