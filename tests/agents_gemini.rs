@@ -395,17 +395,20 @@ async fn after_agent_blocks_once_until_the_model_writes() {
     let roles: Vec<&str> = turns.iter().map(|t| t.0.as_str()).collect();
     assert_eq!(
         roles,
-        ["user", "assistant", "assistant", "assistant"],
+        ["user", "assistant", "user", "assistant"],
         "{read:#}"
     );
     assert_eq!(turns[0].1, "Continue the work.");
     assert_eq!(turns[1].1, "All done.");
+    // Gemini CLI records the block as a user message whose content is the
+    // reason and whose displayContent is the session's prompt again.
+    assert_eq!(turns[2].1, "Continue the work.", "{read:#}");
+    assert_eq!(turns[3].1, "Written; stopping.");
     assert_eq!(
-        turns[2].2,
+        turns[3].2,
         json!(["[tool] mcp_handoff_write_handoff"]),
         "{read:#}"
     );
-    assert_eq!(turns[3].1, "Written; stopping.");
 }
 
 /// Never writes: the model ends every turn without writing. AfterAgent
