@@ -104,7 +104,7 @@ fn build_writes_the_document_and_prints_path_and_message() {
 #[test]
 fn bad_input_is_refused_with_the_flag_named() {
     let cases: [(&[&str], &str); 5] = [
-        (&["read", "--agent", "gemini", "--session", "s"], "--agent"),
+        (&["read", "--agent", "cursor", "--session", "s"], "--agent"),
         (
             &["read", "--agent", "claude", "--file", "/nonexistent.jsonl"],
             "--file /nonexistent.jsonl: no such file",

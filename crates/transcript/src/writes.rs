@@ -15,6 +15,11 @@
 //!   the key, `status` `completed` and a result that is not `isError`. (Its
 //!   `function_call_output` response item carries no reliable error mark:
 //!   a failed call's output is only shaped differently.)
+//! - **Gemini CLI**: a `gemini` message whose `toolCalls` hold a call of
+//!   `mcp_<server>_write_handoff` (how it names MCP tools) with
+//!   `args.handoff_key` = the key, `status` `success` and no `error` in its
+//!   function responses (the message is written again as the call
+//!   progresses; the record of its outcome has both).
 //! - **Grok CLI** runs no hooks: never.
 //!
 //! The scan streams line by line and parses only lines that can matter

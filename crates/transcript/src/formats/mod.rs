@@ -14,6 +14,7 @@
 
 mod claude;
 mod codex;
+mod gemini;
 mod grok;
 
 use std::fmt;
@@ -39,6 +40,13 @@ pub(crate) trait Format: Sync {
     /// Where the agent keeps its state: the variable that overrides it,
     /// else this directory under `$HOME`.
     fn home(&self) -> Home;
+
+    /// Whether [`Home::var`] names a home directory, whose [`Home::dir`]
+    /// is the state (Gemini CLI's `GEMINI_CLI_HOME`), rather than the
+    /// state directory itself.
+    fn var_is_home(&self) -> bool {
+        false
+    }
 
     /// Linearizes a stream of the format's JSON lines.
     fn linearize(&self, reader: &mut dyn BufRead, budget: Budget) -> Outcome;
@@ -161,6 +169,7 @@ registry! {
     Claude => claude::Transcripts,
     Codex => codex::Transcripts,
     Grok => grok::Transcripts,
+    Gemini => gemini::Transcripts,
 }
 
 impl AgentKind {
@@ -273,17 +282,19 @@ mod tests {
             ("codex", Ok(AgentKind::Codex)),
             (" grok ", Ok(AgentKind::Grok)),
             ("grok-cli", Ok(AgentKind::Grok)),
+            ("gemini", Ok(AgentKind::Gemini)),
+            ("Gemini-CLI", Ok(AgentKind::Gemini)),
         ];
         for (input, want) in cases {
             assert_eq!(input.parse::<AgentKind>(), want, "{input}");
         }
-        let unknown = "gemini".parse::<AgentKind>().expect_err("not a kind");
+        let unknown = "cursor".parse::<AgentKind>().expect_err("not a kind");
         let names: Vec<&str> = AgentKind::ALL.into_iter().map(AgentKind::name).collect();
         assert_eq!(
             unknown,
-            format!("unknown agent \"gemini\" (supported: {})", names.join(", "))
+            format!("unknown agent \"cursor\" (supported: {})", names.join(", "))
         );
-        assert!(unknown.contains("claude, codex, grok"), "{unknown}");
+        assert!(unknown.contains("claude, codex, grok, gemini"), "{unknown}");
     }
 
     #[test]
@@ -316,6 +327,7 @@ mod tests {
                 true,
             ),
             (AgentKind::Grok, None, false, false, false),
+            (AgentKind::Gemini, None, false, false, true),
         ];
         for (kind, limit, pre_compact, stop, scanned) in cases {
             assert_eq!(kind.context_limit(), limit, "{kind}");
