@@ -606,9 +606,26 @@ mod tests {
             (AgentKind::Claude, Event::SessionEnd, "m"),
             (AgentKind::Codex, Event::PreCompact, json),
             (AgentKind::Codex, Event::Stop, json),
+            (AgentKind::Gemini, Event::Stop, json),
+            (AgentKind::Gemini, Event::SessionEnd, json),
         ];
         for (agent, event, want) in cases {
             assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
+        }
+    }
+
+    #[test]
+    fn gemini_cli_events_carry_its_own_names() {
+        let cases = [
+            (Event::SessionStart, "SessionStart"),
+            (Event::Stop, "AfterAgent"),
+            (Event::PreCompact, "PreCompress"),
+            (Event::SessionEnd, "SessionEnd"),
+        ];
+        for (event, name) in cases {
+            assert_eq!(event.agent_event_name(AgentKind::Gemini), name);
+            let claude = event.agent_event_name(AgentKind::Claude);
+            assert_eq!(claude, event.hook_event_name());
         }
     }
 

@@ -335,8 +335,24 @@ mod tests {
             assert_eq!(kind.plain_notice("SessionEnd"), pre_compact, "{kind}");
             assert_eq!(kind.plain_notice("Stop"), stop, "{kind}");
             assert_eq!(kind.format().write_check().is_some(), scanned, "{kind}");
-            for event in ["SessionStart", "Stop", "PreCompact", "SessionEnd"] {
-                assert_eq!(kind.hook_event(event), event, "{kind}");
+        }
+    }
+
+    #[test]
+    fn each_agent_names_its_hook_events() {
+        let claude = ["SessionStart", "Stop", "PreCompact", "SessionEnd"];
+        let cases = [
+            (AgentKind::Claude, claude),
+            (AgentKind::Codex, claude),
+            (AgentKind::Grok, claude),
+            (
+                AgentKind::Gemini,
+                ["SessionStart", "AfterAgent", "PreCompress", "SessionEnd"],
+            ),
+        ];
+        for (kind, names) in cases {
+            for (event, name) in claude.into_iter().zip(names) {
+                assert_eq!(kind.hook_event(event), name, "{kind} {event}");
             }
         }
     }

@@ -131,6 +131,17 @@ impl Format for Transcripts {
     fn write_check(&self) -> Option<WriteCheck> {
         Some(wrote)
     }
+
+    /// Gemini CLI's events (0.61): `AfterAgent` ends every agent turn and
+    /// takes a block as Claude Code's `Stop` does; `PreCompress` runs
+    /// before every model request, compressing or not.
+    fn hook_event(&self, event: &'static str) -> &'static str {
+        match event {
+            "Stop" => "AfterAgent",
+            "PreCompact" => "PreCompress",
+            other => other,
+        }
+    }
 }
 
 /// A write shows as a `gemini` message whose `toolCalls` hold a call of
