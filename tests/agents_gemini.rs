@@ -17,8 +17,9 @@
 //! Hygiene: the model, the apiserver and the MCP server are on 127.0.0.1;
 //! every session runs with an empty environment but what is set here,
 //! behind a dead proxy with `NO_PROXY` covering loopback, so nothing else
-//! can leave the machine; `HOME` is a temp dir per test (nothing of this
-//! machine's user config is read or written); usage statistics, telemetry
+//! can leave the machine; `HOME` and `TMPDIR` (where the CLI writes error
+//! reports) are temp dirs per test (nothing of this machine's user config
+//! is read or written); usage statistics, telemetry
 //! and update checks are off in the shipped settings; the model is always
 //! named (`-m`, so no routing call is made) and stdin is `/dev/null` (a
 //! piped stdin would be prepended to the prompt).
@@ -107,7 +108,7 @@ impl Agent {
     fn new(env: &TestEnv, namespace: &str, key: &str, extra: Value) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let model = Gemini::start(Vec::new()).expect("the scripted model starts");
-        for sub in ["home/.gemini", "work", "bin"] {
+        for sub in ["home/.gemini", "work", "bin", "tmp"] {
             std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
         }
         std::os::unix::fs::symlink(
@@ -166,6 +167,8 @@ impl Agent {
             .env_clear()
             .env("PATH", path)
             .env("HOME", self.path("home"))
+            // Where it writes its error reports.
+            .env("TMPDIR", self.path("tmp"))
             .env("KUBECONFIG", self.path("kubeconfig"))
             .env("CONVERSATION_OBJECT_KEY", &self.key)
             .env("HANDOFF_PROJECT", "agents-tier")
@@ -564,4 +567,29 @@ async fn pre_compress_runs_before_every_model_request() {
         2,
         "the first request holds only the session context and the prompt"
     );
+}
+
+/// What Gemini CLI cannot do that Codex does: a headless session whose
+/// model request fails exits without running AfterAgent (no turn ended)
+/// or SessionEnd (measured with 0.61: only SessionStart and PreCompress
+/// ran), so such a session is not rescued; the key keeps what it had.
+#[tokio::test]
+async fn a_session_whose_turn_fails_ends_with_no_hook_to_rescue_it() {
+    let env = testing::shared();
+    let ns = env.namespace("gemini-end").await;
+    let key = "issue-40-end";
+    let agent = Agent::new(env, &ns, key, json!({}));
+    let run = agent.run(vec![Turn::Fail]);
+    assert!(!run.ok, "the session fails with its turn: {}", run.stderr);
+    assert!(
+        run.stderr.contains("INVALID_ARGUMENT"),
+        "the refusal is reported: {}",
+        run.stderr
+    );
+    assert_eq!(
+        agent.model.model_requests().len(),
+        1,
+        "one request, refused"
+    );
+    assert_eq!(stored(env, &ns, key), None, "a hook rescued the session");
 }

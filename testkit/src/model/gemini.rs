@@ -42,6 +42,9 @@ pub enum Turn {
         /// The arguments (a JSON object).
         args: Value,
     },
+    /// The request fails (`400 INVALID_ARGUMENT`, which the CLI does not
+    /// retry): the agent's turn ends in an error.
+    Fail,
 }
 
 impl Turn {
@@ -68,11 +71,12 @@ pub fn frame(chunk: &Value) -> String {
 }
 
 /// The one chunk answering `turn`: a finished candidate with its part,
-/// and token counts.
+/// and token counts (for [`Turn::Fail`], the error body instead).
 pub fn chunk(turn: &Turn) -> Value {
     let part = match turn {
         Turn::Text(text) => json!({"text": text}),
         Turn::Call { name, args } => json!({"functionCall": {"name": name, "args": args}}),
+        Turn::Fail => return failure(),
     };
     json!({
         "candidates": [{
@@ -85,7 +89,17 @@ pub fn chunk(turn: &Turn) -> Value {
     })
 }
 
-/// The SSE body answering `turn`.
+/// The error body of a failed request, as Google's APIs shape it.
+pub fn failure() -> Value {
+    json!({"error": {
+        "code": 400,
+        "message": "the scripted model fails this request",
+        "status": "INVALID_ARGUMENT",
+    }})
+}
+
+/// The SSE body answering `turn` (a failed turn is not streamed: see
+/// [`reply`]).
 pub fn stream(turn: &Turn) -> String {
     frame(&chunk(turn))
 }
@@ -161,7 +175,8 @@ pub fn function_responses(request: &Value) -> Vec<(String, Value)> {
 
 /// The answer to one request: the next turn of the script, streamed, for
 /// a model request ([`SCRIPT_ENDED`] past its end; a fault and a text for
-/// a call of an undeclared function); 404 for anything else.
+/// a call of an undeclared function; a 400 for [`Turn::Fail`]); 404 for
+/// anything else.
 fn reply(request: &Logged, script: &mut Script<Turn>) -> Reply {
     if !is_model_request(request) {
         return Reply::json_with(
@@ -177,6 +192,7 @@ fn reply(request: &Logged, script: &mut Script<Turn>) -> Reply {
             script.fault(fault.clone());
             Turn::Text(fault)
         }
+        Some(Turn::Fail) => return Reply::json_with(StatusCode::BAD_REQUEST, &failure()),
         Some(turn) => turn,
     };
     Reply::sse(stream(&turn))
@@ -259,7 +275,7 @@ mod tests {
                 404,
                 "application/json",
                 "not scripted",
-                3,
+                4,
                 0,
             ),
             (
@@ -267,7 +283,7 @@ mod tests {
                 200,
                 "text/event-stream",
                 "\"text\":\"hi\"",
-                2,
+                3,
                 0,
             ),
             (
@@ -275,7 +291,7 @@ mod tests {
                 200,
                 "text/event-stream",
                 "\"functionCall\":{\"args\":{\"handoff_key\":\"k\"},\"name\":\"mcp_handoff_get_handoff\"}",
-                1,
+                2,
                 0,
             ),
             (
@@ -283,26 +299,34 @@ mod tests {
                 200,
                 "text/event-stream",
                 "which the request does not declare",
-                0,
                 1,
-            ),
-            (
-                request("POST", STREAM, body.clone()),
-                200,
-                "text/event-stream",
-                "no more turns",
-                0,
                 1,
             ),
             (
                 request(
                     "POST",
                     "/v1beta/models/gemini-2.5-flash:generateContent",
-                    body,
+                    body.clone(),
                 ),
                 404,
                 "application/json",
                 "NOT_FOUND",
+                1,
+                1,
+            ),
+            (
+                request("POST", STREAM, body.clone()),
+                400,
+                "application/json",
+                "INVALID_ARGUMENT",
+                0,
+                1,
+            ),
+            (
+                request("POST", STREAM, body),
+                200,
+                "text/event-stream",
+                "no more turns",
                 0,
                 1,
             ),
@@ -311,6 +335,7 @@ mod tests {
             Turn::text("hi"),
             Turn::mcp("handoff", "get_handoff", json!({"handoff_key": "k"})),
             Turn::mcp("handoff", "write_handoff", json!({})),
+            Turn::Fail,
         ]);
         for (i, (request, status, content_type, holds, left, faults)) in
             cases.into_iter().enumerate()
