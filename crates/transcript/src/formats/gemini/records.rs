@@ -37,6 +37,8 @@ enum Said {
     Nothing,
     /// The user's words; `meta` counts injected parts left out.
     User { text: String, meta: usize },
+    /// A sub-agent's prompt (a user message with an `agentId`): left out.
+    Prompt,
     /// The model's reply, or a sub-agent's message (`agent`).
     Reply {
         text: String,
@@ -112,7 +114,7 @@ impl Records for Gemini {
             return self.message(line.message, record, out);
         }
         if let Some(set) = line.set.0 {
-            let checkpoint = set.messages.is_some();
+            let checkpoint = set.messages.0.is_some();
             self.meta(set, record, out);
             return if checkpoint {
                 Disposition::Ignored
@@ -121,7 +123,7 @@ impl Records for Gemini {
             };
         }
         if line.meta.session_id.0.is_some() || line.meta.project_hash.0.is_some() {
-            let whole = line.meta.messages.is_some();
+            let whole = line.meta.messages.0.is_some();
             self.meta(line.meta, record, out);
             return if whole {
                 Disposition::Ignored
@@ -182,9 +184,9 @@ impl Gemini {
         if let Some(kind) = meta.kind.as_str() {
             self.subagent = kind == "subagent";
         }
-        if let Some(messages) = meta.messages {
+        if let Some(messages) = meta.messages.0 {
             self.store.clear();
-            for message in messages.0.into_iter().filter_map(|m| m.0) {
+            for message in messages.into_iter().filter_map(|m| m.0) {
                 self.message(message, record, out);
             }
         }
@@ -219,11 +221,7 @@ impl Gemini {
 /// hook's context; images and files as `[image]` / `[file]`.
 fn user(message: &Message<'_>) -> Said {
     if message.agent_id.0.is_some() {
-        // A sub-agent's prompt: not the user speaking.
-        return Said::User {
-            text: String::new(),
-            meta: 0,
-        };
+        return Said::Prompt;
     }
     let parts = if message.display_content.0.is_empty() {
         &message.content
@@ -269,7 +267,7 @@ fn reply(message: &Message<'_>) -> Said {
         .filter_map(|p| p.text.as_str())
         .filter(|t| !t.trim().is_empty())
         .collect();
-    let thoughts = message.thoughts.0.len()
+    let thoughts = message.thoughts.items().len()
         + message
             .content
             .0
@@ -278,7 +276,7 @@ fn reply(message: &Message<'_>) -> Said {
             .count();
     let mut tools: Vec<Tool> = message
         .tool_calls
-        .0
+        .items()
         .iter()
         .filter_map(|call| call.0.as_ref())
         .map(tool)
@@ -358,6 +356,10 @@ fn result_text(result: &Parts<'_>, display: &crate::json::Text<'_>) -> String {
 fn emit(said: &Said, out: &mut Linearizer) -> bool {
     match said {
         Said::Nothing => false,
+        Said::Prompt => {
+            out.note(Note::Sidechain);
+            false
+        }
         Said::User { text, meta } => {
             if *meta > 0 {
                 out.note_many(Note::Meta, *meta);
@@ -496,6 +498,7 @@ mod tests {
         .to_string();
         let rewind = |id: &str| serde_json::json!({"$rewindTo": id}).to_string();
         let (to_u1, to_u2, to_none) = (rewind("u1"), rewind("u2"), rewind("nope"));
+        let not_a_checkpoint = r#"{"$set":{"messages":"none","lastUpdated":"t"}}"#;
         use Role::{Assistant as A, User as U};
         // (lines, the turns, (used, ignored))
         type Case<'a> = (Vec<&'a str>, Vec<(Role, &'a str)>, (usize, usize));
@@ -524,6 +527,12 @@ mod tests {
                 vec![&u1, &u2, &to_u1, &g2, &u1],
                 vec![(A, "two"), (U, "first")],
                 (2, 3),
+            ),
+            // Only an array of messages is a checkpoint.
+            (
+                vec![&u1, not_a_checkpoint, &g1b],
+                vec![(U, "first"), (A, "one")],
+                (2, 1),
             ),
             // A checkpoint replaces what came before.
             (
@@ -569,6 +578,12 @@ mod tests {
             (image, Some(("look\n\n[image]", None)), 0),
             (sub, None, 0),
         ];
+        let prompt = read(&[sub]);
+        assert!(
+            prompt.warnings[0].contains("1 sidechain (sub-agent) record was left out"),
+            "{:?}",
+            prompt.warnings
+        );
         for (line, want, meta) in cases {
             let o = read(&[line]);
             let got: Vec<(&str, Option<Mark>)> =
