@@ -115,7 +115,7 @@ impl Records for Gemini {
         }
         if let Some(set) = line.set.0 {
             let checkpoint = set.messages.0.is_some();
-            self.meta(set, record, out);
+            self.meta(set, record);
             return if checkpoint {
                 Disposition::Ignored
             } else {
@@ -124,7 +124,7 @@ impl Records for Gemini {
         }
         if line.meta.session_id.0.is_some() || line.meta.project_hash.0.is_some() {
             let whole = line.meta.messages.0.is_some();
-            self.meta(line.meta, record, out);
+            self.meta(line.meta, record);
             return if whole {
                 Disposition::Ignored
             } else {
@@ -161,23 +161,28 @@ impl Gemini {
         record: usize,
         out: &mut Linearizer,
     ) -> Disposition {
-        let Some(id) = message.id.as_str().map(str::to_owned) else {
-            return out.unknown(message.kind.as_str());
+        let kind = message.kind.as_str();
+        let disposition = match kind {
+            Some("user" | "gemini") => Disposition::Ignored,
+            Some("info") => out.pass("info"),
+            Some("error") => out.pass("error"),
+            Some("warning") => out.pass("warning"),
+            other => out.unknown(other),
         };
-        let (said, disposition) = match message.kind.as_str() {
-            Some("user") => (user(&message), Disposition::Ignored),
-            Some("gemini") => (reply(&message), Disposition::Ignored),
-            Some("info") => (Said::Nothing, out.pass("info")),
-            Some("error") => (Said::Nothing, out.pass("error")),
-            Some("warning") => (Said::Nothing, out.pass("warning")),
-            other => (Said::Nothing, out.unknown(other)),
-        };
-        self.store.put(&id, record, said);
+        self.hold(&message, record);
         disposition
     }
 
+    /// Holds a message (one without a string `id` is none, as for the
+    /// CLI).
+    fn hold(&mut self, message: &Message<'_>, record: usize) {
+        if let Some(id) = message.id.as_str() {
+            self.store.put(id, record, distill(message));
+        }
+    }
+
     /// A header or `$set`: the title, the kind, and a checkpoint's messages.
-    fn meta(&mut self, meta: Meta<'_>, record: usize, out: &mut Linearizer) {
+    fn meta(&mut self, meta: Meta<'_>, record: usize) {
         if let Some(summary) = meta.summary.as_str() {
             self.summary = Some(summary.to_owned());
         }
@@ -186,8 +191,8 @@ impl Gemini {
         }
         if let Some(messages) = meta.messages.0 {
             self.store.clear();
-            for message in messages.into_iter().filter_map(|m| m.0) {
-                self.message(message, record, out);
+            for message in messages.iter().filter_map(|m| m.0.as_ref()) {
+                self.hold(message, record);
             }
         }
     }
@@ -213,6 +218,16 @@ impl Gemini {
             self.summary = meta.summary.as_str().map(str::to_owned);
             self.subagent = meta.kind.is("subagent");
         }
+    }
+}
+
+/// What a message will say: a user's or the model's; other types are
+/// held for rewinds only.
+fn distill(message: &Message<'_>) -> Said {
+    match message.kind.as_str() {
+        Some("user") => user(message),
+        Some("gemini") => reply(message),
+        _ => Said::Nothing,
     }
 }
 
@@ -719,6 +734,15 @@ mod tests {
         );
         assert_eq!(o.turns[0].agent.as_deref(), Some(SUBAGENT));
         assert_eq!((o.used, o.ignored), (1, 3));
+    }
+
+    #[test]
+    fn a_checkpoint_is_one_record() {
+        let checkpoint = r#"{"$set":{"messages":[{"id":"i","type":"info","content":"saved"},{"id":"q","type":"mystery"},{"type":"user","content":"no id"},{"id":"u","type":"user","content":"kept"}]}}"#;
+        let o = read(&[checkpoint]);
+        assert_eq!(texts(&o), [(Role::User, "kept", None)]);
+        assert_eq!((o.records, o.used, o.ignored, o.skipped), (1, 1, 0, 0));
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
     }
 
     #[test]
