@@ -256,7 +256,7 @@ fn cases() -> Vec<Case> {
         case(
             AgentKind::Gemini,
             "gemini/session.jsonl",
-            (17, 6, 10, 1),
+            (17, 7, 9, 1),
             vec![
                 turn(U, "Why does the parser reject tabs?", &[]),
                 turn(
@@ -285,7 +285,7 @@ fn cases() -> Vec<Case> {
                 "1 harness meta record",
                 "1 thinking block",
                 "1 record of an unknown type was skipped ((no type) ×1)",
-                "passed over ($rewindTo ×1, $set ×2, header ×1, info ×1)",
+                "passed over ($rewindTo ×1, $set ×1, header ×1, info ×1)",
             ],
         ),
         case(
@@ -350,6 +350,39 @@ fn cases() -> Vec<Case> {
                 ),
             ],
             &["1 harness meta record", "passed over ($set ×6, header ×1)"],
+        ),
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/invoke-agent-0.61.0.jsonl",
+            (11, 3, 8, 0),
+            vec![
+                turn(U, "find the lexer tests", &[]),
+                turn(A, "", &["[tool] invoke_agent: Find the lexer tests"]),
+                marked(
+                    A,
+                    "Subagent 'generalist' finished.\nTermination Reason: GOAL\nResult:\n{\n  \"response\": \"The lexer tests are in tests/lexer.rs.\"\n}",
+                    Mark::Sidechain,
+                    Some("generalist"),
+                ),
+                turn(A, "done.", &[]),
+            ],
+            &["1 harness meta record", "passed over ($set ×4, header ×1)"],
+        ),
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/invoke-agent-subagent-0.61.0.jsonl",
+            (7, 1, 6, 0),
+            vec![marked(
+                A,
+                "{\n  \"response\": \"The lexer tests are in tests/lexer.rs.\"\n}",
+                Mark::Sidechain,
+                Some("sub-agent"),
+            )],
+            &[
+                "2 sidechain (sub-agent) records were left out",
+                "1 sub-agent's last text is kept",
+                "passed over ($set ×2, header ×1)",
+            ],
         ),
     ]
 }

@@ -186,7 +186,7 @@ fn read_document(path: &Path, budget: Budget) -> Option<Outcome> {
     match serde_json::from_reader::<_, Value>(BufReader::new(file)) {
         Ok(document) => match document["messages"].as_array() {
             Some(messages) => {
-                reader.document(&document);
+                reader.document(&document, &mut out);
                 for message in messages {
                     let disposition = reader.value(message, &mut out);
                     out.count(disposition);

@@ -96,7 +96,9 @@ pub(super) struct Gemini {
     store: Store,
     /// The file is a sub-agent's own session (`kind: subagent`).
     subagent: bool,
-    summary: Option<String>,
+    /// The last `summary` and the record that set it: the session's
+    /// title, or in a sub-agent's file its result.
+    summary: Option<(String, usize)>,
 }
 
 impl Records for Gemini {
@@ -114,41 +116,33 @@ impl Records for Gemini {
             return self.message(line.message, record, out);
         }
         if let Some(set) = line.set.0 {
-            let checkpoint = set.messages.0.is_some();
-            self.meta(set, record);
-            return if checkpoint {
-                Disposition::Ignored
-            } else {
-                out.pass("$set")
-            };
+            return self.meta(set, record, "$set", out);
         }
         if line.meta.session_id.0.is_some() || line.meta.project_hash.0.is_some() {
-            let whole = line.meta.messages.0.is_some();
-            self.meta(line.meta, record);
-            return if whole {
-                Disposition::Ignored
-            } else {
-                out.pass("header")
-            };
+            return self.meta(line.meta, record, "header", out);
         }
         out.unknown(line.message.kind.as_str())
     }
 
     fn finish(&mut self, out: &mut Linearizer) {
         let said = std::mem::take(&mut self.store.order);
+        let summary = self.summary.take();
         let used: BTreeSet<usize> = if self.subagent {
-            own_session(said, out).into_iter().collect()
+            own_session(said, summary, out).into_iter().collect()
         } else {
-            said.into_iter()
+            let mut used: BTreeSet<usize> = said
+                .into_iter()
                 .filter(|(_, _, said)| emit(said, out))
                 .map(|(_, record, _)| record)
-                .collect()
+                .collect();
+            if let Some((title, record)) = summary {
+                out.title(&title);
+                used.insert(record);
+            }
+            used
         };
         for _ in used {
             out.used_late();
-        }
-        if let Some(summary) = &self.summary {
-            out.title(summary);
         }
     }
 }
@@ -181,10 +175,19 @@ impl Gemini {
         }
     }
 
-    /// A header or `$set`: the title, the kind, and a checkpoint's messages.
-    fn meta(&mut self, meta: Meta<'_>, record: usize) {
+    /// A header or `$set` (`what`): the kind, the summary and a
+    /// checkpoint's messages. One that carries a summary or messages may
+    /// be used at the end; any other is passed over.
+    fn meta(
+        &mut self,
+        meta: Meta<'_>,
+        record: usize,
+        what: &'static str,
+        out: &mut Linearizer,
+    ) -> Disposition {
+        let carries = meta.summary.0.is_some() || meta.messages.0.is_some();
         if let Some(summary) = meta.summary.as_str() {
-            self.summary = Some(summary.to_owned());
+            self.summary = Some((summary.to_owned(), record));
         }
         if let Some(kind) = meta.kind.as_str() {
             self.subagent = kind == "subagent";
@@ -194,6 +197,11 @@ impl Gemini {
             for message in messages.iter().filter_map(|m| m.0.as_ref()) {
                 self.hold(message, record);
             }
+        }
+        if carries {
+            Disposition::Ignored
+        } else {
+            out.pass(what)
         }
     }
 
@@ -213,10 +221,12 @@ impl Gemini {
 
     /// A single-document session's metadata (its `messages` are read one
     /// by one with [`Gemini::value`]).
-    pub(super) fn document(&mut self, value: &Value) {
+    pub(super) fn document(&mut self, value: &Value, out: &mut Linearizer) {
         if let Ok(meta) = Meta::deserialize(value) {
-            self.summary = meta.summary.as_str().map(str::to_owned);
             self.subagent = meta.kind.is("subagent");
+            if let Some(summary) = meta.summary.as_str() {
+                out.title(summary);
+            }
         }
     }
 }
@@ -410,9 +420,15 @@ fn emit(said: &Said, out: &mut Linearizer) -> bool {
     }
 }
 
-/// A sub-agent's own session file: its steps are left out, and its last
-/// text is kept as a marked turn (what it found). The record that made it.
-fn own_session(said: Vec<(String, usize, Said)>, out: &mut Linearizer) -> Option<usize> {
+/// A sub-agent's own session file: its steps are left out, and what it
+/// found is kept as a marked turn: the result the CLI records as its
+/// `summary` when it completes, else its last text. The record that made
+/// it.
+fn own_session(
+    said: Vec<(String, usize, Said)>,
+    summary: Option<(String, usize)>,
+    out: &mut Linearizer,
+) -> Option<usize> {
     let steps = said
         .iter()
         .filter(|(_, _, s)| !matches!(s, Said::Nothing))
@@ -420,13 +436,17 @@ fn own_session(said: Vec<(String, usize, Said)>, out: &mut Linearizer) -> Option
     if steps > 0 {
         out.note_many(Note::Sidechain, steps);
     }
-    let (record, text) = said
-        .into_iter()
-        .rev()
-        .find_map(|(_, record, said)| match said {
-            Said::Reply { text, .. } if !text.is_empty() => Some((record, text)),
-            _ => None,
-        })?;
+    let last = || {
+        said.into_iter()
+            .rev()
+            .find_map(|(_, record, said)| match said {
+                Said::Reply { text, .. } if !text.is_empty() => Some((text, record)),
+                _ => None,
+            })
+    };
+    let (text, record) = summary
+        .filter(|(text, _)| !text.trim().is_empty())
+        .or_else(last)?;
     out.note(Note::SidechainNoReport);
     out.marked(Role::Assistant, Mark::Sidechain, Some(SUBAGENT), &text);
     Some(record)
@@ -720,20 +740,37 @@ mod tests {
     }
 
     #[test]
-    fn a_sub_agent_session_is_its_last_text() {
+    fn a_sub_agent_session_is_its_result_else_its_last_text() {
         let header = r#"{"sessionId":"sub-1","projectHash":"h","kind":"subagent"}"#;
-        let o = read(&[
-            header,
-            &user("u", "the task"),
-            &gemini("g", "step"),
-            &gemini("h", "found it"),
-        ]);
-        assert_eq!(
-            texts(&o),
-            [(Role::Assistant, "found it", Some(Mark::Sidechain))]
+        let result = r#"{"$set":{"summary":"the result"}}"#;
+        let blank = r#"{"$set":{"summary":"  "}}"#;
+        let (task, step, found) = (
+            user("u", "the task"),
+            gemini("g", "step"),
+            gemini("h", "found it"),
         );
-        assert_eq!(o.turns[0].agent.as_deref(), Some(SUBAGENT));
-        assert_eq!((o.used, o.ignored), (1, 3));
+        // (lines, the report, (used, ignored))
+        let cases: [(Vec<&str>, Option<&str>, (usize, usize)); 4] = [
+            (vec![header, &task, &step, &found], Some("found it"), (1, 3)),
+            (
+                vec![header, &task, &step, result],
+                Some("the result"),
+                (1, 3),
+            ),
+            (vec![header, &task, &step, blank], Some("step"), (1, 3)),
+            (vec![header, &task], None, (0, 2)),
+        ];
+        for (lines, report, counts) in cases {
+            let o = read(&lines);
+            let want: Vec<_> = report
+                .map(|r| (Role::Assistant, r, Some(Mark::Sidechain)))
+                .into_iter()
+                .collect();
+            assert_eq!(texts(&o), want, "{lines:?}");
+            assert!(o.turns.iter().all(|t| t.agent.as_deref() == Some(SUBAGENT)));
+            assert_eq!((o.used, o.ignored), counts, "{lines:?}");
+            assert_eq!(o.title, None, "{lines:?}");
+        }
     }
 
     #[test]
