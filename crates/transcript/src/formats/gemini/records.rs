@@ -750,7 +750,8 @@ mod tests {
             gemini("h", "found it"),
         );
         // (lines, the report, (used, ignored))
-        let cases: [(Vec<&str>, Option<&str>, (usize, usize)); 4] = [
+        type Case<'a> = (Vec<&'a str>, Option<&'a str>, (usize, usize));
+        let cases: [Case<'_>; 4] = [
             (vec![header, &task, &step, &found], Some("found it"), (1, 3)),
             (
                 vec![header, &task, &step, result],
