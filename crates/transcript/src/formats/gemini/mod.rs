@@ -69,10 +69,16 @@ impl Format for Transcripts {
             return self.read_file(&path, None, budget).ok().flatten();
         }
         let tmp = root.join("tmp");
-        let mine = locate::project_ids(root, cwd)
+        let mut dirs: Vec<PathBuf> = locate::project_ids(root, cwd)
             .into_iter()
-            .map(|id| tmp.join(id));
-        mine.chain(locate::projects(&tmp))
+            .map(|id| tmp.join(id))
+            .collect();
+        for dir in locate::projects(&tmp) {
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        dirs.into_iter()
             .map(|dir| dir.join(locate::LOGS))
             .filter(|path| path.is_file())
             .find_map(|path| read_logs(&path, session, budget))
@@ -197,7 +203,7 @@ fn read_document(path: &Path, budget: Budget) -> Option<Outcome> {
     match serde_json::from_reader::<_, Value>(BufReader::new(file)) {
         Ok(document) => match document["messages"].as_array() {
             Some(messages) => {
-                reader.document(&document);
+                reader.document(&document, &mut out);
                 for message in messages {
                     let disposition = reader.value(message, &mut out);
                     out.count(disposition);
@@ -380,6 +386,33 @@ mod tests {
         assert_eq!(read(None), Err(FileError::LogsSessionRequired));
         assert!(AgentKind::Gemini.file_holds_sessions(&path));
         assert!(!AgentKind::Gemini.file_holds_sessions(Path::new("session-x.jsonl")));
+    }
+
+    #[test]
+    fn a_session_without_a_file_is_read_from_logs() {
+        let root = tempfile::tempdir().expect("dir");
+        let project = root.path().join("tmp").join(locate::sha256_hex("/w/app"));
+        std::fs::create_dir_all(project.join("chats")).expect("dirs");
+        let logs = json!([{"sessionId": "s-1", "messageId": 0, "timestamp": "t",
+            "type": "user", "message": "only typed"}]);
+        std::fs::write(project.join("logs.json"), logs.to_string()).expect("write");
+        let locations =
+            crate::Locations::default().with_root(AgentKind::Gemini, root.path().to_owned());
+        let read = |session: &str, cwd: &str| {
+            crate::read_with(
+                &locations,
+                AgentKind::Gemini,
+                session,
+                Path::new(cwd),
+                Budget::UNLIMITED,
+            )
+        };
+        for cwd in ["/w/app", "/elsewhere"] {
+            let o = read("s-1", cwd).expect("the session's prompts");
+            assert_eq!(o.turns.len(), 1, "{cwd}");
+            assert_eq!(o.turns[0].text, "only typed", "{cwd}");
+        }
+        assert_eq!(read("s-2", "/w/app"), None);
     }
 
     #[test]

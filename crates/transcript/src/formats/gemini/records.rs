@@ -37,6 +37,8 @@ enum Said {
     Nothing,
     /// The user's words; `meta` counts injected parts left out.
     User { text: String, meta: usize },
+    /// A sub-agent's prompt (a user message with an `agentId`): left out.
+    Prompt,
     /// The model's reply, or a sub-agent's message (`agent`).
     Reply {
         text: String,
@@ -94,7 +96,9 @@ pub(super) struct Gemini {
     store: Store,
     /// The file is a sub-agent's own session (`kind: subagent`).
     subagent: bool,
-    summary: Option<String>,
+    /// The last `summary` and the record that set it: the session's
+    /// title, or in a sub-agent's file its result.
+    summary: Option<(String, usize)>,
 }
 
 impl Records for Gemini {
@@ -112,41 +116,33 @@ impl Records for Gemini {
             return self.message(line.message, record, out);
         }
         if let Some(set) = line.set.0 {
-            let checkpoint = set.messages.is_some();
-            self.meta(set, record, out);
-            return if checkpoint {
-                Disposition::Ignored
-            } else {
-                out.pass("$set")
-            };
+            return self.meta(set, record, "$set", out);
         }
         if line.meta.session_id.0.is_some() || line.meta.project_hash.0.is_some() {
-            let whole = line.meta.messages.is_some();
-            self.meta(line.meta, record, out);
-            return if whole {
-                Disposition::Ignored
-            } else {
-                out.pass("header")
-            };
+            return self.meta(line.meta, record, "header", out);
         }
         out.unknown(line.message.kind.as_str())
     }
 
     fn finish(&mut self, out: &mut Linearizer) {
         let said = std::mem::take(&mut self.store.order);
+        let summary = self.summary.take();
         let used: BTreeSet<usize> = if self.subagent {
-            own_session(said, out).into_iter().collect()
+            own_session(said, summary, out).into_iter().collect()
         } else {
-            said.into_iter()
+            let mut used: BTreeSet<usize> = said
+                .into_iter()
                 .filter(|(_, _, said)| emit(said, out))
                 .map(|(_, record, _)| record)
-                .collect()
+                .collect();
+            if let Some((title, record)) = summary {
+                out.title(&title);
+                used.insert(record);
+            }
+            used
         };
         for _ in used {
             out.used_late();
-        }
-        if let Some(summary) = &self.summary {
-            out.title(summary);
         }
     }
 }
@@ -159,34 +155,53 @@ impl Gemini {
         record: usize,
         out: &mut Linearizer,
     ) -> Disposition {
-        let Some(id) = message.id.as_str().map(str::to_owned) else {
-            return out.unknown(message.kind.as_str());
+        let kind = message.kind.as_str();
+        let disposition = match kind {
+            Some("user" | "gemini") => Disposition::Ignored,
+            Some("info") => out.pass("info"),
+            Some("error") => out.pass("error"),
+            Some("warning") => out.pass("warning"),
+            other => out.unknown(other),
         };
-        let (said, disposition) = match message.kind.as_str() {
-            Some("user") => (user(&message), Disposition::Ignored),
-            Some("gemini") => (reply(&message), Disposition::Ignored),
-            Some("info") => (Said::Nothing, out.pass("info")),
-            Some("error") => (Said::Nothing, out.pass("error")),
-            Some("warning") => (Said::Nothing, out.pass("warning")),
-            other => (Said::Nothing, out.unknown(other)),
-        };
-        self.store.put(&id, record, said);
+        self.hold(&message, record);
         disposition
     }
 
-    /// A header or `$set`: the title, the kind, and a checkpoint's messages.
-    fn meta(&mut self, meta: Meta<'_>, record: usize, out: &mut Linearizer) {
+    /// Holds a message (one without a string `id` is none, as for the
+    /// CLI).
+    fn hold(&mut self, message: &Message<'_>, record: usize) {
+        if let Some(id) = message.id.as_str() {
+            self.store.put(id, record, distill(message));
+        }
+    }
+
+    /// A header or `$set` (`what`): the kind, the summary and a
+    /// checkpoint's messages. One that carries a summary or messages may
+    /// be used at the end; any other is passed over.
+    fn meta(
+        &mut self,
+        meta: Meta<'_>,
+        record: usize,
+        what: &'static str,
+        out: &mut Linearizer,
+    ) -> Disposition {
+        let carries = meta.summary.0.is_some() || meta.messages.0.is_some();
         if let Some(summary) = meta.summary.as_str() {
-            self.summary = Some(summary.to_owned());
+            self.summary = Some((summary.to_owned(), record));
         }
         if let Some(kind) = meta.kind.as_str() {
             self.subagent = kind == "subagent";
         }
-        if let Some(messages) = meta.messages {
+        if let Some(messages) = meta.messages.0 {
             self.store.clear();
-            for message in messages.0.into_iter().filter_map(|m| m.0) {
-                self.message(message, record, out);
+            for message in messages.iter().filter_map(|m| m.0.as_ref()) {
+                self.hold(message, record);
             }
+        }
+        if carries {
+            Disposition::Ignored
+        } else {
+            out.pass(what)
         }
     }
 
@@ -206,11 +221,23 @@ impl Gemini {
 
     /// A single-document session's metadata (its `messages` are read one
     /// by one with [`Gemini::value`]).
-    pub(super) fn document(&mut self, value: &Value) {
+    pub(super) fn document(&mut self, value: &Value, out: &mut Linearizer) {
         if let Ok(meta) = Meta::deserialize(value) {
-            self.summary = meta.summary.as_str().map(str::to_owned);
             self.subagent = meta.kind.is("subagent");
+            if let Some(summary) = meta.summary.as_str() {
+                out.title(summary);
+            }
         }
+    }
+}
+
+/// What a message will say: a user's or the model's; other types are
+/// held for rewinds only.
+fn distill(message: &Message<'_>) -> Said {
+    match message.kind.as_str() {
+        Some("user") => user(message),
+        Some("gemini") => reply(message),
+        _ => Said::Nothing,
     }
 }
 
@@ -219,11 +246,7 @@ impl Gemini {
 /// hook's context; images and files as `[image]` / `[file]`.
 fn user(message: &Message<'_>) -> Said {
     if message.agent_id.0.is_some() {
-        // A sub-agent's prompt: not the user speaking.
-        return Said::User {
-            text: String::new(),
-            meta: 0,
-        };
+        return Said::Prompt;
     }
     let parts = if message.display_content.0.is_empty() {
         &message.content
@@ -269,7 +292,7 @@ fn reply(message: &Message<'_>) -> Said {
         .filter_map(|p| p.text.as_str())
         .filter(|t| !t.trim().is_empty())
         .collect();
-    let thoughts = message.thoughts.0.len()
+    let thoughts = message.thoughts.items().len()
         + message
             .content
             .0
@@ -278,7 +301,7 @@ fn reply(message: &Message<'_>) -> Said {
             .count();
     let mut tools: Vec<Tool> = message
         .tool_calls
-        .0
+        .items()
         .iter()
         .filter_map(|call| call.0.as_ref())
         .map(tool)
@@ -358,6 +381,10 @@ fn result_text(result: &Parts<'_>, display: &crate::json::Text<'_>) -> String {
 fn emit(said: &Said, out: &mut Linearizer) -> bool {
     match said {
         Said::Nothing => false,
+        Said::Prompt => {
+            out.note(Note::Sidechain);
+            false
+        }
         Said::User { text, meta } => {
             if *meta > 0 {
                 out.note_many(Note::Meta, *meta);
@@ -393,9 +420,15 @@ fn emit(said: &Said, out: &mut Linearizer) -> bool {
     }
 }
 
-/// A sub-agent's own session file: its steps are left out, and its last
-/// text is kept as a marked turn (what it found). The record that made it.
-fn own_session(said: Vec<(String, usize, Said)>, out: &mut Linearizer) -> Option<usize> {
+/// A sub-agent's own session file: its steps are left out, and what it
+/// found is kept as a marked turn: the result the CLI records as its
+/// `summary` when it completes, else its last text. The record that made
+/// it.
+fn own_session(
+    said: Vec<(String, usize, Said)>,
+    summary: Option<(String, usize)>,
+    out: &mut Linearizer,
+) -> Option<usize> {
     let steps = said
         .iter()
         .filter(|(_, _, s)| !matches!(s, Said::Nothing))
@@ -403,13 +436,17 @@ fn own_session(said: Vec<(String, usize, Said)>, out: &mut Linearizer) -> Option
     if steps > 0 {
         out.note_many(Note::Sidechain, steps);
     }
-    let (record, text) = said
-        .into_iter()
-        .rev()
-        .find_map(|(_, record, said)| match said {
-            Said::Reply { text, .. } if !text.is_empty() => Some((record, text)),
-            _ => None,
-        })?;
+    let last = || {
+        said.into_iter()
+            .rev()
+            .find_map(|(_, record, said)| match said {
+                Said::Reply { text, .. } if !text.is_empty() => Some((text, record)),
+                _ => None,
+            })
+    };
+    let (text, record) = summary
+        .filter(|(text, _)| !text.trim().is_empty())
+        .or_else(last)?;
     out.note(Note::SidechainNoReport);
     out.marked(Role::Assistant, Mark::Sidechain, Some(SUBAGENT), &text);
     Some(record)
@@ -496,6 +533,7 @@ mod tests {
         .to_string();
         let rewind = |id: &str| serde_json::json!({"$rewindTo": id}).to_string();
         let (to_u1, to_u2, to_none) = (rewind("u1"), rewind("u2"), rewind("nope"));
+        let not_a_checkpoint = r#"{"$set":{"messages":"none","lastUpdated":"t"}}"#;
         use Role::{Assistant as A, User as U};
         // (lines, the turns, (used, ignored))
         type Case<'a> = (Vec<&'a str>, Vec<(Role, &'a str)>, (usize, usize));
@@ -524,6 +562,12 @@ mod tests {
                 vec![&u1, &u2, &to_u1, &g2, &u1],
                 vec![(A, "two"), (U, "first")],
                 (2, 3),
+            ),
+            // Only an array of messages is a checkpoint.
+            (
+                vec![&u1, not_a_checkpoint, &g1b],
+                vec![(U, "first"), (A, "one")],
+                (2, 1),
             ),
             // A checkpoint replaces what came before.
             (
@@ -569,6 +613,12 @@ mod tests {
             (image, Some(("look\n\n[image]", None)), 0),
             (sub, None, 0),
         ];
+        let prompt = read(&[sub]);
+        assert!(
+            prompt.warnings[0].contains("1 sidechain (sub-agent) record was left out"),
+            "{:?}",
+            prompt.warnings
+        );
         for (line, want, meta) in cases {
             let o = read(&[line]);
             let got: Vec<(&str, Option<Mark>)> =
@@ -690,20 +740,47 @@ mod tests {
     }
 
     #[test]
-    fn a_sub_agent_session_is_its_last_text() {
+    fn a_sub_agent_session_is_its_result_else_its_last_text() {
         let header = r#"{"sessionId":"sub-1","projectHash":"h","kind":"subagent"}"#;
-        let o = read(&[
-            header,
-            &user("u", "the task"),
-            &gemini("g", "step"),
-            &gemini("h", "found it"),
-        ]);
-        assert_eq!(
-            texts(&o),
-            [(Role::Assistant, "found it", Some(Mark::Sidechain))]
+        let result = r#"{"$set":{"summary":"the result"}}"#;
+        let blank = r#"{"$set":{"summary":"  "}}"#;
+        let (task, step, found) = (
+            user("u", "the task"),
+            gemini("g", "step"),
+            gemini("h", "found it"),
         );
-        assert_eq!(o.turns[0].agent.as_deref(), Some(SUBAGENT));
-        assert_eq!((o.used, o.ignored), (1, 3));
+        // (lines, the report, (used, ignored))
+        type Case<'a> = (Vec<&'a str>, Option<&'a str>, (usize, usize));
+        let cases: [Case<'_>; 4] = [
+            (vec![header, &task, &step, &found], Some("found it"), (1, 3)),
+            (
+                vec![header, &task, &step, result],
+                Some("the result"),
+                (1, 3),
+            ),
+            (vec![header, &task, &step, blank], Some("step"), (1, 3)),
+            (vec![header, &task], None, (0, 2)),
+        ];
+        for (lines, report, counts) in cases {
+            let o = read(&lines);
+            let want: Vec<_> = report
+                .map(|r| (Role::Assistant, r, Some(Mark::Sidechain)))
+                .into_iter()
+                .collect();
+            assert_eq!(texts(&o), want, "{lines:?}");
+            assert!(o.turns.iter().all(|t| t.agent.as_deref() == Some(SUBAGENT)));
+            assert_eq!((o.used, o.ignored), counts, "{lines:?}");
+            assert_eq!(o.title, None, "{lines:?}");
+        }
+    }
+
+    #[test]
+    fn a_checkpoint_is_one_record() {
+        let checkpoint = r#"{"$set":{"messages":[{"id":"i","type":"info","content":"saved"},{"id":"q","type":"mystery"},{"type":"user","content":"no id"},{"id":"u","type":"user","content":"kept"}]}}"#;
+        let o = read(&[checkpoint]);
+        assert_eq!(texts(&o), [(Role::User, "kept", None)]);
+        assert_eq!((o.records, o.used, o.ignored, o.skipped), (1, 1, 0, 0));
+        assert!(o.warnings.is_empty(), "{:?}", o.warnings);
     }
 
     #[test]

@@ -49,7 +49,7 @@ pub(super) struct Meta<'a> {
     /// A checkpoint (in `$set`) or a whole session (in a header): every
     /// message, replacing what was read before.
     #[serde(default, borrow)]
-    pub(super) messages: Option<List<Loose<Message<'a>>>>,
+    pub(super) messages: List<Loose<Message<'a>>>,
 }
 
 /// A message record.
@@ -229,13 +229,20 @@ fn text_part(text: Cow<'_, str>) -> Part<'_> {
     }
 }
 
-/// A list field: its elements when it is an array, else empty.
+/// A list field: its elements when it is an array, else none (`None`:
+/// it was not an array).
 #[derive(Debug)]
-pub(super) struct List<T>(pub(super) Vec<T>);
+pub(super) struct List<T>(pub(super) Option<Vec<T>>);
+
+impl<T> List<T> {
+    pub(super) fn items(&self) -> &[T] {
+        self.0.as_deref().unwrap_or_default()
+    }
+}
 
 impl<T> Default for List<T> {
     fn default() -> Self {
-        List(Vec::new())
+        List(None)
     }
 }
 
@@ -278,7 +285,7 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for ListVisitor<T> {
         while let Some(item) = seq.next_element::<T>()? {
             items.push(item);
         }
-        Ok(List(items))
+        Ok(List(Some(items)))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
@@ -332,7 +339,7 @@ mod tests {
         ];
         for (json, want) in cases {
             let message: Message = serde_json::from_str(json).expect("a message");
-            assert_eq!(message.tool_calls.0.len(), want, "{json}");
+            assert_eq!(message.tool_calls.items().len(), want, "{json}");
         }
     }
 
