@@ -16,16 +16,20 @@
 //!
 //! Hygiene: the model, the apiserver and the MCP server are on 127.0.0.1;
 //! every session runs with an empty environment but what is set here,
-//! behind a dead proxy with `NO_PROXY` covering loopback, so nothing else
-//! can leave the machine; `HOME` and `TMPDIR` (where the CLI writes error
-//! reports) are temp dirs per test (nothing of this machine's user config
-//! is read or written); usage statistics, telemetry
-//! and update checks are off in the shipped settings; the model is always
-//! named (`-m`, so no routing call is made) and stdin is `/dev/null` (a
-//! piped stdin would be prepended to the prompt).
+//! behind a proxy that refuses and counts every connection ([`Trap`]), with
+//! `NO_PROXY` covering loopback, so nothing else can leave the machine and
+//! any attempt fails the test; `HOME` and `TMPDIR` (where the CLI writes
+//! error reports) are temp dirs per test (nothing of this machine's user
+//! config is read or written); usage statistics, telemetry and update
+//! checks are off in the shipped settings; the model is always named (`-m`,
+//! so no routing call is made) and stdin is `/dev/null` (a piped stdin
+//! would be prepended to the prompt).
 
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use handoff::hook::stop_reason;
 use handoff_core::api::MAX_BODY_CHARS;
@@ -80,17 +84,45 @@ fn user_part() -> Value {
     json!({"security": {"auth": {"selectedType": "gemini-api-key"}}})
 }
 
-/// The proxy of every session: nothing listens on port 9 of loopback, so a
-/// request for anything but loopback (which `NO_PROXY` covers) fails here
-/// instead of leaving the machine. Without `NO_PROXY`, Gemini CLI sends even
-/// the loopback model through it and retries until killed.
-const DEAD_PROXY: &str = "http://127.0.0.1:9";
+/// The proxy of every session: a listener on loopback that closes every
+/// connection it is offered and counts them, so a request for anything but
+/// loopback (which `NO_PROXY` covers) fails here instead of leaving the
+/// machine, and is seen: every session asserts that none was made (with
+/// usage statistics on, Gemini CLI would connect to `play.googleapis.com`).
+/// Without `NO_PROXY`, Gemini CLI sends even the loopback model through it
+/// and retries until killed.
+struct Trap {
+    url: String,
+    offered: Arc<AtomicUsize>,
+}
+
+impl Trap {
+    fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("the trap listens");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        let offered = Arc::new(AtomicUsize::new(0));
+        let count = offered.clone();
+        // The thread waits in accept for the rest of the test binary's life.
+        std::thread::spawn(move || {
+            for connection in listener.incoming() {
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(connection);
+            }
+        });
+        Self { url, offered }
+    }
+
+    fn offered(&self) -> usize {
+        self.offered.load(Ordering::SeqCst)
+    }
+}
 
 /// One test's Gemini CLI: its directories, its kubeconfig (the test's
 /// namespace as the context's), the model server.
 struct Agent {
     dir: tempfile::TempDir,
     model: Gemini,
+    proxy: Trap,
     key: String,
 }
 
@@ -138,6 +170,7 @@ impl Agent {
         Self {
             dir,
             model,
+            proxy: Trap::start(),
             key: key.to_owned(),
         }
     }
@@ -155,7 +188,7 @@ impl Agent {
     }
 
     /// One `gemini -m … -p … -o json` session playing `script`, behind
-    /// [`DEAD_PROXY`], in the work directory.
+    /// [`Trap`], in the work directory; nothing may have gone through it.
     fn run(&self, script: Vec<Turn>) -> Run {
         self.model.play(script);
         let path = format!(
@@ -177,13 +210,18 @@ impl Agent {
             // Headless runs refuse an untrusted folder (exit 55).
             .env("GEMINI_CLI_TRUST_WORKSPACE", "true")
             .env("GEMINI_FORCE_FILE_STORAGE", "true")
-            .env("HTTPS_PROXY", DEAD_PROXY)
-            .env("HTTP_PROXY", DEAD_PROXY)
+            .env("HTTPS_PROXY", &self.proxy.url)
+            .env("HTTP_PROXY", &self.proxy.url)
             .env("NO_PROXY", "127.0.0.1,localhost")
             .args(["-m", MODEL, "-o", "json", "-p", "Continue the work."])
             .stdin(Stdio::null())
             .output()
             .expect("gemini runs");
+        assert_eq!(
+            self.proxy.offered(),
+            0,
+            "something tried to leave the machine through the proxy"
+        );
         let printed: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         Run {
             ok: out.status.success(),
