@@ -294,6 +294,14 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
     assert_eq!(wired, ["AfterAgent", "SessionEnd", "SessionStart"]);
     let server = &gemini["mcpServers"]["handoff"];
     assert_eq!(server["trust"], true, "examples/gemini/settings.json");
+    for (path, off) in [
+        ("/privacy/usageStatisticsEnabled", false),
+        ("/telemetry/enabled", false),
+        ("/general/enableAutoUpdate", false),
+        ("/general/enableAutoUpdateNotification", false),
+    ] {
+        assert_eq!(gemini.pointer(path), Some(&off.into()), "{path}");
+    }
     let args: Vec<&str> = server["args"]
         .as_array()
         .expect("args")
