@@ -136,7 +136,8 @@
 //!   whose outcome names an `agentId`) is kept as its report in a marked
 //!   turn named after the agent; a message with an `agentId` is the
 //!   sub-agent's (marked); a sub-agent's own file (`kind: subagent`) reads
-//!   as its last text. `info`, `error` and `warning` messages are passed
+//!   as its result (the `summary` the CLI sets when it completes), else its
+//!   last text. `info`, `error` and `warning` messages are passed
 //!   over by name; the header's or a `$set`'s `summary` is the title. A
 //!   project's `logs.json` (interactive prompts of every session, by
 //!   `sessionId`) is read with a session id, as the user's prompts only.

@@ -20,7 +20,7 @@ use crate::formats::{Format, Home};
 use crate::linear::{Disposition, Linearizer, Note, Records, read_lines};
 use crate::source::{FileError, read_jsonl};
 use crate::writes::{WriteCheck, is_write_tool};
-use crate::{Budget, Mark, Outcome, Role};
+use crate::{Budget, Outcome};
 
 /// Gemini CLI's row of the registry.
 pub(crate) struct Transcripts;
@@ -263,16 +263,7 @@ fn read_logs(path: &Path, session: &str, budget: Budget) -> Option<Outcome> {
 
 /// One prompt of `logs.json`: a slash command is a marked turn.
 fn prompt(text: &str, out: &mut Linearizer) -> Disposition {
-    let text = records::strip_hook_context(text);
-    if text.is_empty() {
-        return Disposition::Ignored;
-    }
-    if text.starts_with('/') && !text.starts_with("//") && !text.starts_with("/*") {
-        out.marked(Role::User, Mark::Command, None, &text);
-    } else {
-        out.text(Role::User, &text);
-    }
-    Disposition::Used
+    Disposition::used_if(records::say(&records::strip_hook_context(text), out))
 }
 
 #[cfg(test)]
@@ -280,8 +271,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::AgentKind;
     use crate::writes::wrote_handoff;
+    use crate::{AgentKind, Mark};
 
     fn call(name: &str, key: &str, status: &str, output: Value) -> Value {
         json!({"id": "m1", "timestamp": "2026-12-05T02:20:19.784Z", "type": "gemini",

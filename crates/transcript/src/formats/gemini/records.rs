@@ -49,7 +49,7 @@ enum Said {
 }
 
 /// A tool call, and for a sub-agent its report.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 struct Tool {
     name: String,
     hint: Option<String>,
@@ -258,7 +258,8 @@ fn user(message: &Message<'_>) -> Said {
     for part in &parts.0 {
         if let Some(text) = part.text.as_str() {
             let stripped = strip_hook_context(text);
-            if stripped.starts_with(SESSION_CONTEXT) || (stripped.is_empty() && !text.is_empty()) {
+            let hook_only = stripped.is_empty() && text.contains(HOOK_OPEN);
+            if stripped.starts_with(SESSION_CONTEXT) || hook_only {
                 meta += 1;
             } else if !stripped.is_empty() {
                 texts.push(stripped);
@@ -389,12 +390,7 @@ fn emit(said: &Said, out: &mut Linearizer) -> bool {
             if *meta > 0 {
                 out.note_many(Note::Meta, *meta);
             }
-            match command(text) {
-                _ if text.is_empty() => return false,
-                Some(command) => out.marked(Role::User, Mark::Command, None, command),
-                None => out.text(Role::User, text),
-            }
-            true
+            say(text, out)
         }
         Said::Reply {
             text,
@@ -450,6 +446,19 @@ fn own_session(
     out.note(Note::SidechainNoReport);
     out.marked(Role::Assistant, Mark::Sidechain, Some(SUBAGENT), &text);
     Some(record)
+}
+
+/// Adds what the user typed: a slash command is a marked turn. Whether
+/// there was anything.
+pub(super) fn say(text: &str, out: &mut Linearizer) -> bool {
+    if text.trim().is_empty() {
+        return false;
+    }
+    match command(text) {
+        Some(command) => out.marked(Role::User, Mark::Command, None, command),
+        None => out.text(Role::User, text),
+    }
+    true
 }
 
 /// A slash command the user ran (`/compress`), as the CLI tells one from
@@ -601,9 +610,10 @@ mod tests {
         let command = r#"{"id":"c","type":"user","content":"/compress"}"#;
         let image = r#"{"id":"i","type":"user","content":[{"text":"look"},{"inlineData":{"mimeType":"image/png","data":"AA=="}}]}"#;
         let sub = r#"{"id":"a","type":"user","agentId":"x","content":"do the sub task"}"#;
+        let blank = r#"{"id":"b","type":"user","content":[{"text":"  "},{"text":"real"}]}"#;
         // (line, the turn it makes, meta notes)
         type Case<'a> = (&'a str, Option<(&'a str, Option<Mark>)>, usize);
-        let cases: [Case<'_>; 8] = [
+        let cases: [Case<'_>; 9] = [
             (function_response, None, 0),
             (session, None, 1),
             (hooked, Some(("say hi", None)), 0),
@@ -612,6 +622,7 @@ mod tests {
             (command, Some(("/compress", Some(Mark::Command))), 0),
             (image, Some(("look\n\n[image]", None)), 0),
             (sub, None, 0),
+            (blank, Some(("real", None)), 0),
         ];
         let prompt = read(&[sub]);
         assert!(
