@@ -461,13 +461,19 @@ async fn a_session_that_never_writes_is_rescued() {
     let ns = env.namespace("gemini-never").await;
     let key = "issue-40-never";
     let agent = Agent::new(env, &ns, key, json!({}));
-    agent.session(vec![Turn::text("All done."), Turn::text("Still done.")]);
+    let run = agent.session(vec![Turn::text("All done."), Turn::text("Still done.")]);
     let requests = agent.model.model_requests();
     assert_eq!(
         requests.len(),
         2,
         "one block, then the guarded stop lets it end"
     );
+    // The hook's notice is a systemMessage, which Gemini CLI shows.
+    let notice = format!(
+        "Hook system message: handoff: no handoff was written for `{key}` in this session; \
+         at the second stop, a rescued one was extracted"
+    );
+    assert!(run.stderr.contains(&notice), "{}", run.stderr);
     assert_eq!(blocks(&requests, key), 1, "asked exactly once");
     let handoff = stored(env, &ns, key).expect("a rescue is stored");
     let body = handoff["spec"]["body"].as_str().unwrap_or_default();
