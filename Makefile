@@ -34,7 +34,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 # `make release VERSION=v…`: v + the workspace version of Cargo.toml.
 VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump bench clean image set-image release tools
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools
 
 all: build
 
@@ -124,6 +124,20 @@ agents-copilot-bump:
 	touch tests/agents/copilot/node_modules/.installed
 	$(CARGO) test --locked --test agents_copilot
 
+## The real Gemini CLI (pinned by package-lock.json) for the agents tier (tests/agents_gemini.rs).
+agents-gemini: tests/agents/gemini/node_modules/.installed
+
+tests/agents/gemini/node_modules/.installed: tests/agents/gemini/package-lock.json
+	npm ci --prefix tests/agents/gemini --no-audit --no-fund --loglevel=error
+	touch $@
+
+## Pins @google/gemini-cli to npm's latest (package.json, package-lock.json)
+## and reruns its tier; commit both files when it is green.
+agents-gemini-bump:
+	npm install --prefix tests/agents/gemini --save-exact --no-audit --no-fund --loglevel=error @google/gemini-cli@latest
+	touch tests/agents/gemini/node_modules/.installed
+	$(CARGO) test --locked --test agents_gemini
+
 ## The developer tools built from Go modules (hack/tools/NAME/go.mod), cached
 ## by version: kustomize (the release's renders, set-image, the GitOps
 ## examples' test) and actionlint (make lint).
@@ -133,7 +147,7 @@ tools:
 
 ## e2e-assets and e2e-image-binary: the image check (testkit/tests/image_containerd.rs,
 ## as root), the scripted agent's suite (tests/scripted_agent.rs) and the release.
-test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex agents-copilot tools
+test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex agents-copilot agents-gemini tools
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode. The scripted agent (hack/e2e/agent,

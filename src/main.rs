@@ -74,7 +74,13 @@ fn main() -> ExitCode {
     handoff_kube::telemetry::init_logging();
     let cli = match parse() {
         Ok(cli) => cli,
-        Err(err) => err.exit(),
+        Err(err) => {
+            let subcommand = std::env::args_os().nth(1);
+            let code = refused_code(subcommand.as_deref(), err.exit_code());
+            // Help and version go to stdout, errors to stderr, as clap does.
+            let _ = err.print();
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
     };
     let result = match cli.command {
         Command::Crd { dir: Some(dir) } => handoff::crd::write(&dir),
@@ -135,8 +141,47 @@ fn parse() -> Result<Cli, clap::Error> {
     Cli::from_arg_matches(&command.try_get_matches()?)
 }
 
+/// Pure: the exit code of a command line clap refuses (`code`: clap's, 2
+/// for a usage error). A hook that exits 2 blocks in Claude Code and Gemini
+/// CLI, with its stderr as the reason: a `handoff hook` line this binary
+/// cannot parse (a flag of a newer release, a typo) would feed the usage
+/// text to the model turn after turn (Gemini CLI's AfterAgent did so until
+/// killed). So `handoff hook` exits 1, a non-blocking error for both.
+fn refused_code(subcommand: Option<&std::ffi::OsStr>, code: i32) -> i32 {
+    if code == 2 && subcommand.is_some_and(|s| s == "hook") {
+        1
+    } else {
+        code
+    }
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::refused_code;
+
+    #[test]
+    fn a_hook_line_clap_refuses_exits_1_not_2() {
+        let cases = [
+            (Some("hook"), 2, 1),
+            (Some("hook"), 0, 0),
+            (Some("rescue"), 2, 2),
+            (Some("mcp"), 2, 2),
+            (None, 2, 2),
+        ];
+        for (subcommand, code, want) in cases {
+            assert_eq!(
+                refused_code(subcommand.map(OsStr::new), code),
+                want,
+                "{subcommand:?} {code}"
+            );
+        }
+    }
 }

@@ -64,6 +64,64 @@ fn read_finds_a_session_under_the_agent_home() {
 }
 
 #[test]
+fn read_takes_a_gemini_cli_file_or_session() {
+    let file = fixture("agents/gemini/session-0.61.0.jsonl");
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join(".gemini");
+    let chats = root.join("tmp/proj/chats");
+    fs::create_dir_all(&chats).unwrap();
+    fs::write(
+        root.join("projects.json"),
+        r#"{"projects":{"/tmp/gem/proj":"proj"}}"#,
+    )
+    .unwrap();
+    fs::copy(&file, chats.join("session-2026-12-05T02-20-4cfa479a.jsonl")).unwrap();
+    let root_arg = root.display().to_string();
+    let session = "4cfa479a-e6f6-4e9e-9523-9081eaaae968";
+    let by_file = ["read", "--agent", "gemini", "--file", &file];
+    let by_session = [
+        "read",
+        "--agent",
+        "gemini-cli",
+        "--session",
+        session,
+        "--cwd",
+        "/tmp/gem/proj",
+        "--agent-home",
+        &root_arg,
+    ];
+    for args in [&by_file[..], &by_session[..]] {
+        let outcome: Outcome = serde_json::from_str(&stdout(&handoff(args))).unwrap();
+        let texts: Vec<&str> = outcome.turns.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(texts, ["say hi", "done."], "{args:?}");
+    }
+    let logs = home.path().join("logs.json");
+    fs::write(
+        &logs,
+        r#"[{"sessionId":"a","messageId":0,"timestamp":"t","type":"user","message":"fix it"}]"#,
+    )
+    .unwrap();
+    let logs = logs.display().to_string();
+    let by_logs = [
+        "read",
+        "--agent",
+        "gemini",
+        "--file",
+        &logs,
+        "--session",
+        "a",
+    ];
+    let outcome: Outcome = serde_json::from_str(&stdout(&handoff(&by_logs))).unwrap();
+    assert_eq!(outcome.turns.len(), 1);
+    let unnamed = handoff(&["read", "--agent", "gemini", "--file", &logs]);
+    let err = String::from_utf8_lossy(&unnamed.stderr);
+    assert!(
+        !unnamed.status.success() && err.contains("logs.json holds many sessions"),
+        "{err}"
+    );
+}
+
+#[test]
 fn build_writes_the_document_and_prints_path_and_message() {
     let state = tempfile::tempdir().unwrap();
     let state_arg = state.path().display().to_string();
@@ -104,7 +162,7 @@ fn build_writes_the_document_and_prints_path_and_message() {
 #[test]
 fn bad_input_is_refused_with_the_flag_named() {
     let cases: [(&[&str], &str); 5] = [
-        (&["read", "--agent", "gemini", "--session", "s"], "--agent"),
+        (&["read", "--agent", "cursor", "--session", "s"], "--agent"),
         (
             &["read", "--agent", "claude", "--file", "/nonexistent.jsonl"],
             "--file /nonexistent.jsonl: no such file",

@@ -1,9 +1,12 @@
 //! `handoff hook <event>` and `handoff rescue`: continuity that does not
 //! rest on the agent remembering to call `write_handoff`.
 //!
-//! Claude Code and Codex run hooks at lifecycle events, with the event as
-//! JSON on stdin and the answer as JSON on stdout (docs/agents.md cites
-//! their references). The key is `CONVERSATION_OBJECT_KEY`, else `--key`;
+//! Claude Code, Codex and Gemini CLI run hooks at lifecycle events, with
+//! the event as JSON on stdin and the answer as JSON on stdout
+//! (docs/agents.md cites their references). The events below carry Claude
+//! Code's names; an agent that names them otherwise (Gemini CLI's
+//! `AfterAgent` for `stop`) is answered under its own names
+//! ([`Event::agent_event_name`]). The key is `CONVERSATION_OBJECT_KEY`, else `--key`;
 //! the connection is the bridge or the local identity ([`link`]).
 //!
 //! - `session-start`: the handoff of the key, as
@@ -94,6 +97,12 @@ impl Event {
             Event::SessionEnd => "SessionEnd",
         }
     }
+
+    /// `agent`'s own name of the event (Gemini CLI's `AfterAgent` for
+    /// `Stop`): what its settings and its `hook_event_name` say.
+    pub fn agent_event_name(self, agent: AgentKind) -> &'static str {
+        agent.hook_event(self.hook_event_name())
+    }
 }
 
 /// Where handoffs are reached.
@@ -132,7 +141,8 @@ pub struct HookArgs {
     /// The lifecycle event.
     #[arg(value_enum)]
     pub event: Event,
-    /// Whose hook this is, for reading its transcript: claude or codex.
+    /// Whose hook this is, for reading its transcript and naming its
+    /// events: claude, codex or gemini.
     #[arg(long, value_name = "AGENT", default_value = "claude")]
     pub agent: AgentKind,
     /// The continuation key, when CONVERSATION_OBJECT_KEY is not set.
@@ -228,7 +238,7 @@ pub fn stop_reason(key: &str) -> String {
 /// format's `plain_notice`: Claude Code at PreCompact and SessionEnd, whose
 /// raw stdout it echoes after `/compact` or logs), the plain line itself.
 pub fn notice_line(agent: AgentKind, event: Event, message: &str) -> String {
-    if agent.plain_notice(event.hook_event_name()) {
+    if agent.plain_notice(event.agent_event_name(agent)) {
         message.to_owned()
     } else {
         json!({"systemMessage": message}).to_string()
@@ -249,7 +259,7 @@ pub const MAX_TRANSCRIPT_BYTES: u64 = 64 << 20;
 /// with no end) holds the hook past its timeout.
 pub fn run_hook(args: HookArgs) {
     let (agent, kind) = (args.agent, args.event);
-    let event = kind.hook_event_name();
+    let event = kind.agent_event_name(agent);
     let said = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -341,7 +351,7 @@ async fn hook(args: &HookArgs, input: &str) -> anyhow::Result<Option<Said>> {
     } else {
         serde_json::from_str(input).context("the hook's input is not the agent's JSON")?
     };
-    let wanted = args.event.hook_event_name();
+    let wanted = args.event.agent_event_name(args.agent);
     if let Some(name) = payload.hook_event_name.as_deref().filter(|n| *n != wanted) {
         bail!("this is the {wanted} hook, and the agent sent {name:?}: check the hook wiring");
     }
@@ -607,9 +617,26 @@ mod tests {
             (AgentKind::Claude, Event::SessionEnd, "m"),
             (AgentKind::Codex, Event::PreCompact, json),
             (AgentKind::Codex, Event::Stop, json),
+            (AgentKind::Gemini, Event::Stop, json),
+            (AgentKind::Gemini, Event::SessionEnd, json),
         ];
         for (agent, event, want) in cases {
             assert_eq!(notice_line(agent, event, "m"), want, "{agent:?} {event:?}");
+        }
+    }
+
+    #[test]
+    fn gemini_cli_events_carry_its_own_names() {
+        let cases = [
+            (Event::SessionStart, "SessionStart"),
+            (Event::Stop, "AfterAgent"),
+            (Event::PreCompact, "PreCompress"),
+            (Event::SessionEnd, "SessionEnd"),
+        ];
+        for (event, name) in cases {
+            assert_eq!(event.agent_event_name(AgentKind::Gemini), name);
+            let claude = event.agent_event_name(AgentKind::Claude);
+            assert_eq!(claude, event.hook_event_name());
         }
     }
 

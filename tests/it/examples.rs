@@ -119,6 +119,19 @@ const CODEX_EVENTS: &[&str] = &[
     "SubagentStop",
     "SessionEnd",
 ];
+const GEMINI_EVENTS: &[&str] = &[
+    "BeforeTool",
+    "AfterTool",
+    "BeforeAgent",
+    "AfterAgent",
+    "Notification",
+    "SessionStart",
+    "SessionEnd",
+    "PreCompress",
+    "BeforeModel",
+    "AfterModel",
+    "BeforeToolSelection",
+];
 const GROUP_KEYS: &[&str] = &["matcher", "hooks"];
 const HANDLER_KEYS: &[&str] = &["type", "command", "timeout", "statusMessage"];
 
@@ -182,8 +195,10 @@ fn check_hooks(what: &str, hooks: &serde_json::Value, events: &[&str], agent: &s
                 assert_eq!(&words[..2], ["handoff", "hook"], "{what}: {command}");
                 let ours =
                     Event::from_str(words[2], false).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let kind: handoff_transcript::AgentKind =
+                    agent.parse().unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert_eq!(
-                    ours.hook_event_name(),
+                    ours.agent_event_name(kind),
                     event,
                     "{what}: {command} under {event}"
                 );
@@ -239,6 +254,35 @@ fn the_hook_wiring_names_documented_events_and_our_commands() {
         .filter_map(|a| a.as_str())
         .collect();
     parses("examples/codex/config.toml", &args);
+
+    // Gemini CLI: its own event names; no PreCompress (agents_gemini.rs
+    // shows it runs before every model request); the stdio server trusted,
+    // or a headless session is offered none of its tools.
+    let gemini = read_json("examples/gemini/settings.json");
+    let wired = check_hooks(
+        "examples/gemini/settings.json",
+        &gemini["hooks"],
+        GEMINI_EVENTS,
+        "gemini",
+    );
+    assert_eq!(wired, ["AfterAgent", "SessionEnd", "SessionStart"]);
+    let server = &gemini["mcpServers"]["handoff"];
+    assert_eq!(server["trust"], true, "examples/gemini/settings.json");
+    for (path, off) in [
+        ("/privacy/usageStatisticsEnabled", false),
+        ("/telemetry/enabled", false),
+        ("/general/enableAutoUpdate", false),
+        ("/general/enableAutoUpdateNotification", false),
+    ] {
+        assert_eq!(gemini.pointer(path), Some(&off.into()), "{path}");
+    }
+    let args: Vec<&str> = server["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    parses("examples/gemini/settings.json", &args);
 
     // The plugin: one install wires the hooks, the skill and the tools.
     let plugin = read_json("plugins/handoff/.claude-plugin/plugin.json");

@@ -1013,3 +1013,33 @@ fn endless_input_still_gets_one_answer() {
         "{said}"
     );
 }
+
+/// A hook line this binary cannot parse (a flag of a newer release, a
+/// typo) exits 1, not clap's 2: Claude Code and Gemini CLI take a hook's
+/// exit 2 as a block with its stderr as the reason, so the usage text would
+/// be fed to the model turn after turn. Help still exits 0; other
+/// subcommands keep clap's 2.
+#[test]
+fn a_hook_line_that_does_not_parse_exits_1() {
+    let code = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_handoff"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("handoff runs")
+            .status
+            .code()
+    };
+    let cases: [(&[&str], Option<i32>); 4] = [
+        (
+            &["hook", "stop", "--agent", "gemini", "--no-such-flag"],
+            Some(1),
+        ),
+        (&["hook", "after-agent"], Some(1)),
+        (&["hook", "stop", "--help"], Some(0)),
+        (&["rescue", "--no-such-flag"], Some(2)),
+    ];
+    for (args, want) in cases {
+        assert_eq!(code(args), want, "{args:?}");
+    }
+}

@@ -32,10 +32,10 @@ pub enum TranscriptCommand {
 /// loader, [`SourceArgs::load`], so that the two cannot drift apart.
 #[derive(Debug, Args)]
 pub struct SourceArgs {
-    /// The source agent: claude, codex or grok.
+    /// The source agent: claude, codex, grok or gemini.
     #[arg(long, value_name = "AGENT")]
     pub agent: AgentKind,
-    /// The session id (for a Grok .db --file too).
+    /// The session id (for a Grok .db or Gemini CLI logs.json --file too).
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// The session's working directory, which locates Claude Code sessions
@@ -43,11 +43,13 @@ pub struct SourceArgs {
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Read this transcript file instead of locating the session: a .jsonl,
-    /// or for grok a legacy .json or a .db (with --session).
+    /// for grok a legacy .json or a .db (with --session), for gemini an
+    /// older .json session or a logs.json (with --session).
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
-    /// The agent's own directory [default: CLAUDE_CONFIG_DIR, CODEX_HOME or
-    /// GROK_HOME, else ~/.claude, ~/.codex or ~/.grok].
+    /// The agent's own directory [default: CLAUDE_CONFIG_DIR, CODEX_HOME,
+    /// GROK_HOME or $GEMINI_CLI_HOME/.gemini, else ~/.claude, ~/.codex,
+    /// ~/.grok or ~/.gemini].
     #[arg(long, value_name = "DIR")]
     pub agent_home: Option<PathBuf>,
 }
@@ -213,7 +215,9 @@ impl SourceArgs {
         budget: Budget,
     ) -> anyhow::Result<Outcome> {
         if session.is_some() && !self.agent.file_holds_sessions(file) {
-            bail!("--session is not used with --file, except for a Grok .db file");
+            bail!(
+                "--session is not used with --file, except for a file of many sessions (a Grok .db, a Gemini CLI logs.json)"
+            );
         }
         if self.cwd.is_some() || self.agent_home.is_some() {
             bail!("--cwd and --agent-home locate a session; they are not used with --file");
@@ -345,7 +349,7 @@ mod tests {
     #[test]
     fn flag_errors_name_the_flag() {
         let cases: [(&[&str], &str); 4] = [
-            (&["read", "--agent", "gemini", "--session", "s"], "--agent"),
+            (&["read", "--agent", "cursor", "--session", "s"], "--agent"),
             (&["read", "--session", "s"], "--agent"),
             (&["sweep", "--max-age", "soon"], "--max-age"),
             (

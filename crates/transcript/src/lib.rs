@@ -135,6 +135,33 @@
 //!   `~/.grok/sessions/<id>.json` (a `messages` array of such messages or
 //!   of `{type, content, toolCallName}` entries), which is one JSON
 //!   document and is read whole.
+//! - **Gemini CLI** (`~/.gemini/tmp/<project id>/chats/session-<time>-<first
+//!   8 of the session id>.jsonl`, the file whose header's `sessionId` is the
+//!   session; a sub-agent's `chats/<parent>/<id>.jsonl`; the project id is
+//!   the working directory's slug in `~/.gemini/projects.json`, or before
+//!   0.29 the SHA-256 of its path; `GEMINI_CLI_HOME` replaces the home
+//!   directory). JSON lines since 0.39: a header, `$set` metadata updates
+//!   (a `$set.messages` is a checkpoint that replaces every message), and
+//!   message records, written again under the same `id` as they change
+//!   (the last write is read, at the place of the first), and `$rewindTo`,
+//!   which drops a message and all after it; so the messages are held until
+//!   the end of the file, as the CLI's own loader does. Before 0.39 a
+//!   session is one JSON document (`.json`, `{…, messages}`), read whole.
+//!   `user` messages are the user's text (`displayContent` when recorded):
+//!   tool results (`functionResponse`) are not words, the CLI's
+//!   `<session_context>` message and a hook's `<hook_context>…</hook_context>`
+//!   (the handoff a SessionStart hook injects) are left out, a leading `/`
+//!   is a marked slash command. `gemini` messages: their text, `toolCalls`
+//!   (else `functionCall` parts) as tool calls; thoughts are left out
+//!   (counted). A sub-agent (`invoke_agent`, `delegate_to_agent`, or a call
+//!   whose outcome names an `agentId`) is kept as its report in a marked
+//!   turn named after the agent; a message with an `agentId` is the
+//!   sub-agent's (marked); a sub-agent's own file (`kind: subagent`) reads
+//!   as its result (the `summary` the CLI sets when it completes), else its
+//!   last text. `info`, `error` and `warning` messages are passed
+//!   over by name; the header's or a `$set`'s `summary` is the title. A
+//!   project's `logs.json` (interactive prompts of every session, by
+//!   `sessionId`) is read with a session id, as the user's prompts only.
 //!
 //! Rewound branches (Claude `parentUuid` forks) are read in file order: the
 //! reader is linear by design.

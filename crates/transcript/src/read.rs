@@ -23,7 +23,8 @@ pub struct Locations {
 
 impl Locations {
     /// From each agent's variable (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`,
-    /// `GROK_HOME`), else `$HOME`.
+    /// `GROK_HOME`, `GEMINI_CLI_HOME`: a home, whose `.gemini` it is), else
+    /// `$HOME`.
     pub fn from_env() -> Self {
         Self::from_vars(|name| std::env::var_os(name))
     }
@@ -34,8 +35,17 @@ impl Locations {
         let roots = AgentKind::ALL
             .into_iter()
             .filter_map(|kind| {
-                let spot = kind.format().home();
-                let root = set(spot.var).or_else(|| home.as_ref().map(|h| h.join(spot.dir)));
+                let format = kind.format();
+                let spot = format.home();
+                let root = set(spot.var)
+                    .map(|dir| {
+                        if format.var_is_home() {
+                            dir.join(spot.dir)
+                        } else {
+                            dir
+                        }
+                    })
+                    .or_else(|| home.as_ref().map(|h| h.join(spot.dir)));
                 root.map(|root| (kind, root))
             })
             .collect();
@@ -235,12 +245,18 @@ mod tests {
         assert_eq!(home.root(AgentKind::Claude), Some(Path::new("/h/.claude")));
         assert_eq!(home.root(AgentKind::Codex), Some(Path::new("/h/.codex")));
         assert_eq!(home.root(AgentKind::Grok), Some(Path::new("/h/.grok")));
+        assert_eq!(home.root(AgentKind::Gemini), Some(Path::new("/h/.gemini")));
         let overridden = Locations::from_vars(vars(&[
             ("HOME", "/h"),
             ("CLAUDE_CONFIG_DIR", "/c"),
             ("CODEX_HOME", "/x"),
             ("GROK_HOME", ""),
+            ("GEMINI_CLI_HOME", "/g"),
         ]));
+        assert_eq!(
+            overridden.root(AgentKind::Gemini),
+            Some(Path::new("/g/.gemini"))
+        );
         assert_eq!(overridden.root(AgentKind::Claude), Some(Path::new("/c")));
         assert_eq!(overridden.root(AgentKind::Codex), Some(Path::new("/x")));
         assert_eq!(

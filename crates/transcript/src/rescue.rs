@@ -101,11 +101,13 @@ pub fn rescued_kind(kind: Option<&str>) -> String {
 }
 
 /// When the session began: the first top-level `timestamp` of a JSON-lines
-/// transcript (Claude Code and Codex write one on every record), within
+/// transcript (Claude Code and Codex write one on every record; Gemini CLI
+/// on every message, and `startTime` in the header before them), within
 /// its first [`START_SCAN_LINES`] lines and [`START_SCAN_BYTES`] bytes; a
 /// line longer than [`START_SCAN_LINE_BYTES`] is passed over unread, so a
 /// file whose first line has no end costs at most that. `None` when there
-/// is none (or the file is not JSON lines, as a Grok database).
+/// is none (or the file is not JSON lines, as a Grok database or a Gemini
+/// CLI session of before 0.39, one indented JSON document).
 pub fn started_at(path: &Path) -> Option<Timestamp> {
     let file = std::fs::File::open(path).ok()?;
     let mut reader = BufReader::new(file.take(START_SCAN_BYTES));
@@ -124,14 +126,17 @@ pub fn started_at(path: &Path) -> Option<Timestamp> {
     None
 }
 
-/// The top-level `timestamp` of one JSON line, if it has a valid one.
+/// The top-level `timestamp` (or `startTime`, a Gemini CLI header's) of
+/// one JSON line, if it has a valid one.
 fn line_timestamp(line: &str) -> Option<Timestamp> {
     #[derive(serde::Deserialize)]
     struct Stamped {
         timestamp: Option<String>,
+        #[serde(rename = "startTime")]
+        start_time: Option<String>,
     }
     let stamped: Stamped = serde_json::from_str(line).ok()?;
-    stamped.timestamp?.parse().ok()
+    stamped.timestamp.or(stamped.start_time)?.parse().ok()
 }
 
 /// Where the transcript came from, for the header and Refs.
@@ -656,6 +661,14 @@ mod tests {
             (
                 r#"{"timestamp":"2025-12-24T10:00:00.000Z","type":"user"}"#,
                 Some("2025-12-24T10:00:00Z"),
+            ),
+            (
+                r#"{"sessionId":"s","projectHash":"h","startTime":"2026-12-05T02:20:19.689Z"}"#,
+                Some("2026-12-05T02:20:19.689Z"),
+            ),
+            (
+                r#"{"$set":{"lastUpdated":"2026-12-05T02:20:19.718Z"}}"#,
+                None,
             ),
             (r#"{"type":"summary"}"#, None),
             (r#"{"timestamp":"yesterday"}"#, None),

@@ -15,6 +15,8 @@ use crate::{Outcome, linear};
 pub enum FileError {
     #[error("a Grok database holds many sessions: give the session id (--session)")]
     SessionRequired,
+    #[error("a Gemini CLI logs.json holds many sessions: give the session id (--session)")]
+    LogsSessionRequired,
     #[error(
         "{0}: a Grok transcript file is a .db database, a session's chat_history.jsonl or a legacy .json session"
     )]

@@ -20,6 +20,11 @@
 //!   in an `assistant.message` tool request or a `tool.execution_start`,
 //!   answered by a `tool.execution_complete` with its `toolCallId` and
 //!   `success` true.
+//! - **Gemini CLI**: a `gemini` message whose `toolCalls` hold a call of
+//!   `mcp_<server>_write_handoff` (how it names MCP tools) with
+//!   `args.handoff_key` = the key, `status` `success` and no `error` in its
+//!   function responses (the message is written again as the call
+//!   progresses; the record of its outcome has both).
 //! - **Grok CLI** runs no hooks: never.
 //!
 //! The scan streams line by line and parses only lines that can matter

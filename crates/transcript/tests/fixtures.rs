@@ -11,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use handoff_transcript::budget;
 use handoff_transcript::document::{BEGIN, END};
 use handoff_transcript::files::{sweep_files_in, write_file_in};
+use handoff_transcript::writes::file_wrote_handoff;
 use handoff_transcript::{
     AgentKind, Budget, FileError, Locations, Mark, Outcome, Role, Turn, build_continuation_handoff,
     build_handoff, continue_message, inject_message, read_file, read_with,
@@ -313,7 +314,153 @@ fn cases() -> Vec<Case> {
                 "1 record of an unknown type was skipped (hologram ×1)",
             ],
         ),
+        case(
+            AgentKind::Gemini,
+            "gemini/session.jsonl",
+            (17, 7, 9, 1),
+            vec![
+                turn(U, "Why does the parser reject tabs?", &[]),
+                turn(
+                    A,
+                    "Let me look at the lexer.\n\nThe lexer treats \t as an error; I will allow it.",
+                    &[
+                        "[tool] read_file: /src/lexer.rs",
+                        "[tool] replace: /src/lexer.rs",
+                    ],
+                ),
+                turn(U, "Run only the lexer tests", &[]),
+                turn(A, "", &["[tool] invoke_agent: Find the lexer tests"]),
+                marked(
+                    A,
+                    "They are in tests/lexer.rs.",
+                    Mark::Sidechain,
+                    Some("codebase_investigator"),
+                ),
+                turn(
+                    A,
+                    "Done: 12 lexer tests pass.",
+                    &["[tool] mcp_handoff_write_handoff"],
+                ),
+            ],
+            &[
+                "1 harness meta record",
+                "1 thinking block",
+                "1 record of an unknown type was skipped ((no type) ×1)",
+                "passed over ($rewindTo ×1, $set ×1, header ×1, info ×1)",
+            ],
+        ),
+        case(
+            AgentKind::Gemini,
+            "gemini/subagent.jsonl",
+            (4, 1, 3, 0),
+            vec![marked(
+                A,
+                "They are in tests/lexer.rs.",
+                Mark::Sidechain,
+                Some("sub-agent"),
+            )],
+            &[
+                "3 sidechain (sub-agent) records were left out",
+                "1 sub-agent's last text is kept",
+                "passed over (header ×1)",
+            ],
+        ),
+        case(
+            AgentKind::Gemini,
+            "gemini/legacy-session.json",
+            (5, 4, 1, 0),
+            vec![
+                turn(U, "Rename --conf to --config", &[]),
+                turn(
+                    A,
+                    "I will update the flag and its docs.",
+                    &[
+                        "[tool] grep_search: --conf",
+                        "[tool] write_file: /src/cli.rs",
+                    ],
+                ),
+                marked(U, "/chat save rename", Mark::Command, None),
+                turn(A, "Renamed; the old flag still works as an alias.", &[]),
+            ],
+            &["1 thinking block", "passed over (error ×1)"],
+        ),
+        // The real Gemini CLI 0.61.0 (see agents/README.md).
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/session-0.61.0.jsonl",
+            (11, 3, 8, 0),
+            vec![
+                turn(U, "say hi", &[]),
+                turn(A, "done.", &["[tool] mcp_demo_echo"]),
+            ],
+            &["1 harness meta record", "passed over ($set ×4, header ×1)"],
+        ),
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/write-0.61.0.jsonl",
+            (16, 4, 12, 0),
+            vec![
+                turn(U, "write it", &[]),
+                turn(
+                    A,
+                    "done.",
+                    &[
+                        "[tool] mcp_handoff_write_handoff",
+                        "[tool] mcp_handoff_write_handoff",
+                    ],
+                ),
+            ],
+            &["1 harness meta record", "passed over ($set ×6, header ×1)"],
+        ),
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/invoke-agent-0.61.0.jsonl",
+            (11, 3, 8, 0),
+            vec![
+                turn(U, "find the lexer tests", &[]),
+                turn(A, "", &["[tool] invoke_agent: Find the lexer tests"]),
+                marked(
+                    A,
+                    "Subagent 'generalist' finished.\nTermination Reason: GOAL\nResult:\n{\n  \"response\": \"The lexer tests are in tests/lexer.rs.\"\n}",
+                    Mark::Sidechain,
+                    Some("generalist"),
+                ),
+                turn(A, "done.", &[]),
+            ],
+            &["1 harness meta record", "passed over ($set ×4, header ×1)"],
+        ),
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/invoke-agent-subagent-0.61.0.jsonl",
+            (7, 1, 6, 0),
+            vec![marked(
+                A,
+                "{\n  \"response\": \"The lexer tests are in tests/lexer.rs.\"\n}",
+                Mark::Sidechain,
+                Some("sub-agent"),
+            )],
+            &[
+                "2 sidechain (sub-agent) records were left out",
+                "1 sub-agent's last text is kept",
+                "passed over ($set ×2, header ×1)",
+            ],
+        ),
     ]
+}
+
+/// The real Gemini CLI's record of a `write_handoff` answered `unchanged`
+/// (key `k1`) and of one refused with `isError` (key `bad`).
+#[test]
+fn a_real_gemini_cli_write_shows_in_its_transcript() {
+    let path = fixture("agents/gemini/write-0.61.0.jsonl");
+    let len = fs::metadata(&path).expect("the fixture").len();
+    for (key, want) in [("k1", true), ("bad", false), ("other", false)] {
+        assert_eq!(
+            file_wrote_handoff(AgentKind::Gemini, &path, key, len),
+            want,
+            "{key}"
+        );
+    }
 }
 
 #[test]
@@ -724,10 +871,12 @@ fn rescued_handoffs_hold_nothing_the_write_check_refuses() {
         (AgentKind::Claude, "claude"),
         (AgentKind::Codex, "codex"),
         (AgentKind::Grok, "grok"),
+        (AgentKind::Gemini, "gemini"),
         (AgentKind::Claude, "agents/claude"),
         (AgentKind::Codex, "agents/codex"),
         (AgentKind::Copilot, "copilot"),
         (AgentKind::Copilot, "agents/copilot"),
+        (AgentKind::Gemini, "agents/gemini"),
     ] {
         let mut names: Vec<PathBuf> = fs::read_dir(fixture(sub))
             .expect("fixture dir")

@@ -20,10 +20,21 @@ fn line_count(bytes: &[u8]) -> usize {
     }
 }
 
-fn check(outcome: &Outcome, lines: usize, budget: Budget) -> Result<(), TestCaseError> {
+/// Checks the accounting and the budget. Each turn comes from a used
+/// record of its own, except in Gemini CLI sessions: one checkpoint line
+/// holds many messages, and one message is both a sub-agent's call and
+/// its report.
+fn check(
+    kind: AgentKind,
+    outcome: &Outcome,
+    lines: usize,
+    budget: Budget,
+) -> Result<(), TestCaseError> {
     prop_assert_eq!(outcome.records, lines);
     prop_assert!(outcome.is_balanced(), "{:?}", outcome);
-    prop_assert!(outcome.turns.len() <= outcome.used);
+    if kind != AgentKind::Gemini {
+        prop_assert!(outcome.turns.len() <= outcome.used);
+    }
     if let Some(max) = budget.max_turns {
         prop_assert!(outcome.turns.len() <= max);
     }
@@ -71,6 +82,10 @@ const KEYS: &[&str] = &[
     "filename",
     "toolCallName",
     "toolCall",
+    "$set",
+    "$rewindTo",
+    "toolCalls",
+    "functionResponse",
 ];
 const WORDS: &[&str] = &[
     "user",
@@ -103,6 +118,8 @@ const WORDS: &[&str] = &[
     "<environment_context>",
     "<system-reminder>x</system-reminder>",
     "{\"command\":\"ls\"}",
+    "gemini",
+    "<hook_context>h</hook_context>",
 ];
 
 fn leaf() -> impl Strategy<Value = Value> {
@@ -297,7 +314,56 @@ fn shaped() -> impl Strategy<Value = Value> {
             }
             object(event)
         });
-    prop_oneof![claude, codex, grok, copilot]
+    prop_oneof![claude, codex, grok, copilot, gemini()]
+}
+
+/// Ids of Gemini CLI messages: few, so that updates and rewinds meet.
+const GEMINI_IDS: [&str; 3] = ["a", "b", "c"];
+
+/// A Gemini CLI message, with a tool call.
+fn gemini_message() -> impl Strategy<Value = Value> {
+    let kinds = ["user", "gemini", "gemini", "info", "x"];
+    (
+        one_of(&GEMINI_IDS),
+        one_of(&kinds),
+        content(),
+        value(),
+        text(),
+    )
+        .prop_map(|(id, kind, content, args, name)| {
+            let call = object(vec![
+                ("name", name.clone()),
+                ("args", args),
+                ("status", Value::from("success")),
+                ("result", content.clone()),
+                ("agentId", name),
+            ]);
+            object(vec![
+                ("id", id),
+                ("type", kind),
+                ("content", content),
+                ("toolCalls", Value::Array(vec![call])),
+            ])
+        })
+}
+
+/// A Gemini CLI session line: a message, a checkpoint, a rewind or a
+/// header.
+fn gemini() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        3 => gemini_message(),
+        1 => prop::collection::vec(gemini_message(), 0..4).prop_map(|messages| {
+            object(vec![("$set", object(vec![("messages", Value::Array(messages))]))])
+        }),
+        1 => one_of(&["a", "b", "c", "z"]).prop_map(|id| object(vec![("$rewindTo", id)])),
+        1 => one_of(&["main", "subagent"]).prop_map(|kind| {
+            object(vec![
+                ("sessionId", Value::from("s")),
+                ("projectHash", Value::from("h")),
+                ("kind", kind),
+            ])
+        }),
+    ]
 }
 
 /// A record: mostly shaped like a real one, sometimes anything.
@@ -322,7 +388,7 @@ proptest! {
     fn arbitrary_bytes_are_accounted_for(bytes in bytes(), budget in budget()) {
         for kind in AgentKind::ALL {
             let outcome = linearize(kind, bytes.as_slice(), budget);
-            check(&outcome, line_count(&bytes), budget)?;
+            check(kind, &outcome, line_count(&bytes), budget)?;
         }
     }
 
@@ -330,7 +396,7 @@ proptest! {
     fn arbitrary_json_lines_are_accounted_for(text in json_lines(), budget in budget()) {
         for kind in AgentKind::ALL {
             let outcome = linearize(kind, text.as_bytes(), budget);
-            check(&outcome, line_count(text.as_bytes()), budget)?;
+            check(kind, &outcome, line_count(text.as_bytes()), budget)?;
         }
     }
 }
@@ -347,7 +413,19 @@ proptest! {
         let document = serde_json::json!({ "id": "s", "messages": messages });
         file.write_all(document.to_string().as_bytes()).unwrap();
         let outcome = read_file(AgentKind::Grok, file.path(), None, budget).unwrap().unwrap();
-        check(&outcome, messages.len(), budget)?;
+        check(AgentKind::Grok, &outcome, messages.len(), budget)?;
+    }
+
+    #[test]
+    fn arbitrary_gemini_session_documents_are_accounted_for(
+        messages in prop::collection::vec(prop_oneof![gemini_message(), record()], 0..16),
+        budget in budget(),
+    ) {
+        let mut file = tempfile::Builder::new().suffix(".json").tempfile().unwrap();
+        let document = serde_json::json!({ "sessionId": "s", "messages": messages });
+        file.write_all(document.to_string().as_bytes()).unwrap();
+        let outcome = read_file(AgentKind::Gemini, file.path(), None, budget).unwrap().unwrap();
+        check(AgentKind::Gemini, &outcome, messages.len(), budget)?;
     }
 }
 

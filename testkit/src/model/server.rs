@@ -4,7 +4,8 @@
 //! order, and a log of every request, whatever its path. What a request
 //! is answered is the wire format's business ([`Answerer`]: Anthropic
 //! Messages in [`super::anthropic`], OpenAI Responses in
-//! [`super::openai`]); it runs under the shell's lock, given the request
+//! [`super::openai`], Gemini's streamGenerateContent in
+//! [`super::gemini`]); it runs under the shell's lock, given the request
 //! and the script, and does no I/O.
 
 use std::collections::VecDeque;

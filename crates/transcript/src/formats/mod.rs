@@ -15,6 +15,7 @@
 mod claude;
 mod codex;
 mod copilot;
+mod gemini;
 mod grok;
 
 use std::fmt;
@@ -41,6 +42,13 @@ pub(crate) trait Format: Sync {
     /// Where the agent keeps its state: the variable that overrides it,
     /// else this directory under `$HOME`.
     fn home(&self) -> Home;
+
+    /// Whether [`Home::var`] names a home directory, whose [`Home::dir`]
+    /// is the state (Gemini CLI's `GEMINI_CLI_HOME`), rather than the
+    /// state directory itself.
+    fn var_is_home(&self) -> bool {
+        false
+    }
 
     /// Linearizes a stream of the format's JSON lines.
     fn linearize(&self, reader: &mut dyn BufRead, budget: Budget) -> Outcome;
@@ -131,6 +139,12 @@ pub(crate) trait Format: Sync {
             "hookEventName": event,
             "additionalContext": context,
         }})
+    /// The agent's own name of the hook event Claude Code calls `event`
+    /// (`SessionStart`, `Stop`, `PreCompact`, `SessionEnd`): the key of its
+    /// settings' `hooks` and the `hook_event_name` it sends. By default the
+    /// same name.
+    fn hook_event(&self, event: &'static str) -> &'static str {
+        event
     }
 }
 
@@ -174,6 +188,7 @@ registry! {
     Codex => codex::Transcripts,
     Copilot => copilot::Transcripts,
     Grok => grok::Transcripts,
+    Gemini => gemini::Transcripts,
 }
 
 impl AgentKind {
@@ -211,6 +226,10 @@ impl AgentKind {
     /// an agent that writes its transcript before it runs a hook.
     pub fn holds_hook_start(self, path: &Path, timestamp: i64) -> bool {
         self.format().holds_hook_start(path, timestamp)
+    /// The agent's own name of the hook event Claude Code calls `event`
+    /// (see [`Format::hook_event`]).
+    pub fn hook_event(self, event: &'static str) -> &'static str {
+        self.format().hook_event(event)
     }
 
     /// Whether a transcript file at `path` holds many sessions (a
@@ -295,19 +314,22 @@ mod tests {
             ("grok-cli", Ok(AgentKind::Grok)),
             ("Copilot", Ok(AgentKind::Copilot)),
             ("copilot-cli", Ok(AgentKind::Copilot)),
+            ("gemini", Ok(AgentKind::Gemini)),
+            ("Gemini-CLI", Ok(AgentKind::Gemini)),
         ];
         for (input, want) in cases {
             assert_eq!(input.parse::<AgentKind>(), want, "{input}");
         }
-        let unknown = "gemini".parse::<AgentKind>().expect_err("not a kind");
+        let unknown = "cursor".parse::<AgentKind>().expect_err("not a kind");
         let names: Vec<&str> = AgentKind::ALL.into_iter().map(AgentKind::name).collect();
         assert_eq!(
             unknown,
-            format!("unknown agent \"gemini\" (supported: {})", names.join(", "))
+            format!("unknown agent \"cursor\" (supported: {})", names.join(", "))
         );
         for name in ["claude", "codex", "copilot", "grok"] {
             assert!(unknown.contains(name), "{unknown}");
         }
+        assert!(unknown.contains("claude, codex, grok, gemini"), "{unknown}");
     }
 
     #[test]
@@ -341,6 +363,7 @@ mod tests {
             ),
             (AgentKind::Copilot, None, false, false, true),
             (AgentKind::Grok, None, false, false, false),
+            (AgentKind::Gemini, None, false, false, true),
         ];
         for (kind, limit, pre_compact, stop, scanned) in cases {
             assert_eq!(kind.context_limit(), limit, "{kind}");
@@ -348,6 +371,27 @@ mod tests {
             assert_eq!(kind.plain_notice("SessionEnd"), pre_compact, "{kind}");
             assert_eq!(kind.plain_notice("Stop"), stop, "{kind}");
             assert_eq!(kind.format().write_check().is_some(), scanned, "{kind}");
+        }
+    }
+
+    #[test]
+    fn each_agent_names_its_hook_events() {
+        let claude = ["SessionStart", "Stop", "PreCompact", "SessionEnd"];
+        let cases = [
+            (AgentKind::Claude, claude),
+            (AgentKind::Codex, claude),
+            // Copilot CLI's camelCase wiring sends no `hook_event_name`.
+            (AgentKind::Copilot, claude),
+            (AgentKind::Grok, claude),
+            (
+                AgentKind::Gemini,
+                ["SessionStart", "AfterAgent", "PreCompress", "SessionEnd"],
+            ),
+        ];
+        for (kind, names) in cases {
+            for (event, name) in claude.into_iter().zip(names) {
+                assert_eq!(kind.hook_event(event), name, "{kind} {event}");
+            }
         }
     }
 }
