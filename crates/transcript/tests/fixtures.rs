@@ -412,6 +412,20 @@ fn cases() -> Vec<Case> {
             ],
             &["1 harness meta record", "passed over ($set ×6, header ×1)"],
         ),
+        // Resumed (`-r latest`): a checkpoint of every message, then the
+        // second exchange, in the same file.
+        case(
+            AgentKind::Gemini,
+            "agents/gemini/resumed-0.61.0.jsonl",
+            (12, 3, 9, 0),
+            vec![
+                turn(U, "first question", &[]),
+                turn(A, "answer 1", &[]),
+                turn(U, "second question", &[]),
+                turn(A, "answer 2", &[]),
+            ],
+            &["1 harness meta record", "passed over ($set ×5, header ×1)"],
+        ),
         case(
             AgentKind::Gemini,
             "agents/gemini/invoke-agent-0.61.0.jsonl",

@@ -108,24 +108,25 @@ pub(super) fn sha256_hex(text: &str) -> String {
 
 /// The file of `session` in one project directory: a session file whose
 /// name ends with the id's first 8 characters and whose header is the
-/// session's (the newest name first, a `.jsonl` before its `.json`), else
-/// a sub-agent's `chats/<parent>/<session>.jsonl`.
+/// session's, else a sub-agent's `chats/<parent>/<session>.jsonl`. Of
+/// several, the one written last: a resumed session goes on in its first
+/// file, while the CLI starts a new file of the same session (its header
+/// and context only) when it resumes; a `.json` it migrates is older than
+/// its `.jsonl`.
 fn in_project(dir: &Path, session: &str) -> Option<PathBuf> {
     let chats = dir.join(CHATS);
     let entries: Vec<_> = std::fs::read_dir(&chats)
         .ok()?
         .filter_map(Result::ok)
         .collect();
-    let mut names: Vec<String> = entries
+    entries
         .iter()
-        .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| is_session_file_of(name, session))
-        .collect();
-    names.sort_by(|a, b| b.cmp(a));
-    names
-        .into_iter()
-        .map(|name| chats.join(name))
-        .find(|path| path.is_file() && header_session(path).as_deref() == Some(session))
+        .filter(|entry| is_session_file_of(&entry.file_name().to_string_lossy(), session))
+        .map(|entry| entry.path())
+        .filter(|path| path.is_file() && header_session(path).as_deref() == Some(session))
+        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
+        .max()
+        .map(|(_, path)| path)
         .or_else(|| {
             entries
                 .iter()
@@ -251,11 +252,23 @@ mod tests {
         let chats = root.join("tmp/app/chats");
         std::fs::create_dir_all(chats.join(ID)).expect("dirs");
         let other = "4cfa479a-0000-4000-8000-000000000000";
-        let write =
-            |name: &str, id: &str| std::fs::write(chats.join(name), header(id)).expect("write");
-        write("session-2026-12-05T03-00-4cfa479a.jsonl", other);
-        write("session-2026-12-05T02-20-4cfa479a.jsonl", ID);
-        write("session-2026-12-05T02-20-4cfa479a.json", ID);
+        // Written at `at` seconds after the epoch.
+        let write = |name: &str, id: &str, at: u64| {
+            let path = chats.join(name);
+            std::fs::write(&path, header(id)).expect("write");
+            let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(at);
+            let file = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            file.set_modified(when).expect("mtime");
+        };
+        write("session-2026-12-05T03-00-4cfa479a.jsonl", other, 50);
+        // A resumed session: its first file goes on, after the CLI started
+        // a new one of the same session; and the `.json` it migrated.
+        write("session-2026-12-05T02-20-4cfa479a.jsonl", ID, 40);
+        write("session-2026-12-05T03-10-4cfa479a.jsonl", ID, 30);
+        write("session-2026-12-05T02-20-4cfa479a.json", ID, 20);
         std::fs::write(chats.join(ID).join("sub-9.jsonl"), header("sub-9")).expect("sub");
         let old = root.join("tmp").join(sha256_hex("/w/old")).join(CHATS);
         std::fs::create_dir_all(&old).expect("old");
