@@ -139,6 +139,8 @@ pub(crate) trait Format: Sync {
             "hookEventName": event,
             "additionalContext": context,
         }})
+    }
+
     /// The agent's own name of the hook event Claude Code calls `event`
     /// (`SessionStart`, `Stop`, `PreCompact`, `SessionEnd`): the key of its
     /// settings' `hooks` and the `hook_event_name` it sends. By default the
@@ -226,6 +228,8 @@ impl AgentKind {
     /// an agent that writes its transcript before it runs a hook.
     pub fn holds_hook_start(self, path: &Path, timestamp: i64) -> bool {
         self.format().holds_hook_start(path, timestamp)
+    }
+
     /// The agent's own name of the hook event Claude Code calls `event`
     /// (see [`Format::hook_event`]).
     pub fn hook_event(self, event: &'static str) -> &'static str {
