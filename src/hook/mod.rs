@@ -1,8 +1,8 @@
 //! `handoff hook <event>` and `handoff rescue`: continuity that does not
 //! rest on the agent remembering to call `write_handoff`.
 //!
-//! Claude Code, Codex and Gemini CLI run hooks at lifecycle events, with
-//! the event as JSON on stdin and the answer as JSON on stdout
+//! Claude Code, Codex, Gemini CLI and Copilot CLI run hooks at lifecycle
+//! events, with the event as JSON on stdin and the answer as JSON on stdout
 //! (docs/agents.md cites their references). The events below carry Claude
 //! Code's names; an agent that names them otherwise (Gemini CLI's
 //! `AfterAgent` for `stop`) is answered under its own names
@@ -142,7 +142,7 @@ pub struct HookArgs {
     #[arg(value_enum)]
     pub event: Event,
     /// Whose hook this is, for reading its transcript and naming its
-    /// events: claude, codex or gemini.
+    /// events: claude, codex, copilot or gemini.
     #[arg(long, value_name = "AGENT", default_value = "claude")]
     pub agent: AgentKind,
     /// The continuation key, when CONVERSATION_OBJECT_KEY is not set.

@@ -32,7 +32,7 @@ pub enum TranscriptCommand {
 /// loader, [`SourceArgs::load`], so that the two cannot drift apart.
 #[derive(Debug, Args)]
 pub struct SourceArgs {
-    /// The source agent: claude, codex, grok or gemini.
+    /// The source agent: claude, codex, copilot, gemini or grok.
     #[arg(long, value_name = "AGENT")]
     pub agent: AgentKind,
     /// The session id (for a Grok .db or Gemini CLI logs.json --file too).
@@ -48,8 +48,8 @@ pub struct SourceArgs {
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
     /// The agent's own directory [default: CLAUDE_CONFIG_DIR, CODEX_HOME,
-    /// GROK_HOME or $GEMINI_CLI_HOME/.gemini, else ~/.claude, ~/.codex,
-    /// ~/.grok or ~/.gemini].
+    /// COPILOT_HOME, $GEMINI_CLI_HOME/.gemini or GROK_HOME, else ~/.claude,
+    /// ~/.codex, ~/.copilot, ~/.gemini or ~/.grok].
     #[arg(long, value_name = "DIR")]
     pub agent_home: Option<PathBuf>,
 }
