@@ -20,12 +20,16 @@
 //! proxy with `NO_PROXY` covering loopback; `HOME` and `COPILOT_HOME` are a
 //! temp dir per test, and auto-update is off.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use handoff_testkit::model::openai::{Responses, Turn};
 use handoff_testkit::{self as testing, TestEnv};
 use serde_json::{Value, json};
+
+use common::tier::{next_second, stored, workdir};
 
 /// The pinned Copilot CLI; fails (never skips) when it is not installed.
 fn copilot() -> PathBuf {
@@ -68,27 +72,12 @@ struct Agent {
 
 impl Agent {
     fn new(env: &TestEnv, namespace: &str, key: &str) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
         let model = Responses::start(Vec::new()).expect("the scripted model starts");
-        for sub in ["home", "copilot-home", "work/.github/hooks", "bin"] {
-            std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
-        }
-        std::os::unix::fs::symlink(
-            env!("CARGO_BIN_EXE_handoff"),
-            dir.path().join("bin/handoff"),
-        )
-        .expect("handoff on PATH");
-        let mut kubeconfig = env.kubeconfig().clone();
-        for context in &mut kubeconfig.contexts {
-            if let Some(c) = context.context.as_mut() {
-                c.namespace = Some(namespace.to_owned());
-            }
-        }
-        std::fs::write(
-            dir.path().join("kubeconfig"),
-            serde_json::to_string(&kubeconfig).expect("kubeconfig"),
-        )
-        .expect("kubeconfig written");
+        let dir = workdir(
+            env,
+            namespace,
+            &["home", "copilot-home", "work/.github/hooks"],
+        );
         std::fs::write(
             dir.path().join("copilot-home/mcp-config.json"),
             shipped("mcp-config.json"),
@@ -208,25 +197,6 @@ fn offered(request: &Value) -> Vec<String> {
 }
 
 /// The handoff stored under `key` in `namespace`, if any.
-fn stored(env: &TestEnv, namespace: &str, key: &str) -> Option<Value> {
-    let out = env
-        .kubectl()
-        .args(["get", "handoffs", "-n", namespace, "-o", "json"])
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
-    list["items"]
-        .as_array()?
-        .iter()
-        .find(|h| h["spec"]["handoffKey"] == key)
-        .cloned()
-}
-
 const BODY: &str = "## State\nThe agents tier runs Copilot.\n\n## Done\n- the scripted model\n\n## Next\n- resume\n\n## Open questions\n- none\n\n## Refs\n- tests/agents_copilot.rs\n";
 
 /// How Copilot names the bridge's `write_handoff` (`<server>-<tool>`).
@@ -249,17 +219,6 @@ fn call_outputs(request: &Value) -> Vec<Value> {
         .filter(|i| i["type"] == "function_call_output")
         .cloned()
         .collect()
-}
-
-/// Waits until the clock is in a later whole second than now, so a session
-/// begun after it starts later than any `updated_at` (whole seconds)
-/// stamped before: then the time alone says "stale", and only the session's
-/// own transcript can say it wrote.
-fn next_second() {
-    let now = jiff::Timestamp::now().as_second();
-    while jiff::Timestamp::now().as_second() <= now {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 /// Resume: session 1 writes through the real MCP client (the shipped

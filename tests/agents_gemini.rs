@@ -25,6 +25,8 @@
 //! so no routing call is made) and stdin is `/dev/null` (a piped stdin
 //! would be prepended to the prompt).
 
+mod common;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -39,6 +41,8 @@ use handoff_testkit::model::gemini::{
 use handoff_testkit::{self as testing, TestEnv};
 use handoff_transcript::rescue::{DEFAULT_MAX_TOKENS, RESCUE_MARK, approx_tokens};
 use serde_json::{Value, json};
+
+use common::tier::{next_second, stored, workdir};
 
 /// The pinned Gemini CLI; fails (never skips) when it is not installed.
 fn gemini() -> PathBuf {
@@ -138,27 +142,8 @@ impl Agent {
     /// An agent whose settings are the shipped file, the user's part and
     /// `extra` merged in.
     fn new(env: &TestEnv, namespace: &str, key: &str, extra: Value) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
         let model = Gemini::start(Vec::new()).expect("the scripted model starts");
-        for sub in ["home/.gemini", "work", "bin", "tmp"] {
-            std::fs::create_dir_all(dir.path().join(sub)).expect("dir");
-        }
-        std::os::unix::fs::symlink(
-            env!("CARGO_BIN_EXE_handoff"),
-            dir.path().join("bin/handoff"),
-        )
-        .expect("handoff on PATH");
-        let mut kubeconfig = env.kubeconfig().clone();
-        for context in &mut kubeconfig.contexts {
-            if let Some(c) = context.context.as_mut() {
-                c.namespace = Some(namespace.to_owned());
-            }
-        }
-        std::fs::write(
-            dir.path().join("kubeconfig"),
-            serde_json::to_string(&kubeconfig).expect("kubeconfig"),
-        )
-        .expect("kubeconfig written");
+        let dir = workdir(env, namespace, &["home/.gemini", "work", "tmp"]);
         let mut settings = shipped();
         merge(&mut settings, user_part());
         merge(&mut settings, extra);
@@ -259,25 +244,6 @@ impl Agent {
 }
 
 /// The handoff stored under `key` in `namespace`, if any.
-fn stored(env: &TestEnv, namespace: &str, key: &str) -> Option<Value> {
-    let out = env
-        .kubectl()
-        .args(["get", "handoffs", "-n", namespace, "-o", "json"])
-        .output()
-        .expect("kubectl runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let list: Value = serde_json::from_slice(&out.stdout).expect("kubectl JSON");
-    list["items"]
-        .as_array()?
-        .iter()
-        .find(|h| h["spec"]["handoffKey"] == key)
-        .cloned()
-}
-
 const BODY: &str = "## State\nThe agents tier runs Gemini CLI.\n\n## Done\n- the scripted model\n\n## Next\n- resume\n\n## Open questions\n- none\n\n## Refs\n- tests/agents_gemini.rs\n";
 
 fn write_call(key: &str, body: &str) -> Turn {
@@ -485,17 +451,6 @@ async fn a_session_that_never_writes_is_rescued() {
         "within the default --max-tokens: {} bytes",
         body.len()
     );
-}
-
-/// Waits until the clock is in a later whole second than now, so a session
-/// begun after it starts later than any `updated_at` (whole seconds)
-/// stamped before: then the time alone says "stale", and only the session's
-/// own file can say it wrote.
-fn next_second() {
-    let now = jiff::Timestamp::now().as_second();
-    while jiff::Timestamp::now().as_second() <= now {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
 }
 
 /// A session that writes the very handoff the key already holds (no new

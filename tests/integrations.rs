@@ -18,11 +18,15 @@
 //! The rules are pure functions over text with table tests of their own, so
 //! each can be seen to fail.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use handoff_bridge::profiles::{Profile, WRITER_PROFILES};
 use serde_json::Value;
+
+use common::parses;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -34,22 +38,6 @@ fn read(path: &str) -> String {
 
 fn read_json(path: &str) -> Value {
     serde_json::from_str(&read(path)).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
-}
-
-/// `args` (a command line of ours, without `handoff`) parses: the binary
-/// accepts it with `--help` appended.
-fn parses(what: &str, args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .expect("handoff runs");
-    assert!(
-        out.status.success(),
-        "{what}: `handoff {}` is not our CLI: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 // ---------------------------------------------------------------- the skill

@@ -7,6 +7,7 @@ pub(crate) mod agents;
 pub(crate) mod bad_args;
 pub(crate) mod kubectl;
 pub(crate) mod objects;
+pub(crate) mod tier;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -318,4 +319,21 @@ pub(crate) async fn apiserver_clock_past(
         },
     )
     .await;
+}
+
+/// `args` (a command line of ours, without `handoff`) parses: the binary
+/// accepts it with `--help` appended. `what` names where the line comes
+/// from.
+pub(crate) fn parses(what: &str, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_handoff"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("handoff runs");
+    assert!(
+        out.status.success(),
+        "{what}: `handoff {}` is not our CLI: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

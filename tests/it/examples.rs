@@ -8,6 +8,8 @@ use std::path::Path;
 
 use handoff_testkit as testing;
 
+use crate::common::parses;
+
 #[test]
 fn every_example_applies_with_a_server_side_dry_run() {
     let env = testing::shared();
@@ -139,22 +141,6 @@ fn read_json(path: &str) -> serde_json::Value {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
-}
-
-/// `args` (a command line of ours, without `handoff`) parses: the binary
-/// accepts it with `--help` appended.
-fn parses(what: &str, args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .expect("handoff runs");
-    assert!(
-        out.status.success(),
-        "{what}: `handoff {}` is not our CLI: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Checks a hooks object: documented events and keys only, each command a

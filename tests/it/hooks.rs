@@ -118,7 +118,7 @@ fn unchanged(out: &Value) {
 
 /// Spawns the hook `cmd` with piped stdio and `payload` written to its
 /// stdin, which is closed then, as an agent does.
-fn fed(cmd: &mut Command, payload: &Value) -> std::process::Child {
+pub(crate) fn fed(cmd: &mut Command, payload: &Value) -> std::process::Child {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -5,11 +5,11 @@
 //! 1.0.102) against the real apiserver. `tests/agents_copilot.rs` runs the
 //! real CLI.
 
-use crate::common::{assert_contains, env};
+use crate::common::{assert_contains, env, parses};
+use crate::hooks::fed;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::name_for_key;
@@ -21,21 +21,6 @@ fn read_json(path: &str) -> Value {
     let full = Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
     let text = std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path} is not JSON: {e}"))
-}
-
-/// `args` (without `handoff`) is our CLI: it parses with `--help`.
-fn parses(what: &str, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(args)
-        .arg("--help")
-        .output()
-        .expect("handoff runs");
-    assert!(
-        out.status.success(),
-        "{what}: `handoff {}` is not our CLI: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Copilot's events with command hooks, and ours for the ones wired.
@@ -98,26 +83,17 @@ fn the_copilot_wiring_names_its_events_and_our_commands() {
 /// stdin, Copilot's home at `home`, the admin kubeconfig in `namespace`:
 /// its stdout (JSON, or Null when empty).
 fn hook(home: &Path, namespace: &str, event: &str, key: &str, payload: &Value) -> Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_handoff"))
-        .args(["hook", event, "--agent", "copilot", "--project", "shop"])
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_handoff"));
+    cmd.args(["hook", event, "--agent", "copilot", "--project", "shop"])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("COPILOT_HOME", home)
         .env("KUBECONFIG", env().kubeconfig_path())
         .env("HANDOFF_NAMESPACE", namespace)
-        .env("CONVERSATION_OBJECT_KEY", key)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("handoff hook runs");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload.to_string().as_bytes())
-        .expect("payload");
-    let out = child.wait_with_output().expect("hook output");
+        .env("CONVERSATION_OBJECT_KEY", key);
+    let out = fed(&mut cmd, payload)
+        .wait_with_output()
+        .expect("hook output");
     assert!(out.status.success(), "a hook never fails the session");
     let stdout = String::from_utf8_lossy(&out.stdout);
     if stdout.trim().is_empty() {

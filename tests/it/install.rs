@@ -1233,14 +1233,20 @@ fn every_example_applies_or_parses() {
                     // examples::the_hook_wiring_names_documented_events_and_our_commands.
                     continue;
                 }
-                // Claude Code's and Cursor's `mcpServers`, or VS Code's `servers`.
+                // Claude Code's, Cursor's and Copilot CLI's `mcpServers`, or
+                // VS Code's `servers`.
                 let server = if config["servers"].is_object() {
                     &config["servers"]["handoff"]
                 } else {
                     &config["mcpServers"]["handoff"]
                 };
-                // Cursor has no `type`: a `command` is stdio, a `url` HTTP.
-                let transport = server["type"].as_str().or_else(|| {
+                // Copilot CLI calls stdio `local`; Cursor has no `type`: a
+                // `command` is stdio, a `url` HTTP.
+                let typed = server["type"].as_str().map(|t| match t {
+                    "local" => "stdio",
+                    other => other,
+                });
+                let transport = typed.or_else(|| {
                     if server["command"].is_string() {
                         Some("stdio")
                     } else {
@@ -1299,6 +1305,9 @@ fn every_example_applies_or_parses() {
         "mcp/vscode-mcp.json",
         "cursor/mcp.json",
         "cursor/mcp-http.json",
+        "copilot/mcp-config.json",
+        "copilot/hooks.json",
+        "gemini/settings.json",
     ] {
         assert!(
             names.iter().any(|n| n.ends_with(expected)),
