@@ -6,8 +6,9 @@
 //! (docs/agents.md cites their references). The events below carry Claude
 //! Code's names; an agent that names them otherwise (Gemini CLI's
 //! `AfterAgent` for `stop`) is answered under its own names
-//! ([`Event::agent_event_name`]). The key is `CONVERSATION_OBJECT_KEY`, else `--key`;
-//! the connection is the bridge or the local identity ([`link`]).
+//! ([`Event::agent_event_name`]). The key is `CONVERSATION_OBJECT_KEY`,
+//! else `--key`; the connection is the bridge or the local identity
+//! ([`link`]).
 //!
 //! - `session-start`: the handoff of the key, as
 //!   `hookSpecificOutput.additionalContext`, fenced as a prior summary with
