@@ -314,7 +314,15 @@ fn shaped() -> impl Strategy<Value = Value> {
             }
             object(event)
         });
-    prop_oneof![claude, codex, grok, copilot, gemini()]
+    // Boxed: one strategy type per format keeps the generator's frames
+    // small (unboxed, the nested types overflowed a test thread's stack).
+    prop_oneof![
+        claude.boxed(),
+        codex.boxed(),
+        grok.boxed(),
+        copilot.boxed(),
+        gemini().boxed(),
+    ]
 }
 
 /// Ids of Gemini CLI messages: few, so that updates and rewinds meet.
