@@ -36,7 +36,7 @@ impl Served {
         let started = Instant::now();
         loop {
             let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-            if let Some(address) = text.lines().find_map(address_in) {
+            if let Some(address) = complete_lines(&text).lines().find_map(address_in) {
                 return Ok(Self {
                     process,
                     address,
@@ -56,6 +56,14 @@ impl Served {
     fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
+}
+
+/// The lines of `text` that have ended: a process's unbuffered stderr
+/// reaches its log in pieces (`eprintln!` writes each argument on its own),
+/// so the last line may still be half written (`serving http` before
+/// `://127.0.0.1:…`).
+fn complete_lines(text: &str) -> &str {
+    text.rsplit_once('\n').map_or("", |(ended, _)| ended)
 }
 
 /// The word after `marker` in `line`, up to the next whitespace or `/`
@@ -404,7 +412,23 @@ impl ControllerProcess {
 
 #[cfg(test)]
 mod tests {
-    use super::{bridge_metrics, bridge_url, controller_metrics, webhook_url};
+    use super::{bridge_metrics, bridge_url, complete_lines, controller_metrics, webhook_url};
+
+    #[test]
+    fn a_half_written_line_is_not_read() {
+        let cases = [
+            ("", ""),
+            ("handoff mcp: serving http", ""),
+            ("a\nhandoff mcp: serving http", "a"),
+            ("a\nb\n", "a\nb"),
+            ("a\n\n", "a\n"),
+        ];
+        for (text, ended) in cases {
+            assert_eq!(complete_lines(text), ended, "{text:?}");
+        }
+        let half = "handoff mcp: serving http";
+        assert_eq!(complete_lines(half).lines().find_map(bridge_url), None);
+    }
 
     #[test]
     fn the_printed_addresses_are_parsed() {
