@@ -1,0 +1,12 @@
+//! The web console: a read-mostly view of handoffs for people, served by
+//! `handoff console` (on a laptop, as the person's kubeconfig) or as a
+//! Deployment behind an authenticating proxy (as the bearer of the token the
+//! proxy forwards). Every read is the person's own: the console holds no
+//! credential of its own for data, so what RBAC hides it cannot show.
+//!
+//! The seams, so each part can be read and tested alone:
+//! - [`model`]: what a page shows, as plain data (no I/O, no HTML);
+//! - [`routes`]: every URL the console serves, built in one place.
+
+pub mod model;
+pub mod routes;
