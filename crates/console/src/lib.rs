@@ -8,5 +8,6 @@
 //! - [`model`]: what a page shows, as plain data (no I/O, no HTML);
 //! - [`routes`]: every URL the console serves, built in one place.
 
+pub mod data;
 pub mod model;
 pub mod routes;
