@@ -11,6 +11,7 @@
 mod common;
 
 mod admission;
+mod console_data;
 mod controller;
 mod crd;
 mod examples;
