@@ -9,4 +9,5 @@
 //! - [`routes`]: every URL the console serves, built in one place.
 
 pub mod model;
+pub(crate) mod render;
 pub mod routes;
