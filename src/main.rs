@@ -104,6 +104,7 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(handoff_controller::run_cli(args)))
         }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff_bridge::run(args))),
+        Command::Console(args) => runtime().and_then(|rt| rt.block_on(handoff_console::run(args))),
         Command::Move(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
         }

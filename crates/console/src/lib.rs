@@ -11,6 +11,7 @@
 //!   handlers that read (`data`) and draw (`render`), live updates.
 
 pub mod model;
+pub(crate) mod render;
 pub mod routes;
 mod server;
 
