@@ -155,7 +155,7 @@ impl Laptop {
         let id = match cookie {
             Some(id) if self.session.is(id) => id,
             Some(_) => return Err(sign_in_page(Mode::Laptop, SignIn::SessionExpired).into()),
-            None => return Err(sign_in_page(Mode::Laptop, SignIn::LinkMissing).into()),
+            None => return Err(sign_in_page(Mode::Laptop, SignIn::NoToken).into()),
         };
         let username = self
             .username

@@ -276,18 +276,15 @@ async fn login(
             }
         },
         Redeemed::Used => sign_in_page(Mode::Laptop, SignIn::LinkUsed),
-        Redeemed::Wrong => sign_in_page(Mode::Laptop, SignIn::LinkMissing),
+        Redeemed::Wrong if presented.is_empty() => sign_in_page(Mode::Laptop, SignIn::LinkMissing),
+        Redeemed::Wrong => sign_in_page(Mode::Laptop, SignIn::TokenRejected),
     }
 }
 
 /// The page that says how to sign in (200: it is what was asked for).
 async fn sign_in(State(app): Shared) -> Response {
     let mode = app.front.mode();
-    let why = match mode {
-        Mode::Laptop => SignIn::LinkMissing,
-        Mode::Proxy => SignIn::NoToken,
-    };
-    page(StatusCode::OK, render::sign_in(mode, why))
+    page(StatusCode::OK, render::sign_in(mode, SignIn::NoToken))
 }
 
 async fn stylesheet() -> Response {
