@@ -552,3 +552,32 @@ async fn a_live_page_hears_a_write_and_streams_are_bounded() {
     }
     assert!(again.is_some(), "a closed stream frees its place");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_stream_outlives_the_idle_timeout() {
+    let env = handoff_testkit::shared();
+    let namespace = env.namespace("console-idle").await;
+    let console = laptop(
+        &namespace,
+        &["--idle-timeout", "2s", "--request-timeout", "1s"],
+    );
+    let cookie = sign_in(&console).await;
+    let path = format!("/ns/{namespace}/live?project=shop");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until("event: ready").await;
+    // A keep-alive every quarter of the idle timeout: eight of them span
+    // twice the idle timeout, while the client sends nothing.
+    for _ in 0..8 {
+        live.until(":\n\n").await;
+    }
+    let created = handoff(&namespace, "idle#written").await;
+    live.until("event: changed").await;
+    let name = created.metadata.name.expect("name");
+    assert!(
+        live.seen.contains(&format!("data: {name} ")),
+        "{}",
+        live.seen
+    );
+}

@@ -14,8 +14,9 @@
 //!   command line.
 //!
 //! Connections are served by the bridge's listener
-//! (`handoff_bridge::listener::serve`): its connection limit, header and
-//! idle timeouts and graceful shutdown.
+//! (`handoff_bridge::listener::serve_streaming`): its connection limit,
+//! header and idle timeouts and graceful shutdown, with answers that may
+//! stream for longer than the idle timeout (live updates).
 
 mod actions;
 mod browser;
@@ -235,7 +236,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         stop.cancel();
     });
     let router = router::router(app, &limits);
-    handoff_bridge::listener::serve(listener, router, None, &limits, shutdown).await?;
+    handoff_bridge::listener::serve_streaming(listener, router, None, &limits, shutdown).await?;
     Ok(())
 }
 
