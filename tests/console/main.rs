@@ -3,8 +3,15 @@
 //! `handoff_testkit::shared()`), a namespace per test. Each module is one
 //! suite; `cargo test --test console front::` runs one of them.
 //!
+//! - `data`: the console's reads and actions (`handoff_console::data`)
+//!   called in-process as people with Roles, against the apiserver and
+//!   the PostgreSQL mirror.
 //! - `front`: the console's front doors and guards over plain HTTP against
 //!   the real binary: the one-time link, the cookie, Host, Origin and CSRF,
 //!   the security headers, proxy mode's bearer, live updates.
 
+#[path = "../common/mod.rs"]
+mod common;
+
+mod data;
 mod front;

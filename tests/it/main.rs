@@ -11,7 +11,6 @@
 mod common;
 
 mod admission;
-mod console_data;
 mod controller;
 mod crd;
 mod examples;
