@@ -221,7 +221,14 @@ pub(super) async fn stream(
                 ),
             ))
         })?;
-        let api: Api<Handoff> = Api::namespaced(signed.client.clone(), &at.namespace);
+        let client = app.0.front.watcher(&signed).map_err(|err| {
+            tracing::warn!(error = %err, "cannot make a client for a live watch");
+            Early::from(page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                render::error(Some(viewer), 503, "Not available", "The console could not start watching these handoffs. Reload the page to see changes."),
+            ))
+        })?;
+        let api: Api<Handoff> = Api::namespaced(client, &at.namespace);
         let events = watcher::watcher(api, target.config()).boxed();
         let body = changes(Watch {
             events,
@@ -259,7 +266,7 @@ async fn next_seen(watch: &mut Watch) -> Seen {
         match watch.events.next().await {
             None => return Seen::End,
             Some(Err(err)) => {
-                tracing::debug!(error = %err, "a live watch ended");
+                tracing::warn!(error = %err, "a live watch failed; the page's stream ends and the browser opens it again");
                 return Seen::End;
             }
             Some(Ok(Event::Apply(handoff) | Event::Delete(handoff))) => {

@@ -178,17 +178,18 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
             rejected_ttl: Duration::from_secs(10),
             concurrent_reviews: handoff_bridge::DEFAULT_CONCURRENT_REVIEWS,
         };
-        let resolver =
-            TokenResolver::new(config, own.clone(), None, settings, BridgeMetrics::new())?;
-        (
-            Front::proxy(Arc::new(resolver)),
+        let resolver = TokenResolver::new(
+            config.clone(),
+            own.clone(),
             None,
-            Some(own.clone()),
-            None,
-        )
+            settings,
+            BridgeMetrics::new(),
+        )?;
+        let front = Front::proxy(Arc::new(resolver), &config);
+        (front, None, Some(own.clone()), None)
     } else {
         let context = config.default_namespace.clone();
-        let (secret, front) = Front::laptop(own.clone())?;
+        let (secret, front) = Front::laptop(&config)?;
         (front, Some(context), None, Some(secret))
     };
     let services = Services {
