@@ -255,11 +255,7 @@ async fn every_answer_carries_the_security_headers() {
             404,
             Some("text/html"),
         ),
-        (
-            &*format!("/ns/Bad_Namespace/offers"),
-            400,
-            Some("text/html"),
-        ),
+        ("/ns/Bad_Namespace/offers", 400, Some("text/html")),
         (
             &*format!("/ns/{namespace}/handoffs/x/diff?from=a&to=2"),
             400,
