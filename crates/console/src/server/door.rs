@@ -23,8 +23,8 @@ use handoff_bridge::auth::{
 };
 use handoff_bridge::profiles::Profile;
 
+use super::answer::{Early, page};
 use super::guard::CsrfKey;
-use super::router::{Early, page};
 use super::secret::{OneTimeLink, Session, cookie_of};
 use crate::data::PROFILE;
 use crate::model::{Mode, Viewer};
