@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use handoff_core::api::Handoff;
-use handoff_core::api::naming::name_for_key;
+use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_testkit::ConsoleProcess;
 use handoff_testkit::http::{Answer, addr_of, exchange};
 use handoff_testkit::spec::{Fields, spec};
@@ -129,10 +129,11 @@ fn assert_guarded(answer: &Answer, what: &str) {
 async fn handoff(namespace: &str, key: &str) -> Handoff {
     let env = handoff_testkit::shared();
     let api: Api<Handoff> = Api::namespaced(env.client().await, namespace);
-    let object = Handoff::new(
-        &name_for_key(key),
-        spec(key).body(format!("# {key}\n\nnotes")).by("writer"),
-    );
+    let spec = spec(key).body(format!("# {key}\n\nnotes")).by("writer");
+    let mut object = Handoff::new(&name_for_key(key), spec);
+    // Labelled as every writer labels it (the store; the controller for
+    // kubectl's writes): lists and live pages select by these.
+    object.metadata.labels = Some(labels_for("shop", None, None));
     api.create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("create handoff {key}: {e}"))
@@ -254,11 +255,7 @@ async fn every_answer_carries_the_security_headers() {
             404,
             Some("text/html"),
         ),
-        (
-            &*format!("/ns/Bad_Namespace/offers"),
-            400,
-            Some("text/html"),
-        ),
+        ("/ns/Bad_Namespace/offers", 400, Some("text/html")),
         (
             &*format!("/ns/{namespace}/handoffs/x/diff?from=a&to=2"),
             400,
@@ -430,7 +427,7 @@ async fn behind_a_proxy_only_a_good_token_sees_and_only_what_rbac_allows() {
     let front = get(&console, "/", &[("Authorization", &bearer)]).await;
     assert_eq!(front.status, 200, "{front:?}");
     assert!(
-        !front.body.contains(&namespace),
+        !front.body.contains(&format!("/ns/{namespace}")),
         "a namespace it may not list is not shown: {}",
         front.body
     );
@@ -450,14 +447,15 @@ async fn behind_a_proxy_only_a_good_token_sees_and_only_what_rbac_allows() {
 }
 
 /// A live stream, read as it comes.
-struct Live {
+struct Live<'a> {
+    console: &'a ConsoleProcess,
     stream: TcpStream,
     seen: String,
 }
 
-impl Live {
+impl<'a> Live<'a> {
     /// Opens `path` with `cookie`; the head must say `200`.
-    async fn open(console: &ConsoleProcess, path: &str, cookie: &str) -> Result<Self, String> {
+    async fn open(console: &'a ConsoleProcess, path: &str, cookie: &str) -> Result<Self, String> {
         let mut stream = TcpStream::connect(addr_of(console.url()).expect("address"))
             .await
             .expect("connect");
@@ -467,6 +465,7 @@ impl Live {
         );
         stream.write_all(request.as_bytes()).await.expect("send");
         let mut live = Self {
+            console,
             stream,
             seen: String::new(),
         };
@@ -488,7 +487,12 @@ impl Live {
         let read = tokio::time::timeout(EVENT_WAIT, async {
             while !self.seen[from..].contains(marker) {
                 let n = self.stream.read(&mut buf).await.expect("read the stream");
-                assert!(n > 0, "the stream ended before {marker:?}: {}", self.seen);
+                assert!(
+                    n > 0,
+                    "the stream ended before {marker:?}: {}\nthe console's log:\n{}",
+                    self.seen,
+                    self.console.log()
+                );
                 self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
             }
         })
@@ -505,7 +509,19 @@ impl Live {
 async fn a_live_page_hears_a_write_and_streams_are_bounded() {
     let env = handoff_testkit::shared();
     let namespace = env.namespace("console-live").await;
-    let console = laptop(&namespace, &["--max-live-streams-per-person", "1"]);
+    // A short idle timeout: keep-alives every 500 ms, so a closed stream
+    // is noticed (a write fails) soon.
+    let console = laptop(
+        &namespace,
+        &[
+            "--max-live-streams-per-person",
+            "1",
+            "--idle-timeout",
+            "2s",
+            "--request-timeout",
+            "1s",
+        ],
+    );
     let cookie = sign_in(&console).await;
     let path = format!("/ns/{namespace}/live?project=shop");
     let mut live = Live::open(&console, &path, &cookie)
@@ -539,9 +555,11 @@ async fn a_live_page_hears_a_write_and_streams_are_bounded() {
     assert!(event.contains(&format!("data: {name} ")), "{event}");
     drop(live);
 
-    // The place is given back when the page goes away.
+    // The place is given back when the page goes away (noticed when a
+    // keep-alive cannot be written).
     let mut again = None;
-    for _ in 0..50 {
+    let deadline = tokio::time::Instant::now() + EVENT_WAIT;
+    while tokio::time::Instant::now() < deadline {
         match Live::open(&console, &path, &cookie).await {
             Ok(live) => {
                 again = Some(live);

@@ -11,8 +11,8 @@ use axum::extract::rejection::FormRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::pages::{Params, PlaceOf, params, place, signed};
-use super::router::{Early, Shared, bad_input, either, forbidden, page, read_error, see_other};
+use super::answer::{Early, bad_input, either, forbidden, page, read_error, see_other};
+use super::state::{Params, PlaceOf, Shared, params, place, signed};
 use crate::data::{self, ExportFormat};
 use crate::render;
 use crate::routes;

@@ -19,12 +19,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
 use handoff_bridge::auth::{
-    AuthError, Caller, NamespaceError, TokenResolver, bearer_token, who_am_i,
+    AuthError, Caller, NamespaceError, TokenResolver, bearer_token, who_am_i, with_timeouts,
 };
 use handoff_bridge::profiles::Profile;
 
+use super::answer::{Early, page};
 use super::guard::CsrfKey;
-use super::router::{Early, page};
 use super::secret::{OneTimeLink, Session, cookie_of};
 use crate::data::PROFILE;
 use crate::model::{Mode, Viewer};
@@ -38,12 +38,33 @@ const CALLERS: usize = 256;
 /// which reads across namespaces (the client is the same in every one).
 const ANY_NAMESPACE: &str = "default";
 
+/// Longest a watch may go without a byte from the apiserver: longer than
+/// the watcher's own server-side timeout (290 s), after which it watches
+/// again. A page read gives up after 15 s; a watch is quiet for minutes.
+const WATCH_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `config` for watches: the bounded connect timeout of every client, the
+/// read timeout of a watch.
+pub(super) fn for_watches(config: kube::Config) -> kube::Config {
+    let mut config = with_timeouts(config);
+    config.read_timeout = Some(WATCH_READ_TIMEOUT);
+    config
+}
+
 /// The front door of the console's mode.
 pub(super) enum Front {
     /// `handoff console` on a laptop.
     Laptop(Box<Laptop>),
     /// Behind an authenticating proxy.
-    Proxy(Arc<TokenResolver>),
+    Proxy(Box<Proxy>),
+}
+
+/// A proxied console's resolver of bearer tokens, and the configuration
+/// its watches are made from (the cluster's address and CA; the person's
+/// token is put in per watch).
+pub(super) struct Proxy {
+    resolver: Arc<TokenResolver>,
+    watches: kube::Config,
 }
 
 /// A laptop console's one person and its sign-in link.
@@ -51,6 +72,8 @@ pub(super) struct Laptop {
     pub(super) link: OneTimeLink,
     pub(super) session: Session,
     client: kube::Client,
+    /// The same person's client for watches (a longer read timeout).
+    watcher: kube::Client,
     username: OnceCell<String>,
     callers: Mutex<HashMap<String, Arc<Caller>>>,
 }
@@ -64,6 +87,8 @@ pub(super) struct Signed {
     pub(super) caller: Option<Arc<Caller>>,
     /// What their CSRF token is bound to.
     csrf_subject: Vec<u8>,
+    /// Behind a proxy, their token (for a watch's client).
+    bearer: Option<String>,
 }
 
 impl Signed {
@@ -94,22 +119,41 @@ impl Signed {
 }
 
 impl Front {
-    /// A laptop front door acting as `client`; the link's secret with it.
-    pub(super) fn laptop(client: kube::Client) -> anyhow::Result<(String, Self)> {
+    /// A laptop front door acting as the person of `config` (their
+    /// kubeconfig); the link's secret with it.
+    pub(super) fn laptop(config: &kube::Config) -> anyhow::Result<(String, Self)> {
         let (secret, link) = OneTimeLink::generate()?;
         let laptop = Laptop {
             link,
             session: Session::default(),
-            client,
+            client: kube::Client::try_from(with_timeouts(config.clone()))?,
+            watcher: kube::Client::try_from(for_watches(config.clone()))?,
             username: OnceCell::new(),
             callers: Mutex::new(HashMap::new()),
         };
         Ok((secret, Self::Laptop(Box::new(laptop))))
     }
 
-    /// A proxy front door resolving bearer tokens with `resolver`.
-    pub(super) fn proxy(resolver: Arc<TokenResolver>) -> Self {
-        Self::Proxy(resolver)
+    /// A proxy front door resolving bearer tokens with `resolver`;
+    /// watches are made from `config` (the console's own, credentials
+    /// replaced by each person's token).
+    pub(super) fn proxy(resolver: Arc<TokenResolver>, config: &kube::Config) -> Self {
+        let mut watches = for_watches(config.clone());
+        watches.auth_info = kube::config::AuthInfo::default();
+        Self::Proxy(Box::new(Proxy { resolver, watches }))
+    }
+
+    /// A client for `signed`'s watches, acting as them.
+    pub(super) fn watcher(&self, signed: &Signed) -> Result<kube::Client, kube::Error> {
+        match (self, &signed.bearer) {
+            (Self::Proxy(proxy), Some(token)) => {
+                let mut config = proxy.watches.clone();
+                config.auth_info.token = Some(token.clone().into());
+                kube::Client::try_from(config)
+            }
+            (Self::Laptop(laptop), _) => Ok(laptop.watcher.clone()),
+            (Self::Proxy(_), None) => Ok(signed.client.clone()),
+        }
     }
 
     /// The mode pages are drawn for.
@@ -135,7 +179,7 @@ impl Front {
         }
         match self {
             Self::Laptop(laptop) => laptop.sign_in(csrf, headers, namespace).await,
-            Self::Proxy(resolver) => proxy_sign_in(resolver, csrf, headers, namespace).await,
+            Self::Proxy(proxy) => proxy_sign_in(&proxy.resolver, csrf, headers, namespace).await,
         }
     }
 }
@@ -176,6 +220,7 @@ impl Laptop {
             client: self.client.clone(),
             caller,
             csrf_subject: id.as_bytes().to_vec(),
+            bearer: None,
         })
     }
 
@@ -250,6 +295,7 @@ async fn proxy_sign_in(
         client,
         caller: namespace.map(|_| Arc::new(caller)),
         csrf_subject: subject.to_vec(),
+        bearer: Some(token.to_owned()),
     })
 }
 

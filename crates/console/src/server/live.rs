@@ -16,9 +16,7 @@
 //! Streams are bounded: per person and in all ([`Bounds`]); past a bound
 //! the answer is a 429 page.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
@@ -32,74 +30,15 @@ use kube::runtime::watcher::{self, Event};
 use handoff_core::api::Handoff;
 use handoff_core::names::PROJECT_LABEL;
 
-use super::pages::{Params, PlaceOf, params, place, signed};
-use super::router::{Early, Shared, bad_input, either, forbidden, page};
+use super::answer::{Early, bad_input, either, forbidden, page};
+use super::bounds::Permit;
+use super::state::{Params, PlaceOf, Shared, params, place, signed};
 use crate::render;
 
 /// Changes closer together than this are sent as one.
 const COALESCE: Duration = Duration::from_millis(250);
 /// When the browser tries again after a stream ended.
 const RETRY: Duration = Duration::from_secs(3);
-
-/// How many streams are open, in all and per person.
-#[derive(Default)]
-struct Open {
-    total: usize,
-    by_person: HashMap<String, usize>,
-}
-
-/// The bounds of open streams.
-pub(crate) struct Bounds {
-    total: usize,
-    per_person: usize,
-    open: Arc<Mutex<Open>>,
-}
-
-/// One open stream's place; given back when the stream is dropped.
-struct Permit {
-    open: Arc<Mutex<Open>>,
-    person: String,
-}
-
-impl Bounds {
-    pub(crate) fn new(total: usize, per_person: usize) -> Self {
-        Self {
-            total,
-            per_person,
-            open: Arc::default(),
-        }
-    }
-
-    /// A place for one more stream of `person`, if within both bounds.
-    fn admit(&self, person: &str) -> Option<Permit> {
-        let mut open = self.open.lock().ok()?;
-        let mine = open.by_person.get(person).copied().unwrap_or(0);
-        if open.total >= self.total || mine >= self.per_person {
-            return None;
-        }
-        open.total += 1;
-        open.by_person.insert(person.to_owned(), mine + 1);
-        Some(Permit {
-            open: self.open.clone(),
-            person: person.to_owned(),
-        })
-    }
-}
-
-impl Drop for Permit {
-    fn drop(&mut self) {
-        let Ok(mut open) = self.open.lock() else {
-            return;
-        };
-        open.total = open.total.saturating_sub(1);
-        if let Some(mine) = open.by_person.get_mut(&self.person) {
-            *mine = mine.saturating_sub(1);
-            if *mine == 0 {
-                open.by_person.remove(&self.person);
-            }
-        }
-    }
-}
 
 /// What a stream watches.
 #[derive(Debug, PartialEq, Eq)]
@@ -221,7 +160,14 @@ pub(super) async fn stream(
                 ),
             ))
         })?;
-        let api: Api<Handoff> = Api::namespaced(signed.client.clone(), &at.namespace);
+        let client = app.0.front.watcher(&signed).map_err(|err| {
+            tracing::warn!(error = %err, "cannot make a client for a live watch");
+            Early::from(page(
+                StatusCode::SERVICE_UNAVAILABLE,
+                render::error(Some(viewer), 503, "Not available", "The console could not start watching these handoffs. Reload the page to see changes."),
+            ))
+        })?;
+        let api: Api<Handoff> = Api::namespaced(client, &at.namespace);
         let events = watcher::watcher(api, target.config()).boxed();
         let body = changes(Watch {
             events,
@@ -259,7 +205,7 @@ async fn next_seen(watch: &mut Watch) -> Seen {
         match watch.events.next().await {
             None => return Seen::End,
             Some(Err(err)) => {
-                tracing::debug!(error = %err, "a live watch ended");
+                tracing::warn!(error = %err, "a live watch failed; the page's stream ends and the browser opens it again");
                 return Seen::End;
             }
             Some(Ok(Event::Apply(handoff) | Event::Delete(handoff))) => {
@@ -342,21 +288,5 @@ mod tests {
             let err = target(project, handoff).expect_err("refused");
             assert_eq!(err.0, field, "{project:?} {handoff:?}");
         }
-    }
-
-    #[test]
-    fn streams_are_bounded_per_person_and_in_all() {
-        let bounds = Bounds::new(3, 2);
-        let a1 = bounds.admit("a").expect("a's first");
-        let a2 = bounds.admit("a").expect("a's second");
-        assert!(bounds.admit("a").is_none(), "a's third is past a's bound");
-        let b1 = bounds.admit("b").expect("b's first");
-        assert!(bounds.admit("c").is_none(), "past the bound of all");
-        drop(a1);
-        let c1 = bounds.admit("c").expect("a place was given back");
-        drop((a2, b1, c1));
-        let open = bounds.open.lock().expect("lock");
-        assert_eq!(open.total, 0);
-        assert!(open.by_person.is_empty());
     }
 }

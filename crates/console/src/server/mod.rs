@@ -7,9 +7,11 @@
 //!
 //! - [`guard`]: Host, Origin, CSRF and the security headers (pure);
 //! - [`door`]: who is asking, as a [`crate::model::Viewer`] and a caller;
-//! - [`router`]: the routes, the middleware, the answers;
+//! - [`state`]: what handlers share, and what they read from a request;
+//! - [`answer`]: error and refusal pages, redirects;
+//! - [`router`]: the routes and the middleware;
 //! - [`pages`], [`actions`], [`live`]: the handlers (reads, the confirmed
-//!   actions and export, Server-Sent Events);
+//!   actions and export, Server-Sent Events), [`bounds`] of live streams;
 //! - [`browser`]: opening the link without putting the secret in a
 //!   command line.
 //!
@@ -19,6 +21,8 @@
 //! stream for longer than the idle timeout (live updates).
 
 mod actions;
+mod answer;
+mod bounds;
 mod browser;
 mod door;
 mod guard;
@@ -26,6 +30,7 @@ mod live;
 mod pages;
 mod router;
 mod secret;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -178,17 +183,18 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
             rejected_ttl: Duration::from_secs(10),
             concurrent_reviews: handoff_bridge::DEFAULT_CONCURRENT_REVIEWS,
         };
-        let resolver =
-            TokenResolver::new(config, own.clone(), None, settings, BridgeMetrics::new())?;
-        (
-            Front::proxy(Arc::new(resolver)),
+        let resolver = TokenResolver::new(
+            config.clone(),
+            own.clone(),
             None,
-            Some(own.clone()),
-            None,
-        )
+            settings,
+            BridgeMetrics::new(),
+        )?;
+        let front = Front::proxy(Arc::new(resolver), &config);
+        (front, None, Some(own.clone()), None)
     } else {
         let context = config.default_namespace.clone();
-        let (secret, front) = Front::laptop(own.clone())?;
+        let (secret, front) = Front::laptop(&config)?;
         (front, Some(context), None, Some(secret))
     };
     let services = Services {
@@ -204,7 +210,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
-    let app = Arc::new(router::App {
+    let app = Arc::new(state::App {
         front,
         hosts: Hosts {
             port: bound.port(),
@@ -213,7 +219,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         csrf: CsrfKey::generate()?,
         services,
         candidates: candidates(&args.namespaces, context.as_deref()),
-        live: live::Bounds::new(args.max_live_streams, args.max_live_streams_per_person),
+        live: bounds::Bounds::new(args.max_live_streams, args.max_live_streams_per_person),
         keep_alive: args.idle_timeout / 4,
     });
     let shown = if bound.ip().is_unspecified() {

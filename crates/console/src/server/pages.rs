@@ -4,69 +4,15 @@
 
 use std::collections::HashMap;
 
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use maud::Markup;
-use serde::Deserialize;
 
-use super::door::Signed;
-use super::router::{Early, Shared, bad_input, either, page, read_error};
+use super::answer::{Early, bad_input, either, page, read_error};
+use super::state::{Params, PlaceOf, Shared, params, place, signed};
 use crate::data::{self, ReadError};
 use crate::model::{ListFilters, Viewer};
 use crate::render;
-
-/// A route's path parameters (each route fills the ones it has).
-#[derive(Debug, Deserialize)]
-pub(super) struct Place {
-    pub(super) namespace: String,
-    #[serde(default)]
-    pub(super) project: String,
-    #[serde(default)]
-    pub(super) name: String,
-}
-
-/// A route's path, or the 400 page of one that is not understood.
-pub(super) type PlaceOf = Result<Path<Place>, PathRejection>;
-/// A route's query, or the 400 page of one that is not understood.
-pub(super) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
-
-/// The path's parts, or a 400 page.
-pub(super) fn place(place: PlaceOf) -> Result<Place, Early> {
-    place.map(|Path(p)| p).map_err(|_| {
-        Early::from(page(
-            StatusCode::BAD_REQUEST,
-            render::error(
-                None,
-                400,
-                "Not understood",
-                "path: this address has a part that is not valid UTF-8 text once decoded (rule: names are text).",
-            ),
-        ))
-    })
-}
-
-/// The query's parameters, or a 400 page.
-pub(super) fn params(viewer: &Viewer, params: Params) -> Result<HashMap<String, String>, Early> {
-    params.map(|Query(q)| q).map_err(|_| {
-        Early::from(bad_input(
-            viewer,
-            "query",
-            "name=value pairs joined by & and percent-encoded",
-            "the query of this address could not be read",
-        ))
-    })
-}
-
-/// Signs in for `namespace` (or none), answering the door's page if not.
-pub(super) async fn signed(
-    app: &Shared,
-    headers: &HeaderMap,
-    namespace: Option<&str>,
-) -> Result<Signed, Early> {
-    app.0.front.sign_in(&app.0.csrf, headers, namespace).await
-}
 
 /// The page of `read` drawn by `draw`, or the read's error page.
 fn drawn<T>(

@@ -6,7 +6,6 @@
 //! each action, which reads the form.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -16,36 +15,19 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use maud::Markup;
 use tower::{BoxError, ServiceBuilder};
 
-use handoff_bridge::call::Services;
 use handoff_bridge::limits::Limits;
 
+use super::answer::{forbidden, page, see_other};
 use super::door::{Front, sign_in_page};
-use super::guard::{CsrfKey, Hosts, SECURITY_HEADERS, check_origin};
+use super::guard::{SECURITY_HEADERS, check_origin};
 use super::secret::{Redeemed, set_cookie};
+use super::state::{App, Shared};
 use super::{actions, live, pages};
-use crate::data::ReadError;
-use crate::model::{Mode, Viewer};
+use crate::model::Mode;
 use crate::render::{self, SignIn};
 use crate::routes;
-
-/// Everything a handler reads, built once.
-pub(super) struct App {
-    pub(super) front: Front,
-    pub(super) hosts: Hosts,
-    pub(super) csrf: CsrfKey,
-    pub(super) services: Services,
-    /// Namespaces the front page looks in.
-    pub(super) candidates: Vec<String>,
-    pub(super) live: live::Bounds,
-    /// How often a live stream sends a keep-alive.
-    pub(super) keep_alive: Duration,
-}
-
-/// What handlers share.
-pub(super) type Shared = State<Arc<App>>;
 
 /// The console's router, guarded.
 pub(super) fn router(app: Arc<App>, limits: &Limits) -> Router {
@@ -148,87 +130,6 @@ fn timed_out(err: &BoxError) -> Response {
             "This page took too long to read. Try again in a moment.",
         ),
     )
-}
-
-/// An HTML page with `status`.
-pub(super) fn page(status: StatusCode, markup: Markup) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        markup.into_string(),
-    )
-        .into_response()
-}
-
-/// 403 with `message` (a refusal of a guard).
-pub(super) fn forbidden(viewer: Option<&Viewer>, message: &str) -> Response {
-    page(
-        StatusCode::FORBIDDEN,
-        render::error(viewer, 403, "Refused", message),
-    )
-}
-
-/// The page of a read that failed: 403, 404, 400 or 503 with the read's
-/// sentence.
-pub(super) fn read_error(viewer: &Viewer, err: ReadError) -> Response {
-    let (status, title, message) = match err {
-        ReadError::Forbidden(message) => (StatusCode::FORBIDDEN, "Not allowed", message),
-        ReadError::NotFound(message) => (StatusCode::NOT_FOUND, "Not found", message),
-        ReadError::Invalid {
-            field,
-            rule,
-            problem,
-        } => (
-            StatusCode::BAD_REQUEST,
-            "Not understood",
-            format!("{field}: {problem} (rule: {rule})."),
-        ),
-        ReadError::Unavailable(message) => {
-            (StatusCode::SERVICE_UNAVAILABLE, "Not available", message)
-        }
-    };
-    page(
-        status,
-        render::error(Some(viewer), status.as_u16(), title, &message),
-    )
-}
-
-/// A 400 page for a query parameter or form field that is not understood.
-pub(super) fn bad_input(
-    viewer: &Viewer,
-    field: &'static str,
-    rule: &str,
-    problem: &str,
-) -> Response {
-    read_error(
-        viewer,
-        ReadError::Invalid {
-            field,
-            rule: rule.to_owned(),
-            problem: problem.to_owned(),
-        },
-    )
-}
-
-/// An answer given instead of the page asked for (the sign-in page, a
-/// refusal, an error page), boxed: a response is large, and most requests
-/// get their page.
-pub(super) struct Early(Box<Response>);
-
-impl From<Response> for Early {
-    fn from(response: Response) -> Self {
-        Self(Box::new(response))
-    }
-}
-
-/// The page, or the answer given instead.
-pub(super) fn either(result: Result<Response, Early>) -> Response {
-    result.unwrap_or_else(|Early(early)| *early)
-}
-
-/// A 303 to `location`.
-pub(super) fn see_other(location: &str) -> Response {
-    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
 async fn not_found(State(app): Shared, headers: HeaderMap) -> Response {
