@@ -61,13 +61,19 @@ pub async fn schedules(caller: &Caller) -> Result<SchedulesPage, ReadError> {
         action: "list schedules",
         namespace,
     };
-    let (listed, _cut) = all(
+    let (listed, cut) = all(
         &api::<BrainstormSchedule>(caller),
         &ListParams::default(),
         MAX_SCHEDULES,
     )
     .await
     .map_err(|e| doing.kube(&e, "schedules"))?;
+    if cut {
+        tracing::warn!(
+            namespace,
+            "more than {MAX_SCHEDULES} schedules; the page shows the first"
+        );
+    }
     let mut rows: Vec<ScheduleRow> = listed.iter().map(schedule_row).collect();
     rows.sort_by(|a, b| (&a.project, &a.name).cmp(&(&b.project, &b.name)));
     Ok(SchedulesPage {
