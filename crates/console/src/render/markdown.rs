@@ -23,8 +23,9 @@ use std::sync::LazyLock;
 
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-/// Containers (block quotes, lists) deeper than this lose their markup but
-/// keep their text: a body of ten thousand `>` cannot build a DOM that deep.
+/// Containers (block quotes, lists, emphasis) deeper than this lose their
+/// markup but keep their text: a body of ten thousand `>` cannot build a
+/// DOM that deep.
 const MAX_DEPTH: usize = 32;
 
 /// The heading level the page's own sections use; a body's headings start
@@ -86,7 +87,7 @@ struct Filter<'a> {
     /// Open images; their alt text is collected, never drawn as markup.
     image_depth: usize,
     alt: String,
-    /// Open containers, and how many of them were kept as markup.
+    /// How many containers are open (the deeper ones are not drawn).
     depth: usize,
     /// The last heading level written, so the next never skips one.
     last_heading: usize,
@@ -177,7 +178,12 @@ impl<'a> Filter<'a> {
                     attrs: Vec::new(),
                 })
             }
-            Tag::BlockQuote(_) | Tag::List(_) | Tag::Item => {
+            Tag::BlockQuote(_)
+            | Tag::List(_)
+            | Tag::Item
+            | Tag::Emphasis
+            | Tag::Strong
+            | Tag::Strikethrough => {
                 self.depth += 1;
                 (self.depth <= MAX_DEPTH).then_some(tag)
             }
@@ -193,7 +199,12 @@ impl<'a> Filter<'a> {
             TagEnd::HtmlBlock => Some(TagEnd::CodeBlock),
             TagEnd::Link => self.links.pop().unwrap_or(false).then_some(TagEnd::Link),
             TagEnd::Heading(_) => self.headings.pop().map(TagEnd::Heading),
-            TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item => {
+            TagEnd::BlockQuote(_)
+            | TagEnd::List(_)
+            | TagEnd::Item
+            | TagEnd::Emphasis
+            | TagEnd::Strong
+            | TagEnd::Strikethrough => {
                 let kept = self.depth <= MAX_DEPTH;
                 self.depth = self.depth.saturating_sub(1);
                 kept.then_some(end)
