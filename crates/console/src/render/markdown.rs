@@ -225,4 +225,4 @@ fn heading_level(level: usize) -> HeadingLevel {
 
 #[cfg(test)]
 #[path = "markdown_tests.rs"]
-mod tests;
+pub(in crate::render) mod tests;

@@ -277,15 +277,15 @@ fn assert_inert(name: &str, html: &str) {
     }
 }
 
-struct TagSeen {
-    name: String,
-    attributes: Vec<(String, String)>,
+pub(in crate::render) struct TagSeen {
+    pub(in crate::render) name: String,
+    pub(in crate::render) attributes: Vec<(String, String)>,
     raw: String,
 }
 
 /// The start tags of serialised HTML (every `<` that is text is escaped,
 /// so each `<` starts a tag; values are double-quoted).
-fn tags(html: &str) -> Vec<TagSeen> {
+pub(in crate::render) fn tags(html: &str) -> Vec<TagSeen> {
     let mut out = Vec::new();
     let mut rest = html;
     while let Some(start) = rest.find('<') {
