@@ -416,6 +416,15 @@ fn links_keep_their_text_when_dropped_and_their_rel_when_kept() {
             "<pre><code>fn x() {}\n</code></pre>\n",
         ),
         ("x  \ny ~~z~~", "<p>x<br>\ny <del>z</del></p>\n"),
+        (
+            "[](https://x.example/)",
+            "<p><a href=\"https://x.example/\" rel=\"noopener noreferrer nofollow ugc\">https://x.example/</a></p>\n",
+        ),
+        ("#\n\n## b", "<h3>b</h3>\n"),
+        (
+            "###### a\n\n# b\n\n## c",
+            "<h3>a</h3>\n<h3>b</h3>\n<h4>c</h4>\n",
+        ),
     ];
     for (body, want) in cases {
         assert_eq!(to_safe_html(body), want, "{body}");
