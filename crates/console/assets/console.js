@@ -11,9 +11,15 @@
 (function () {
   var format;
   try {
+    // dateStyle/timeStyle cannot be combined with timeZoneName: the
+    // fields are named one by one.
     format = new Intl.DateTimeFormat(undefined, {
-      dateStyle: "medium",
-      timeStyle: "medium",
+      year: "numeric",
+      month: "short",
+      day: "numeric",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
       timeZoneName: "short",
     });
   } catch (e) {
