@@ -561,30 +561,3 @@ fn assets_are_the_files_served() {
     assert!(STYLESHEET.contains(":focus-visible"));
     assert!(SCRIPT.contains("EventSource") && SCRIPT.contains("\"changed\""));
 }
-
-#[test]
-fn zz_dump_pages_tmp() {
-    let out = std::path::Path::new("/tmp/render-pages");
-    std::fs::create_dir_all(out).unwrap();
-    for (i, (name, html, _, _)) in pages().into_iter().enumerate() {
-        std::fs::write(
-            out.join(format!("{i:02}-{}.html", name.replace([' ', ','], "_"))),
-            html,
-        )
-        .unwrap();
-    }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hostile");
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        let body = std::fs::read_to_string(&path).unwrap();
-        let html = handoff(&viewer(), &handoff_page(&body, true)).into_string();
-        std::fs::write(
-            out.join(format!(
-                "h-{}.html",
-                path.file_stem().unwrap().to_string_lossy()
-            )),
-            html,
-        )
-        .unwrap();
-    }
-}
