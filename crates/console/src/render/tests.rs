@@ -526,7 +526,7 @@ fn every_hostile_fixture_is_inert_inside_the_handoff_page() {
 #[test]
 fn sign_in_says_what_to_do_for_every_reason_and_mode() {
     let reasons = [
-        (SignIn::NoToken, "not signed in"),
+        (SignIn::NoToken, "You are not signed in"),
         (SignIn::TokenRejected, "refused"),
         (SignIn::LinkUsed, "already used"),
         (SignIn::LinkMissing, "missing its secret"),
