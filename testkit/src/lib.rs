@@ -42,7 +42,9 @@ pub use handoff_local::{
     Assets, ControlPlane, PlaneOptions, Postgres, ServerTls, StaticToken, Versions, assets,
     client_from, install_crds, postgres, process,
 };
-pub use served::{BridgeProcess, ControllerProcess, ManagedWebhookProcess, WebhookProcess};
+pub use served::{
+    BridgeProcess, ConsoleProcess, ControllerProcess, ManagedWebhookProcess, WebhookProcess,
+};
 
 /// What a test needs to reach the cluster under test.
 #[derive(Clone)]
