@@ -32,6 +32,9 @@ const INSTALL: &str = "run `make chromium` (as root on Debian it runs \
 /// How long chromedriver may take to say which port it listens on.
 const DRIVER_START: Duration = Duration::from_secs(30);
 
+/// How long a navigation a click started may take.
+const NAVIGATION: Duration = Duration::from_secs(30);
+
 /// Chromium's flags: headless (the new mode: the old one left the main
 /// binary), no sandbox (the tests run as root, where Chromium refuses to
 /// start with one), and none of the background traffic to Google's hosts
@@ -350,6 +353,27 @@ impl Browser {
             .click()
             .await
             .with_context(|| format!("clicking {css:?}"))
+    }
+
+    /// Clicks the first element matching `css` and waits until the
+    /// document it leads to has loaded (a form's submit button: WebDriver
+    /// does not wait for the navigation a click starts).
+    pub async fn click_and_wait(&self, css: &str) -> Result<()> {
+        self.execute("document.documentElement.dataset.handoffLeaving = '1'; return 1")
+            .await?;
+        self.click(css).await?;
+        let what = format!("the page {css:?} leads to");
+        crate::wait::eventually(&what, NAVIGATION, || async {
+            let probe = "return document.readyState === 'complete' \
+                && document.documentElement.dataset.handoffLeaving === undefined";
+            match self.execute(probe).await {
+                Ok(Value::Bool(true)) => Ok(()),
+                Ok(seen) => Err(format!("{seen}")),
+                Err(e) => Err(format!("{e:#}")),
+            }
+        })
+        .await;
+        Ok(())
     }
 
     /// Types `fields` (name → value) into the form matching `form` and

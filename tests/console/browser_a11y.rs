@@ -76,9 +76,9 @@ async fn tab_to(browser: &Browser, url: &str, wanted: impl Fn(&Focused) -> bool)
 #[tokio::test(flavor = "multi_thread")]
 async fn every_main_page_passes_axe_and_works_from_the_keyboard() {
     let world = World::new("browser-a11y").await;
-    world.write("arch#1", "# Plan\n\nFirst draft of the **plan**.").await;
+    world.revise("arch#1", 1, "# Plan\n\nFirst draft of the **plan**.").await;
     world
-        .write("arch#1", "# Plan\n\nSecond draft: ship the zebra importer.\n\n- one\n- two")
+        .revise("arch#1", 2, "# Plan\n\nSecond draft: ship the zebra importer.\n\n- one\n- two")
         .await;
     world.write("cli#2", "Wire the CLI.").await;
     world.write("docs#3", "Write the *docs*.").await;
@@ -101,7 +101,7 @@ async fn every_main_page_passes_axe_and_works_from_the_keyboard() {
         .await
         .must("the diff link")
         .expect("a diff link");
-    let search = at(&routes::search(ns, Some("zebra"), None));
+    let search = at(&routes::search(ns, Some("zebra"), Some(PROJECT)));
     reload_until(&browser, &search, "main#content", "arch#1").await;
     let pages = [
         ("overview", at(routes::HOME)),

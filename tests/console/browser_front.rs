@@ -94,7 +94,7 @@ async fn behind_a_proxy_a_person_sees_what_rbac_lets_them_and_nothing_else() {
         .must("the project as a viewer");
     let rows = browser.text("main#content").await.must("the project page");
     assert!(rows.contains("proxy#1"), "{rows}");
-    browser.click("main#content td.key a").await.must("open the handoff");
+    browser.click_and_wait("main#content td.key a").await.must("open the handoff");
     let body = browser.text("main#content .body").await.must("the body");
     assert!(body.contains("visible to viewers"), "{body}");
     let who = browser.text("header .who").await.must("who is signed in");

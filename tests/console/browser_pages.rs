@@ -15,8 +15,8 @@ use crate::browser_world::{LIVE, Must, PROJECT, World, reload_until, signed_in};
 #[tokio::test(flavor = "multi_thread")]
 async fn a_person_lists_opens_diffs_searches_rejects_and_deletes() {
     let world = World::new("browser-pages").await;
-    world.write("arch#1", "# Plan\n\nFirst draft of the **plan**.").await;
-    world.write("arch#1", "# Plan\n\nSecond draft: ship the zebra importer.").await;
+    world.revise("arch#1", 1, "# Plan\n\nFirst draft of the **plan**.").await;
+    world.revise("arch#1", 2, "# Plan\n\nSecond draft: ship the zebra importer.").await;
     world.write("cli#2", "Wire the CLI.").await;
     world.offer("arch#1", "dev-lead").await;
     let console = world.laptop();
@@ -33,10 +33,11 @@ async fn a_person_lists_opens_diffs_searches_rejects_and_deletes() {
 
     // One opens with its body rendered from markdown.
     browser
-        .click(&format!("td.key a[href='{}']", routes::handoff(ns, &name_for_key("arch#1"))))
+        .click_and_wait(&format!("td.key a[href='{}']", routes::handoff(ns, &name_for_key("arch#1"))))
         .await
         .must("open arch#1");
-    let heading = browser.text("main#content .body h1").await.must("the body's heading");
+    // (The body's headings sit below the page's own: `# Plan` is an h3.)
+    let heading = browser.text("main#content .body :is(h3, h4)").await.must("the body's heading");
     assert_eq!(heading, "Plan");
     let body = browser.text("main#content .body").await.must("the body");
     assert!(body.contains("ship the zebra importer"), "{body}");
@@ -44,20 +45,21 @@ async fn a_person_lists_opens_diffs_searches_rejects_and_deletes() {
     // Once the mirror has both revisions: their diff.
     let arch = World::at(&console, &routes::handoff(ns, &name_for_key("arch#1")));
     reload_until(&browser, &arch, "main#content", "Changes from").await;
-    browser.click("a[href*='/diff?']").await.must("open the diff");
+    browser.click_and_wait("a[href*='/diff?']").await.must("open the diff");
     let diff = browser.text("main#content").await.must("the diff");
     assert!(diff.contains("First draft") && diff.contains("zebra importer"), "{diff}");
 
     // The mirror's full-text search finds it.
-    let search = World::at(&console, &routes::search(ns, Some("zebra"), None));
+    let search = World::at(&console, &routes::search(ns, Some("zebra"), Some(PROJECT)));
     reload_until(&browser, &search, "main#content", "arch#1").await;
 
     // An offer is rejected through its confirmation.
     browser.goto(&World::at(&console, &routes::offers(ns))).await.must("offers");
     let offers = browser.text("main#content").await.must("the offers");
     assert!(offers.contains("dev-lead"), "{offers}");
-    browser.click("main#content a[href$='/reject']").await.must("reject");
-    browser.click("form.confirm button[type=submit]").await.must("confirm the rejection");
+    browser.click_and_wait("main#content a[href$='/reject']").await.must("reject");
+    browser.click_and_wait("form.confirm button[type=submit]").await.must("confirm the rejection");
+    let after = browser.text("body").await.must("the page after the rejection");
     let api: Api<HandoffOffer> = Api::namespaced(world.env.client().await, ns);
     let phase = || async {
         let all = api.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
@@ -68,18 +70,21 @@ async fn a_person_lists_opens_diffs_searches_rejects_and_deletes() {
             other => Err(format!("{:?}", other.iter().map(|o| &o.status).collect::<Vec<_>>())),
         }
     };
-    eventually("the offer to be Rejected", LIVE, phase).await;
+    let what = format!("the offer to be Rejected (the page said: {after})");
+    eventually(&what, LIVE, phase).await;
 
     // A handoff is deleted through its confirmation.
     let cli = name_for_key("cli#2");
     browser.goto(&World::at(&console, &routes::handoff(ns, &cli))).await.must("cli#2");
-    browser.click(&format!("a[href='{}']", routes::delete(ns, &cli))).await.must("delete");
+    browser.click_and_wait(&format!("a[href='{}']", routes::delete(ns, &cli))).await.must("delete");
     let confirm = browser.title().await.must("the confirmation");
     assert!(confirm.starts_with("Delete handoff"), "{confirm}");
-    browser.click("form.confirm button[type=submit]").await.must("confirm the deletion");
+    browser.click_and_wait("form.confirm button[type=submit]").await.must("confirm the deletion");
+    let after = browser.text("body").await.must("the page after the deletion");
     let handoffs: Api<Handoff> = Api::namespaced(world.env.client().await, ns);
     let gone = || async { handoffs.get_opt(&cli).await.ok().flatten().is_none() };
-    eventually("cli#2 to be deleted", LIVE, gone).await;
+    let what = format!("cli#2 to be deleted (the page said: {after})");
+    eventually(&what, LIVE, gone).await;
     browser.goto(&World::at(&console, &project)).await.must("the project again");
     let list = browser.text("main#content").await.must("the list");
     assert!(!list.contains("cli#2") && list.contains("arch#1"), "{list}");

@@ -111,6 +111,15 @@ impl World {
         .await;
     }
 
+    /// Writes revision `revision` of handoff `key` and waits until the
+    /// controller has counted it (writes closer together may be counted
+    /// as one).
+    pub(crate) async fn revise(&self, key: &str, revision: i64, body: &str) {
+        self.write(key, body).await;
+        let api: Api<Handoff> = Api::namespaced(self.env.client().await, &self.ns);
+        handoff_testkit::spec::counted(&api, key, revision).await;
+    }
+
     /// Stores handoff `key` with `body` as it is, straight through the
     /// apiserver (no bridge, so none of its checks): what a hostile writer
     /// with RBAC on the objects could leave.
