@@ -18,7 +18,7 @@ use handoff_testkit::controller::{InProcess, Running};
 use handoff_testkit::http::{addr_of, exchange, mcp_post, tool_call};
 use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, ConsoleProcess, TestEnv};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use crate::common::{agent_token, apply_agent_roles};
@@ -127,13 +127,11 @@ impl World {
         let name = name_for_key(key);
         let handoff = Handoff::new(&name, spec(key).project(PROJECT).body(body).by("mallory"));
         let api: Api<Handoff> = Api::namespaced(self.env.client().await, &self.ns);
-        api.patch(
-            &name,
-            &PatchParams::apply("console-browser-tests").force(),
-            &Patch::Apply(&handoff),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("storing {key}: {e}"));
+        // A create (JSON), not an apply: an apply patch is YAML, which
+        // cannot carry the corpus's control characters.
+        api.create(&PostParams::default(), &handoff)
+            .await
+            .unwrap_or_else(|e| panic!("storing {key}: {e}"));
         name
     }
 
