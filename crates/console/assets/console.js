@@ -108,8 +108,28 @@
       setTimeout(refresh, 0);
     }
 
-    var source = new EventSource(url);
-    source.addEventListener("changed", refresh);
+    var source = null;
+    function listen() {
+      source = new EventSource(url);
+      source.addEventListener("changed", refresh);
+    }
+    listen();
+    // A page left for another holds no stream: a browser opens only a few
+    // connections per site, and streams of pages kept in its back-forward
+    // cache would hold them until the server's next keep-alive. Back on
+    // the page, the stream reopens and the page catches up.
+    window.addEventListener("pagehide", function () {
+      if (source) {
+        source.close();
+        source = null;
+      }
+    });
+    window.addEventListener("pageshow", function (event) {
+      if (event.persisted && !source) {
+        listen();
+        refresh();
+      }
+    });
   }
 
   function start() {
