@@ -44,7 +44,11 @@ fn corpus() -> Vec<(String, String)> {
         .map(|entry| entry.expect("a corpus entry").path())
         .filter(|path| path.extension().is_some_and(|e| e == "md"))
         .map(|path| {
-            let stem = path.file_stem().expect("a name").to_string_lossy().into_owned();
+            let stem = path
+                .file_stem()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
             let body = std::fs::read_to_string(&path).expect("a corpus body");
             (stem, body)
         })
@@ -80,7 +84,10 @@ async fn hostile_bodies_render_inert_under_an_enforced_csp() {
         let url = World::at(&console, &routes::handoff(&world.ns, name));
         browser.goto(&url).await.must(stem);
         let title = browser.title().await.must("the title");
-        let pwned = browser.execute("return typeof window.__pwned").await.must("__pwned");
+        let pwned = browser
+            .execute("return typeof window.__pwned")
+            .await
+            .must("__pwned");
         let dialogs = browser.dialogs().await.must("dialogs");
         let images = browser.count("img").await.must("images");
         let links = browser.execute(BAD_LINKS).await.must("links");
@@ -94,9 +101,15 @@ async fn hostile_bodies_render_inert_under_an_enforced_csp() {
             (!dialogs.is_empty(), format!("dialogs {dialogs:?}")),
             (images > 0, format!("{images} <img>")),
             (links != serde_json::json!([]), format!("links {links}")),
-            (handlers != serde_json::json!([]), format!("handlers/styles {handlers}")),
+            (
+                handlers != serde_json::json!([]),
+                format!("handlers/styles {handlers}"),
+            ),
             (forbidden > 0, format!("{forbidden} forbidden elements")),
-            (!refused.is_empty(), format!("the CSP had to refuse {refused:?}")),
+            (
+                !refused.is_empty(),
+                format!("the CSP had to refuse {refused:?}"),
+            ),
             (!shown, "no rendered body".to_owned()),
         ];
         for (bad, what) in problems {
@@ -105,18 +118,30 @@ async fn hostile_bodies_render_inert_under_an_enforced_csp() {
             }
         }
     }
-    assert!(failures.is_empty(), "hostile bodies not inert:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "hostile bodies not inert:\n{}",
+        failures.join("\n")
+    );
 
     // The CSP is enforced on the console's pages: an inline script that
     // somehow reached the DOM is refused and does not run.
     let inject = "const s = document.createElement('script');\
         s.textContent = 'window.__pwned = 1'; document.body.append(s); return 1";
-    browser.execute(inject).await.must("inject an inline script");
-    let pwned = browser.execute("return typeof window.__pwned").await.must("__pwned");
+    browser
+        .execute(inject)
+        .await
+        .must("inject an inline script");
+    let pwned = browser
+        .execute("return typeof window.__pwned")
+        .await
+        .must("__pwned");
     assert_eq!(pwned, "undefined", "an inline script ran on a console page");
     let refused = browser.csp_violations().await.must("CSP refusals");
     assert!(
-        refused.iter().any(|v| v.directive == "script-src-elem" && v.blocked == "inline"),
+        refused
+            .iter()
+            .any(|v| v.directive == "script-src-elem" && v.blocked == "inline"),
         "the CSP refused the inline script: {refused:?}"
     );
 }

@@ -59,14 +59,8 @@ impl World {
             .start(env.client().await);
         let bridge = BridgeProcess::start(binary(), env.kubeconfig_path(), &ns, &[])
             .unwrap_or_else(|e| panic!("the bridge did not start: {e:#}"));
-        let writer = agent_token(
-            env,
-            &ns,
-            "agent",
-            Some("implement"),
-            Some("handoff-writer"),
-        )
-        .await;
+        let writer =
+            agent_token(env, &ns, "agent", Some("implement"), Some("handoff-writer")).await;
         Self {
             env,
             ns,
