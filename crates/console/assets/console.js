@@ -19,7 +19,6 @@
       day: "numeric",
       hour: "2-digit",
       minute: "2-digit",
-      second: "2-digit",
       timeZoneName: "short",
     });
   } catch (e) {
