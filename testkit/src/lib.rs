@@ -11,7 +11,9 @@
 //! it never skips.
 
 pub mod admission;
+pub mod bearer_proxy;
 pub mod bench;
+pub mod browser;
 pub mod claude_image;
 pub mod cluster;
 pub mod controller;

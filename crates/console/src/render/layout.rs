@@ -60,7 +60,7 @@ impl<'a> Frame<'a> {
                 head {
                     meta charset="utf-8";
                     meta name="viewport" content="width=device-width, initial-scale=1";
-                    meta name="referrer" content="no-referrer";
+                    meta name="referrer" content="same-origin";
                     title { (self.title) " · handoff console" }
                     link rel="stylesheet" href=(routes::STYLESHEET);
                     script src=(routes::SCRIPT) defer {}

@@ -126,9 +126,9 @@ fn row_cells(ns: &str, row: &HandoffRow, may_delete: bool) -> Markup {
     html! {
         tr {
             td.key { a href=(routes::handoff(ns, &row.name)) { (line(&row.key)) } }
-            td { (maybe(row.repo.as_deref())) }
+            td.wrap { (maybe(row.repo.as_deref())) }
             td { (maybe(row.kind.as_deref())) }
-            td { (maybe(row.writer.as_deref())) }
+            td.wrap { (maybe(row.writer.as_deref())) }
             td { (maybe_time(row.updated.as_ref())) }
             td.num { (maybe_number(row.revision)) }
             td.num { (maybe_number(row.tokens)) }

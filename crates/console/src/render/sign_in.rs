@@ -24,7 +24,7 @@ pub(crate) enum SignIn {
 
 /// How to sign in, for a person who is not.
 pub(crate) fn sign_in(mode: Mode, why: SignIn) -> Markup {
-    let (title, reason) = reason(why);
+    let (title, reason) = reason(mode, why);
     Frame::new(None, title).page(html! {
         p { (reason) }
         h2 { "What to do" }
@@ -44,24 +44,36 @@ pub(crate) fn sign_in(mode: Mode, why: SignIn) -> Markup {
     })
 }
 
-fn reason(why: SignIn) -> (&'static str, &'static str) {
-    match why {
-        SignIn::NoToken => ("Sign in to the handoff console", "You are not signed in."),
-        SignIn::TokenRejected => (
-            "Sign-in refused",
-            "The credentials that came with this request were refused.",
+/// The page's title and the sentence saying why, in the words of the mode.
+fn reason(mode: Mode, why: SignIn) -> (&'static str, &'static str) {
+    match (why, mode) {
+        (SignIn::NoToken, Mode::Laptop) => (
+            "Sign in to the handoff console",
+            "You are not signed in: this browser has not opened the console's one-time link.",
         ),
-        SignIn::LinkUsed => (
+        (SignIn::NoToken, Mode::Proxy) => (
+            "Sign in to the handoff console",
+            "You are not signed in: no sign-in reached the console from the proxy.",
+        ),
+        (SignIn::TokenRejected, Mode::Laptop) => (
+            "Sign-in refused",
+            "This link's secret was refused: it is not the one the running console printed.",
+        ),
+        (SignIn::TokenRejected, Mode::Proxy) => (
+            "Sign-in refused",
+            "The cluster refused the sign-in the proxy sent; it may have expired.",
+        ),
+        (SignIn::LinkUsed, _) => (
             "This link was already used",
             "A console link works only once, and this one was opened before.",
         ),
-        SignIn::LinkMissing => (
+        (SignIn::LinkMissing, _) => (
             "This link is incomplete",
             "The sign-in link is missing its secret; it may have been cut when copied.",
         ),
-        SignIn::SessionExpired => (
+        (SignIn::SessionExpired, _) => (
             "Your session ended",
-            "Your session with the console has ended.",
+            "Your session with the console has ended; sign in again to go on.",
         ),
     }
 }

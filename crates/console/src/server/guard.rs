@@ -27,11 +27,15 @@ pub(crate) const CSP: &str = "default-src 'none'; script-src 'self'; style-src '
      frame-ancestors 'none'";
 
 /// The headers every answer carries (Cache-Control is set per answer).
+/// The referrer policy is `same-origin`, not `no-referrer`: under
+/// `no-referrer` a browser sends `Origin: null` with a form's POST, and
+/// the Origin rule refuses the console's own confirmations; `same-origin`
+/// still sends no referrer to any other site.
 pub(crate) const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("content-security-policy", CSP),
     ("x-frame-options", "DENY"),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    ("referrer-policy", "same-origin"),
     ("cross-origin-opener-policy", "same-origin"),
     ("cross-origin-resource-policy", "same-origin"),
 ];
