@@ -14,6 +14,9 @@
 #   make e2e-image-binary  the static `handoff` of the local e2e image (no registry)
 #   make crds            regenerate crds/ from the Rust types (and the chart's copy)
 #   make helm            build Helm from its Go module (cached)
+#   make chromium / axe-core  Debian's Chromium + ChromeDriver (apt, as root) and
+#                        axe-core (npm) for the console's browser tests
+#   make screenshots     the console's screenshots into docs/console (commit them)
 #   make lint / fmt / build / bench   (lint runs helm lint and actionlint)
 #   make release VERSION=vX.Y.Z  the release's artifacts in dist/, reproducibly
 #                        (hack/release/release.sh: tarball, OCI image archive,

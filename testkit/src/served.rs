@@ -497,6 +497,11 @@ impl ConsoleProcess {
     pub fn log(&self) -> String {
         self.served.log()
     }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.served.process.pid()
+    }
 }
 
 #[cfg(test)]

@@ -118,9 +118,11 @@ fn assert_guarded(answer: &Answer, what: &str) {
         Some("nosniff"),
         "{what}"
     );
+    // same-origin, not no-referrer: under no-referrer a form's POST
+    // carries `Origin: null` and the console's own actions are refused.
     assert_eq!(
         answer.header("referrer-policy"),
-        Some("no-referrer"),
+        Some("same-origin"),
         "{what}"
     );
 }
@@ -480,6 +482,26 @@ impl<'a> Live<'a> {
         }
     }
 
+    /// Reads until the console ends the stream.
+    async fn until_ended(&mut self) {
+        let mut buf = [0u8; 4096];
+        let read = tokio::time::timeout(EVENT_WAIT, async {
+            loop {
+                let n = self.stream.read(&mut buf).await.unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                self.seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+        .await;
+        assert!(
+            read.is_ok(),
+            "the stream did not end within {EVENT_WAIT:?}: {}",
+            self.seen
+        );
+    }
+
     /// Reads until `marker` has been seen (after what was already seen).
     async fn until(&mut self, marker: &str) {
         let from = self.seen.len();
@@ -596,6 +618,31 @@ async fn a_live_stream_outlives_the_idle_timeout() {
     assert!(
         live.seen.contains(&format!("data: {name} ")),
         "{}",
+        live.seen
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_live_page_does_not_hold_up_the_shutdown() {
+    let env = handoff_testkit::shared();
+    let namespace = env.namespace("console-stop").await;
+    let console = laptop(&namespace, &[]);
+    let cookie = sign_in(&console).await;
+    let path = format!("/ns/{namespace}/live?project=shop");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until("event: ready").await;
+    let pid = i32::try_from(console.pid()).expect("a pid");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM to the console");
+    live.until_ended().await;
+    assert!(
+        live.seen.ends_with("0\r\n\r\n"),
+        "the stream ended whole: {}",
         live.seen
     );
 }

@@ -14,7 +14,8 @@
 //!   a proxy, whose own session cookie is ambient authority.
 //! - **Security headers** on every answer, refusals and assets included: a
 //!   Content-Security-Policy that allows nothing but the console's own
-//!   script, style and fetches, no framing, no sniffing, no referrer.
+//!   script, style and fetches, no framing, no sniffing, no referrer to
+//!   other sites.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -13,8 +13,10 @@
 //! and the request timeout does not cut the stream (it covers the answer's
 //! start, not its body).
 //!
-//! Streams are bounded: per person and in all ([`Bounds`]); past a bound
-//! the answer is a 429 page.
+//! Streams are bounded: per person and in all (`bounds`); past a bound
+//! the answer is a 429 page. Every stream ends when the console stops, so
+//! an open page does not hold up its shutdown (the browser reconnects to
+//! the next console).
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -174,6 +176,7 @@ pub(super) async fn stream(
             listed: false,
             _permit: permit,
         });
+        let body = body.take_until(app.0.shutdown.clone().cancelled_owned());
         Ok(Sse::new(body)
             .keep_alive(KeepAlive::new().interval(app.0.keep_alive))
             .into_response())

@@ -209,6 +209,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         )),
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let shutdown = CancellationToken::new();
     let bound = listener.local_addr()?;
     let app = Arc::new(state::App {
         front,
@@ -221,6 +222,7 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         candidates: candidates(&args.namespaces, context.as_deref()),
         live: bounds::Bounds::new(args.max_live_streams, args.max_live_streams_per_person),
         keep_alive: args.idle_timeout / 4,
+        shutdown: shutdown.clone(),
     });
     let shown = if bound.ip().is_unspecified() {
         format!("http://127.0.0.1:{}", bound.port())
@@ -235,7 +237,6 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
         }
     }
     eprintln!("handoff console listening on {shown}");
-    let shutdown = CancellationToken::new();
     let stop = shutdown.clone();
     tokio::spawn(async move {
         handoff_kube::telemetry::shutdown_signal().await;

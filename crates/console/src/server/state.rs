@@ -9,6 +9,7 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
 
 use handoff_bridge::call::Services;
 
@@ -28,6 +29,9 @@ pub(super) struct App {
     /// Namespaces the front page looks in.
     pub(super) candidates: Vec<String>,
     pub(super) live: Bounds,
+    /// Cancelled when the console stops: live streams end then (an open
+    /// page would otherwise hold the shutdown until it is killed).
+    pub(super) shutdown: CancellationToken,
     /// How often a live stream sends a keep-alive.
     pub(super) keep_alive: Duration,
 }
