@@ -34,18 +34,46 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `app` on `listener` (TLS when `tls` is given) until `shutdown`
 /// is cancelled, then lets open connections finish their requests.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     tls: Option<TlsAcceptor>,
     limits: &Limits,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_with(listener, app, tls, limits, shutdown, false).await
+}
+
+/// [`serve`] for answers that stream for long (the console's Server-Sent
+/// Events). While hyper writes an answer it reads the connection to notice
+/// a client that left, and a client that only listens sends nothing, so
+/// `--idle-timeout` would close it mid-answer; here an answer being
+/// written does not read (hyper's half-close), and a client that left is
+/// noticed when a write fails (a stream's keep-alives).
+pub async fn serve_streaming(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<TlsAcceptor>,
+    limits: &Limits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    serve_with(listener, app, tls, limits, shutdown, true).await
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    app: axum::Router,
+    tls: Option<TlsAcceptor>,
+    limits: &Limits,
+    shutdown: CancellationToken,
+    half_close: bool,
+) -> std::io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
-        .max_header_size(limits.max_header_bytes);
+        .max_header_size(limits.max_header_bytes)
+        .half_close(half_close);
     let connection = Connection {
         http,
         app,
