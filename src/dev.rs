@@ -232,6 +232,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         "\nIn another shell:\n  source {}\n  kubectl get handoffs",
         env_file.display()
     )?;
+    let mirror = if pg.is_some() {
+        " --postgres-url \"$DATABASE_URL\""
+    } else {
+        ""
+    };
+    writeln!(
+        out,
+        "\nThe console, as this plane's admin (docs/console.md):\n  source {} && cargo run -- console --open --namespace default{mirror}",
+        env_file.display()
+    )?;
     writeln!(
         out,
         "\nMCP client configs (Claude Code: copy one to .mcp.json):\n  {}  (profile implement)\n  {}  (profile refine)",
