@@ -320,14 +320,9 @@ fn the_docs_pin_the_workspace_version() {
     assert!(wrong.is_empty(), "pins of another version: {wrong:?}");
 }
 
-/// `config/default` (and so a `?ref=` overlay of it) and `make image`
-/// name the release's image tag.
-#[test]
-fn config_default_and_the_makefile_name_the_release_image() {
-    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
-    let installation = render(&kustomize(), "config/default", None);
-    let images: Vec<&str> = installation
-        .iter()
+/// The images of every container of `docs`.
+fn images(docs: &[Value]) -> Vec<&str> {
+    docs.iter()
         .flat_map(|d| {
             d["spec"]["template"]["spec"]["containers"]
                 .as_array()
@@ -335,13 +330,90 @@ fn config_default_and_the_makefile_name_the_release_image() {
                 .flatten()
         })
         .filter_map(|c| c["image"].as_str())
-        .collect();
-    assert!(!images.is_empty(), "config/default has Deployments");
-    assert!(images.iter().all(|i| *i == want), "{images:?}, want {want}");
+        .collect()
+}
+
+/// `config/default` and `config/console` (and so a `?ref=` overlay of
+/// them) and `make image` name the release's image tag.
+#[test]
+fn config_default_config_console_and_the_makefile_name_the_release_image() {
+    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
+    for path in ["config/default", "config/console"] {
+        let installation = render(&kustomize(), path, None);
+        let images = images(&installation);
+        assert!(!images.is_empty(), "{path} has Deployments");
+        assert!(
+            images.iter().all(|i| *i == want),
+            "{path}: {images:?}, want {want}"
+        );
+    }
     let makefile = read(&root().join("Makefile"));
     let img = makefile
         .lines()
         .find_map(|l| l.strip_prefix("IMG ?= "))
         .expect("the Makefile's IMG ?= line");
     assert_eq!(img, want, "the Makefile's IMG");
+}
+
+/// The console acts only as the person: nothing of config/default or
+/// config/console binds a role to its ServiceAccount, and it lands in
+/// config/default's namespace with the bridge's hardening.
+#[test]
+fn config_console_binds_nothing_to_its_service_account_and_runs_hardened() {
+    let kustomize = kustomize();
+    let console = render(&kustomize, "config/console", None);
+    let mut everything = render(&kustomize, "config/default", None);
+    everything.extend(console.iter().cloned());
+    let bindings: Vec<String> = everything
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+        .filter(|d| {
+            d["subjects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["name"] == "handoff-console")
+        })
+        .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+        .collect();
+    assert!(
+        bindings.is_empty(),
+        "the console's account is bound: {bindings:?}"
+    );
+    for doc in &console {
+        assert_eq!(
+            doc["metadata"]["namespace"], "handoff-system",
+            "{} {}",
+            doc["kind"], doc["metadata"]["name"]
+        );
+    }
+    let deployment = console
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("config/console has a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "handoff-console");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        args[..3],
+        ["console", "--behind-proxy", "--listen=0.0.0.0:8080"]
+    );
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+    }
+    assert!(
+        container["resources"]["limits"]["memory"].is_string(),
+        "resources"
+    );
 }
