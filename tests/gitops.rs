@@ -355,11 +355,12 @@ fn config_default_config_console_and_the_makefile_name_the_release_image() {
     assert_eq!(img, want, "the Makefile's IMG");
 }
 
-/// The console acts only as the person: nothing of config/default or
-/// config/console binds a role to its ServiceAccount, and it lands in
-/// config/default's namespace with the bridge's hardening.
+/// The console reads only as the person: its ServiceAccount's one binding
+/// is the bridge's own ClusterRole in config/default's namespace, which
+/// reads no handoff, schedule or offer; it lands in that namespace with
+/// the bridge's hardening.
 #[test]
-fn config_console_binds_nothing_to_its_service_account_and_runs_hardened() {
+fn config_console_reads_nothing_as_itself_and_runs_hardened() {
     let kustomize = kustomize();
     let console = render(&kustomize, "config/console", None);
     let mut everything = render(&kustomize, "config/default", None);
@@ -374,12 +375,36 @@ fn config_console_binds_nothing_to_its_service_account_and_runs_hardened() {
                 .flatten()
                 .any(|s| s["name"] == "handoff-console")
         })
-        .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+        .map(|d| {
+            format!(
+                "{} {} -> {}",
+                d["kind"], d["metadata"]["namespace"], d["roleRef"]["name"]
+            )
+        })
         .collect();
-    assert!(
-        bindings.is_empty(),
-        "the console's account is bound: {bindings:?}"
+    assert_eq!(
+        bindings,
+        ["\"RoleBinding\" \"handoff-system\" -> \"handoff-bridge\""],
+        "the console's account's bindings"
     );
+    let role = everything
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "handoff-bridge")
+        .expect("config/default's ClusterRole handoff-bridge");
+    for rule in role["rules"].as_array().expect("rules") {
+        let reads = rule["verbs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v == "list" || v == "watch" || v == "get");
+        let data = rule["resources"].as_array().into_iter().flatten().any(|r| {
+            ["handoffs", "brainstormschedules", "handoffoffers"].contains(&r.as_str().unwrap_or(""))
+        });
+        assert!(
+            !(reads && data),
+            "the console's own identity reads data: {rule}"
+        );
+    }
     for doc in &console {
         assert_eq!(
             doc["metadata"]["namespace"], "handoff-system",

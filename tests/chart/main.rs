@@ -125,7 +125,13 @@ resources:
         &format!("Namespace {NAMESPACE}"),
         "values namespace.create is false",
     );
-    for kind in ["ServiceAccount", "Deployment", "Service", "NetworkPolicy"] {
+    for kind in [
+        "ServiceAccount",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "NetworkPolicy",
+    ] {
         assert!(
             kustomize.contains_key(&format!("{kind} {NAMESPACE}/handoff-console")),
             "config/console renders {kind} handoff-console"
@@ -180,6 +186,12 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/args/-
         value: --allowed-host=handoff.example.com
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --namespace=team-a
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --namespace=team-b
 labels:
   - pairs:
       {INSTANCE}: handoff
@@ -364,7 +376,7 @@ fn values_reach_their_fields() {
         (
             "console.enabled=true,console.allowedHosts={handoff.example.com}",
             &console,
-            format!("{container}/args/6"),
+            format!("{container}/args/7"),
             Some("--allowed-host=handoff.example.com".into()),
         ),
         (
@@ -406,7 +418,7 @@ fn the_console_is_opt_in_and_its_network_policy_follows_network_policy_enabled()
     assert!(console(&["console.enabled=true"]).contains(&policy));
     let without_policies = console(&["console.enabled=true", "networkPolicy.enabled=false"]);
     assert!(
-        !without_policies.contains(&policy) && without_policies.len() == 3,
+        !without_policies.contains(&policy) && without_policies.len() == 4,
         "{without_policies:?}"
     );
 }
