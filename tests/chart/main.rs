@@ -202,8 +202,6 @@ images:
 replicas:
   - name: handoff-controller
     count: 3
-  - name: handoff-console
-    count: 2
 "
     );
     let team = |ns: &str| {
@@ -300,7 +298,6 @@ fn bad_values_are_refused_naming_the_field() {
             "monitoring.serviceMonitor.interval=soon",
             "at '/monitoring/serviceMonitor/interval'",
         ),
-        ("console.replicas=0", "at '/console/replicas': minimum"),
         (
             "console.allowedHosts[0]=Evil_Host",
             "at '/console/allowedHosts/0'",
