@@ -5,6 +5,9 @@
 //! fails here. What can be rendered without a cluster is rendered with
 //! kustomize (the paths the examples point at, with their namespace), and
 //! the Argo CD sync waves are checked to order what depends on what.
+//! config/console (opt-in) is held to the same image pin, its account to
+//! no read of its own, and examples/console's oauth2-proxy to forwarding
+//! the person's token to it.
 //! (tests/it/install.rs dry-runs the same files against an apiserver.)
 //!
 //! Needs kustomize: built by `hack/tools/build.sh kustomize` (`make tools`).
@@ -441,4 +444,64 @@ fn config_console_reads_nothing_as_itself_and_runs_hardened() {
         container["resources"]["limits"]["memory"].is_string(),
         "resources"
     );
+}
+
+/// The value of flag `--name=` among `args`.
+fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
+    let prefix = format!("--{name}=");
+    args.iter().find_map(|a| a.strip_prefix(prefix.as_str()))
+}
+
+/// The args of the first container of Deployment `name` in `docs`.
+fn deployment_args<'a>(docs: &'a [Value], name: &str) -> Vec<&'a str> {
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("Deployment {name}"));
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// examples/console wires oauth2-proxy to config/console: its upstream is
+/// the console's Service, it forwards the ID token as the bearer token, and
+/// the public host of its redirect URL is the Ingress's and one the console
+/// allows (else every page would be refused by the Host rule).
+#[test]
+fn the_oauth2_proxy_example_forwards_the_token_to_the_console_service() {
+    let docs = render(&kustomize(), "examples/console", None);
+    let proxy = deployment_args(&docs, "handoff-console-oauth2-proxy");
+    let console = deployment_args(&docs, "handoff-console");
+    let service = docs
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "handoff-console")
+        .expect("the console's Service");
+    let upstream = format!(
+        "http://{}.{}.svc:{}/",
+        service["metadata"]["name"].as_str().expect("name"),
+        service["metadata"]["namespace"]
+            .as_str()
+            .expect("namespace"),
+        service["spec"]["ports"][0]["port"]
+    );
+    assert_eq!(flag(&proxy, "upstream"), Some(upstream.as_str()));
+    assert_eq!(flag(&proxy, "pass-authorization-header"), Some("true"));
+    let redirect = flag(&proxy, "redirect-url").expect("--redirect-url");
+    let host = redirect
+        .strip_prefix("https://")
+        .and_then(|r| r.split('/').next())
+        .expect("an https redirect URL");
+    let allowed: Vec<&str> = console
+        .iter()
+        .filter_map(|a| a.strip_prefix("--allowed-host="))
+        .collect();
+    assert!(allowed.contains(&host), "{host} not in {allowed:?}");
+    let ingress = docs
+        .iter()
+        .find(|d| d["kind"] == "Ingress")
+        .expect("an Ingress");
+    assert_eq!(ingress["spec"]["rules"][0]["host"], host);
 }
