@@ -34,7 +34,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 # `make release VERSION=v…`: v + the workspace version of Cargo.toml.
 VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools chromium axe-core screenshots
 
 all: build
 
@@ -64,6 +64,24 @@ e2e-image-binary:
 ## PostgreSQL server binaries for the mirror tests and `handoff dev`.
 postgres:
 	@hack/ensure-postgres.sh
+
+## Debian's Chromium and ChromeDriver for the console's browser tests
+## (tests/console/browser_*.rs); apt as root, else an install hint.
+chromium:
+	@hack/ensure-chromium.sh
+
+## axe-core (pinned by package-lock.json), injected by the browser tests to
+## check every console page's accessibility.
+axe-core: tests/console/a11y/node_modules/.installed
+
+tests/console/a11y/node_modules/.installed: tests/console/a11y/package-lock.json
+	npm ci --prefix tests/console/a11y --no-audit --no-fund --loglevel=error
+	touch $@
+
+## The console's screenshots in docs/console/ (the browser tests write them
+## when HANDOFF_SCREENSHOTS names a directory); commit them.
+screenshots: envtest-assets postgres chromium axe-core
+	HANDOFF_SCREENSHOTS=$(CURDIR)/docs/console $(CARGO) test --locked --test console browser_screenshots
 
 run: envtest-assets
 	$(CARGO) run --locked -- dev
@@ -147,7 +165,7 @@ tools:
 
 ## e2e-assets and e2e-image-binary: the image check (testkit/tests/image_containerd.rs,
 ## as root), the scripted agent's suite (tests/scripted_agent.rs) and the release.
-test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-codex agents-copilot agents-gemini tools
+test-deps: envtest-assets helm e2e-assets e2e-image-binary postgres chromium axe-core mcp-sdk agents-claude agents-codex agents-copilot agents-gemini tools
 
 ## Benchmarks are not run here (clippy --all-targets still compiles them): they
 ## belong to `make bench`, in release mode. The scripted agent (hack/e2e/agent,

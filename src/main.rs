@@ -24,6 +24,12 @@ enum Command {
     /// Serve the handoff tools over MCP (stdio or streamable HTTP): the
     /// contract's four, plus the extensions the caller's profile allows.
     Mcp(handoff_bridge::McpArgs),
+    /// Serve the web console: on a laptop as your kubeconfig's user, behind
+    /// a one-time link on 127.0.0.1 (printed, or opened with --open); with
+    /// --behind-proxy as the bearer of the token an authenticating proxy
+    /// forwards. Every page is read as the person: what RBAC hides, it
+    /// does not show.
+    Console(handoff_console::ConsoleArgs),
     /// Print the bridge's request headers as JSON, reading the token file
     /// again on every run (Claude Code's `headersHelper`).
     McpHeaders(handoff_bridge::headers::HeadersArgs),
@@ -98,6 +104,7 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(handoff_controller::run_cli(args)))
         }
         Command::Mcp(args) => runtime().and_then(|rt| rt.block_on(handoff_bridge::run(args))),
+        Command::Console(args) => runtime().and_then(|rt| rt.block_on(handoff_console::run(args))),
         Command::Move(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::cli::move_project(args)))
         }

@@ -11,7 +11,9 @@
 //! it never skips.
 
 pub mod admission;
+pub mod bearer_proxy;
 pub mod bench;
+pub mod browser;
 pub mod claude_image;
 pub mod cluster;
 pub mod controller;
@@ -40,7 +42,9 @@ pub use handoff_local::{
     Assets, ControlPlane, PlaneOptions, Postgres, ServerTls, StaticToken, Versions, assets,
     client_from, install_crds, postgres, process,
 };
-pub use served::{BridgeProcess, ControllerProcess, ManagedWebhookProcess, WebhookProcess};
+pub use served::{
+    BridgeProcess, ConsoleProcess, ControllerProcess, ManagedWebhookProcess, WebhookProcess,
+};
 
 /// What a test needs to reach the cluster under test.
 #[derive(Clone)]

@@ -1,7 +1,8 @@
 //! `handoff` processes started the way a cluster runs them — a separate
 //! process per component — for the integration suites and the benchmarks:
 //! the HTTP bridge ([`BridgeProcess`]), the controller
-//! ([`ControllerProcess`]) and the admission webhook ([`WebhookProcess`]).
+//! ([`ControllerProcess`]), the admission webhook ([`WebhookProcess`]) and
+//! the console ([`ConsoleProcess`]).
 //! Each is a [`Supervised`] child (they die with
 //! us), log to a file tests can read, and are found by the address they
 //! print when they start.
@@ -410,9 +411,100 @@ impl ControllerProcess {
     }
 }
 
+/// The URL in the console's `handoff console listening on <url>` line.
+fn console_url(line: &str) -> Option<String> {
+    line.starts_with("handoff console listening on ")
+        .then(|| after(line, "listening on ", false))
+        .flatten()
+}
+
+/// The one-time link in the console's `handoff console: open <url>` line.
+fn console_login(line: &str) -> Option<String> {
+    line.starts_with("handoff console: open ")
+        .then(|| after(line, "open ", false))
+        .flatten()
+}
+
+/// A running `handoff console` on a free loopback port; killed on drop.
+pub struct ConsoleProcess {
+    served: Served,
+    login: Option<String>,
+}
+
+impl ConsoleProcess {
+    /// Starts `binary console <extra>` in laptop mode with `kubeconfig` as
+    /// the person's and waits for its address and one-time link. The
+    /// mirror's URL comes only from `extra`.
+    pub fn laptop(binary: &Path, kubeconfig: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command.arg("console").args(extra);
+        let served = Self::spawn(command, kubeconfig)?;
+        let login = complete_lines(&served.log())
+            .lines()
+            .find_map(console_login)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "handoff console printed no one-time link:\n{}",
+                    served.process.log_tail(25)
+                )
+            })?;
+        Ok(Self {
+            served,
+            login: Some(login),
+        })
+    }
+
+    /// Starts `binary console --behind-proxy --listen 127.0.0.1:0 <extra>`
+    /// with `kubeconfig` as the console's own identity (it reads nothing
+    /// with it: every read is the bearer's) and waits for its address.
+    pub fn behind_proxy(binary: &Path, kubeconfig: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        let mut command = Command::new(binary);
+        command
+            .args(["console", "--behind-proxy", "--listen", "127.0.0.1:0"])
+            .args(extra);
+        let served = Self::spawn(command, kubeconfig)?;
+        Ok(Self {
+            served,
+            login: None,
+        })
+    }
+
+    fn spawn(mut command: Command, kubeconfig: &Path) -> anyhow::Result<Served> {
+        command
+            .env("KUBECONFIG", kubeconfig)
+            .env_remove("HANDOFF_POSTGRES_URL")
+            .env("RUST_LOG", "info");
+        Served::start("handoff console", command, console_url)
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.served.address
+    }
+
+    /// The one-time sign-in link laptop mode printed
+    /// (`http://127.0.0.1:<port>/login?token=…`).
+    ///
+    /// # Panics
+    /// In proxy mode, which has no link.
+    pub fn login_url(&self) -> &str {
+        self.login
+            .as_deref()
+            .unwrap_or_else(|| panic!("a console behind a proxy has no one-time link"))
+    }
+
+    /// Everything the console logged so far.
+    pub fn log(&self) -> String {
+        self.served.log()
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{bridge_metrics, bridge_url, complete_lines, controller_metrics, webhook_url};
+    use super::{
+        bridge_metrics, bridge_url, complete_lines, console_login, console_url, controller_metrics,
+        webhook_url,
+    };
 
     #[test]
     fn a_half_written_line_is_not_read() {
@@ -433,7 +525,22 @@ mod tests {
     #[test]
     fn the_printed_addresses_are_parsed() {
         type Parser = fn(&str) -> Option<String>;
-        let cases: [(Parser, &str, Option<&str>); 9] = [
+        let cases: [(Parser, &str, Option<&str>); 12] = [
+            (
+                console_url,
+                "handoff console listening on http://127.0.0.1:8123",
+                Some("http://127.0.0.1:8123"),
+            ),
+            (
+                console_login,
+                "handoff console: open http://127.0.0.1:8123/login?token=abc",
+                Some("http://127.0.0.1:8123/login?token=abc"),
+            ),
+            (
+                console_url,
+                "handoff console: open http://127.0.0.1:8123/login?token=abc",
+                None,
+            ),
             (
                 webhook_url,
                 "handoff webhook: serving https://127.0.0.1:9443/validate",

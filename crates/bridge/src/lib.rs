@@ -34,7 +34,8 @@
 //! - [`http`]: the streamable HTTP transport: request limits, authentication.
 //! - [`fair`]: each caller's fair share of the requests in flight.
 //! - [`limits`]: the HTTP limits (flags, defaults).
-//! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts.
+//! - [`listener`]: HTTP/1.1 connections, plain or TLS, with their timeouts
+//!   (the console serves its pages through it too).
 //! - [`stdio`]: the stdio transport, answering malformed lines.
 //! - [`jsonrpc`]: which frames rmcp reads, and the one answer to the rest (pure).
 
@@ -45,7 +46,7 @@ pub mod headers;
 pub mod http;
 pub(crate) mod jsonrpc;
 pub mod limits;
-pub(crate) mod listener;
+pub mod listener;
 pub mod profiles;
 pub(crate) mod prompts;
 pub(crate) mod resources;

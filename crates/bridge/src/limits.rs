@@ -150,7 +150,7 @@ impl Limits {
 }
 
 /// A whole number of at least 1.
-pub(crate) fn at_least_one(text: &str) -> Result<usize, String> {
+pub fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(0) | Err(_) => Err(format!("{text:?}: a whole number of at least 1 expected")),
         Ok(n) => Ok(n),

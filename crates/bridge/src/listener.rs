@@ -34,7 +34,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Serves `app` on `listener` (TLS when `tls` is given) until `shutdown`
 /// is cancelled, then lets open connections finish their requests.
-pub(crate) async fn serve(
+pub async fn serve(
     listener: TcpListener,
     app: axum::Router,
     tls: Option<TlsAcceptor>,

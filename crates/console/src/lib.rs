@@ -6,7 +6,13 @@
 //!
 //! The seams, so each part can be read and tested alone:
 //! - [`model`]: what a page shows, as plain data (no I/O, no HTML);
-//! - [`routes`]: every URL the console serves, built in one place.
+//! - [`routes`]: every URL the console serves, built in one place;
+//! - `server`: `handoff console` — the front doors, the guards, the
+//!   handlers that read (`data`) and draw (`render`), live updates.
 
 pub mod model;
+pub(crate) mod render;
 pub mod routes;
+mod server;
+
+pub use server::{ConsoleArgs, run};

@@ -108,6 +108,20 @@ pub fn search(namespace: &str, query: Option<&str>, project: Option<&str>) -> St
     )
 }
 
+/// A further page of the mirror's full-text search (`cursor` is a
+/// `search_handoffs` page cursor).
+pub fn search_page(
+    namespace: &str,
+    query: &str,
+    project: Option<&str>,
+    cursor: Option<&str>,
+) -> String {
+    with_query(
+        format!("/ns/{}/search", seg(namespace)),
+        &[("q", Some(query)), ("project", project), ("cursor", cursor)],
+    )
+}
+
 /// Offers per destination.
 pub fn offers(namespace: &str) -> String {
     format!("/ns/{}/offers", seg(namespace))
@@ -164,6 +178,10 @@ mod tests {
                 "/ns/ns/search?q=%3Cscript%3E",
             ),
             (search("ns", None, None), "/ns/ns/search"),
+            (
+                search_page("ns", "a b", Some("p"), Some("c=1")),
+                "/ns/ns/search?q=a%20b&project=p&cursor=c%3D1",
+            ),
             (
                 export("ns", "p", "json"),
                 "/ns/ns/projects/p/export?format=json",

@@ -136,7 +136,7 @@ impl Caller {
     }
 
     /// The authenticated user name (a SelfSubjectReview, made once).
-    pub(crate) async fn username(&self) -> Result<&str, kube::Error> {
+    pub async fn username(&self) -> Result<&str, kube::Error> {
         self.username
             .get_or_try_init(|| who_am_i(&self.client))
             .await

@@ -300,7 +300,7 @@ impl Drop for InProgress {
 }
 
 /// The bearer token of an `Authorization` header value.
-pub(crate) fn bearer_token(header: &str) -> Option<&str> {
+pub fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
