@@ -44,9 +44,7 @@ mod resolver;
 
 pub use self::caller::{ACCESS_TTL, Caller, who_am_i};
 pub use self::namespace::NamespaceError;
-pub use self::resolver::{
-    AuthError, ResolverSettings, TokenResolver, bearer_token, with_timeouts,
-};
+pub use self::resolver::{AuthError, ResolverSettings, TokenResolver, bearer_token, with_timeouts};
 
 /// The request header that names a profile when the ServiceAccount has no label.
 pub const PROFILE_HEADER: &str = "x-handoff-profile";

@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::pages::{Params, PlaceOf, params, place, signed};
-use super::router::{Shared, bad_input, forbidden, page, read_error, see_other};
+use super::router::{Early, Shared, bad_input, either, forbidden, page, read_error, see_other};
 use crate::data::{self, ExportFormat};
 use crate::render;
 use crate::routes;
@@ -27,47 +27,50 @@ async fn confirmed(
     headers: &HeaderMap,
     namespace: &str,
     fields: Fields,
-) -> Result<super::door::Signed, Response> {
+) -> Result<super::door::Signed, Early> {
     let signed = signed(app, headers, Some(namespace)).await?;
     let fields = fields.map(|Form(f)| f).unwrap_or_default();
     signed
         .check_csrf(&app.0.csrf, fields.get("csrf").map(String::as_str))
-        .map_err(|refusal| forbidden(Some(&signed.viewer), refusal.message()))?;
+        .map_err(|refusal| Early::from(forbidden(Some(&signed.viewer), refusal.message())))?;
     Ok(signed)
-}
-
-fn either(result: Result<Response, Response>) -> Response {
-    result.unwrap_or_else(|early| early)
 }
 
 /// The confirmation page of deleting a handoff.
 pub(super) async fn confirm_delete(app: Shared, headers: HeaderMap, at: PlaceOf) -> Response {
-    either(async {
-        let at = place(at)?;
-        let signed = signed(&app, &headers, Some(&at.namespace)).await?;
-        let row = data::handoff_row(signed.caller()?, &at.name)
-            .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
-        Ok(page(
-            StatusCode::OK,
-            render::confirm_delete(&signed.viewer, &at.namespace, &row),
-        ))
-    }
-    .await)
+    either(
+        async {
+            let at = place(at)?;
+            let signed = signed(&app, &headers, Some(&at.namespace)).await?;
+            let row = data::handoff_row(signed.caller()?, &at.name)
+                .await
+                .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
+            Ok(page(
+                StatusCode::OK,
+                render::confirm_delete(&signed.viewer, &at.namespace, &row),
+            ))
+        }
+        .await,
+    )
 }
 
 /// Deletes a handoff (confirmed), then back to its project's list.
-pub(super) async fn delete(app: Shared, headers: HeaderMap, at: PlaceOf, fields: Fields) -> Response {
+pub(super) async fn delete(
+    app: Shared,
+    headers: HeaderMap,
+    at: PlaceOf,
+    fields: Fields,
+) -> Response {
     either(async {
         let at = place(at)?;
         let signed = confirmed(&app, &headers, &at.namespace, fields).await?;
         let caller = signed.caller()?;
         let row = data::handoff_row(caller, &at.name)
             .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
+            .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
         data::delete_handoff(caller, &app.0.services, &at.name)
             .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
+            .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
         tracing::info!(user = %signed.viewer.username, namespace = %at.namespace, handoff = %at.name, "deleted a handoff from the console");
         Ok(see_other(&routes::project(
             &at.namespace,
@@ -82,28 +85,35 @@ pub(super) async fn delete(app: Shared, headers: HeaderMap, at: PlaceOf, fields:
 
 /// The confirmation page of rejecting an offer.
 pub(super) async fn confirm_reject(app: Shared, headers: HeaderMap, at: PlaceOf) -> Response {
-    either(async {
-        let at = place(at)?;
-        let signed = signed(&app, &headers, Some(&at.namespace)).await?;
-        let row = data::offer_row(signed.caller()?, &at.name)
-            .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
-        Ok(page(
-            StatusCode::OK,
-            render::confirm_reject(&signed.viewer, &at.namespace, &row),
-        ))
-    }
-    .await)
+    either(
+        async {
+            let at = place(at)?;
+            let signed = signed(&app, &headers, Some(&at.namespace)).await?;
+            let row = data::offer_row(signed.caller()?, &at.name)
+                .await
+                .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
+            Ok(page(
+                StatusCode::OK,
+                render::confirm_reject(&signed.viewer, &at.namespace, &row),
+            ))
+        }
+        .await,
+    )
 }
 
 /// Rejects an offer (confirmed), then back to the offers.
-pub(super) async fn reject(app: Shared, headers: HeaderMap, at: PlaceOf, fields: Fields) -> Response {
+pub(super) async fn reject(
+    app: Shared,
+    headers: HeaderMap,
+    at: PlaceOf,
+    fields: Fields,
+) -> Response {
     either(async {
         let at = place(at)?;
         let signed = confirmed(&app, &headers, &at.namespace, fields).await?;
         data::reject_offer(signed.caller()?, &app.0.services, &at.name)
             .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
+            .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
         tracing::info!(user = %signed.viewer.username, namespace = %at.namespace, offer = %at.name, "rejected an offer from the console");
         Ok(see_other(&routes::offers(&at.namespace)))
     }
@@ -140,39 +150,49 @@ fn safe_file_name(name: &str) -> String {
 }
 
 /// A project's handoffs as a download.
-pub(super) async fn export(app: Shared, headers: HeaderMap, at: PlaceOf, query: Params) -> Response {
-    either(async {
-        let at = place(at)?;
-        let signed = signed(&app, &headers, Some(&at.namespace)).await?;
-        let params = params(&signed.viewer, query)?;
-        let asked = params.get("format").map(String::as_str).unwrap_or_default();
-        let format = export_format(asked).ok_or_else(|| {
-            bad_input(
-                &signed.viewer,
-                "format",
-                "markdown or json",
-                &format!("{asked:?} is neither"),
+pub(super) async fn export(
+    app: Shared,
+    headers: HeaderMap,
+    at: PlaceOf,
+    query: Params,
+) -> Response {
+    either(
+        async {
+            let at = place(at)?;
+            let signed = signed(&app, &headers, Some(&at.namespace)).await?;
+            let params = params(&signed.viewer, query)?;
+            let asked = params.get("format").map(String::as_str).unwrap_or_default();
+            let format = export_format(asked).ok_or_else(|| {
+                Early::from(bad_input(
+                    &signed.viewer,
+                    "format",
+                    "markdown or json",
+                    &format!("{asked:?} is neither"),
+                ))
+            })?;
+            let export = data::export(signed.caller()?, &at.project, format)
+                .await
+                .map_err(|err| Early::from(read_error(&signed.viewer, err)))?;
+            let disposition = format!(
+                "attachment; filename=\"{}\"",
+                safe_file_name(&export.file_name)
+            );
+            let disposition = HeaderValue::from_str(&disposition)
+                .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
+            Ok((
+                [
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static(export.content_type),
+                    ),
+                    (header::CONTENT_DISPOSITION, disposition),
+                ],
+                export.bytes,
             )
-        })?;
-        let export = data::export(signed.caller()?, &at.project, format)
-            .await
-            .map_err(|err| read_error(&signed.viewer, err))?;
-        let disposition = format!(
-            "attachment; filename=\"{}\"",
-            safe_file_name(&export.file_name)
-        );
-        let disposition = HeaderValue::from_str(&disposition)
-            .unwrap_or_else(|_| HeaderValue::from_static("attachment"));
-        Ok((
-            [
-                (header::CONTENT_TYPE, HeaderValue::from_static(export.content_type)),
-                (header::CONTENT_DISPOSITION, disposition),
-            ],
-            export.bytes,
-        )
-            .into_response())
-    }
-    .await)
+                .into_response())
+        }
+        .await,
+    )
 }
 
 #[cfg(test)]

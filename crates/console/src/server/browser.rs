@@ -62,9 +62,7 @@ pub(super) fn open(url: &str) -> anyhow::Result<()> {
         .stderr(Stdio::null())
         .spawn();
     if let Err(err) = started {
-        eprintln!(
-            "handoff console: could not run {OPENER} ({err}); open the link above yourself"
-        );
+        eprintln!("handoff console: could not run {OPENER} ({err}); open the link above yourself");
     }
     Ok(())
 }
@@ -76,7 +74,9 @@ mod tests {
     #[test]
     fn the_redirect_goes_to_the_link_only() {
         let page = redirect_page("http://127.0.0.1:1/login?token=a\"b<c&d");
-        assert!(page.contains("content=\"0;url=http://127.0.0.1:1/login?token=a&quot;b&lt;c&amp;d\""));
+        assert!(
+            page.contains("content=\"0;url=http://127.0.0.1:1/login?token=a&quot;b&lt;c&amp;d\"")
+        );
         assert!(!page.contains("a\"b"));
         assert!(!page.contains("<c"));
     }

@@ -18,11 +18,13 @@ use axum::response::Response;
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 
-use handoff_bridge::auth::{AuthError, Caller, NamespaceError, TokenResolver, bearer_token, who_am_i};
+use handoff_bridge::auth::{
+    AuthError, Caller, NamespaceError, TokenResolver, bearer_token, who_am_i,
+};
 use handoff_bridge::profiles::Profile;
 
 use super::guard::CsrfKey;
-use super::router::page;
+use super::router::{Early, page};
 use super::secret::{OneTimeLink, Session, cookie_of};
 use crate::data::PROFILE;
 use crate::model::{Mode, Viewer};
@@ -39,7 +41,7 @@ const ANY_NAMESPACE: &str = "default";
 /// The front door of the console's mode.
 pub(super) enum Front {
     /// `handoff console` on a laptop.
-    Laptop(Laptop),
+    Laptop(Box<Laptop>),
     /// Behind an authenticating proxy.
     Proxy(Arc<TokenResolver>),
 }
@@ -66,18 +68,27 @@ pub(super) struct Signed {
 
 impl Signed {
     /// Checks a form's `csrf` field against this person's token.
-    pub(super) fn check_csrf(&self, key: &CsrfKey, presented: Option<&str>) -> Result<(), super::guard::Refusal> {
+    pub(super) fn check_csrf(
+        &self,
+        key: &CsrfKey,
+        presented: Option<&str>,
+    ) -> Result<(), super::guard::Refusal> {
         key.check(&self.csrf_subject, presented)
     }
 
     /// The caller of the route's namespace (the routes that name one ask
     /// for it when signing in).
-    pub(super) fn caller(&self) -> Result<&Arc<Caller>, Response> {
+    pub(super) fn caller(&self) -> Result<&Arc<Caller>, Early> {
         self.caller.as_ref().ok_or_else(|| {
-            page(
+            Early::from(page(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                render::error(Some(&self.viewer), 500, "No namespace", "This page names no namespace."),
-            )
+                render::error(
+                    Some(&self.viewer),
+                    500,
+                    "No namespace",
+                    "This page names no namespace.",
+                ),
+            ))
         })
     }
 }
@@ -93,7 +104,7 @@ impl Front {
             username: OnceCell::new(),
             callers: Mutex::new(HashMap::new()),
         };
-        Ok((secret, Self::Laptop(laptop)))
+        Ok((secret, Self::Laptop(Box::new(laptop))))
     }
 
     /// A proxy front door resolving bearer tokens with `resolver`.
@@ -116,11 +127,11 @@ impl Front {
         csrf: &CsrfKey,
         headers: &HeaderMap,
         namespace: Option<&str>,
-    ) -> Result<Signed, Response> {
+    ) -> Result<Signed, Early> {
         if let Some(namespace) = namespace
             && !is_dns_label(namespace)
         {
-            return Err(bad_namespace(namespace));
+            return Err(bad_namespace(namespace).into());
         }
         match self {
             Self::Laptop(laptop) => laptop.sign_in(csrf, headers, namespace).await,
@@ -135,7 +146,7 @@ impl Laptop {
         csrf: &CsrfKey,
         headers: &HeaderMap,
         namespace: Option<&str>,
-    ) -> Result<Signed, Response> {
+    ) -> Result<Signed, Early> {
         let cookie = headers
             .get_all(header::COOKIE)
             .iter()
@@ -143,8 +154,8 @@ impl Laptop {
             .find_map(cookie_of);
         let id = match cookie {
             Some(id) if self.session.is(id) => id,
-            Some(_) => return Err(sign_in_page(Mode::Laptop, SignIn::SessionExpired)),
-            None => return Err(sign_in_page(Mode::Laptop, SignIn::LinkMissing)),
+            Some(_) => return Err(sign_in_page(Mode::Laptop, SignIn::SessionExpired).into()),
+            None => return Err(sign_in_page(Mode::Laptop, SignIn::NoToken).into()),
         };
         let username = self
             .username
@@ -152,7 +163,7 @@ impl Laptop {
             .await
             .map_err(|err| {
                 tracing::warn!(error = %err, "cannot ask the Kubernetes API who the kubeconfig's user is");
-                unavailable()
+                Early::from(unavailable())
             })?
             .clone();
         let caller = namespace.map(|namespace| self.caller(namespace));
@@ -170,7 +181,13 @@ impl Laptop {
 
     /// The kept caller of `namespace`, or a new one.
     fn caller(&self, namespace: &str) -> Arc<Caller> {
-        let made = || Arc::new(Caller::new(self.client.clone(), namespace, Profile::new(PROFILE)));
+        let made = || {
+            Arc::new(Caller::new(
+                self.client.clone(),
+                namespace,
+                Profile::new(PROFILE),
+            ))
+        };
         let Ok(mut callers) = self.callers.lock() else {
             return made();
         };
@@ -191,29 +208,35 @@ async fn proxy_sign_in(
     csrf: &CsrfKey,
     headers: &HeaderMap,
     namespace: Option<&str>,
-) -> Result<Signed, Response> {
+) -> Result<Signed, Early> {
     let token = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(bearer_token)
-        .ok_or_else(|| sign_in_page(Mode::Proxy, SignIn::NoToken))?;
+        .ok_or_else(|| Early::from(sign_in_page(Mode::Proxy, SignIn::NoToken)))?;
     let caller = resolver
-        .caller(token, Some(PROFILE), Some(namespace.unwrap_or(ANY_NAMESPACE)))
+        .caller(
+            token,
+            Some(PROFILE),
+            Some(namespace.unwrap_or(ANY_NAMESPACE)),
+        )
         .await
-        .map_err(|err| match err {
-            AuthError::InvalidToken => sign_in_page(Mode::Proxy, SignIn::TokenRejected),
-            AuthError::Namespace(NamespaceError::Invalid { value }) => bad_namespace(&value),
-            AuthError::Namespace(_) | AuthError::Unavailable(_) => {
-                tracing::warn!(error = %err, "cannot identify a person");
-                unavailable()
-            }
+        .map_err(|err| {
+            Early::from(match err {
+                AuthError::InvalidToken => sign_in_page(Mode::Proxy, SignIn::TokenRejected),
+                AuthError::Namespace(NamespaceError::Invalid { value }) => bad_namespace(&value),
+                AuthError::Namespace(_) | AuthError::Unavailable(_) => {
+                    tracing::warn!(error = %err, "cannot identify a person");
+                    unavailable()
+                }
+            })
         })?;
     let username = caller
         .username()
         .await
         .map_err(|err| {
             tracing::warn!(error = %err, "cannot ask the Kubernetes API who a person is");
-            unavailable()
+            Early::from(unavailable())
         })?
         .to_owned();
     let subject: [u8; 32] = Sha256::digest(token.as_bytes()).into();

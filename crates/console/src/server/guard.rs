@@ -131,7 +131,11 @@ impl Refusal {
 /// Whether `origin` (the `Origin` header, if any) is this console's own
 /// for a request to `host`: `http://HOST` on a laptop; behind a proxy,
 /// which ends TLS, `https://HOST` or `http://HOST`.
-pub(crate) fn check_origin(origin: Option<&str>, host: &str, behind_proxy: bool) -> Result<(), Refusal> {
+pub(crate) fn check_origin(
+    origin: Option<&str>,
+    host: &str,
+    behind_proxy: bool,
+) -> Result<(), Refusal> {
     let origin = origin.ok_or(Refusal::NoOrigin)?.trim();
     let host = host.trim().to_ascii_lowercase();
     let origin = origin.to_ascii_lowercase();
@@ -169,9 +173,7 @@ impl CsrfKey {
     /// Whether `presented` (the form's field, if any) is `subject`'s token;
     /// compared in constant time.
     pub(crate) fn check(&self, subject: &[u8], presented: Option<&str>) -> Result<(), Refusal> {
-        let presented = presented
-            .filter(|p| !p.is_empty())
-            .ok_or(Refusal::NoCsrf)?;
+        let presented = presented.filter(|p| !p.is_empty()).ok_or(Refusal::NoCsrf)?;
         let bytes = URL_SAFE_NO_PAD
             .decode(presented.trim())
             .map_err(|_| Refusal::WrongCsrf)?;
@@ -224,10 +226,25 @@ mod tests {
     #[test]
     fn origins() {
         let cases = [
-            (Some("http://127.0.0.1:8123"), "127.0.0.1:8123", false, Ok(())),
-            (Some("http://localhost:8123"), "localhost:8123", false, Ok(())),
+            (
+                Some("http://127.0.0.1:8123"),
+                "127.0.0.1:8123",
+                false,
+                Ok(()),
+            ),
+            (
+                Some("http://localhost:8123"),
+                "localhost:8123",
+                false,
+                Ok(()),
+            ),
             (None, "127.0.0.1:8123", false, Err(Refusal::NoOrigin)),
-            (Some("null"), "127.0.0.1:8123", false, Err(Refusal::ForeignOrigin)),
+            (
+                Some("null"),
+                "127.0.0.1:8123",
+                false,
+                Err(Refusal::ForeignOrigin),
+            ),
             (
                 Some("http://evil.test"),
                 "127.0.0.1:8123",
@@ -267,7 +284,11 @@ mod tests {
         let token = key.token(b"session-a");
         assert_eq!(key.check(b"session-a", Some(&token)), Ok(()));
         let cases = [
-            (b"session-b".as_slice(), Some(token.clone()), Refusal::WrongCsrf),
+            (
+                b"session-b".as_slice(),
+                Some(token.clone()),
+                Refusal::WrongCsrf,
+            ),
             (b"session-a", None, Refusal::NoCsrf),
             (b"session-a", Some(String::new()), Refusal::NoCsrf),
             (b"session-a", Some("not base64!".into()), Refusal::WrongCsrf),

@@ -33,7 +33,7 @@ use handoff_core::api::Handoff;
 use handoff_core::names::PROJECT_LABEL;
 
 use super::pages::{Params, PlaceOf, params, place, signed};
-use super::router::{Shared, bad_input, forbidden, page};
+use super::router::{Early, Shared, bad_input, either, forbidden, page};
 use crate::render;
 
 /// Changes closer together than this are sent as one.
@@ -140,7 +140,9 @@ fn target(
 fn is_label_value(value: &str) -> bool {
     let bytes = value.as_bytes();
     (1..=63).contains(&bytes.len())
-        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
         && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
 }
@@ -158,21 +160,35 @@ impl Target {
             Self::Project(project) => {
                 watcher::Config::default().labels(&format!("{PROJECT_LABEL}={project}"))
             }
-            Self::Handoff(name) => watcher::Config::default().fields(&format!("metadata.name={name}")),
+            Self::Handoff(name) => {
+                watcher::Config::default().fields(&format!("metadata.name={name}"))
+            }
         }
     }
 }
 
 /// `GET /ns/{namespace}/live?project=…|handoff=…`.
-pub(super) async fn stream(app: Shared, headers: HeaderMap, at: PlaceOf, query: Params) -> Response {
+pub(super) async fn stream(
+    app: Shared,
+    headers: HeaderMap,
+    at: PlaceOf,
+    query: Params,
+) -> Response {
     let answer = async {
         let at = place(at)?;
         let signed = signed(&app, &headers, Some(&at.namespace)).await?;
         let viewer = &signed.viewer;
         let params = params(viewer, query)?;
-        let text = |name| params.get(name).map(String::as_str).filter(|v: &&str| !v.is_empty());
-        let target = target(text("project"), text("handoff"))
-            .map_err(|(field, rule, problem)| bad_input(viewer, field, rule, &problem))?;
+        let text = |name| {
+            params
+                .get(name)
+                .map(String::as_str)
+                .filter(|v: &&str| !v.is_empty())
+        };
+        let target =
+            target(text("project"), text("handoff")).map_err(|(field, rule, problem)| {
+                Early::from(bad_input(viewer, field, rule, &problem))
+            })?;
         match signed.caller()?.may("watch").await {
             Ok(true) => {}
             Ok(false) => {
@@ -182,18 +198,20 @@ pub(super) async fn stream(app: Shared, headers: HeaderMap, at: PlaceOf, query: 
                         "You may not watch handoffs in namespace {} (RBAC), so this page cannot update itself; reload it to see changes.",
                         at.namespace
                     ),
-                ));
+                )
+                .into());
             }
             Err(err) => {
                 tracing::warn!(error = %err, "cannot review a person's right to watch");
                 return Err(page(
                     StatusCode::SERVICE_UNAVAILABLE,
                     render::error(Some(viewer), 503, "Not available", "The Kubernetes API did not answer whether you may watch these handoffs. Try again in a moment."),
-                ));
+                )
+                .into());
             }
         }
         let permit = app.0.live.admit(&viewer.username).ok_or_else(|| {
-            page(
+            Early::from(page(
                 StatusCode::TOO_MANY_REQUESTS,
                 render::error(
                     Some(viewer),
@@ -201,7 +219,7 @@ pub(super) async fn stream(app: Shared, headers: HeaderMap, at: PlaceOf, query: 
                     "Too many live pages",
                     "Too many pages that update themselves are open (yours, or everyone's on this console). Close some tabs; this page still works, reload it to see changes.",
                 ),
-            )
+            ))
         })?;
         let api: Api<Handoff> = Api::namespaced(signed.client.clone(), &at.namespace);
         let events = watcher::watcher(api, target.config()).boxed();
@@ -214,7 +232,7 @@ pub(super) async fn stream(app: Shared, headers: HeaderMap, at: PlaceOf, query: 
             .keep_alive(KeepAlive::new().interval(app.0.keep_alive))
             .into_response())
     };
-    answer.await.unwrap_or_else(|early| early)
+    either(answer.await)
 }
 
 /// A watch and its stream's place.
@@ -268,7 +286,10 @@ fn changes(watch: Watch) -> impl Stream<Item = Result<SseEvent, Infallible>> {
         let mut last = match next_seen(&mut watch).await {
             Seen::End => return None,
             Seen::Ready => {
-                let ready = SseEvent::default().event("ready").retry(RETRY).data("watching");
+                let ready = SseEvent::default()
+                    .event("ready")
+                    .retry(RETRY)
+                    .data("watching");
                 return Some((Ok(ready), Some(watch)));
             }
             Seen::Change(change) => change,
@@ -300,8 +321,14 @@ mod tests {
 
     #[test]
     fn targets() {
-        assert_eq!(target(Some("shop"), None), Ok(Target::Project("shop".into())));
-        assert_eq!(target(None, Some("h-1.x")), Ok(Target::Handoff("h-1.x".into())));
+        assert_eq!(
+            target(Some("shop"), None),
+            Ok(Target::Project("shop".into()))
+        );
+        assert_eq!(
+            target(None, Some("h-1.x")),
+            Ok(Target::Handoff("h-1.x".into()))
+        );
         let refused = [
             (None, None, "query"),
             (Some("a"), Some("b"), "query"),

@@ -68,7 +68,12 @@ pub struct ConsoleArgs {
     /// A namespace the front page looks in (repeatable); on a laptop the
     /// kubeconfig context's namespace too. Only those where the person may
     /// list handoffs are shown.
-    #[arg(long = "namespace", value_name = "NAMESPACE", env = "HANDOFF_CONSOLE_NAMESPACES", value_delimiter = ',')]
+    #[arg(
+        long = "namespace",
+        value_name = "NAMESPACE",
+        env = "HANDOFF_CONSOLE_NAMESPACES",
+        value_delimiter = ','
+    )]
     pub namespaces: Vec<String>,
     /// Open the link in the browser (through a file only you can read, so
     /// the secret is in no command line); by default it is printed.
@@ -172,14 +177,14 @@ pub async fn run(args: ConsoleArgs) -> anyhow::Result<()> {
             rejected_ttl: Duration::from_secs(10),
             concurrent_reviews: handoff_bridge::DEFAULT_CONCURRENT_REVIEWS,
         };
-        let resolver = TokenResolver::new(
-            config,
-            own.clone(),
+        let resolver =
+            TokenResolver::new(config, own.clone(), None, settings, BridgeMetrics::new())?;
+        (
+            Front::proxy(Arc::new(resolver)),
             None,
-            settings,
-            BridgeMetrics::new(),
-        )?;
-        (Front::proxy(Arc::new(resolver)), None, Some(own.clone()), None)
+            Some(own.clone()),
+            None,
+        )
     } else {
         let context = config.default_namespace.clone();
         let (secret, front) = Front::laptop(own.clone())?;
@@ -289,7 +294,10 @@ mod tests {
         let err = limits(&args).expect_err("refused").to_string();
         assert!(err.starts_with("--idle-timeout"), "{err}");
         let args = parse(&["--idle-timeout", "8s", "--request-timeout", "4s"]).expect("parse");
-        assert_eq!(limits(&args).expect("valid").idle_timeout, Duration::from_secs(8));
+        assert_eq!(
+            limits(&args).expect("valid").idle_timeout,
+            Duration::from_secs(8)
+        );
     }
 
     #[test]

@@ -122,7 +122,11 @@ async fn origin_rule(State(app): Shared, request: Request, next: Next) -> Respon
         return next.run(request).await;
     }
     let headers = request.headers();
-    let text = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     let host = text(header::HOST).unwrap_or_default();
     let behind_proxy = app.front.mode() == Mode::Proxy;
     match check_origin(text(header::ORIGIN), host, behind_proxy) {
@@ -190,7 +194,12 @@ pub(super) fn read_error(viewer: &Viewer, err: ReadError) -> Response {
 }
 
 /// A 400 page for a query parameter or form field that is not understood.
-pub(super) fn bad_input(viewer: &Viewer, field: &'static str, rule: &str, problem: &str) -> Response {
+pub(super) fn bad_input(
+    viewer: &Viewer,
+    field: &'static str,
+    rule: &str,
+    problem: &str,
+) -> Response {
     read_error(
         viewer,
         ReadError::Invalid {
@@ -199,6 +208,22 @@ pub(super) fn bad_input(viewer: &Viewer, field: &'static str, rule: &str, proble
             problem: problem.to_owned(),
         },
     )
+}
+
+/// An answer given instead of the page asked for (the sign-in page, a
+/// refusal, an error page), boxed: a response is large, and most requests
+/// get their page.
+pub(super) struct Early(Box<Response>);
+
+impl From<Response> for Early {
+    fn from(response: Response) -> Self {
+        Self(Box::new(response))
+    }
+}
+
+/// The page, or the answer given instead.
+pub(super) fn either(result: Result<Response, Early>) -> Response {
+    result.unwrap_or_else(|Early(early)| *early)
 }
 
 /// A 303 to `location`.
@@ -223,7 +248,10 @@ async fn not_found(State(app): Shared, headers: HeaderMap) -> Response {
 /// 303 to the front page, so the secret leaves the address bar.
 async fn login(
     State(app): Shared,
-    query: Result<Query<std::collections::HashMap<String, String>>, axum::extract::rejection::QueryRejection>,
+    query: Result<
+        Query<std::collections::HashMap<String, String>>,
+        axum::extract::rejection::QueryRejection,
+    >,
 ) -> Response {
     let Front::Laptop(laptop) = &app.front else {
         return see_other(routes::HOME);
@@ -248,18 +276,15 @@ async fn login(
             }
         },
         Redeemed::Used => sign_in_page(Mode::Laptop, SignIn::LinkUsed),
-        Redeemed::Wrong => sign_in_page(Mode::Laptop, SignIn::LinkMissing),
+        Redeemed::Wrong if presented.is_empty() => sign_in_page(Mode::Laptop, SignIn::LinkMissing),
+        Redeemed::Wrong => sign_in_page(Mode::Laptop, SignIn::TokenRejected),
     }
 }
 
 /// The page that says how to sign in (200: it is what was asked for).
 async fn sign_in(State(app): Shared) -> Response {
     let mode = app.front.mode();
-    let why = match mode {
-        Mode::Laptop => SignIn::LinkMissing,
-        Mode::Proxy => SignIn::NoToken,
-    };
-    page(StatusCode::OK, render::sign_in(mode, why))
+    page(StatusCode::OK, render::sign_in(mode, SignIn::NoToken))
 }
 
 async fn stylesheet() -> Response {
