@@ -81,7 +81,7 @@ tests/console/a11y/node_modules/.installed: tests/console/a11y/package-lock.json
 ## The console's screenshots in docs/console/ (the browser tests write them
 ## when HANDOFF_SCREENSHOTS names a directory); commit them.
 screenshots: envtest-assets postgres chromium axe-core
-	HANDOFF_SCREENSHOTS=$(CURDIR)/docs/console $(CARGO) test --locked --test console browser_screenshots
+	HANDOFF_SCREENSHOTS=$(CURDIR)/docs/console $(CARGO) test --locked --test console browser_a11y
 
 run: envtest-assets
 	$(CARGO) run --locked -- dev

@@ -192,6 +192,7 @@ async fn a_scan_without_the_mirror_stops_at_its_cap_and_says_so() {
     let query = handoff_kube::store::ListQuery {
         project: "shop".into(),
         repo: None,
+        kind: None,
     };
     for (cap, expected) in [(3, (3, true)), (5, (5, false)), (10, (5, false))] {
         let mut visited = 0;

@@ -10,6 +10,7 @@
 //! - `server`: `handoff console` — the front doors, the guards, the
 //!   handlers that read (`data`) and draw (`render`), live updates.
 
+pub mod data;
 pub mod model;
 pub(crate) mod render;
 pub mod routes;

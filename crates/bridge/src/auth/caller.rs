@@ -83,7 +83,7 @@ impl Caller {
     /// `plural` or `plural/subresource`) in the store's namespace: a
     /// SelfSubjectAccessReview with the caller's own credentials, cached
     /// for [`ACCESS_TTL`].
-    pub(crate) async fn may_on(&self, resource: &str, verb: &str) -> Result<bool, kube::Error> {
+    pub async fn may_on(&self, resource: &str, verb: &str) -> Result<bool, kube::Error> {
         let namespace = self.store.namespace().to_owned();
         let key = (namespace.clone(), resource.to_owned(), verb.to_owned());
         let (plural, subresource) = match resource.split_once('/') {

@@ -121,6 +121,7 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
             let query = ListQuery {
                 project: args.project.clone(),
                 repo: args.repo.clone(),
+                kind: None,
             };
             // One more than the page: whether another page follows.
             let first = call
@@ -188,7 +189,7 @@ struct Cursor {
 }
 
 /// Encodes the position after which the next page starts.
-fn encode_cursor(key: &SortKey) -> String {
+pub fn encode_cursor(key: &SortKey) -> String {
     page::encode(&Cursor {
         u: key.0.as_ref().map(|t| t.0.to_string()),
         k: key.1.clone(),
@@ -196,7 +197,7 @@ fn encode_cursor(key: &SortKey) -> String {
 }
 
 /// Decodes a cursor from a previous page.
-fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
+pub fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
     let invalid = |problem: &str| {
         page::invalid(
             "the next_cursor of a previous list_handoffs answer, unchanged",
@@ -219,7 +220,7 @@ fn decode_cursor(cursor: &str) -> Result<SortKey, FieldError> {
 
 /// One page of items sorted by [`newest_first`]: those strictly after
 /// `after`, at most `limit`, and the position to continue from when more remain.
-fn page<T>(
+pub fn page<T>(
     sorted: Vec<T>,
     key: impl Fn(&T) -> SortKey,
     after: Option<&SortKey>,

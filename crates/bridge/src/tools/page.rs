@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use handoff_core::api::validation::{self, FieldError};
 
 /// Default page of the paged tools.
-pub(crate) const DEFAULT_LIST_LIMIT: u32 = 50;
+pub const DEFAULT_LIST_LIMIT: u32 = 50;
 /// Largest page of the paged tools.
 pub(crate) const MAX_LIST_LIMIT: u32 = 200;
 

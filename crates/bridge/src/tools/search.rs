@@ -228,6 +228,7 @@ async fn handle(call: &Call<'_>, args: Option<JsonObject>) -> Result<Answer, Cal
             let query = ListQuery {
                 project: args.project.clone(),
                 repo,
+                kind: None,
             };
             // Only the matches' entries are kept (previews, not bodies).
             let mut found: Vec<(usize, SortKey, SearchMatch)> = Vec::new();

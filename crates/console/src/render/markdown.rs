@@ -7,8 +7,9 @@
 //!    the page around it, and a reviewer sees what is there.
 //! 2. pulldown-cmark's event stream, filtered: raw HTML is shown as text,
 //!    images become the text `[image: alt]` (nothing is fetched), links are
-//!    kept only for http, https, mailto and `#fragments`, task-list boxes
-//!    are text, headings start below the page's own and never skip a level,
+//!    kept only for http, https, mailto and `#fragments` (a link without
+//!    text shows its address), task-list boxes are text, headings start
+//!    below the page's own, never skip a level and are dropped when empty,
 //!    and containers stop nesting at [`MAX_DEPTH`].
 //! 3. ammonia with a tight allowlist parses the result as a browser would
 //!    and drops whatever step 2 might have let through (no `img`, no
@@ -23,9 +24,10 @@ use std::sync::LazyLock;
 
 use pulldown_cmark::{CowStr, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 
-/// Containers (block quotes, lists) deeper than this lose their markup but
-/// keep their text: a body of ten thousand `>` cannot build a DOM that deep.
-const MAX_DEPTH: usize = 32;
+/// Containers (block quotes, lists, emphasis) deeper than this lose their
+/// markup but keep their text: a body of ten thousand `>` cannot build a
+/// DOM that deep.
+const MAX_DEPTH: usize = 16;
 
 /// The heading level the page's own sections use; a body's headings start
 /// one below it.
@@ -81,17 +83,20 @@ fn allowed_destination(dest: &str) -> bool {
 #[derive(Default)]
 struct Filter<'a> {
     out: Vec<Event<'a>>,
-    /// For each open link: whether it was kept (so its end is kept too).
-    links: Vec<bool>,
+    /// For each open link, when it was kept: where its start is in `out`
+    /// and its destination (the text of a link that has none).
+    links: Vec<Option<(usize, CowStr<'a>)>>,
     /// Open images; their alt text is collected, never drawn as markup.
     image_depth: usize,
     alt: String,
-    /// Open containers, and how many of them were kept as markup.
+    /// How many containers are open (the deeper ones are not drawn).
     depth: usize,
     /// The last heading level written, so the next never skips one.
     last_heading: usize,
-    /// The levels chosen for the open headings, to close them alike.
-    headings: Vec<HeadingLevel>,
+    /// The open headings: the level chosen (to close them alike), where
+    /// each starts in `out` and the level before it (an empty one is
+    /// dropped as if it never was).
+    headings: Vec<(HeadingLevel, usize, usize)>,
 }
 
 impl<'a> Filter<'a> {
@@ -156,7 +161,8 @@ impl<'a> Filter<'a> {
                 id,
             } => {
                 let keep = allowed_destination(&dest_url);
-                self.links.push(keep);
+                self.links
+                    .push(keep.then(|| (self.out.len(), dest_url.clone())));
                 keep.then_some(Tag::Link {
                     link_type,
                     dest_url,
@@ -167,9 +173,10 @@ impl<'a> Filter<'a> {
             Tag::Heading { level, .. } => {
                 let wanted = level as usize + PAGE_SECTION_LEVEL;
                 let chosen = wanted.min(self.last_heading + 1).min(6);
-                self.last_heading = chosen;
                 let level = heading_level(chosen);
-                self.headings.push(level);
+                self.headings
+                    .push((level, self.out.len(), self.last_heading));
+                self.last_heading = chosen;
                 Some(Tag::Heading {
                     level,
                     id: None,
@@ -177,7 +184,12 @@ impl<'a> Filter<'a> {
                     attrs: Vec::new(),
                 })
             }
-            Tag::BlockQuote(_) | Tag::List(_) | Tag::Item => {
+            Tag::BlockQuote(_)
+            | Tag::List(_)
+            | Tag::Item
+            | Tag::Emphasis
+            | Tag::Strong
+            | Tag::Strikethrough => {
                 self.depth += 1;
                 (self.depth <= MAX_DEPTH).then_some(tag)
             }
@@ -191,9 +203,28 @@ impl<'a> Filter<'a> {
     fn end(&mut self, end: TagEnd) -> Option<TagEnd> {
         match end {
             TagEnd::HtmlBlock => Some(TagEnd::CodeBlock),
-            TagEnd::Link => self.links.pop().unwrap_or(false).then_some(TagEnd::Link),
-            TagEnd::Heading(_) => self.headings.pop().map(TagEnd::Heading),
-            TagEnd::BlockQuote(_) | TagEnd::List(_) | TagEnd::Item => {
+            TagEnd::Link => {
+                let (start, dest) = self.links.pop().flatten()?;
+                if self.out.len() == start + 1 {
+                    self.out.push(Event::Text(dest));
+                }
+                Some(TagEnd::Link)
+            }
+            TagEnd::Heading(_) => {
+                let (level, start, before) = self.headings.pop()?;
+                if self.out.len() == start + 1 {
+                    self.out.pop();
+                    self.last_heading = before;
+                    return None;
+                }
+                Some(TagEnd::Heading(level))
+            }
+            TagEnd::BlockQuote(_)
+            | TagEnd::List(_)
+            | TagEnd::Item
+            | TagEnd::Emphasis
+            | TagEnd::Strong
+            | TagEnd::Strikethrough => {
                 let kept = self.depth <= MAX_DEPTH;
                 self.depth = self.depth.saturating_sub(1);
                 kept.then_some(end)
@@ -214,4 +245,4 @@ fn heading_level(level: usize) -> HeadingLevel {
 
 #[cfg(test)]
 #[path = "markdown_tests.rs"]
-mod tests;
+pub(in crate::render) mod tests;

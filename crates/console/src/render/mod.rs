@@ -29,3 +29,6 @@ pub(crate) use sign_in::{SignIn, sign_in};
 pub(crate) const STYLESHEET: &str = include_str!("../../assets/console.css");
 /// The console's one script, served at [`crate::routes::SCRIPT`].
 pub(crate) const SCRIPT: &str = include_str!("../../assets/console.js");
+
+#[cfg(test)]
+mod tests;

@@ -175,7 +175,7 @@ fn problem_list(ns: &str, problems: &[Problem], caption: &str, empty: &str) -> M
                 tr {
                     td.key { a href=(routes::handoff(ns, &p.name)) { (line(&p.key)) } }
                     td { code { (line(&p.name)) } }
-                    td { (block(&p.message)) }
+                    td.wrap { (block(&p.message)) }
                 }
             }
         },

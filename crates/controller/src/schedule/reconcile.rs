@@ -286,6 +286,7 @@ async fn goal(
     let query = ListQuery {
         project: spec.project.clone(),
         repo: None,
+        kind: None,
     };
     let first = store
         .list_first(&query, None, MAX_INLINED_HANDOFFS)

@@ -67,6 +67,8 @@ pub struct ListQuery {
     pub project: String,
     /// Only this repository, when set.
     pub repo: Option<String>,
+    /// Only this kind of work, when set.
+    pub kind: Option<String>,
 }
 
 /// Handoff operations in one namespace, with one identity's client.

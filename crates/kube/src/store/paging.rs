@@ -11,7 +11,7 @@ use handoff_core::handoff::canonical;
 use handoff_core::handoff::view::updated_at;
 
 impl HandoffStore {
-    /// The first `keep` handoffs of a project (and repo) in list order
+    /// The first `keep` handoffs of a project (and repo, and kind) in list order
     /// ([`newest_first`]) strictly after `after`, and how many the project
     /// has in all. The apiserver has no such order, so every page of the
     /// project is read, but only one page and the `keep` first so far are
@@ -37,7 +37,7 @@ impl HandoffStore {
         Ok(first)
     }
 
-    /// Reads the handoffs of a project (and repo) page by page, handing
+    /// Reads the handoffs of a project (and repo, and kind) page by page, handing
     /// each page to `visit`, until all are read or `cap` were; returns how
     /// many were read and whether the cap stopped the scan before the end.
     pub async fn scan(
@@ -68,7 +68,7 @@ impl HandoffStore {
 pub struct FirstOf {
     /// The first handoffs in list order.
     pub items: Vec<Handoff>,
-    /// How many handoffs the project (and repo) has.
+    /// How many handoffs the project (and repo, and kind) has.
     pub total: usize,
 }
 
@@ -106,11 +106,13 @@ pub fn newest_first(a: &SortKey, b: &SortKey) -> std::cmp::Ordering {
         .then_with(|| a.1.cmp(&b.1))
 }
 
-/// The field selector of a project (and repo).
+/// The field selector of a project (and repo, and kind).
 fn project_fields(query: &ListQuery) -> String {
     let mut fields = format!("spec.project={}", escape_field_value(&query.project));
-    if let Some(repo) = query.repo.as_deref().filter(|r| !r.is_empty()) {
-        fields.push_str(&format!(",spec.repo={}", escape_field_value(repo)));
+    for (field, value) in [("spec.repo", &query.repo), ("spec.kind", &query.kind)] {
+        if let Some(value) = value.as_deref().filter(|v| !v.is_empty()) {
+            fields.push_str(&format!(",{field}={}", escape_field_value(value)));
+        }
     }
     fields
 }
@@ -157,6 +159,34 @@ mod tests {
     fn field_values_are_escaped() {
         assert_eq!(escape_field_value("org/repo"), "org/repo");
         assert_eq!(escape_field_value(r"a,b=c\d"), r"a\,b\=c\\d");
+    }
+
+    #[test]
+    fn the_selector_holds_the_filters_given() {
+        let query = |repo: Option<&str>, kind: Option<&str>| ListQuery {
+            project: "shop".into(),
+            repo: repo.map(Into::into),
+            kind: kind.map(Into::into),
+        };
+        // (repo, kind, the field selector)
+        let cases = [
+            (None, None, "spec.project=shop"),
+            (Some(""), Some(""), "spec.project=shop"),
+            (Some("o/r"), None, "spec.project=shop,spec.repo=o/r"),
+            (None, Some("issue"), "spec.project=shop,spec.kind=issue"),
+            (
+                Some("a,b"),
+                Some("x=y"),
+                r"spec.project=shop,spec.repo=a\,b,spec.kind=x\=y",
+            ),
+        ];
+        for (repo, kind, want) in cases {
+            assert_eq!(
+                project_fields(&query(repo, kind)),
+                want,
+                "{repo:?} {kind:?}"
+            );
+        }
     }
 
     #[test]
