@@ -200,7 +200,7 @@ fn keys(result: &serde_json::Value) -> Vec<String> {
     let one = |h: &serde_json::Value| h["handoff_key"].as_str().map(str::to_owned);
     match result["handoffs"].as_array() {
         Some(list) => list.iter().filter_map(one).collect(),
-        None => one(&result["handoff"]).or_else(|| one(result)).into_iter().collect(),
+        None => one(&result["handoff"]).into_iter().collect(),
     }
 }
 
@@ -275,9 +275,7 @@ fn print_report(total: usize, rows: &[Row], previous: Option<&Previous>) {
         );
     }
     println!();
-    println!(
-        "| page vs tool | console median / p99 (ms) | bridge median / p99 (ms) | {RATIO} |"
-    );
+    println!("| page vs tool | console median / p99 (ms) | bridge median / p99 (ms) | {RATIO} |");
     println!("|---|---:|---:|---:|");
     for row in rows {
         let old = previous.and_then(|p| p.cell(SECTION, row.what, RATIO));

@@ -97,11 +97,7 @@ async fn console_service() -> String {
         .unwrap_or_else(|e| panic!("the console's Service: {e}"));
     let spec = service.spec.unwrap_or_default();
     let ip = spec.cluster_ip.unwrap_or_default();
-    let port = spec
-        .ports
-        .unwrap_or_default()
-        .first()
-        .map_or(0, |p| p.port);
+    let port = spec.ports.unwrap_or_default().first().map_or(0, |p| p.port);
     format!("http://{ip}:{port}")
 }
 
@@ -134,14 +130,7 @@ fn account(namespace: &str, name: &str, role: Option<&str>) -> String {
         &format!("ServiceAccount {namespace}/{name}"),
     );
     must(
-        kubectl(&[
-            "-n",
-            namespace,
-            "create",
-            "token",
-            name,
-            "--duration=1h",
-        ]),
+        kubectl(&["-n", namespace, "create", "token", name, "--duration=1h"]),
         &format!("a token of {name}"),
     )
     .trim()
@@ -217,7 +206,11 @@ async fn the_console_pod_behind_a_proxy_shows_each_token_what_its_rbac_lets_it_r
         .await
         .unwrap_or_else(|e| panic!("the stand-in proxy: {e:#}"));
     let page = get(&as_stranger, &project).await;
-    assert_ne!(page.status, 401, "a valid token is signed in: {}", page.body);
+    assert_ne!(
+        page.status, 401,
+        "a valid token is signed in: {}",
+        page.body
+    );
     assert!(
         keys.iter().all(|k| !page.body.contains(k)),
         "a token without rights sees no handoff ({}): {}",
