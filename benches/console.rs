@@ -18,6 +18,9 @@
 //! Each round checks the page shows what the tool returned (every key of
 //! the page, the handoff's key). The table goes to stdout (for
 //! BENCHMARKS.md), the ratios beside the previous run's.
+//! `HANDOFF_BENCH_BINARY` runs another `handoff` than the one cargo built
+//! for the bench (e.g. the release binary of `make e2e-image-binary` under
+//! a debug build of this harness, `BENCH_DEBUG=1`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -254,7 +257,7 @@ impl Row {
     }
 }
 
-fn print_report(total: usize, rows: &[Row], previous: Option<&Previous>) {
+fn print_report(total: usize, binary: &str, rows: &[Row], previous: Option<&Previous>) {
     println!(
         "\n## Console vs the bridge: a project page and a handoff page ({} cores, Kubernetes {})\n",
         bench::cores(),
@@ -265,7 +268,7 @@ fn print_report(total: usize, rows: &[Row], previous: Option<&Previous>) {
          project shown; the console behind a proxy (the agent's bearer token) and the bridge, \
          both reading the apiserver (no mirror), on keep-alive connections. A page is the \
          whole HTML answer of an HTTP GET; {ROUNDS} samples each after {WARMUP} warm-up rounds, \
-         interleaved. Goal: each ratio of the medians ≤ 2.",
+         interleaved. Goal: each ratio of the medians ≤ 2. The processes: {binary}.",
         IN_PROJECT.min(total / 2)
     );
     if let Some(previous) = previous {
@@ -304,7 +307,12 @@ fn main() -> anyhow::Result<()> {
     eprintln!("bench: writing {total} handoffs …");
     rt.block_on(write_all(&Api::namespaced(admin, NAMESPACE), total))?;
 
-    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_handoff"));
+    let binary = std::env::var_os("HANDOFF_BENCH_BINARY").map_or_else(
+        || env!("CARGO_BIN_EXE_handoff").into(),
+        std::path::PathBuf::from,
+    );
+    let binary = binary.as_path();
+    eprintln!("bench: {}", binary.display());
     let kubeconfig = plane.kubeconfig_path();
     let quiet = [("RUST_LOG", "warn")];
     let bridge = BridgeProcess::start_with_env(binary, kubeconfig, NAMESPACE, &[], &quiet)?;
@@ -329,8 +337,20 @@ fn main() -> anyhow::Result<()> {
         1,
     )?;
 
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
+    let built = match std::env::var_os("HANDOFF_BENCH_BINARY") {
+        Some(_) => format!(
+            "the `handoff` of `HANDOFF_BENCH_BINARY`, under a {profile} build of the harness"
+        ),
+        None => format!("a {profile} build"),
+    };
     print_report(
         total,
+        &built,
         &[
             Row {
                 what: "project page (50 of the project) vs list_handoffs",
