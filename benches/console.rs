@@ -271,7 +271,11 @@ fn print_report(total: usize, binary: &str, rows: &[Row], previous: Option<&Prev
          interleaved. Goal: each ratio of the medians ≤ 2. The processes: {binary}.",
         IN_PROJECT.min(total / 2)
     );
-    if let Some(previous) = previous {
+    let olds: Vec<Option<String>> = rows
+        .iter()
+        .map(|row| previous.and_then(|p| p.cell(SECTION, row.what, RATIO)))
+        .collect();
+    if let Some(previous) = previous.filter(|_| olds.iter().any(Option::is_some)) {
         println!(
             "Beside the ratios, `(was …)`: the previous run's ({}).",
             previous.date()
@@ -280,8 +284,7 @@ fn print_report(total: usize, binary: &str, rows: &[Row], previous: Option<&Prev
     println!();
     println!("| page vs tool | console median / p99 (ms) | bridge median / p99 (ms) | {RATIO} |");
     println!("|---|---:|---:|---:|");
-    for row in rows {
-        let old = previous.and_then(|p| p.cell(SECTION, row.what, RATIO));
+    for (row, old) in rows.iter().zip(olds) {
         println!(
             "| {} | {:.1} / {:.1} | {:.1} / {:.1} | {} |",
             row.what,
