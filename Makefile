@@ -20,15 +20,15 @@
 #   make lint / fmt / build / bench   (lint runs helm lint and actionlint)
 #   make release VERSION=vX.Y.Z  the release's artifacts in dist/, reproducibly
 #                        (hack/release/release.sh: tarball, OCI image archive,
-#                        install.yaml, crds.yaml, tenant.yaml, chart, SBOM,
+#                        install.yaml, crds.yaml, tenant.yaml, console.yaml, chart, SBOM,
 #                        krew manifest, SHA256SUMS)
 #   make test-release    make release twice: the digests must agree; part of make test
 #   make image IMG=…     build the container image for $(PLATFORMS) with docker buildx
-#   make set-image IMG=… point config/default at that image (kustomize edit set image)
+#   make set-image IMG=… point config/default and config/console at that image (kustomize edit set image)
 
 SHELL := /bin/bash
 CARGO ?= cargo
-# The image config/default deploys (`make set-image` writes it there).
+# The image config/default and config/console deploy (`make set-image` writes it there).
 IMG ?= ghcr.io/handoff-dev/handoff:v0.2.0
 CONTAINER_TOOL ?= docker
 # The platforms `make image` builds (docker buildx; arm64 needs QEMU or an
@@ -249,12 +249,14 @@ bench: envtest-assets postgres
 image:
 	$(CONTAINER_TOOL) buildx build --platform $(PLATFORMS) -t $(IMG) $(BUILDX_FLAGS) .
 
-## Sets the `images:` entry of config/default to $(IMG) (name:tag or
-## name@sha256:…) with `kustomize edit set image`; commit the result.
+## Sets the `images:` entry of config/default and config/console to $(IMG)
+## (name:tag or name@sha256:…) with `kustomize edit set image`; commit the result.
 set-image:
 	@kustomize="$$(hack/tools/build.sh kustomize | tail -n 1)" && \
-	cd config/default && "$$kustomize" edit set image "handoff=$(IMG)" && \
-	grep -B1 -A2 -- 'name: handoff' kustomization.yaml
+	for dir in config/default config/console; do \
+	  (cd "$$dir" && "$$kustomize" edit set image "handoff=$(IMG)" && \
+	   echo "$$dir:" && grep -B1 -A2 -- 'name: handoff' kustomization.yaml) || exit 1; \
+	done
 
 ## The release's artifacts in dist/ (hack/release/release.sh, which says what
 ## each is); VERSION must be v + the workspace version. Reproducible: the

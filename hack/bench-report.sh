@@ -9,13 +9,16 @@
 # (HANDOFF_BENCH_PREVIOUS) to print the previous run's figures beside theirs.
 #
 # For a cheap check of this script: BENCH_ONLY="scaling" runs only the listed
-# benchmarks (of: bridge admission tokens scaling search secrets throughput transcript; the
-# report then holds only their sections), BENCH_DEBUG=1 runs them as debug builds
-# (`cargo test --bench`) instead of release ones, HANDOFF_BENCH_STAGES
-# picks the scaling stages, and HANDOFF_BENCH_AGENTS, HANDOFF_BENCH_ROUNDS,
+# benchmarks (of: bridge admission tokens scaling search secrets throughput
+# console transcript; the report then holds only their sections),
+# BENCH_DEBUG=1 runs them as debug builds (`cargo test --bench`) instead of
+# release ones, HANDOFF_BENCH_STAGES picks the scaling stages,
+# HANDOFF_BENCH_CONSOLE_HANDOFFS the console benchmark's handoffs (100000),
+# and HANDOFF_BENCH_AGENTS, HANDOFF_BENCH_ROUNDS,
 # HANDOFF_BENCH_ROUND_SECONDS and HANDOFF_BENCH_MIRROR_WRITES size the
 # throughput benchmark (benches/throughput.rs), e.g.
 #   BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
+#   BENCH_ONLY=console HANDOFF_BENCH_CONSOLE_HANDOFFS=2000 hack/bench-report.sh
 #   BENCH_ONLY=throughput HANDOFF_BENCH_AGENTS=64 HANDOFF_BENCH_MIRROR_WRITES=5000 hack/bench-report.sh
 # (then `git checkout BENCHMARKS.md docs/bench-scaling.svg`).
 set -euo pipefail
@@ -33,7 +36,7 @@ else
   export HANDOFF_BENCH_PREVIOUS=""
 fi
 
-only="${BENCH_ONLY:-bridge admission tokens scaling search secrets throughput transcript}"
+only="${BENCH_ONLY:-bridge admission tokens scaling search secrets throughput console transcript}"
 selected() { [[ " $only " == *" $1 "* ]]; }
 if [[ "${BENCH_DEBUG:-}" == 1 ]]; then
   run_bench() { cargo test --locked --bench "$1"; }
@@ -58,7 +61,7 @@ progress() {
   grep --line-buffered -v -E '^ *(Compiling|Finished|Running|Blocking|Downloaded|Downloading|Updating|Locking|Adding|Fresh) ' >&2 || true
 }
 
-for bench in bridge admission tokens scaling search secrets throughput; do
+for bench in bridge admission tokens scaling search secrets throughput console; do
   selected "$bench" || continue
   echo "bench: running $bench …" >&2
   echo >> "$tmp"

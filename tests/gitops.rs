@@ -5,6 +5,9 @@
 //! fails here. What can be rendered without a cluster is rendered with
 //! kustomize (the paths the examples point at, with their namespace), and
 //! the Argo CD sync waves are checked to order what depends on what.
+//! config/console (opt-in) is held to the same image pin, its account to
+//! no read of its own, and examples/console's oauth2-proxy to forwarding
+//! the person's token to it.
 //! (tests/it/install.rs dry-runs the same files against an apiserver.)
 //!
 //! Needs kustomize: built by `hack/tools/build.sh kustomize` (`make tools`).
@@ -320,14 +323,9 @@ fn the_docs_pin_the_workspace_version() {
     assert!(wrong.is_empty(), "pins of another version: {wrong:?}");
 }
 
-/// `config/default` (and so a `?ref=` overlay of it) and `make image`
-/// name the release's image tag.
-#[test]
-fn config_default_and_the_makefile_name_the_release_image() {
-    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
-    let installation = render(&kustomize(), "config/default", None);
-    let images: Vec<&str> = installation
-        .iter()
+/// The images of every container of `docs`.
+fn images(docs: &[Value]) -> Vec<&str> {
+    docs.iter()
         .flat_map(|d| {
             d["spec"]["template"]["spec"]["containers"]
                 .as_array()
@@ -335,13 +333,175 @@ fn config_default_and_the_makefile_name_the_release_image() {
                 .flatten()
         })
         .filter_map(|c| c["image"].as_str())
-        .collect();
-    assert!(!images.is_empty(), "config/default has Deployments");
-    assert!(images.iter().all(|i| *i == want), "{images:?}, want {want}");
+        .collect()
+}
+
+/// `config/default` and `config/console` (and so a `?ref=` overlay of
+/// them) and `make image` name the release's image tag.
+#[test]
+fn config_default_config_console_and_the_makefile_name_the_release_image() {
+    let want = format!("ghcr.io/handoff-dev/handoff:{VERSION}");
+    for path in ["config/default", "config/console"] {
+        let installation = render(&kustomize(), path, None);
+        let images = images(&installation);
+        assert!(!images.is_empty(), "{path} has Deployments");
+        assert!(
+            images.iter().all(|i| *i == want),
+            "{path}: {images:?}, want {want}"
+        );
+    }
     let makefile = read(&root().join("Makefile"));
     let img = makefile
         .lines()
         .find_map(|l| l.strip_prefix("IMG ?= "))
         .expect("the Makefile's IMG ?= line");
     assert_eq!(img, want, "the Makefile's IMG");
+}
+
+/// The console reads only as the person: its ServiceAccount's one binding
+/// is the bridge's own ClusterRole in config/default's namespace, which
+/// reads no handoff, schedule or offer; it lands in that namespace with
+/// the bridge's hardening.
+#[test]
+fn config_console_reads_nothing_as_itself_and_runs_hardened() {
+    let kustomize = kustomize();
+    let console = render(&kustomize, "config/console", None);
+    let mut everything = render(&kustomize, "config/default", None);
+    everything.extend(console.iter().cloned());
+    let bindings: Vec<String> = everything
+        .iter()
+        .filter(|d| d["kind"] == "RoleBinding" || d["kind"] == "ClusterRoleBinding")
+        .filter(|d| {
+            d["subjects"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["name"] == "handoff-console")
+        })
+        .map(|d| {
+            format!(
+                "{} {} -> {}",
+                d["kind"], d["metadata"]["namespace"], d["roleRef"]["name"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        bindings,
+        ["\"RoleBinding\" \"handoff-system\" -> \"handoff-bridge\""],
+        "the console's account's bindings"
+    );
+    let role = everything
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == "handoff-bridge")
+        .expect("config/default's ClusterRole handoff-bridge");
+    for rule in role["rules"].as_array().expect("rules") {
+        let reads = rule["verbs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v == "list" || v == "watch" || v == "get");
+        let data = rule["resources"].as_array().into_iter().flatten().any(|r| {
+            ["handoffs", "brainstormschedules", "handoffoffers"].contains(&r.as_str().unwrap_or(""))
+        });
+        assert!(
+            !(reads && data),
+            "the console's own identity reads data: {rule}"
+        );
+    }
+    for doc in &console {
+        assert_eq!(
+            doc["metadata"]["namespace"], "handoff-system",
+            "{} {}",
+            doc["kind"], doc["metadata"]["name"]
+        );
+    }
+    let deployment = console
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("config/console has a Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "handoff-console");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        args[..3],
+        ["console", "--behind-proxy", "--listen=0.0.0.0:8080"]
+    );
+    let security = &container["securityContext"];
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], serde_json::json!(["ALL"]));
+    for probe in ["livenessProbe", "readinessProbe"] {
+        assert_eq!(container[probe]["httpGet"]["path"], "/healthz", "{probe}");
+    }
+    assert!(
+        container["resources"]["limits"]["memory"].is_string(),
+        "resources"
+    );
+}
+
+/// The value of flag `--name=` among `args`.
+fn flag<'a>(args: &[&'a str], name: &str) -> Option<&'a str> {
+    let prefix = format!("--{name}=");
+    args.iter().find_map(|a| a.strip_prefix(prefix.as_str()))
+}
+
+/// The args of the first container of Deployment `name` in `docs`.
+fn deployment_args<'a>(docs: &'a [Value], name: &str) -> Vec<&'a str> {
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("Deployment {name}"));
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// examples/console wires oauth2-proxy to config/console: its upstream is
+/// the console's Service, it forwards the ID token as the bearer token, and
+/// the public host of its redirect URL is the Ingress's and one the console
+/// allows (else every page would be refused by the Host rule).
+#[test]
+fn the_oauth2_proxy_example_forwards_the_token_to_the_console_service() {
+    let docs = render(&kustomize(), "examples/console", None);
+    let proxy = deployment_args(&docs, "handoff-console-oauth2-proxy");
+    let console = deployment_args(&docs, "handoff-console");
+    let service = docs
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == "handoff-console")
+        .expect("the console's Service");
+    let upstream = format!(
+        "http://{}.{}.svc:{}/",
+        service["metadata"]["name"].as_str().expect("name"),
+        service["metadata"]["namespace"]
+            .as_str()
+            .expect("namespace"),
+        service["spec"]["ports"][0]["port"]
+    );
+    assert_eq!(flag(&proxy, "upstream"), Some(upstream.as_str()));
+    assert_eq!(flag(&proxy, "pass-authorization-header"), Some("true"));
+    let redirect = flag(&proxy, "redirect-url").expect("--redirect-url");
+    let host = redirect
+        .strip_prefix("https://")
+        .and_then(|r| r.split('/').next())
+        .expect("an https redirect URL");
+    let allowed: Vec<&str> = console
+        .iter()
+        .filter_map(|a| a.strip_prefix("--allowed-host="))
+        .collect();
+    assert!(allowed.contains(&host), "{host} not in {allowed:?}");
+    let ingress = docs
+        .iter()
+        .find(|d| d["kind"] == "Ingress")
+        .expect("an Ingress");
+    assert_eq!(ingress["spec"]["rules"][0]["host"], host);
 }

@@ -1,7 +1,7 @@
 //! `make release` as a maintainer runs it (`make test-release`): twice,
 //! into two directories, from the same commit. Every digest must agree
-//! (the artifacts are reproducible), `install.yaml` must parse and pin the
-//! image by the OCI archive's digest, the krew manifest must name the
+//! (the artifacts are reproducible), `install.yaml` and `console.yaml` must
+//! parse and pin the image by the OCI archive's digest, the krew manifest must name the
 //! tarball by its digest, and a VERSION other than `v` + the workspace
 //! version must be refused before anything is built.
 //!
@@ -60,6 +60,7 @@ fn expected_files() -> Vec<String> {
         "install.yaml".to_owned(),
         "crds.yaml".to_owned(),
         "tenant.yaml".to_owned(),
+        "console.yaml".to_owned(),
         format!("handoff-{VERSION}.cdx.json"),
         "handoff.yaml".to_owned(),
     ];
@@ -123,12 +124,23 @@ fn check_release(dist: &Path) {
         "the digest file names the archive's manifest"
     );
     let install = documents(&read(&dist.join("install.yaml")), "install.yaml");
+    let console = documents(&read(&dist.join("console.yaml")), "console.yaml");
     let pinned = format!("{IMAGE_REPO}@{digest}");
-    let found = images(&install);
-    assert!(!found.is_empty(), "install.yaml has Deployments");
+    for (file, docs) in [("install.yaml", &install), ("console.yaml", &console)] {
+        let found = images(docs);
+        assert!(!found.is_empty(), "{file} has Deployments");
+        assert!(
+            found.iter().all(|image| *image == pinned),
+            "{file} pins every image to {pinned}: {found:?}"
+        );
+    }
+    let console_named = |docs: &[Value]| {
+        docs.iter()
+            .any(|d| d["metadata"]["name"] == "handoff-console")
+    };
     assert!(
-        found.iter().all(|image| *image == pinned),
-        "install.yaml pins every image to {pinned}: {found:?}"
+        console_named(&console) && !console_named(&install),
+        "the console is in console.yaml, not install.yaml (opt-in)"
     );
     let kinds = |docs: &[Value]| -> Vec<String> {
         docs.iter()

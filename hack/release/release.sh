@@ -13,6 +13,7 @@
 #   install.yaml                          CRDs + config/default, image by digest
 #   crds.yaml                             the CRDs alone
 #   tenant.yaml                           config/tenant (namespace `tenant`)
+#   console.yaml                          config/console (opt-in, beside install.yaml), image by digest
 #   handoff-X.Y.Z.tgz                     the Helm chart (charts/handoff)
 #   handoff-vX.Y.Z.cdx.json               CycloneDX SBOM of the binary's crates
 #   handoff.yaml                          the krew plugin manifest
@@ -77,17 +78,23 @@ digest="$(cd "$root" && env -u SOURCE_DATE_EPOCH "${CARGO:-cargo}" run --locked 
 echo "$digest" > "$dist/handoff-$version-image-amd64.digest"
 echo "release: $image_repo:$version is $digest" >&2
 
-step "install.yaml, crds.yaml, tenant.yaml (kustomize)"
+step "install.yaml, crds.yaml, tenant.yaml, console.yaml (kustomize)"
 kustomize="$("$root/hack/tools/build.sh" kustomize | tail -n 1)"
 mkdir "$stage/src"
 (cd "$root" && git ls-files -z config crds | tar --null -T - -cf -) | tar -xf - -C "$stage/src"
-(cd "$stage/src/config/default" && "$kustomize" edit set image "handoff=$image_repo@$digest")
+for dir in default console; do
+  (cd "$stage/src/config/$dir" && "$kustomize" edit set image "handoff=$image_repo@$digest")
+done
 {
   echo "# handoff $version: kubectl apply --server-side -f install.yaml"
   "$kustomize" build "$stage/src/config/default"
 } > "$dist/install.yaml"
 "$kustomize" build "$stage/src/config/crd" > "$dist/crds.yaml"
 "$kustomize" build "$stage/src/config/tenant" > "$dist/tenant.yaml"
+{
+  echo "# handoff $version's console (opt-in, behind your authenticating proxy): kubectl apply --server-side -f console.yaml"
+  "$kustomize" build "$stage/src/config/console"
+} > "$dist/console.yaml"
 
 step "the Helm chart"
 "$here/chart.sh" "$root/charts/handoff" "$number" "$version" "$image_repo" "$digest" "$stage/chart" \

@@ -57,6 +57,7 @@ fn the_chart_dry_runs_on_a_real_apiserver() {
             "bridge.tls.enabled=true",
             "tenants={team-a,team-b}",
             "controller.replicas=3",
+            "console.enabled=true",
         ],
     ];
     for sets in renderings {

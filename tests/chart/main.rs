@@ -4,7 +4,8 @@
 //! (RBAC rules, args, env, probes, security contexts, everything). The
 //! defaults are config/default; `postgres.enabled` is
 //! config/overlays/postgres; `webhook.certificates.mode=certManager` is
-//! config/overlays/cert-manager; ci/all-values.yaml (every option on) is
+//! config/overlays/cert-manager; `console.enabled` is config/default with
+//! config/console beside it; ci/all-values.yaml (every option on) is
 //! the kustomize build that turns on the same options; `tenantQuota` is
 //! config/tenant's quota as an overlay resizes or drops it. Also: the chart's
 //! generated crds/ and dashboard are config/'s, `helm lint --strict` is
@@ -105,6 +106,44 @@ fn cert_manager_mode_renders_the_cert_manager_overlay() {
     );
 }
 
+#[test]
+fn console_enabled_renders_config_console_beside_config_default() {
+    let dir = overlay(&[(
+        "kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - config/default
+  - config/console
+",
+    )]);
+    let chart = chart_objects(&[], &["console.enabled=true"]);
+    let mut kustomize = kustomize_objects(dir.path());
+    untemplated_crds(&mut kustomize);
+    without(
+        &mut kustomize,
+        &format!("Namespace {NAMESPACE}"),
+        "values namespace.create is false",
+    );
+    for kind in [
+        "ServiceAccount",
+        "RoleBinding",
+        "Deployment",
+        "Service",
+        "NetworkPolicy",
+    ] {
+        assert!(
+            kustomize.contains_key(&format!("{kind} {NAMESPACE}/handoff-console")),
+            "config/console renders {kind} handoff-console"
+        );
+    }
+    assert_same(
+        &chart,
+        &kustomize,
+        "console.enabled=true vs config/default + config/console",
+    );
+}
+
 /// The chart with one value `set` against the kustomize `overlay` of
 /// config/default that the value stands for.
 fn renders_the_overlay(set: &str, overlay: &str) {
@@ -129,6 +168,7 @@ fn all_options_overlay() -> tempfile::TempDir {
 kind: Kustomization
 resources:
   - config/overlays/cert-manager
+  - config/console
   - config/prometheus
   - team-a
   - team-b
@@ -139,6 +179,19 @@ patches:
     target:
       kind: Deployment
       name: handoff-controller
+  - target:
+      kind: Deployment
+      name: handoff-console
+    patch: |-
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --allowed-host=handoff.example.com
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --namespace=team-a
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --namespace=team-b
 labels:
   - pairs:
       {INSTANCE}: handoff
@@ -245,6 +298,10 @@ fn bad_values_are_refused_naming_the_field() {
             "monitoring.serviceMonitor.interval=soon",
             "at '/monitoring/serviceMonitor/interval'",
         ),
+        (
+            "console.allowedHosts[0]=Evil_Host",
+            "at '/console/allowedHosts/0'",
+        ),
         ("replicas=3", "at '': additional properties 'replicas'"),
     ];
     for (set, want) in cases {
@@ -261,9 +318,10 @@ fn values_reach_their_fields() {
     let bridge = format!("Deployment {NAMESPACE}/handoff-bridge");
     let webhook = format!("Deployment {NAMESPACE}/handoff-webhook");
     let monitor = format!("ServiceMonitor {NAMESPACE}/handoff-bridge");
+    let console = format!("Deployment {NAMESPACE}/handoff-console");
     let container = "/spec/template/spec/containers/0";
     // (--set, object, JSON pointer, the value there; None: absent)
-    let cases: [(&str, &str, String, Option<Value>); 9] = [
+    let cases: [(&str, &str, String, Option<Value>); 11] = [
         (
             "image.tag=v9",
             &bridge,
@@ -313,6 +371,18 @@ fn values_reach_their_fields() {
             Some("pg".into()),
         ),
         (
+            "console.enabled=true,console.allowedHosts={handoff.example.com}",
+            &console,
+            format!("{container}/args/7"),
+            Some("--allowed-host=handoff.example.com".into()),
+        ),
+        (
+            "console.enabled=true,console.postgresSecret.name=pg-reader",
+            &console,
+            format!("{container}/env/1/valueFrom/secretKeyRef/name"),
+            Some("pg-reader".into()),
+        ),
+        (
             "monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.interval=1m",
             &monitor,
             "/spec/endpoints/0/interval".into(),
@@ -330,6 +400,24 @@ fn values_reach_their_fields() {
             "--set {set}: {key} at {pointer}"
         );
     }
+}
+
+#[test]
+fn the_console_is_opt_in_and_its_network_policy_follows_network_policy_enabled() {
+    let console = |sets: &[&str]| -> Vec<String> {
+        chart_objects(&[], sets)
+            .into_keys()
+            .filter(|k| k.ends_with("/handoff-console"))
+            .collect()
+    };
+    assert_eq!(console(&[]), Vec::<String>::new(), "off by default");
+    let policy = format!("NetworkPolicy {NAMESPACE}/handoff-console");
+    assert!(console(&["console.enabled=true"]).contains(&policy));
+    let without_policies = console(&["console.enabled=true", "networkPolicy.enabled=false"]);
+    assert!(
+        !without_policies.contains(&policy) && without_policies.len() == 4,
+        "{without_policies:?}"
+    );
 }
 
 /// The metric names (`handoff_…`) an expression mentions.

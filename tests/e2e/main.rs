@@ -3,7 +3,8 @@
 //! ([`harness::e2e`]: the local control plane, one node with containerd,
 //! the kubelet, the controller-manager, the scheduler, kube-proxy and
 //! CoreDNS), the project's images imported with no registry, and
-//! `config/default` installed once ([`install::installed`]). Laid out as
+//! `config/default` installed once ([`install::installed`]; the opt-in
+//! `config/console` beside it for [`console`]). Laid out as
 //! kubebuilder's `test/e2e`: each module is one scenario's suite.
 
 #[path = "../common/mod.rs"]
@@ -11,6 +12,7 @@ mod common;
 
 mod agent;
 mod claude_job;
+mod console;
 mod harness;
 mod images;
 mod install;
