@@ -713,6 +713,20 @@ async fn a_write_between_a_page_and_its_stream_is_announced() {
         "{}",
         live.seen
     );
+    drop(live);
+
+    // A version the apiserver no longer keeps: one change (the page is
+    // fetched again and names a fresh version), then the stream ends.
+    let path = format!("/ns/{namespace}/live?project=shop&since=1");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until_ended().await;
+    assert!(
+        live.seen.contains("event: changed\ndata: expired"),
+        "{}",
+        live.seen
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
