@@ -14,7 +14,7 @@ use handoff_testkit::http::{Answer, addr_of, exchange};
 use handoff_testkit::spec::{Fields, spec};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -264,6 +264,11 @@ async fn every_answer_carries_the_security_headers() {
             Some("text/html"),
         ),
         (&*format!("/ns/{namespace}/live"), 400, Some("text/html")),
+        (
+            &*format!("/ns/{namespace}/live?project=shop&since=1x"),
+            400,
+            Some("text/html"),
+        ),
     ];
     for (path, status, content_type) in cases {
         let answer = get(&console, path, &[("Cookie", &cookie)]).await;
@@ -288,6 +293,17 @@ async fn every_answer_carries_the_security_headers() {
         diff.body.contains("from"),
         "the 400 names the field: {}",
         diff.body
+    );
+    let since = get(
+        &console,
+        &format!("/ns/{namespace}/live?project=shop&since=1x"),
+        &[("Cookie", &cookie)],
+    )
+    .await;
+    assert!(
+        since.body.contains("since") && since.body.contains("digits"),
+        "the 400 names the field and its rule: {}",
+        since.body
     );
 }
 
@@ -617,6 +633,97 @@ async fn a_live_stream_outlives_the_idle_timeout() {
     let name = created.metadata.name.expect("name");
     assert!(
         live.seen.contains(&format!("data: {name} ")),
+        "{}",
+        live.seen
+    );
+}
+
+/// The address of a page's live stream (`data-live`), unescaped.
+fn live_path(page: &str) -> String {
+    let at = page
+        .find("data-live=\"")
+        .unwrap_or_else(|| panic!("no data-live in {page}"));
+    let rest = &page[at + "data-live=\"".len()..];
+    let quoted = rest.split('"').next().expect("quoted");
+    quoted.replace("&amp;", "&")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_between_a_page_and_its_stream_is_announced() {
+    let env = handoff_testkit::shared();
+    let namespace = env.namespace("console-gap").await;
+    let shown = handoff(&namespace, "gap#shown").await;
+    let shown = shown.metadata.name.expect("name");
+    let console = laptop(&namespace, &[]);
+    let cookie = sign_in(&console).await;
+    let cookies = [("Cookie", cookie.as_str())];
+
+    // The list: drawn, then a handoff is written, then its stream opens.
+    let list = get(
+        &console,
+        &format!("/ns/{namespace}/projects/shop"),
+        &cookies,
+    )
+    .await;
+    assert_eq!(list.status, 200, "{list:?}");
+    let path = live_path(&list.body);
+    assert!(
+        path.contains("&since="),
+        "the page names its version: {path}"
+    );
+    let written = handoff(&namespace, "gap#written").await;
+    let written = written.metadata.name.expect("name");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until("event: changed").await;
+    assert!(
+        live.seen.contains(&format!("data: {written} ")),
+        "{}",
+        live.seen
+    );
+    drop(live);
+
+    // One handoff: drawn, then written again, then its stream opens.
+    let page = get(
+        &console,
+        &format!("/ns/{namespace}/handoffs/{shown}"),
+        &cookies,
+    )
+    .await;
+    assert_eq!(page.status, 200, "{page:?}");
+    let path = live_path(&page.body);
+    assert!(
+        path.contains("&since="),
+        "the page names its version: {path}"
+    );
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &namespace);
+    let body = serde_json::json!({"spec": {"body": "# gap\n\nwritten again"}});
+    let patched = api
+        .patch(&shown, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .expect("write the handoff again");
+    let version = patched.metadata.resource_version.expect("a version");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until("event: changed").await;
+    assert!(
+        live.seen.contains(&format!("data: {shown} {version}")),
+        "{}",
+        live.seen
+    );
+    drop(live);
+
+    // A version the apiserver no longer keeps: one change (the page is
+    // fetched again and names a fresh version), then the stream ends.
+    let path = format!("/ns/{namespace}/live?project=shop&since=1");
+    let mut live = Live::open(&console, &path, &cookie)
+        .await
+        .expect("a stream");
+    live.until_ended().await;
+    assert!(
+        live.seen.contains("event: changed\ndata: expired"),
         "{}",
         live.seen
     );

@@ -4,6 +4,9 @@
 // (2) refreshes a live page: when <main id="content" data-live="URL"> is
 //     present it listens to that Server-Sent Events URL and, on an event
 //     named "changed", fetches this page again and swaps in its #content.
+//     The URL names the version the page drew (since=…); a fetched page
+//     names a newer one, and the script listens there from then on, so a
+//     reconnect resumes from what is shown, not from the first load.
 // No framework, no build step; served from the console itself (CSP
 // script-src 'self').
 "use strict";
@@ -88,6 +91,7 @@
             nodes.push(document.adoptNode(n.cloneNode(true)));
           }
           content.replaceChildren.apply(content, nodes);
+          follow(fresh.getAttribute("data-live"));
           localTimes(content);
           status("Updated at " + new Date().toLocaleTimeString() + ".");
         })
@@ -113,6 +117,19 @@
       source.addEventListener("changed", refresh);
     }
     listen();
+
+    // The stream of the page just swapped in, when it names another.
+    function follow(next) {
+      if (!next || next === url) {
+        return;
+      }
+      url = next;
+      content.setAttribute("data-live", next);
+      if (source) {
+        source.close();
+        listen();
+      }
+    }
     // A page left for another holds no stream: a browser opens only a few
     // connections per site, and streams of pages kept in its back-forward
     // cache would hold them until the server's next keep-alive. Back on

@@ -125,6 +125,9 @@ pub struct ProjectPage {
     pub next: Option<String>,
     /// Whether the person may delete handoffs here (RBAC).
     pub may_delete: bool,
+    /// The resourceVersion of the listing drawn: the live stream watches
+    /// from it, so a write just after the read is still announced.
+    pub version: Option<String>,
 }
 
 /// One handoff, whole.
@@ -138,6 +141,9 @@ pub struct HandoffPage {
     pub revisions: Result<Vec<RevisionRow>, Unavailable>,
     /// Whether the person may delete it (RBAC).
     pub may_delete: bool,
+    /// The object's resourceVersion as drawn: the live stream watches
+    /// from it, so a write just after the read is still announced.
+    pub version: Option<String>,
 }
 
 /// Why a part of a page that needs the mirror (revisions, diff, search)

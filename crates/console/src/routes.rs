@@ -142,11 +142,17 @@ pub fn problems(namespace: &str) -> String {
     format!("/ns/{}/problems", seg(namespace))
 }
 
-/// The event stream of a project's list or of one handoff.
-pub fn live(namespace: &str, project: Option<&str>, handoff: Option<&str>) -> String {
+/// The event stream of a project's list or of one handoff, watching from
+/// `since` (the resourceVersion the page drew) when given.
+pub fn live(
+    namespace: &str,
+    project: Option<&str>,
+    handoff: Option<&str>,
+    since: Option<&str>,
+) -> String {
     with_query(
         format!("/ns/{}/live", seg(namespace)),
-        &[("project", project), ("handoff", handoff)],
+        &[("project", project), ("handoff", handoff), ("since", since)],
     )
 }
 
@@ -186,7 +192,11 @@ mod tests {
                 export("ns", "p", "json"),
                 "/ns/ns/projects/p/export?format=json",
             ),
-            (live("ns", Some("p"), None), "/ns/ns/live?project=p"),
+            (live("ns", Some("p"), None, None), "/ns/ns/live?project=p"),
+            (
+                live("ns", None, Some("h"), Some("42")),
+                "/ns/ns/live?handoff=h&since=42",
+            ),
             (reject("ns", "o/../x"), "/ns/ns/offers/o%2F..%2Fx/reject"),
         ];
         for (got, want) in cases {
@@ -218,7 +228,7 @@ mod tests {
             (REJECT_PATTERN, reject("n", "x")),
             (SCHEDULES_PATTERN, schedules("n")),
             (PROBLEMS_PATTERN, problems("n")),
-            (LIVE_PATTERN, live("n", None, None)),
+            (LIVE_PATTERN, live("n", None, None, None)),
         ];
         for (pattern, built) in cases {
             assert_eq!(fill(pattern), built, "{pattern}");

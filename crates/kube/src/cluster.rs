@@ -31,6 +31,9 @@ where
 pub struct Pages<'a, K> {
     api: &'a Api<K>,
     params: Option<ListParams>,
+    /// The first page's resourceVersion: later pages are of the same
+    /// snapshot (the continue token pins it).
+    version: Option<String>,
 }
 
 impl<'a, K> Pages<'a, K>
@@ -44,7 +47,14 @@ where
         Self {
             api,
             params: Some(params),
+            version: None,
         }
+    }
+
+    /// The resourceVersion of the listing, once its first page is read: a
+    /// watch from it misses no change made after the listing.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
 
     /// The next page, or `None` after the last.
@@ -53,6 +63,9 @@ where
             return Ok(None);
         };
         let page = self.api.list(&params).await?;
+        if self.version.is_none() {
+            self.version = page.metadata.resource_version.filter(|v| !v.is_empty());
+        }
         self.params = page
             .metadata
             .continue_

@@ -61,6 +61,7 @@ pub async fn handoff(
         body: h.spec.body.clone(),
         revisions,
         may_delete: may_delete.unwrap_or(false),
+        version: h.metadata.resource_version.clone(),
     })
 }
 

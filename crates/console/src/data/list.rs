@@ -80,6 +80,7 @@ pub async fn project(
         rows: items.iter().map(|h| handoff_row(h, ttl, now)).collect(),
         next: next.as_ref().map(encode_cursor),
         may_delete: may_delete.unwrap_or(false),
+        version: first.version,
     })
 }
 

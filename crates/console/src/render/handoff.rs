@@ -18,7 +18,12 @@ pub(crate) fn handoff(viewer: &Viewer, page: &HandoffPage) -> Markup {
     let title = format!("Handoff {}", line(&row.key));
     Frame::new(Some(viewer), &title)
         .namespace(ns, Some(Section::Projects))
-        .live(routes::live(ns, None, Some(&row.name)))
+        .live(routes::live(
+            ns,
+            None,
+            Some(&row.name),
+            page.version.as_deref(),
+        ))
         .page(html! {
             (facts(ns, row))
             @if page.may_delete {

@@ -61,7 +61,12 @@ pub(crate) fn project(viewer: &Viewer, page: &ProjectPage) -> Markup {
     let here = routes::project(ns, &page.project, None, None, None);
     Frame::new(Some(viewer), &title)
         .namespace(ns, Some(Section::Projects))
-        .live(routes::live(ns, Some(&page.project), None))
+        .live(routes::live(
+            ns,
+            Some(&page.project),
+            None,
+            page.version.as_deref(),
+        ))
         .page(html! {
             form.filters method="get" action=(here) {
                 div.field {

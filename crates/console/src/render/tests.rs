@@ -47,6 +47,7 @@ fn project_page(rows: Vec<HandoffRow>, may_delete: bool, next: Option<&str>) -> 
         rows,
         next: next.map(Into::into),
         may_delete,
+        version: Some("17".into()),
     }
 }
 
@@ -70,6 +71,7 @@ fn handoff_page(body: &str, may_delete: bool) -> HandoffPage {
             },
         ]),
         may_delete,
+        version: Some("18".into()),
     }
 }
 
@@ -204,7 +206,7 @@ fn pages() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
                 "rescued",
                 "stale",
                 "/ns/team-a/projects/web?cursor=c%3D1",
-                "data-live=\"/ns/team-a/live?project=web\"",
+                "data-live=\"/ns/team-a/live?project=web&amp;since=17\"",
                 "<label for=\"f-repo\">",
                 "format=json",
                 "format=markdown",
@@ -240,7 +242,7 @@ fn pages() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
                 "&lt;script&gt;alert(1)&lt;/script&gt;",
                 "/ns/team-a/handoffs/h-1/diff?from=2&amp;to=4",
                 "<select id=\"d-from\" name=\"from\">",
-                "data-live=\"/ns/team-a/live?handoff=h-1\"",
+                "data-live=\"/ns/team-a/live?handoff=h-1&amp;since=18\"",
                 "too long for a summary",
             ],
             vec!["<script>alert", "href=\"javascript", "/delete", "<b>x</b>"],

@@ -4,11 +4,17 @@
 //!
 //! The stream is a watch on Handoffs made with the PERSON's client (RBAC
 //! needs `watch`; without it the stream is refused, 403), selected by the
-//! `project` label or by the object's name. The first listing is not a
-//! change: after it the stream sends `ready`; then each change sends
-//! `changed` with the object's name and resourceVersion, changes within
-//! [`COALESCE`] of each other as one (a burst of writes is one reload). A
-//! watch that ends or fails ends the stream; the browser reconnects.
+//! `project` label or by the object's name. A page names the
+//! resourceVersion it drew (`?since=`): the watch starts there, so a write
+//! between the page's read and the stream's start is still announced (a
+//! list-then-watch would fold it into its first listing). The stream sends
+//! `ready` at once; then each change sends `changed` with the object's name
+//! and resourceVersion, changes within [`COALESCE`] of each other as one (a
+//! burst of writes is one reload). When the apiserver no longer has that
+//! version (410, expired) the stream sends `changed` and ends: the page is
+//! fetched again and names a fresh version. Without `since` the watch
+//! lists first, and the end of that listing sends `ready`. A watch that
+//! ends or fails ends the stream; the browser reconnects.
 //! Keep-alive comments are sent well within the listener's idle timeout,
 //! and the request timeout does not cut the stream (it covers the answer's
 //! start, not its body).
@@ -27,6 +33,7 @@ use axum::response::{IntoResponse, Response};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use kube::Api;
+use kube::api::{WatchEvent, WatchParams};
 use kube::runtime::watcher::{self, Event};
 
 use handoff_core::api::Handoff;
@@ -41,6 +48,11 @@ use crate::render;
 const COALESCE: Duration = Duration::from_millis(250);
 /// When the browser tries again after a stream ended.
 const RETRY: Duration = Duration::from_secs(3);
+/// The most digits a resourceVersion given in `?since=` may have (a u64's).
+const SINCE_DIGITS: usize = 20;
+
+/// A refusal of the query: the field, the rule and the problem.
+type Refusal = (&'static str, &'static str, String);
 
 /// What a stream watches.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,10 +65,7 @@ enum Target {
 
 /// Pure: the target `?project=` or `?handoff=` names, or the field, rule
 /// and problem of a query that names neither or a value that cannot be one.
-fn target(
-    project: Option<&str>,
-    handoff: Option<&str>,
-) -> Result<Target, (&'static str, &'static str, String)> {
+fn target(project: Option<&str>, handoff: Option<&str>) -> Result<Target, Refusal> {
     match (project, handoff) {
         (Some(project), None) if is_label_value(project) => Ok(Target::Project(project.to_owned())),
         (Some(project), None) => Err((
@@ -95,15 +104,52 @@ fn is_object_name(value: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'.'))
 }
 
+/// Pure: the resourceVersion `?since=` names, when given, or the field,
+/// rule and problem of one that cannot be a resourceVersion.
+fn since(value: Option<&str>) -> Result<Option<String>, Refusal> {
+    match value {
+        None => Ok(None),
+        Some(v)
+            if (1..=SINCE_DIGITS).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Ok(Some(v.to_owned()))
+        }
+        Some(v) => Err((
+            "since",
+            "a resourceVersion: 1 to 20 digits",
+            format!("{v:?} is not one"),
+        )),
+    }
+}
+
 impl Target {
-    fn config(&self) -> watcher::Config {
+    fn labels(&self) -> Option<String> {
         match self {
-            Self::Project(project) => {
-                watcher::Config::default().labels(&format!("{PROJECT_LABEL}={project}"))
-            }
-            Self::Handoff(name) => {
-                watcher::Config::default().fields(&format!("metadata.name={name}"))
-            }
+            Self::Project(project) => Some(format!("{PROJECT_LABEL}={project}")),
+            Self::Handoff(_) => None,
+        }
+    }
+
+    fn fields(&self) -> Option<String> {
+        match self {
+            Self::Project(_) => None,
+            Self::Handoff(name) => Some(format!("metadata.name={name}")),
+        }
+    }
+
+    fn config(&self) -> watcher::Config {
+        watcher::Config {
+            label_selector: self.labels(),
+            field_selector: self.fields(),
+            ..watcher::Config::default()
+        }
+    }
+
+    fn params(&self) -> WatchParams {
+        WatchParams {
+            label_selector: self.labels(),
+            field_selector: self.fields(),
+            ..WatchParams::default()
         }
     }
 }
@@ -126,10 +172,10 @@ pub(super) async fn stream(
                 .map(String::as_str)
                 .filter(|v: &&str| !v.is_empty())
         };
-        let target =
-            target(text("project"), text("handoff")).map_err(|(field, rule, problem)| {
-                Early::from(bad_input(viewer, field, rule, &problem))
-            })?;
+        let refused =
+            |(field, rule, problem): Refusal| Early::from(bad_input(viewer, field, rule, &problem));
+        let target = target(text("project"), text("handoff")).map_err(refused)?;
+        let since = since(text("since")).map_err(refused)?;
         match signed.caller()?.may("watch").await {
             Ok(true) => {}
             Ok(false) => {
@@ -170,10 +216,12 @@ pub(super) async fn stream(
             ))
         })?;
         let api: Api<Handoff> = Api::namespaced(client, &at.namespace);
-        let events = watcher::watcher(api, target.config()).boxed();
+        let seen = match since {
+            Some(since) => from_version(api, &target, since),
+            None => listed_first(api, &target),
+        };
         let body = changes(Watch {
-            events,
-            listed: false,
+            seen,
             _permit: permit,
         });
         let body = body.take_until(app.0.shutdown.clone().cancelled_owned());
@@ -186,46 +234,101 @@ pub(super) async fn stream(
 
 /// A watch and its stream's place.
 struct Watch {
-    events: BoxStream<'static, Result<Event<Handoff>, watcher::Error>>,
-    /// Whether the first listing has ended.
-    listed: bool,
+    seen: BoxStream<'static, Seen>,
     _permit: Permit,
 }
 
 /// What the watch saw next.
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Seen {
-    /// The first listing ended: the stream is ready.
+    /// The watch is under way: the stream is ready.
     Ready,
     /// An object changed (`name resourceVersion`), or the watch listed
-    /// again after a gap, in which anything may have changed.
+    /// again after a gap or lost its place, in which anything may have
+    /// changed.
     Change(String),
     /// The watch ended or failed.
     End,
 }
 
-async fn next_seen(watch: &mut Watch) -> Seen {
-    loop {
-        match watch.events.next().await {
-            None => return Seen::End,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "a live watch failed; the page's stream ends and the browser opens it again");
-                return Seen::End;
-            }
-            Some(Ok(Event::Apply(handoff) | Event::Delete(handoff))) => {
-                let name = handoff.metadata.name.unwrap_or_default();
-                let version = handoff.metadata.resource_version.unwrap_or_default();
-                return Seen::Change(format!("{name} {version}"));
-            }
-            Some(Ok(Event::Init | Event::InitApply(_))) => {}
-            Some(Ok(Event::InitDone)) if watch.listed => {
-                return Seen::Change("listed-again".to_owned());
-            }
-            Some(Ok(Event::InitDone)) => {
-                watch.listed = true;
-                return Seen::Ready;
-            }
+/// A watch from `since` (the version the page drew): ready at once, then
+/// every change after that version.
+fn from_version(api: Api<Handoff>, target: &Target, since: String) -> BoxStream<'static, Seen> {
+    let params = target.params();
+    let events = futures::stream::once(async move { api.watch(&params, &since).await }).flat_map(
+        |started| match started {
+            Ok(events) => events.boxed(),
+            Err(err) => futures::stream::iter([Err(err)]).boxed(),
+        },
+    );
+    futures::stream::iter([Seen::Ready])
+        .chain(events.flat_map(|event| futures::stream::iter(seen_raw(event))))
+        .chain(futures::stream::iter([Seen::End]))
+        .boxed()
+}
+
+/// One event of a watch from a version, or why it failed.
+type RawEvent = Result<WatchEvent<Handoff>, kube::Error>;
+
+/// Whether the apiserver said the watched version is too old.
+fn expired(code: u16, reason: &str) -> bool {
+    code == 410 || matches!(reason, "Expired" | "Gone")
+}
+
+/// Pure: what one event of a watch from a version means for the stream.
+fn seen_raw(event: RawEvent) -> Vec<Seen> {
+    let lost = || vec![Seen::Change("expired".to_owned()), Seen::End];
+    match event {
+        Ok(WatchEvent::Added(h) | WatchEvent::Modified(h) | WatchEvent::Deleted(h)) => {
+            let name = h.metadata.name.unwrap_or_default();
+            let version = h.metadata.resource_version.unwrap_or_default();
+            vec![Seen::Change(format!("{name} {version}"))]
+        }
+        Ok(WatchEvent::Bookmark(_)) => Vec::new(),
+        Ok(WatchEvent::Error(status)) if expired(status.code, &status.reason) => lost(),
+        Err(kube::Error::Api(status)) if expired(status.code, &status.reason) => lost(),
+        Ok(WatchEvent::Error(status)) => {
+            tracing::warn!(code = status.code, reason = %status.reason, "a live watch failed; the page's stream ends and the browser opens it again");
+            vec![Seen::End]
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, "a live watch failed; the page's stream ends and the browser opens it again");
+            vec![Seen::End]
         }
     }
+}
+
+/// A watch that lists first (a page that names no version): ready when
+/// the first listing ends, which is not a change.
+fn listed_first(api: Api<Handoff>, target: &Target) -> BoxStream<'static, Seen> {
+    let mut listed = false;
+    watcher::watcher(api, target.config())
+        .filter_map(move |event| {
+            let seen = match event {
+                Err(err) => {
+                    tracing::warn!(error = %err, "a live watch failed; the page's stream ends and the browser opens it again");
+                    Some(Seen::End)
+                }
+                Ok(Event::Apply(handoff) | Event::Delete(handoff)) => {
+                    let name = handoff.metadata.name.unwrap_or_default();
+                    let version = handoff.metadata.resource_version.unwrap_or_default();
+                    Some(Seen::Change(format!("{name} {version}")))
+                }
+                Ok(Event::Init | Event::InitApply(_)) => None,
+                Ok(Event::InitDone) if listed => Some(Seen::Change("listed-again".to_owned())),
+                Ok(Event::InitDone) => {
+                    listed = true;
+                    Some(Seen::Ready)
+                }
+            };
+            futures::future::ready(seen)
+        })
+        .chain(futures::stream::iter([Seen::End]))
+        .boxed()
+}
+
+async fn next_seen(watch: &mut Watch) -> Seen {
+    watch.seen.next().await.unwrap_or(Seen::End)
 }
 
 /// The events of `watch`: `ready`, then one `changed` per burst of changes.
@@ -290,6 +393,95 @@ mod tests {
         for (project, handoff, field) in refused {
             let err = target(project, handoff).expect_err("refused");
             assert_eq!(err.0, field, "{project:?} {handoff:?}");
+        }
+    }
+
+    #[test]
+    fn since_is_a_bounded_number() {
+        let cases = [
+            (None, Ok(None)),
+            (Some("0"), Ok(Some("0"))),
+            (
+                Some("18446744073709551615"),
+                Ok(Some("18446744073709551615")),
+            ),
+            (Some("123456789012345678901"), Err("since")),
+            (Some("12a"), Err("since")),
+            (Some("-1"), Err("since")),
+            (Some(" 1"), Err("since")),
+            (Some("1&project=x"), Err("since")),
+        ];
+        for (given, want) in cases {
+            let got = since(given);
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got.as_deref(), want, "{given:?}"),
+                (Err((field, rule, problem)), Err(want)) => {
+                    assert_eq!(field, want, "{given:?}");
+                    assert!(!rule.is_empty() && problem.contains("is not one"));
+                }
+                (got, want) => panic!("{given:?}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    fn handoff(name: &str, version: &str) -> Handoff {
+        let spec = handoff_core::api::HandoffSpec::new("github.com/o/r#1", "p", "b");
+        let mut h = Handoff::new(name, spec);
+        h.metadata.resource_version = Some(version.into());
+        h
+    }
+
+    fn status(code: u16, reason: &str) -> Box<kube::core::Status> {
+        let mut status = kube::core::Status::failure("watch", reason);
+        status.code = code;
+        Box::new(status)
+    }
+
+    #[test]
+    fn a_watch_from_a_version_sees_changes_and_its_end() {
+        let change = |s: &str| Seen::Change(s.to_owned());
+        let expired = vec![change("expired"), Seen::End];
+        let cases: Vec<(RawEvent, Vec<Seen>)> = vec![
+            (
+                Ok(WatchEvent::Added(handoff("a", "5"))),
+                vec![change("a 5")],
+            ),
+            (
+                Ok(WatchEvent::Modified(handoff("a", "6"))),
+                vec![change("a 6")],
+            ),
+            (
+                Ok(WatchEvent::Deleted(handoff("a", "7"))),
+                vec![change("a 7")],
+            ),
+            (
+                Ok(WatchEvent::Bookmark(
+                    serde_json::from_value(serde_json::json!({
+                        "apiVersion": "handoff.dev/v1alpha1", "kind": "Handoff",
+                        "metadata": {"resourceVersion": "9"}
+                    }))
+                    .expect("a bookmark"),
+                )),
+                vec![],
+            ),
+            (
+                Ok(WatchEvent::Error(status(410, "Expired"))),
+                expired.clone(),
+            ),
+            (Ok(WatchEvent::Error(status(0, "Gone"))), expired.clone()),
+            (Err(kube::Error::Api(status(410, "Gone"))), expired),
+            (
+                Ok(WatchEvent::Error(status(500, "InternalError"))),
+                vec![Seen::End],
+            ),
+            (
+                Err(kube::Error::Api(status(403, "Forbidden"))),
+                vec![Seen::End],
+            ),
+        ];
+        for (event, want) in cases {
+            let shown = format!("{event:?}");
+            assert_eq!(seen_raw(event), want, "{shown}");
         }
     }
 }

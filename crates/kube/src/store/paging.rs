@@ -34,6 +34,7 @@ impl HandoffStore {
             first.total += page.len();
             first.items = keep_first(first.items, page, sort_key, after, keep);
         }
+        first.version = pages.version().map(str::to_owned);
         Ok(first)
     }
 
@@ -70,6 +71,9 @@ pub struct FirstOf {
     pub items: Vec<Handoff>,
     /// How many handoffs the project (and repo, and kind) has.
     pub total: usize,
+    /// The listing's resourceVersion (a watch from it sees every later
+    /// change).
+    pub version: Option<String>,
 }
 
 /// `kept` (already in list order) merged with `page`: the first `keep`
