@@ -1210,11 +1210,24 @@ fn every_example_applies_or_parses() {
             .unwrap_or(path)
             .display()
             .to_string();
+        // A kustomization is an example as a whole: its directory is built
+        // and dry-run (`-k`); its own file is no object.
+        let (flag, target) = match path.file_name().and_then(|n| n.to_str()) {
+            Some("kustomization.yaml") => (
+                "-k",
+                path.parent()
+                    .and_then(|dir| dir.strip_prefix(root()).ok())
+                    .unwrap_or(path)
+                    .display()
+                    .to_string(),
+            ),
+            _ => ("-f", shown.clone()),
+        };
         match path.extension().and_then(|e| e.to_str()) {
             Some("yaml" | "yml") => {
                 let out = kubectl(
                     env,
-                    &["apply", "--server-side", "--dry-run=server", "-f", &shown],
+                    &["apply", "--server-side", "--dry-run=server", flag, &target],
                 );
                 let warnings = String::from_utf8_lossy(&out.stderr).into_owned();
                 must(out, &format!("dry run of {shown}"));
