@@ -37,7 +37,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 # `make release VERSION=v…`: v + the workspace version of Cargo.toml.
 VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools chromium axe-core screenshots
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds docs-tables helm envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools chromium axe-core screenshots
 
 all: build
 
@@ -182,7 +182,7 @@ test: test-deps lint
 ## The fast tier: every crate's unit tests and its own tests/ (none needs a
 ## cluster, PostgreSQL or an agent's CLI), the binary's unit tests and the
 ## cluster-free test files of the root (UNIT_TESTS). Installs nothing.
-UNIT_TESTS := layout transcript_cli integrations
+UNIT_TESTS := layout transcript_cli integrations docs
 test-unit:
 	$(CARGO) test --locked --workspace --exclude handoff --exclude handoff-testkit --lib --bins --tests
 	$(CARGO) test --locked -p handoff-testkit --lib
@@ -226,6 +226,13 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 	@$(MAKE) --no-print-directory chart-crds
+	@$(MAKE) --no-print-directory docs-tables
+
+## docs/flags-metrics-columns.md: every flag (with its environment variable
+## and default), metric and printer column, from the code (`handoff
+## tables`); tests/docs.rs fails when it differs.
+docs-tables:
+	$(CARGO) run --locked -q -- tables > docs/flags-metrics-columns.md
 
 ## The chart's crds/handoff.yaml: config/crd as kustomize renders it (the
 ## generated CRDs with their GitOps no-prune annotations); tests/chart/

@@ -39,6 +39,10 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Print the operator's tables (flags and environment of the
+    /// long-running processes, their metrics, the printer columns) as
+    /// markdown: what docs/flags-metrics-columns.md holds.
+    Tables,
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
     Preamble(handoff::preamble::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
@@ -92,6 +96,7 @@ fn main() -> ExitCode {
         Command::Crd { dir: Some(dir) } => handoff::crd::write(&dir),
         Command::Crd { dir: None } => handoff::crd::print(&mut std::io::stdout().lock()),
         Command::McpHeaders(args) => handoff_bridge::headers::run(args),
+        Command::Tables => handoff::tables::print(&Cli::command()),
         Command::Preamble(args) => handoff::preamble::run(args),
         Command::Transcript(command) => handoff_transcript::cli::run(command),
         Command::Name(args) => {

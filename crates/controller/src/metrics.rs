@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::backlog;
 use handoff_core::liveness::{Health, Liveness};
 use handoff_kube::loops::LoopMetrics;
+use handoff_kube::telemetry::Listed;
 
 /// The controller's metrics (prefix `handoff_controller_`).
 pub struct ControllerMetrics {
@@ -111,17 +112,17 @@ impl ControllerMetrics {
         registry.register(
             "loop_last_progress_seconds",
             "Seconds the loop's pending work has waited for progress (0 while it has none; /healthz fails past --wedged-after)",
-            loop_stalled_seconds.clone(),
+            Listed(loop_stalled_seconds.clone()),
         );
         registry.register(
             "loop_pending",
             "Objects (or passes) whose work the loop started and has not finished well",
-            loop_pending.clone(),
+            Listed(loop_pending.clone()),
         );
         registry.register(
             "reconciles",
             "Handoff reconciles by result",
-            reconciles.clone(),
+            Listed(reconciles.clone()),
         );
         registry.register(
             "reconcile_duration_seconds",
@@ -162,12 +163,12 @@ impl ControllerMetrics {
         registry.register(
             "mirror_resync_repairs",
             "Rows repaired by resync",
-            resync_repairs.clone(),
+            Listed(resync_repairs.clone()),
         );
         registry.register(
             "mirror_history_purged_rows",
             "History rows deleted by retention (with a deleted handoff, beyond the cap, by age)",
-            history_purged.clone(),
+            Listed(history_purged.clone()),
         );
         registry.register(
             "noncanonical_handoffs",

@@ -47,6 +47,8 @@ use prometheus_client::registry::Registry;
 use handoff_core::liveness::LoopProgress;
 use handoff_core::loops::{Categorized, Category, bounded_note, delay};
 
+use crate::telemetry::Listed;
+
 /// The [`Category`] of an apiserver error (this crate holds kube's
 /// client; [`Category`] is [`handoff_core::loops`]'s).
 pub trait KubeCategory {
@@ -217,12 +219,12 @@ impl LoopMetrics {
         registry.register(
             "reconcile_errors",
             "Failed reconciles by object kind, category (invalid or transient) and the step that failed",
-            self.errors.clone(),
+            Listed(self.errors.clone()),
         );
         registry.register(
             "invalid_objects",
             "Objects skipped because they do not deserialize (reported once per change)",
-            self.invalid.clone(),
+            Listed(self.invalid.clone()),
         );
     }
 

@@ -21,7 +21,8 @@ pub fn init_logging() {
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -63,6 +64,29 @@ pub(crate) struct RefusalLabels {
     /// caller is within its share), `timeout` (503: the request took too
     /// long) or `too_large` (413).
     pub reason: &'static str,
+}
+
+/// A metric family `/metrics` lists from the start, before its first
+/// series: its `# HELP` and `# TYPE` lines are written even while no label
+/// combination has been recorded (an empty family is otherwise left out).
+/// So the exposition names every metric a process has, which
+/// docs/flags-metrics-columns.md is generated from, and a rule's expression finds its
+/// family on a fresh process.
+#[derive(Debug)]
+pub struct Listed<M>(pub M);
+
+impl<M: EncodeMetric> EncodeMetric for Listed<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
 }
 
 /// The bridge's metrics.
@@ -107,12 +131,12 @@ impl BridgeMetrics {
         registry.register(
             "identity_reviews",
             "SelfSubjectReviews the bridge made to identify bearer tokens, by result",
-            reviews.clone(),
+            Listed(reviews.clone()),
         );
         registry.register(
             "http_refusals",
             "HTTP requests refused before any tool ran, by reason",
-            refusals.clone(),
+            Listed(refusals.clone()),
         );
         registry.register(
             "http_requests_in_flight",
@@ -132,12 +156,12 @@ impl BridgeMetrics {
         registry.register(
             "tool_calls",
             "MCP tool calls by tool, profile and outcome",
-            calls.clone(),
+            Listed(calls.clone()),
         );
         registry.register(
             "tool_call_duration_seconds",
             "MCP tool call latency",
-            latency.clone(),
+            Listed(latency.clone()),
         );
         Arc::new(Self {
             registry,
