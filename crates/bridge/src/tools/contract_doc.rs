@@ -32,14 +32,17 @@ fn documented(doc: &str) -> Vec<(String, Arguments)> {
             tools.push((name.to_owned(), Arguments::new()));
         } else if line.starts_with("## ") {
             tools.push((String::new(), Arguments::new()));
-        } else if let (Some((_, arguments)), Some(row)) = (tools.last_mut(), line.strip_prefix("| `"))
+        } else if let (Some((_, arguments)), Some(row)) =
+            (tools.last_mut(), line.strip_prefix("| `"))
         {
             let cells: Vec<&str> = row.split(" | ").collect();
             let name = cells[0].trim_end_matches('`');
             let required = match cells.get(2).copied() {
                 Some("yes") => true,
                 Some("no") => false,
-                other => panic!("docs/contract.md: `{name}`: required must be yes or no, got {other:?}"),
+                other => {
+                    panic!("docs/contract.md: `{name}`: required must be yes or no, got {other:?}")
+                }
             };
             arguments.insert(name.to_owned(), (cells[1].to_owned(), required));
         }
@@ -103,5 +106,9 @@ fn a_doc_that_drifts_is_caught() {
                | `handoff_key` | string | yes | the key |\n";
     let documented = documented(doc);
     assert_eq!(documented.len(), 1);
-    assert_ne!(documented[0].1, defined("get_handoff"), "`revision` is missing");
+    assert_ne!(
+        documented[0].1,
+        defined("get_handoff"),
+        "`revision` is missing"
+    );
 }
