@@ -21,7 +21,8 @@ type Arguments = BTreeMap<String, (String, bool)>;
 
 /// The tools docs/contract.md has a `## \`tool\`` section for, in order,
 /// with the argument rows of each section's table
-/// (`| \`name\` | type | yes/no | rule |`).
+/// (`| \`name\` | type | yes/no | rule |`); the tables of other sections
+/// are not arguments.
 fn documented(doc: &str) -> Vec<(String, Arguments)> {
     let mut tools: Vec<(String, Arguments)> = Vec::new();
     for line in doc.lines() {
@@ -32,9 +33,12 @@ fn documented(doc: &str) -> Vec<(String, Arguments)> {
             tools.push((name.to_owned(), Arguments::new()));
         } else if line.starts_with("## ") {
             tools.push((String::new(), Arguments::new()));
-        } else if let (Some((_, arguments)), Some(row)) =
+        } else if let (Some((tool, arguments)), Some(row)) =
             (tools.last_mut(), line.strip_prefix("| `"))
         {
+            if tool.is_empty() {
+                continue;
+            }
             let cells: Vec<&str> = row.split(" | ").collect();
             let name = cells[0].trim_end_matches('`');
             let required = match cells.get(2).copied() {
