@@ -194,8 +194,8 @@ test-unit:
 ## as Pods; then the whole `it` suite against such a cluster, and the host
 ## left as it was found (one test at a time: a node holds the host); then the
 ## release tier (tests/e2e_release: install.yaml and the chart installed,
-## upgraded while agents write, uninstalled). Needs root (README, "Running on
-## a real node").
+## upgraded while agents write, uninstalled). Needs root (docs/testing.md, "The e2e
+## tier on a real node").
 test-e2e: envtest-assets postgres e2e-assets e2e-image-binary mcp-sdk helm tools
 	$(CARGO) test --locked --test e2e
 	$(CARGO) test --locked --test e2e_existing -- --test-threads=1
@@ -244,7 +244,7 @@ chart-crds: envtest-assets
 
 ## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests),
 ## each beside the previous run's. Takes about 30 minutes on 2 cores plus the release
-## build (the scaling stages up to 100,000 handoffs are most of it; README); a cheap
+## build (the scaling stages up to 100,000 handoffs are most of it; docs/testing.md); a cheap
 ## check of the report:
 ## BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
 bench: envtest-assets postgres

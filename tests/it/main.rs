@@ -23,6 +23,7 @@ mod mcp;
 mod mirror;
 mod mirror_bridge;
 mod mirror_tls;
+mod newcomer;
 mod offers;
 mod policy;
 mod postgres;
