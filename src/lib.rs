@@ -37,3 +37,4 @@ pub mod crd;
 pub mod dev;
 pub mod hook;
 pub mod preamble;
+pub mod transfer;
