@@ -153,6 +153,9 @@ mod tests {
         }
     }
 
+    /// (case, the target's objects, --overwrite, actions, refusal fragments)
+    type Case = (&'static str, Vec<Existing>, bool, Vec<Action>, Vec<&'static str>);
+
     #[test]
     fn each_entry_gets_its_action_or_refusal() {
         let a = name_for_key("a");
@@ -160,8 +163,7 @@ mod tests {
         let update = Action::Update {
             resource_version: Some("7".to_owned()),
         };
-        // (case, existing, overwrite, actions, refusal fragments)
-        let cases: Vec<(&str, Vec<Existing>, bool, Vec<Action>, Vec<&str>)> = vec![
+        let cases: Vec<Case> = vec![
             (
                 "empty target: created",
                 vec![],
