@@ -154,7 +154,13 @@ mod tests {
     }
 
     /// (case, the target's objects, --overwrite, actions, refusal fragments)
-    type Case = (&'static str, Vec<Existing>, bool, Vec<Action>, Vec<&'static str>);
+    type Case = (
+        &'static str,
+        Vec<Existing>,
+        bool,
+        Vec<Action>,
+        Vec<&'static str>,
+    );
 
     #[test]
     fn each_entry_gets_its_action_or_refusal() {
