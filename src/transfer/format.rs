@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 use handoff_core::api::HandoffSpec;
 use handoff_core::api::naming::name_for_key;
 use handoff_core::api::validation::{self, FieldError};
+use handoff_core::text::visible_line;
 
 /// The version of the format this release writes and reads.
 pub const API_VERSION: &str = "handoff.dev/export/v1";
@@ -173,13 +174,13 @@ pub fn parse(text: &str) -> Result<Export, Vec<String>> {
                     errors.push(format!(
                         "{at}, key `{}`: a twin: entry {first} holds the same key (rule: one \
                          handoff per key)",
-                        e.spec.handoff_key
+                        visible_line(&e.spec.handoff_key)
                     ));
                 }
                 entries.push(e);
             }
             Err((key, e)) => errors.push(match key {
-                Some(key) => format!("{at}, key `{key}`: {e}"),
+                Some(key) => format!("{at}, key `{}`: {e}", visible_line(&key)),
                 None => format!("{at}: {e}"),
             }),
         }

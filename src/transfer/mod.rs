@@ -39,6 +39,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use handoff_bridge::POSTGRES_URL_VARS;
 use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_core::api::{Handoff, HandoffSpec};
+use handoff_core::text::visible_line;
 use handoff_kube::cluster::Pages;
 use handoff_mirror::Mirror;
 use handoff_mirror::dsn::PostgresArgs;
@@ -153,7 +154,7 @@ pub async fn export(args: ExportArgs) -> anyhow::Result<()> {
                      `{}` ({}), a twin or squat",
                     ns,
                     h.name_any(),
-                    h.spec.handoff_key,
+                    visible_line(&h.spec.handoff_key),
                     name_for_key(&h.spec.handoff_key)
                 );
                 continue;
@@ -264,7 +265,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
             println!(
                 "would {}: {}",
                 verb(action),
-                file.entries[*index].spec.handoff_key
+                visible_line(&file.entries[*index].spec.handoff_key)
             );
         }
         println!(
@@ -280,7 +281,7 @@ pub async fn import(args: ImportArgs) -> anyhow::Result<()> {
                 "entry {}, key `{}`: cannot {} it in {ns}: {e} ({done} of {total} entries done \
                  before it; importing the file again resumes)",
                 index + 1,
-                entry.spec.handoff_key,
+                visible_line(&entry.spec.handoff_key),
                 verb(action)
             )
         })?;

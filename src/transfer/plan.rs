@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 
 use handoff_core::api::naming::name_for_key;
+use handoff_core::text::visible_line;
 
 use super::format::Entry;
 
@@ -88,7 +89,7 @@ pub fn plan(entries: &[Entry], existing: &[Existing], overwrite: bool) -> Plan {
     for (index, entry) in entries.iter().enumerate() {
         let key = entry.spec.handoff_key.as_str();
         let name = name_for_key(key);
-        let at = format!("entry {}, key `{key}`", index + 1);
+        let at = format!("entry {}, key `{}`", index + 1, visible_line(key));
         if let Some(twin) = by_key
             .get(key)
             .and_then(|names| names.iter().find(|n| **n != name))
@@ -105,7 +106,7 @@ pub fn plan(entries: &[Entry], existing: &[Existing], overwrite: bool) -> Plan {
                 out.refusals.push(format!(
                     "{at}: the target's object {name:?} holds the key `{}` (a squat; rule: a \
                      name holds the key it is derived from): delete it first",
-                    found.key
+                    visible_line(&found.key)
                 ));
                 continue;
             }

@@ -184,6 +184,11 @@ fn each_bad_file_is_refused_naming_where_and_what() {
             ],
         ),
         (
+            "a key holding a terminal escape, shown escaped",
+            file(&[HEADER.to_owned(), entry_line("a\u{1b}[2J", "x"), end(1)]),
+            vec!["entry 1, key `a", "`spec.handoffKey`"],
+        ),
+        (
             "two entries of one key",
             file(&[HEADER.to_owned(), ok.clone(), ok.clone(), end(2)]),
             vec!["entry 2, key `a`", "a twin: entry 1 holds the same key"],
@@ -200,6 +205,10 @@ fn each_bad_file_is_refused_naming_where_and_what() {
         assert!(
             !errors.contains(AWS_KEY),
             "{case}: the secret is shown: {errors}"
+        );
+        assert!(
+            !errors.contains('\u{1b}'),
+            "{case}: a raw escape: {errors:?}"
         );
     }
 }
