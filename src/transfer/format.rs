@@ -92,10 +92,10 @@ pub struct Revision {
     pub written_at: String,
     /// Who wrote it (empty when unknown).
     pub created_by: String,
-    /// Its project, repo, kind and body.
+    /// Its project.
     pub project: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     /// Its repo.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
     /// Its kind.
     #[serde(skip_serializing_if = "Option::is_none")]
