@@ -38,3 +38,4 @@ pub mod dev;
 pub mod hook;
 pub mod preamble;
 pub mod tables;
+pub mod transfer;

@@ -60,6 +60,10 @@ enum Command {
     Diff(handoff::cli::DiffArgs),
     /// Search a project's handoffs by what they say (from the mirror).
     Search(handoff::cli::SearchArgs),
+    /// Export a namespace's (or project's) handoffs to a versioned JSON Lines file.
+    Export(handoff::transfer::ExportArgs),
+    /// Import an export file into a namespace: validated whole, idempotent.
+    Import(handoff::transfer::ImportArgs),
     /// Move a project's handoffs into a team's namespace (without
     /// spec.createdBy: the copy is written by whoever moves it).
     Move(handoff::cli::MoveArgs),
@@ -119,6 +123,12 @@ fn main() -> ExitCode {
         }
         Command::Rescue(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::hook::run_rescue(args)))
+        }
+        Command::Export(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::transfer::export(args)))
+        }
+        Command::Import(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::transfer::import(args)))
         }
         Command::Get(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::get(args))),
         Command::History(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::history(args))),

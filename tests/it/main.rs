@@ -35,6 +35,7 @@ mod sre_cli;
 mod tenancy;
 #[path = "../../crates/transcript/tests/support/mod.rs"]
 mod transcript_support;
+mod transfer;
 mod twins;
 mod webhook_certs;
 mod writes;
