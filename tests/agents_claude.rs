@@ -17,6 +17,9 @@
 //! account; where it does not (a project's `.mcp.json` without persisted
 //! trust under `-p`), the model is offered no handoff tools.
 //!
+//! The newcomer's path (`newcomer`): the README's quickstart, its own
+//! `claude -p …` line run by bash against `handoff dev`.
+//!
 //! Each scenario asserts what the model saw (the server's request log),
 //! what was stored (the cluster) and what the CLI reported (its JSON
 //! output); none waits on a clock.
@@ -31,6 +34,8 @@
 //! loopback, so nothing else can leave the machine.
 
 mod common;
+#[path = "agents_claude/newcomer.rs"]
+mod newcomer;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -59,6 +64,25 @@ const PROJECT: &str = "shop";
 /// refused the environment's proxy, "requires the disabled feature
 /// kube/http-proxy": no context at start, no block at stop, no tools).
 const DEAD_PROXY: &str = "http://127.0.0.1:9";
+
+/// What every session's environment holds besides its home, `TMPDIR`,
+/// `PATH` and the user-filled values: the privacy switches, the tools
+/// offered in the first request rather than behind tool search, and
+/// [`DEAD_PROXY`] with `NO_PROXY` covering loopback.
+const SESSION_ENV: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("DISABLE_BUG_COMMAND", "1"),
+    ("ENABLE_TOOL_SEARCH", "false"),
+    ("HTTPS_PROXY", DEAD_PROXY),
+    ("HTTP_PROXY", DEAD_PROXY),
+    ("NO_PROXY", "127.0.0.1,localhost"),
+];
+
+/// The API key of every session: the scripted model checks none.
+const FAKE_API_KEY: &str = "scripted-model-no-key";
 
 /// The pinned CLI, or a failure that says how to install it: this tier
 /// never skips.
@@ -113,23 +137,15 @@ impl Machine {
         let mut cmd = tokio::process::Command::new(claude());
         cmd.env_clear()
             .current_dir(dir.join("work"))
+            .envs(SESSION_ENV.iter().copied())
             .envs([
                 ("PATH", path.as_str()),
                 ("HOME", &*self.home().to_string_lossy()),
                 ("TMPDIR", &*dir.join("tmp").to_string_lossy()),
-                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-                ("DISABLE_TELEMETRY", "1"),
-                ("DISABLE_ERROR_REPORTING", "1"),
-                ("DISABLE_AUTOUPDATER", "1"),
-                ("DISABLE_BUG_COMMAND", "1"),
-                ("ENABLE_TOOL_SEARCH", "false"),
                 ("KUBECONFIG", &*shared().kubeconfig_path().to_string_lossy()),
                 ("HANDOFF_NAMESPACE", &self.namespace),
                 ("CONVERSATION_OBJECT_KEY", &self.key),
                 ("HANDOFF_PROJECT", PROJECT),
-                ("HTTPS_PROXY", DEAD_PROXY),
-                ("HTTP_PROXY", DEAD_PROXY),
-                ("NO_PROXY", "127.0.0.1,localhost"),
             ])
             .stdin(Stdio::null());
         cmd
@@ -140,7 +156,7 @@ impl Machine {
         let mut cmd = self.claude();
         cmd.envs([
             ("ANTHROPIC_BASE_URL", model.url()),
-            ("ANTHROPIC_API_KEY", "scripted-model-no-key"),
+            ("ANTHROPIC_API_KEY", FAKE_API_KEY),
         ]);
         cmd
     }

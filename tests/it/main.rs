@@ -23,7 +23,6 @@ mod mcp;
 mod mirror;
 mod mirror_bridge;
 mod mirror_tls;
-mod newcomer;
 mod offers;
 mod policy;
 mod postgres;

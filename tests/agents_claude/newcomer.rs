@@ -1,28 +1,36 @@
 //! The newcomer's path, as the README's quickstart tells it: `make run`
-//! (which runs `handoff dev`) in a fresh directory, the MCP client config
-//! it writes copied as the README says, an agent's `write_handoff` through
-//! exactly that config, then the README's `source .local/dev/env` and
-//! `kubectl get ho` showing the handoff.
+//! (which runs `handoff dev`) in a fresh directory, then the README's own
+//! `claude -p …` line, run verbatim by bash with the real Claude Code CLI
+//! against the scripted model, writing through the MCP client config
+//! `handoff dev` wrote, then the README's `source .local/dev/env` and
+//! `kubectl get ho` showing the handoff and the Revision, Tokens and Lint
+//! columns.
 //!
 //! The commands are read from the README (between `<!-- quickstart -->`
 //! and `<!-- /quickstart -->`), so editing the quickstart without this test
-//! fails it. Two steps are stood in for, and checked instead: `git clone`
-//! (the test starts in an empty directory, as a clone has no `.local/`),
-//! and the agent (the real MCP Python SDK calls the tool the README's
-//! prompt names, with the URL and headers of the copied config, as any
-//! MCP client does).
-
-use crate::common;
+//! fails it. Two things are stood in for: `git clone` (the test starts in
+//! an empty directory, as a clone has no `.local/`) and the model (the
+//! scripted Anthropic API on 127.0.0.1 calls the tool the README's prompt
+//! names, with its key and project). What the test adds to the newcomer's
+//! environment is only what keeps the CLI on this machine and off the
+//! user's config: a home of its own, the pinned `claude` first on `PATH`,
+//! the model's address and a fake key, and [`super::SESSION_ENV`].
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use handoff_testkit::model::anthropic::{Anthropic, Turn};
+use serde_json::json;
+
+use super::{FAKE_API_KEY, SESSION_ENV, asked, claude, played_out};
+
 const README: &str = include_str!("../../README.md");
 const MAKEFILE: &str = include_str!("../../Makefile");
 
 /// The shell commands of the README's quickstart: every line of its `sh`
-/// blocks, without comments, in order.
+/// blocks, without comments, a line ending in ` \` joined with the next,
+/// in order.
 fn quickstart(readme: &str) -> Result<Vec<String>, String> {
     let start = readme
         .find("<!-- quickstart -->")
@@ -32,13 +40,23 @@ fn quickstart(readme: &str) -> Result<Vec<String>, String> {
         .ok_or("README.md's quickstart has no `<!-- /quickstart -->` end marker")?;
     let mut commands = Vec::new();
     let mut in_sh = false;
+    let mut pending = String::new();
     for line in readme[start..start + end].lines() {
         match line.trim() {
             "```sh" => in_sh = true,
             "```" => in_sh = false,
-            command if in_sh && !command.is_empty() => {
-                let command = command.split(" # ").next().unwrap_or(command).trim();
-                commands.push(command.to_owned());
+            line if in_sh && !line.is_empty() => {
+                let line = line.split(" # ").next().unwrap_or(line).trim();
+                match line.strip_suffix(" \\") {
+                    Some(head) => {
+                        pending.push_str(head);
+                        pending.push(' ');
+                    }
+                    None => {
+                        pending.push_str(line);
+                        commands.push(std::mem::take(&mut pending));
+                    }
+                }
             }
             _ => {}
         }
@@ -69,10 +87,9 @@ fn recipe<'a>(makefile: &'a str, target: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// The word after `name` in the agent's prompt (`handoff_key demo#1,` →
-/// `demo#1`).
-fn word_after<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
-    let mut words = prompt.split_whitespace();
+/// The word after `name` in a command (`handoff_key demo#1,` → `demo#1`).
+fn word_after<'a>(command: &'a str, name: &str) -> Option<&'a str> {
+    let mut words = command.split_whitespace();
     words.find(|w| *w == name)?;
     Some(words.next()?.trim_end_matches([',', '.', '"']))
 }
@@ -105,6 +122,17 @@ fn the_readme_quickstart_parses_and_a_changed_command_is_noticed() {
         quickstart("no markers").expect_err("no marker"),
         "README.md has no `<!-- quickstart -->` marker"
     );
+    let marked = |sh: &str| format!("<!-- quickstart -->\n```sh\n{sh}\n```\n<!-- /quickstart -->");
+    for (sh, want) in [
+        ("a\nb", vec!["a", "b"]),
+        ("a # why\n\nb", vec!["a", "b"]),
+        (
+            "claude -p \"x\" \\\n  --y z\nnext",
+            vec!["claude -p \"x\" --y z", "next"],
+        ),
+    ] {
+        assert_eq!(quickstart(&marked(sh)).expect("marked"), want, "{sh:?}");
+    }
     assert_eq!(
         word_after(
             "Call write_handoff with handoff_key k#1, project p and",
@@ -113,6 +141,11 @@ fn the_readme_quickstart_parses_and_a_changed_command_is_noticed() {
         Some("p")
     );
     assert_eq!(
+        word_after("a --mcp-config f.json --b", "--mcp-config"),
+        Some("f.json")
+    );
+    assert_eq!(word_after("a --mcp-config", "--mcp-config"), None);
+    assert_eq!(
         recipe("a:\n\tone\n\ttwo\nb:\n\tthree\n", "a"),
         ["one", "two"]
     );
@@ -120,6 +153,7 @@ fn the_readme_quickstart_parses_and_a_changed_command_is_noticed() {
 
 #[test]
 fn a_newcomer_follows_the_readme_from_make_run_to_kubectl_get_ho() {
+    let claude = claude();
     let commands = quickstart(README).unwrap_or_else(|e| panic!("{e}"));
 
     // `git clone …` of the project, then `cd` into it: a fresh directory.
@@ -177,61 +211,83 @@ fn a_newcomer_follows_the_readme_from_make_run_to_kubectl_get_ho() {
         .collect();
     std::thread::spawn(move || lines.for_each(drop));
 
-    // The MCP client config it prints, copied as the README says.
-    let copy = command(&commands, "cp ");
-    let source = copy.split_whitespace().nth(1).expect("cp SOURCE DEST");
-    let config_path = checkout.join(source);
+    // The README's agent line: the MCP client config `handoff dev` printed,
+    // the tool and arguments its prompt names.
+    let agent = command(&commands, "claude ");
+    let config = word_after(agent, "--mcp-config").expect("the claude line names --mcp-config");
+    let config_path = checkout.join(config);
     assert!(
         printed.iter().any(|l| l
             .trim_start()
             .starts_with(&config_path.display().to_string())),
-        "handoff dev must print the config the README copies ({}): {printed:#?}",
+        "handoff dev must print the config the README gives claude ({}): {printed:#?}",
         config_path.display()
     );
-    bash(&checkout, copy);
-    let dest = copy.split_whitespace().nth(2).expect("cp SOURCE DEST");
-    let config: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(checkout.join(dest)).expect("the copied config"))
-            .expect("the copied config is JSON");
-    let server = &config["mcpServers"]["handoff"];
-    let url = server["url"].as_str().expect("the config's url");
-    let headers = server["headers"].as_object().expect("the config's headers");
-    let mut names: Vec<&str> = headers.keys().map(String::as_str).collect();
-    names.sort_unstable();
-    assert_eq!(
-        names,
-        ["Authorization", "X-Handoff-Profile"],
-        "the MCP client sends exactly these headers of the config"
-    );
-    let token = headers["Authorization"]
-        .as_str()
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .expect("a bearer token");
-    let profile = headers["X-Handoff-Profile"].as_str().expect("profile");
+    let key = word_after(agent, "handoff_key").expect("the prompt names a handoff_key");
+    let project = word_after(agent, "project").expect("the prompt names a project");
+    let written = "## State\nRead the README.\n## Next\nWire the agents.";
+    let said = format!("Wrote {key}.");
+    let model = Anthropic::start(vec![
+        Turn::tool(
+            "write_handoff",
+            json!({"handoff_key": key, "project": project, "body": written}),
+        ),
+        Turn::text(&said),
+    ])
+    .expect("the scripted model");
 
-    // The agent: the tool and arguments the README's prompt names.
-    let prompt = commands
-        .iter()
-        .find(|c| c.contains("write_handoff"))
-        .unwrap_or_else(|| panic!("no quickstart command asks for write_handoff: {commands:?}"));
-    let key = word_after(prompt, "handoff_key").expect("the prompt names a handoff_key");
-    let project = word_after(prompt, "project").expect("the prompt names a project");
-    let results = common::drive(
-        &["http", url, token, profile],
-        serde_json::json!([{"op": "call", "tool": "write_handoff", "args": {
-            "handoff_key": key, "project": project,
-            "body": "## State\nRead the README.\n## Next\nWire the agents."}}]),
-        &[],
+    // Run verbatim by bash in the clone, the pinned CLI first on `PATH`.
+    let home = parent.path().join("home");
+    let tmp = parent.path().join("tmp");
+    for dir in [&home, &tmp] {
+        std::fs::create_dir(dir).expect("mkdir");
+    }
+    let bin = claude.parent().expect("the CLI's directory");
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    let out = Command::new("bash")
+        .args(["-c", agent])
+        .current_dir(&checkout)
+        .env_clear()
+        .envs(SESSION_ENV.iter().copied())
+        .envs([
+            ("PATH", path.as_str()),
+            ("HOME", &*home.to_string_lossy()),
+            ("TMPDIR", &*tmp.to_string_lossy()),
+            ("ANTHROPIC_BASE_URL", model.url()),
+            ("ANTHROPIC_API_KEY", FAKE_API_KEY),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("bash runs");
+    let turns = model.turns();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains(&said),
+        "`{agent}` failed ({}):\nstdout: {stdout}\nstderr: {}\nmodel: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        asked(&turns)
     );
-    assert_eq!(
-        results[0]["structured"]["outcome"], "created",
-        "{results:?}"
-    );
+    played_out(&model, &turns);
+    let called: Vec<String> = turns[1].tool_uses().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(called, ["mcp__handoff__write_handoff"], "{}", asked(&turns));
 
     // `source .local/dev/env` then `kubectl get ho`, as the README says.
     let env = command(&commands, "source ");
     let get = command(&commands, "kubectl get ho");
     let listed = bash(&checkout, &format!("{env} && {get}"));
+    let header: Vec<&str> = listed
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    for column in ["KEY", "PROJECT", "REVISION", "TOKENS", "LINT"] {
+        assert!(
+            header.contains(&column),
+            "`{get}` has no {column} column:\n{listed}"
+        );
+    }
     assert!(
         listed
             .lines()
