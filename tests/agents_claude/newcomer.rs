@@ -20,8 +20,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use handoff_testkit::model::anthropic::{Anthropic, Turn};
-use serde_json::json;
+use handoff_testkit::model::anthropic::{Anthropic, Logged, Turn};
+use serde_json::{Value, json};
 
 use super::{FAKE_API_KEY, SESSION_ENV, asked, claude, played_out};
 
@@ -94,6 +94,24 @@ fn word_after<'a>(command: &'a str, name: &str) -> Option<&'a str> {
     Some(words.next()?.trim_end_matches([',', '.', '"']))
 }
 
+/// The `tool_result` blocks of the conversation `turn` sends: whether each
+/// is an error, and its text.
+fn tool_results(turn: &Logged) -> Vec<(bool, String)> {
+    let blocks = turn.body["messages"].as_array().into_iter().flatten();
+    let blocks = blocks.flat_map(|m| m["content"].as_array().into_iter().flatten());
+    blocks
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+                _ => String::new(),
+            };
+            (b["is_error"] == json!(true), text)
+        })
+        .collect()
+}
+
 /// Runs `script` with bash in `dir`; its stdout, or a failure naming it.
 fn bash(dir: &Path, script: &str) -> String {
     let out = Command::new("bash")
@@ -149,6 +167,27 @@ fn the_readme_quickstart_parses_and_a_changed_command_is_noticed() {
         recipe("a:\n\tone\n\ttwo\nb:\n\tthree\n", "a"),
         ["one", "two"]
     );
+    let turn = |content: Value| Logged {
+        method: "POST".into(),
+        path: "/v1/messages".into(),
+        body: json!({"messages": [{"role": "user", "content": content}]}),
+    };
+    for (content, want) in [
+        (
+            json!([{"type": "tool_result", "content": "ok"}]),
+            vec![(false, "ok")],
+        ),
+        (
+            json!([{"type": "tool_result", "is_error": true,
+                    "content": [{"type": "text", "text": "denied"}]}]),
+            vec![(true, "denied")],
+        ),
+        (json!("no blocks"), vec![]),
+    ] {
+        let got = tool_results(&turn(content.clone()));
+        let got: Vec<(bool, &str)> = got.iter().map(|(e, t)| (*e, t.as_str())).collect();
+        assert_eq!(got, want, "{content}");
+    }
 }
 
 #[test]
@@ -271,6 +310,12 @@ fn a_newcomer_follows_the_readme_from_make_run_to_kubectl_get_ho() {
     played_out(&model, &turns);
     let called: Vec<String> = turns[1].tool_uses().into_iter().map(|(n, _)| n).collect();
     assert_eq!(called, ["mcp__handoff__write_handoff"], "{}", asked(&turns));
+    let results = tool_results(&turns[1]);
+    assert!(
+        matches!(results.as_slice(), [(false, _)]),
+        "the write_handoff call failed or was refused (the README's --allowedTools must \
+         name the server of its --mcp-config): {results:?}"
+    );
 
     // `source .local/dev/env` then `kubectl get ho`, as the README says.
     let env = command(&commands, "source ");
