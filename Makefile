@@ -103,7 +103,8 @@ tests/interop/ts/node_modules/.installed: tests/interop/ts/package-lock.json
 	touch $@
 
 ## The real Claude Code CLI (pinned by package-lock.json) for the agents tier
-## (tests/agents_claude.rs), driven against a scripted model on 127.0.0.1.
+## (tests/agents_claude.rs, the README's quickstart among it), driven against
+## a scripted model on 127.0.0.1.
 agents-claude: tests/agents/claude/node_modules/.installed
 
 tests/agents/claude/node_modules/.installed: tests/agents/claude/package-lock.json
