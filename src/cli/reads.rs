@@ -138,7 +138,7 @@ pub(super) fn choose(
 /// A read's source: the bridge as the person, or the mirror.
 enum Source {
     Bridge(Person),
-    Mirror(Mirror),
+    Mirror(Box<Mirror>),
 }
 
 impl ReadFrom {
@@ -158,7 +158,7 @@ impl ReadFrom {
                 )
                 .await?,
             ),
-            Path::Mirror(url) => Source::Mirror(Mirror::new(&url, false)?),
+            Path::Mirror(url) => Source::Mirror(Box::new(Mirror::new(&url, false)?)),
         })
     }
 }
@@ -390,7 +390,8 @@ mod tests {
     #[test]
     fn exactly_one_way_to_the_history() {
         let url = || Some("postgres://m".to_owned());
-        let cases: [(Option<&str>, Option<String>, Result<Path, &[&str]>); 5] = [
+        type Want = Result<Path, &'static [&'static str]>;
+        let cases: [(Option<&str>, Option<String>, Want); 5] = [
             (
                 Some("http://localhost:8080"),
                 None,
