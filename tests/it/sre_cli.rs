@@ -449,6 +449,35 @@ async fn history_diff_and_search_as_the_person_through_the_bridge() {
         )) && gone.contains("port-forward svc/handoff-bridge"),
         "{gone}"
     );
+    // A bridge served over TLS is verified against --bridge-ca-file.
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("certificate");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let tls = common::Bridge::start_with(
+        env,
+        &s.ns,
+        &[
+            "--postgres-url",
+            &url,
+            "--tls-cert",
+            &cert_arg,
+            "--tls-key",
+            &key_arg,
+        ],
+    );
+    assert!(tls.url.starts_with("https://"), "{}", tls.url);
+    let over_tls = |extra: &[&str]| {
+        let mut all = vec!["history", "ops/7", "-n", &s.ns, "--bridge", &tls.url];
+        all.extend(extra);
+        handoff(&reader, &all)
+    };
+    assert_eq!(stdout(&over_tls(&["--bridge-ca-file", &cert_arg])), direct);
+    let untrusted = stderr(&over_tls(&[]));
+    assert!(untrusted.contains("certificate"), "{untrusted}");
+
     // Both paths at once: choose one.
     let both = stderr(&handoff(
         &reader,
