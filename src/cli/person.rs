@@ -75,14 +75,13 @@ impl Person {
             let text = format!("{e:#}");
             if text.contains("is unreachable") {
                 anyhow!(
-                    "`handoff {}`: the bridge at {} is unreachable ({text}); is a port-forward \
-                     running? e.g. `{PORT_FORWARD}`, then --bridge http://localhost:8080",
-                    self.command,
-                    self.url
+                    "`handoff {}`: {text}; is a port-forward running? e.g. `{PORT_FORWARD}`, \
+                     then --bridge http://localhost:8080",
+                    self.command
                 )
             } else if text.contains("may not ") || text.contains("forbidden") {
                 anyhow!(
-                    "`handoff {}` refused, as your kubeconfig's identity, by the bridge at {}: {text}",
+                    "`handoff {}` refused you (the identity of the token sent) at the bridge {}: {text}",
                     self.command,
                     self.url
                 )

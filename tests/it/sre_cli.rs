@@ -403,7 +403,7 @@ async fn history_diff_and_search_as_the_person_through_the_bridge() {
             String::from_utf8_lossy(&out.stdout)
         );
         for words in [
-            format!("`handoff {}` refused", command[0]),
+            format!("`handoff {}` refused you", command[0]),
             who.clone(),
             format!("may not {verb} handoffs"),
             format!("cannot {verb} resource \"handoffs\""),
