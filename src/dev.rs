@@ -281,7 +281,7 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     }
     writeln!(
         out,
-        "\nMCP client configs (Claude Code: copy one to .mcp.json):\n  {}  (profile implement)\n  {}  (profile refine)",
+        "\nMCP client configs (Claude Code: claude --mcp-config FILE, or copy one to .mcp.json):\n  {}  (profile implement)\n  {}  (profile refine)",
         dir.join("mcp-implement.json").display(),
         dir.join("mcp-refine.json").display()
     )?;
