@@ -20,16 +20,16 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::backlog;
 use handoff_core::liveness::{Health, Liveness};
 use handoff_kube::loops::LoopMetrics;
+use handoff_kube::registry::{ListedRegistry, Registered};
 
 /// The controller's metrics (prefix `handoff_controller_`).
 pub struct ControllerMetrics {
-    registry: Registry,
+    registry: ListedRegistry,
     reconciles: Family<ResultLabel, Counter>,
     reconcile_seconds: Histogram,
     pub(crate) leader: Gauge,
@@ -92,7 +92,7 @@ pub(crate) struct RepairLabel {
 impl ControllerMetrics {
     /// Registers every metric.
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("handoff_controller");
+        let mut registry = ListedRegistry::with_prefix("handoff_controller");
         let reconciles = Family::<ResultLabel, Counter>::default();
         let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
         let leader = Gauge::default();
@@ -220,9 +220,12 @@ impl ControllerMetrics {
         self.refresh_lag();
         self.refresh_progress();
         self.refresh_noncanonical();
-        let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        self.registry.encode()
+    }
+
+    /// Every metric registered (also those with no series yet).
+    pub fn registered(&self) -> &[Registered] {
+        self.registry.listed()
     }
 
     /// What `/healthz` answers: ok, or which loop is wedged and for how long.

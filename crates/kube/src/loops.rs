@@ -42,7 +42,6 @@ use kube::runtime::watcher;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::registry::Registry;
 
 use handoff_core::liveness::LoopProgress;
 use handoff_core::loops::{Categorized, Category, bounded_note, delay};
@@ -213,7 +212,7 @@ pub struct LoopMetrics {
 
 impl LoopMetrics {
     /// Registers the metrics in `registry`.
-    pub fn register(&self, registry: &mut Registry) {
+    pub fn register(&self, registry: &mut crate::registry::ListedRegistry) {
         registry.register(
             "reconcile_errors",
             "Failed reconciles by object kind, category (invalid or transient) and the step that failed",
@@ -416,7 +415,7 @@ mod tests {
     #[test]
     fn failed_reconciles_are_counted_by_kind_category_and_step() {
         let metrics = LoopMetrics::default();
-        let mut registry = Registry::with_prefix("handoff_controller");
+        let mut registry = crate::registry::ListedRegistry::with_prefix("handoff_controller");
         metrics.register(&mut registry);
         Backoff::default().failed_reconcile(
             &k8s_openapi::api::core::v1::ConfigMap::default(),
@@ -424,8 +423,7 @@ mod tests {
             "patch_status",
             &metrics,
         );
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        let text = registry.encode();
         assert!(
             text.contains(
                 "handoff_controller_reconcile_errors_total{kind=\"ConfigMap\",category=\"transient\",step=\"patch_status\"} 1"

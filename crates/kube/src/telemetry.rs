@@ -26,7 +26,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+
+use crate::registry::{ListedRegistry, Registered};
 
 /// Labels of a tool call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -67,7 +68,7 @@ pub(crate) struct RefusalLabels {
 
 /// The bridge's metrics.
 pub struct BridgeMetrics {
-    registry: Registry,
+    registry: ListedRegistry,
     calls: Family<ToolCallLabels, Counter>,
     latency: Family<ToolLabels, Histogram>,
     reviews: Family<ReviewLabels, Counter>,
@@ -88,7 +89,7 @@ impl BridgeMetrics {
     /// `handoff_mcp_settings_reads_total`. None has an identity label: the
     /// fair share's gauges are totals over every caller.
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("handoff_mcp");
+        let mut registry = ListedRegistry::with_prefix("handoff_mcp");
         let calls = Family::<ToolCallLabels, Counter>::default();
         let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 14))
@@ -194,9 +195,12 @@ impl BridgeMetrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        self.registry.encode()
+    }
+
+    /// Every metric registered (also those with no series yet).
+    pub fn registered(&self) -> &[Registered] {
+        self.registry.listed()
     }
 }
 

@@ -12,7 +12,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+
+use handoff_kube::registry::{ListedRegistry, Registered};
 
 use crate::decision::Reason;
 
@@ -51,7 +52,7 @@ pub(crate) enum Outcome {
 
 /// The webhook's metrics.
 pub struct WebhookMetrics {
-    registry: Registry,
+    registry: ListedRegistry,
     requests: Family<RequestLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
@@ -62,7 +63,7 @@ impl WebhookMetrics {
     /// `handoff_webhook_decisions_total` and
     /// `handoff_webhook_request_duration_seconds`.
     pub fn new() -> Arc<Self> {
-        let mut registry = Registry::with_prefix("handoff_webhook");
+        let mut registry = ListedRegistry::with_prefix("handoff_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         // 0.5 ms to about 4 s: the apiserver gives up after timeoutSeconds (5).
@@ -113,9 +114,12 @@ impl WebhookMetrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        self.registry.encode()
+    }
+
+    /// Every metric registered (also those with no series yet).
+    pub fn registered(&self) -> &[Registered] {
+        self.registry.listed()
     }
 }
 
