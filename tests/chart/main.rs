@@ -230,7 +230,7 @@ resources:
 
 #[test]
 fn every_option_renders_its_kustomize_counterpart() {
-    let mut chart = chart_objects(&["charts/handoff/ci/all-values.yaml"], &[]);
+    let chart = chart_objects(&["charts/handoff/ci/all-values.yaml"], &[]);
     let dir = all_options_overlay();
     let mut kustomize = kustomize_objects(dir.path());
     untemplated_crds(&mut kustomize);
