@@ -596,5 +596,18 @@ mod tests {
                 "{verdict:?}"
             );
         }
+        // The metric's label of each reason (docs/operate.md lists them).
+        let labels = [
+            (Reason::Checked, "checked"),
+            (Reason::NotChecked, "not_checked"),
+            (Reason::NoSpec, "no_spec"),
+            (Reason::Unparsable, "unparsable"),
+            (Reason::NameNotDerived, "name_not_derived"),
+            (Reason::TextRule, "text_rule"),
+            (Reason::Credential, "credential"),
+        ];
+        for (reason, label) in labels {
+            assert_eq!(reason.as_str(), label, "{reason:?}");
+        }
     }
 }
