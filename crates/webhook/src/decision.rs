@@ -502,14 +502,15 @@ mod tests {
         );
         let unparsable = json!({"handoffKey": 42});
         // (operation, kind, name, spec, old spec, reason)
-        let cases: [(
+        type Case<'a> = (
             Operation,
-            &str,
-            &str,
-            Option<&Value>,
-            Option<&Value>,
+            &'a str,
+            &'a str,
+            Option<&'a Value>,
+            Option<&'a Value>,
             Reason,
-        ); 9] = [
+        );
+        let cases: [Case<'_>; 9] = [
             (
                 Operation::Create,
                 "Handoff",
