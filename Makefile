@@ -38,7 +38,7 @@ PLATFORMS ?= linux/amd64,linux/arm64
 # `make release VERSION=v…`: v + the workspace version of Cargo.toml.
 VERSION ?=
 
-.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds helm promtool envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools chromium axe-core screenshots
+.PHONY: all build run test test-unit test-e2e test-reliability test-release test-deps lint fmt crds chart-crds docs-tables helm promtool envtest-assets e2e-assets e2e-image-binary postgres mcp-sdk agents-claude agents-claude-bump agents-codex agents-codex-bump agents-copilot agents-copilot-bump agents-gemini agents-gemini-bump bench clean image set-image release tools chromium axe-core screenshots
 
 all: build
 
@@ -191,7 +191,7 @@ test: test-deps lint
 ## The fast tier: every crate's unit tests and its own tests/ (none needs a
 ## cluster, PostgreSQL or an agent's CLI), the binary's unit tests and the
 ## cluster-free test files of the root (UNIT_TESTS). Installs nothing.
-UNIT_TESTS := layout transcript_cli integrations
+UNIT_TESTS := layout transcript_cli integrations docs
 test-unit:
 	$(CARGO) test --locked --workspace --exclude handoff --exclude handoff-testkit --lib --bins --tests
 	$(CARGO) test --locked -p handoff-testkit --lib
@@ -203,8 +203,8 @@ test-unit:
 ## as Pods; then the whole `it` suite against such a cluster, and the host
 ## left as it was found (one test at a time: a node holds the host); then the
 ## release tier (tests/e2e_release: install.yaml and the chart installed,
-## upgraded while agents write, uninstalled). Needs root (README, "Running on
-## a real node").
+## upgraded while agents write, uninstalled). Needs root (docs/testing.md, "The e2e
+## tier on a real node").
 test-e2e: envtest-assets postgres e2e-assets e2e-image-binary mcp-sdk helm tools
 	$(CARGO) test --locked --test e2e
 	$(CARGO) test --locked --test e2e_existing -- --test-threads=1
@@ -235,6 +235,13 @@ fmt:
 crds:
 	$(CARGO) run --locked -q -- crd --dir crds
 	@$(MAKE) --no-print-directory chart-crds
+	@$(MAKE) --no-print-directory docs-tables
+
+## docs/flags-metrics-columns.md: every flag (with its environment variable
+## and default), metric and printer column, from the code (`handoff
+## tables`); tests/docs.rs fails when it differs.
+docs-tables:
+	$(CARGO) run --locked -q -- tables > docs/flags-metrics-columns.md
 
 ## The chart's crds/handoff.yaml: config/crd as kustomize renders it (the
 ## generated CRDs with their GitOps no-prune annotations); tests/chart/
@@ -246,7 +253,7 @@ chart-crds: envtest-assets
 
 ## Benchmarks: side-by-side ratios, written to BENCHMARKS.md (never asserted in tests),
 ## each beside the previous run's. Takes about 30 minutes on 2 cores plus the release
-## build (the scaling stages up to 100,000 handoffs are most of it; README); a cheap
+## build (the scaling stages up to 100,000 handoffs are most of it; docs/testing.md); a cheap
 ## check of the report:
 ## BENCH_ONLY=scaling BENCH_DEBUG=1 HANDOFF_BENCH_STAGES=200,1000 hack/bench-report.sh
 bench: envtest-assets postgres

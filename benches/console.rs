@@ -24,17 +24,14 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use futures::StreamExt;
-use handoff_core::api::Handoff;
-use handoff_core::api::naming::{labels_for, name_for_key};
+use handoff_core::api::naming::name_for_key;
 use handoff_testkit::bench::{self, TOKEN, median_p99};
 use handoff_testkit::previous::{Previous, beside};
 use handoff_testkit::rpc::McpHttp;
-use handoff_testkit::spec::{Fields, spec};
 use handoff_testkit::{BridgeProcess, ConsoleProcess};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 
 const NAMESPACE: &str = "default";
 /// The project whose pages are measured.
@@ -46,7 +43,6 @@ const OTHERS: usize = 99;
 const BODY_BYTES: usize = 2048;
 const ROUNDS: usize = 100;
 const WARMUP: usize = 10;
-const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 /// The section of BENCHMARKS.md this bench writes (and reads back).
 const SECTION: &str = "Console";
 /// The column of the ratios, read back for the next run.
@@ -76,43 +72,6 @@ fn handoff_of(i: usize, total: usize) -> (String, String) {
         let p = i % OTHERS;
         (format!("bench/{p}#{i}"), format!("project-{p:03}"))
     }
-}
-
-/// Writes the handoffs with server-side apply, 32 in flight.
-async fn write_all(api: &Api<Handoff>, total: usize) -> anyhow::Result<()> {
-    let params = PatchParams::apply("bench-writer").force();
-    let body = "x".repeat(BODY_BYTES);
-    let mut results = futures::stream::iter(0..total)
-        .map(|i| {
-            let (api, params, body) = (api.clone(), params.clone(), body.clone());
-            async move {
-                let (key, project) = handoff_of(i, total);
-                let name = name_for_key(&key);
-                let mut h = Handoff::new(
-                    &name,
-                    spec(key)
-                        .project(project.clone())
-                        .repo("org/repo")
-                        .kind("issue")
-                        .body(body)
-                        .by("bench"),
-                );
-                h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
-                api.patch(&name, &params, &Patch::Apply(&h)).await
-            }
-        })
-        .buffer_unordered(32);
-    let (started, mut reported, mut done) = (Instant::now(), Instant::now(), 0usize);
-    while let Some(result) = results.next().await {
-        result?;
-        done += 1;
-        if reported.elapsed() >= PROGRESS_EVERY {
-            let rate = done as f64 / started.elapsed().as_secs_f64().max(1e-3);
-            eprintln!("bench: written {done} / {total} ({rate:.0}/s)");
-            reported = Instant::now();
-        }
-    }
-    Ok(())
 }
 
 /// One keep-alive connection to the console, as a proxy forwarding the
@@ -308,7 +267,13 @@ fn main() -> anyhow::Result<()> {
     let plane = rt.block_on(bench::plane())?;
     let admin = rt.block_on(plane.client())?;
     eprintln!("bench: writing {total} handoffs …");
-    rt.block_on(write_all(&Api::namespaced(admin, NAMESPACE), total))?;
+    rt.block_on(bench::fill(
+        &Api::namespaced(admin, NAMESPACE),
+        0..total,
+        BODY_BYTES,
+        |i| handoff_of(i, total),
+        "fill",
+    ))?;
 
     let binary = std::env::var_os("HANDOFF_BENCH_BINARY").map_or_else(
         || env!("CARGO_BIN_EXE_handoff").into(),

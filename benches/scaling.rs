@@ -31,9 +31,8 @@
 
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use handoff_core::api::Handoff;
-use handoff_core::api::naming::{labels_for, name_for_key};
+use handoff_core::api::naming::name_for_key;
 use handoff_testkit::bench::{self, TOKEN, Writes, apiserver_writes, median_p99, memory_mib};
 use handoff_testkit::http::{metric, scrape};
 use handoff_testkit::plot::{self, Panel, Series};
@@ -117,59 +116,6 @@ fn stages() -> anyhow::Result<Vec<usize>> {
     Ok(stages)
 }
 
-/// `done` of `total` at `rate` per second: "1200 / 9000 (340/s, ~23 s left)".
-fn progress(done: usize, total: usize, since: Instant) -> String {
-    let rate = done as f64 / since.elapsed().as_secs_f64().max(1e-3);
-    let left = total.saturating_sub(done) as f64 / rate.max(1e-3);
-    format!("{done} / {total} ({rate:.0}/s, ~{left:.0} s left)")
-}
-
-/// Writes handoffs `from..to` with server-side apply, 32 in flight,
-/// printing progress.
-async fn write_range(
-    api: &Api<Handoff>,
-    from: usize,
-    to: usize,
-    stage: &str,
-) -> anyhow::Result<()> {
-    let params = PatchParams::apply("bench-writer").force();
-    let body = "x".repeat(BODY_BYTES);
-    let mut results = futures::stream::iter(from..to)
-        .map(|i| {
-            let (api, params, body) = (api.clone(), params.clone(), body.clone());
-            async move {
-                let key = format!("bench/{}#{}", i % PROJECTS, i / PROJECTS);
-                let project = format!("project-{:03}", i % PROJECTS);
-                let name = name_for_key(&key);
-                let mut h = Handoff::new(
-                    &name,
-                    spec(key)
-                        .project(project.clone())
-                        .repo("org/repo")
-                        .kind("issue")
-                        .body(body)
-                        .by("bench"),
-                );
-                h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
-                api.patch(&name, &params, &Patch::Apply(&h)).await
-            }
-        })
-        .buffer_unordered(32);
-    let (started, mut reported, mut done) = (Instant::now(), Instant::now(), 0);
-    while let Some(result) = results.next().await {
-        result?;
-        done += 1;
-        if reported.elapsed() >= PROGRESS_EVERY {
-            eprintln!(
-                "bench: {stage}:   written {}",
-                progress(done, to - from, started)
-            );
-            reported = Instant::now();
-        }
-    }
-    Ok(())
-}
-
 /// Waits until the mirror holds `expected` rows of the listed projects,
 /// printing progress.
 async fn wait_for_mirror(
@@ -201,7 +147,7 @@ async fn wait_for_mirror(
         if reported.elapsed() >= PROGRESS_EVERY {
             eprintln!(
                 "bench: {stage}:   mirror {rows} / {expected} rows; while waiting: {}",
-                progress(rows.saturating_sub(initial), expected - initial, started)
+                bench::progress(rows.saturating_sub(initial), expected - initial, started)
             );
             reported = Instant::now();
         }
@@ -248,6 +194,14 @@ fn list(http: &mut McpHttp, project: &str) -> anyhow::Result<usize> {
         .as_array()
         .map(Vec::len)
         .ok_or_else(|| anyhow::anyhow!("not a list result: {result}"))
+}
+
+/// The key and project of the scaling benchmark's handoff `i`.
+fn key_of(i: usize) -> (String, String) {
+    (
+        format!("bench/{}#{}", i % PROJECTS, i / PROJECTS),
+        format!("project-{:03}", i % PROJECTS),
+    )
 }
 
 /// Interleaved `list_handoffs` rounds: (via apiserver, via PostgreSQL).
@@ -389,7 +343,7 @@ fn measure(rt: &tokio::runtime::Runtime, system: &System) -> anyhow::Result<Vec<
         let before = rt.block_on(wait_idle(&admin))?;
         eprintln!("bench: {stage}: writing {} handoffs …", target - done);
         let t = Instant::now();
-        rt.block_on(write_range(&api, done, target, &stage))?;
+        rt.block_on(bench::fill(&api, done..target, BODY_BYTES, key_of, &stage))?;
         let written = t.elapsed();
         eprintln!(
             "bench: {stage}: written in {:.1} s; waiting for the mirror …",

@@ -6,10 +6,15 @@
 //!   markdown under a header (key, project, repo, kind, revision, writer,
 //!   time);
 //! - `handoff history KEY`, `handoff diff KEY A B`, `handoff search PROJECT
-//!   QUERY` — from the PostgreSQL mirror (`--postgres-url`,
-//!   `--postgres-url-file` or `HANDOFF_POSTGRES_URL`; without one, an error
-//!   saying so). The mirror's URL is the credential for these: they read
-//!   the namespace given, as the database role allows.
+//!   QUERY` — from the PostgreSQL mirror's history, one of two ways
+//!   ([`reads`]): as the person, through the bridge (`--bridge URL` or
+//!   `HANDOFF_BRIDGE_URL`, e.g. over `kubectl port-forward`) with the
+//!   kubeconfig's bearer token, so RBAC decides as it does for agents and
+//!   no database credential is on the laptop ([`person`]); or, for the
+//!   mirror's administrator only, the mirror directly (`--postgres-url`,
+//!   `--postgres-url-file` or `HANDOFF_POSTGRES_URL`: the URL is the
+//!   credential, no access review). Both or neither is an error naming the
+//!   two ways.
 //!
 //! `handoff name KEY` prints the name a Handoff of `KEY` must have (the
 //! admission webhook refuses any other), for writing one by hand.
@@ -17,17 +22,17 @@
 //! Installed as `kubectl-handoff` (a symlink or copy of the binary) they
 //! are `kubectl handoff get KEY`, …: kubectl passes the same arguments.
 
+mod person;
+mod reads;
+
 use clap::Args;
 
-use handoff_bridge::POSTGRES_URL_VARS;
 use handoff_bridge::tools::HandoffView;
-use handoff_bridge::tools::diff::unified;
-use handoff_bridge::tools::search::{matched_words, preview_around, terms};
 use handoff_core::api::Handoff;
 use handoff_core::text::{visible_block, visible_line};
 use handoff_kube::store::HandoffStore;
-use handoff_mirror::Mirror;
-use handoff_mirror::dsn::PostgresArgs;
+
+pub use reads::{DiffArgs, HistoryArgs, ReadFrom, SearchArgs, diff, history, search};
 
 /// The namespace option every SRE subcommand takes.
 #[derive(Debug, Clone, Args)]
@@ -46,54 +51,6 @@ pub struct GetArgs {
     namespace: Namespace,
 }
 
-/// `handoff history`.
-#[derive(Debug, Args)]
-pub struct HistoryArgs {
-    /// The handoff key.
-    pub key: String,
-    /// At most this many revisions, newest first.
-    #[arg(long, default_value_t = 50)]
-    pub limit: u32,
-    #[command(flatten)]
-    namespace: Namespace,
-    #[command(flatten)]
-    postgres: PostgresArgs,
-}
-
-/// `handoff diff`.
-#[derive(Debug, Args)]
-pub struct DiffArgs {
-    /// The handoff key.
-    pub key: String,
-    /// The older revision.
-    pub from: i64,
-    /// The newer revision.
-    pub to: i64,
-    #[command(flatten)]
-    namespace: Namespace,
-    #[command(flatten)]
-    postgres: PostgresArgs,
-}
-
-/// `handoff search`.
-#[derive(Debug, Args)]
-pub struct SearchArgs {
-    /// The project to search.
-    pub project: String,
-    /// Words, "quoted phrases", `or`, -excluded words.
-    pub query: String,
-    /// Only this repository.
-    #[arg(long)]
-    pub repo: Option<String>,
-    /// At most this many matches, best first.
-    #[arg(long, default_value_t = 20)]
-    pub limit: u32,
-    #[command(flatten)]
-    namespace: Namespace,
-    #[command(flatten)]
-    postgres: PostgresArgs,
-}
-
 /// The kubeconfig's client and the namespace to read.
 async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
     let config = handoff_kube::proxy::infer().await?;
@@ -110,19 +67,6 @@ async fn namespace_only(namespace: &Namespace) -> anyhow::Result<String> {
         Some(ns) => Ok(ns.clone()),
         None => Ok(handoff_kube::proxy::infer().await?.default_namespace),
     }
-}
-
-/// The mirror, or an error saying how to name it.
-fn mirror(command: &str, postgres: &PostgresArgs) -> anyhow::Result<Mirror> {
-    let url = postgres
-        .resolve(&POSTGRES_URL_VARS, |name| std::env::var(name).ok())?
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "`handoff {command}` reads the PostgreSQL mirror, and no URL was given: pass \
-                 --postgres-url URL (or --postgres-url-file PATH), or set HANDOFF_POSTGRES_URL"
-            )
-        })?;
-    Ok(Mirror::new(&url, false)?)
 }
 
 /// `handoff get KEY`: prints the handoff as markdown under a header.
@@ -179,93 +123,6 @@ pub fn markdown(h: &Handoff) -> String {
         header.join("\n"),
         visible_block(view.body.trim_end())
     )
-}
-
-/// `handoff history KEY`: the revisions the mirror keeps, newest first.
-pub async fn history(args: HistoryArgs) -> anyhow::Result<()> {
-    let mirror = mirror("history", &args.postgres)?;
-    let ns = namespace_only(&args.namespace).await?;
-    let rows = mirror
-        .revisions(&ns, &args.key, None, i64::from(args.limit))
-        .await?;
-    if rows.is_empty() {
-        anyhow::bail!(
-            "the history holds no revisions of `{}` in namespace {ns} (never written, deleted, or not mirrored yet)",
-            args.key
-        );
-    }
-    println!("REVISION\tUPDATED\tWRITER\tBYTES");
-    for r in rows {
-        println!(
-            "{}\t{}\t{}\t{}",
-            r.revision,
-            r.written_at,
-            visible_line(
-                Some(r.created_by.as_str())
-                    .filter(|w| !w.is_empty())
-                    .unwrap_or("unknown")
-            ),
-            r.bytes
-        );
-    }
-    Ok(())
-}
-
-/// `handoff diff KEY A B`: the unified diff of two revisions' bodies.
-pub async fn diff(args: DiffArgs) -> anyhow::Result<()> {
-    let mirror = mirror("diff", &args.postgres)?;
-    let ns = namespace_only(&args.namespace).await?;
-    let mut bodies = Vec::new();
-    for revision in [args.from, args.to] {
-        let row = mirror.revision(&ns, &args.key, revision).await?;
-        let row = row.ok_or_else(|| {
-            anyhow::anyhow!(
-                "`{}` has no revision {revision} in the history of namespace {ns} (see `handoff history {}`)",
-                args.key,
-                args.key
-            )
-        })?;
-        bodies.push(row.body);
-    }
-    let (diff, _) = unified(&bodies[0], &bodies[1], args.from, args.to, usize::MAX);
-    print!("{}", visible_block(&diff));
-    Ok(())
-}
-
-/// `handoff search PROJECT QUERY`: the best matches, one per line.
-pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
-    let mirror = mirror("search", &args.postgres)?;
-    let ns = namespace_only(&args.namespace).await?;
-    let (wanted, _) = terms(&args.query);
-    if wanted.is_empty() {
-        anyhow::bail!(
-            "invalid QUERY: at least one word to look for (not only `or` or -excluded words); got {:?}",
-            args.query
-        );
-    }
-    let rows = mirror
-        .search(
-            &ns,
-            &args.project,
-            args.repo.as_deref(),
-            &args.query,
-            0,
-            i64::from(args.limit),
-        )
-        .await?;
-    println!("KEY\tRANK\tMATCHED\tPREVIEW");
-    for found in rows {
-        let r = &found.row;
-        let matched = matched_words(&wanted, &r.handoff_key, &r.body);
-        println!(
-            "{}\t{:.4}\t{}\t{}",
-            visible_line(&r.handoff_key),
-            found.rank,
-            visible_line(&matched.join(",")),
-            visible_line(&preview_around(&r.body, &matched))
-        );
-    }
-    Ok(())
 }
 
 /// `handoff move`.

@@ -22,6 +22,14 @@
 //! `--token-auth-file`): `dev:implement` in group `handoff:writers` (bound
 //! to `handoff-writer`) and `dev:refine` in `handoff:groomers` (bound to
 //! `handoff-groomer`), random on the first start and kept after it.
+//!
+//! The person running `handoff dev` is the plane's admin, `dev:admin` (group
+//! `system:masters`), with a static token of its own: `<dir>/kubeconfig`
+//! carries that token rather than a client certificate, because the SRE's
+//! `handoff history | diff | search` forward the kubeconfig's bearer token
+//! to the bridge (`HANDOFF_BRIDGE_URL` in `<dir>/env`), which reviews that
+//! identity's access before it reads the mirror; a certificate cannot be
+//! forwarded.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -46,6 +54,11 @@ pub const READY_LINE: &str = "handoff dev: ready";
 
 /// The agent ClusterRoles, as committed for GitOps.
 const AGENT_ROLES: &str = include_str!("../config/rbac/agent_roles.yaml");
+
+/// The person running `handoff dev`: the plane's admin, with a static token
+/// (kept in the state under this name) so that the kubeconfig's bearer
+/// token can be forwarded to the bridge.
+const DEV_ADMIN: &str = "admin";
 
 /// A development identity: who it is, the group bound to its ClusterRole,
 /// and the profile its MCP client config sends.
@@ -121,6 +134,16 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
             })
         })
         .collect::<anyhow::Result<_>>()?;
+    let admin_token = previous
+        .as_ref()
+        .and_then(|p| p.tokens.get(DEV_ADMIN).cloned())
+        .map_or_else(random_token, Ok)?;
+    let mut tokens = tokens;
+    tokens.push(StaticToken {
+        token: admin_token.clone(),
+        user: format!("dev:{DEV_ADMIN}"),
+        groups: vec!["system:masters".into()],
+    });
     eprintln!(
         "handoff dev: starting etcd {} and kube-apiserver {} …",
         versions.etcd, versions.kubernetes
@@ -183,19 +206,25 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         ports,
         tokens: DEV_AGENTS
             .iter()
+            .map(|a| a.profile)
+            .chain([DEV_ADMIN])
             .zip(&tokens)
-            .map(|(a, t)| (a.profile.to_owned(), t.token.clone()))
+            .map(|(name, t)| (name.to_owned(), t.token.clone()))
             .collect(),
     })?;
 
     let kubeconfig = dir.join("kubeconfig");
-    std::fs::copy(plane.kubeconfig_path(), &kubeconfig)?;
+    write_private(
+        &kubeconfig,
+        &serde_json::to_string_pretty(&with_token(plane.kubeconfig(), &admin_token))?,
+    )?;
     let env_file = dir.join("env");
     std::fs::write(
         &env_file,
         env_script(
             &kubeconfig,
             &assets.dir,
+            &bridge_url,
             pg.as_ref().map(Postgres::url).as_deref(),
         ),
     )?;
@@ -242,6 +271,14 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
         "\nThe console, as this plane's admin (docs/console.md):\n  source {} && cargo run -- console --open --namespace default{mirror}",
         env_file.display()
     )?;
+    if pg.is_some() {
+        writeln!(
+            out,
+            "\nThe history, as you (dev:{DEV_ADMIN}, this plane's admin: the kubeconfig's token, \
+             through the bridge, which reviews your access):\n  source {} && handoff history KEY",
+            env_file.display()
+        )?;
+    }
     writeln!(
         out,
         "\nMCP client configs (Claude Code: copy one to .mcp.json):\n  {}  (profile implement)\n  {}  (profile refine)",
@@ -496,10 +533,30 @@ fn random_token() -> anyhow::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A shell snippet that points `kubectl` at the local control plane.
-fn env_script(kubeconfig: &Path, bin_dir: &Path, database_url: Option<&str>) -> String {
+/// Pure: `admin` with every user authenticating by the bearer `token`
+/// instead of a client certificate (the same cluster and context).
+fn with_token(admin: &kube::config::Kubeconfig, token: &str) -> kube::config::Kubeconfig {
+    let mut kubeconfig = admin.clone();
+    for user in &mut kubeconfig.auth_infos {
+        user.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..kube::config::AuthInfo::default()
+        });
+    }
+    kubeconfig
+}
+
+/// A shell snippet that points `kubectl` at the local control plane and
+/// `handoff history | diff | search` at the bridge (`DATABASE_URL` is for
+/// the console and other tools; the SRE commands do not read it).
+fn env_script(
+    kubeconfig: &Path,
+    bin_dir: &Path,
+    bridge_url: &str,
+    database_url: Option<&str>,
+) -> String {
     let mut script = format!(
-        "export KUBECONFIG='{}'\nexport PATH='{}':\"$PATH\"\n",
+        "export KUBECONFIG='{}'\nexport PATH='{}':\"$PATH\"\nexport HANDOFF_BRIDGE_URL='{bridge_url}'\n",
         kubeconfig.display(),
         bin_dir.display()
     );
@@ -514,16 +571,57 @@ mod tests {
     use super::*;
 
     #[test]
-    fn env_script_exports_kubeconfig_path_and_database() {
-        let s = env_script(
-            Path::new("/a/kubeconfig"),
-            Path::new("/bin/dir"),
-            Some("postgres://x"),
+    fn env_script_exports_kubeconfig_path_bridge_and_database() {
+        let bridge = "http://127.0.0.1:7070/mcp";
+        let cases = [
+            (
+                Some("postgres://x"),
+                "export KUBECONFIG='/a/kubeconfig'\nexport PATH='/bin/dir':\"$PATH\"\n\
+                 export HANDOFF_BRIDGE_URL='http://127.0.0.1:7070/mcp'\n\
+                 export DATABASE_URL='postgres://x'\n",
+            ),
+            (
+                None,
+                "export KUBECONFIG='/a/kubeconfig'\nexport PATH='/bin/dir':\"$PATH\"\n\
+                 export HANDOFF_BRIDGE_URL='http://127.0.0.1:7070/mcp'\n",
+            ),
+        ];
+        for (database, want) in cases {
+            let s = env_script(
+                Path::new("/a/kubeconfig"),
+                Path::new("/bin/dir"),
+                bridge,
+                database,
+            );
+            assert_eq!(s, want);
+            // The SRE commands' mirror variable stays unset: with it and the
+            // bridge both set they would refuse to choose.
+            assert!(!s.contains("HANDOFF_POSTGRES_URL"), "{s}");
+        }
+    }
+
+    /// The written kubeconfig authenticates with the admin's token, which
+    /// the SRE commands forward to the bridge; no certificate is left.
+    #[test]
+    fn the_kubeconfig_carries_the_admin_token() {
+        let admin: kube::config::Kubeconfig = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "admin"}}],
+            "users": [{"name": "admin", "user": {
+                "client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}}],
+        }))
+        .expect("kubeconfig");
+        let written = serde_json::to_value(with_token(&admin, "s3cret")).expect("json");
+        assert_eq!(
+            written["users"],
+            serde_json::json!([{"name": "admin", "user": {"token": "s3cret"}}])
         );
-        assert!(s.contains("export KUBECONFIG='/a/kubeconfig'"));
-        assert!(s.contains("export PATH='/bin/dir':\"$PATH\""));
-        assert!(s.contains("export DATABASE_URL='postgres://x'"));
-        assert!(!env_script(Path::new("/k"), Path::new("/b"), None).contains("DATABASE_URL"));
+        assert_eq!(
+            written["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:1"
+        );
+        assert_eq!(written["current-context"], "c");
     }
 
     #[test]

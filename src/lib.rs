@@ -37,3 +37,5 @@ pub mod crd;
 pub mod dev;
 pub mod hook;
 pub mod preamble;
+pub mod tables;
+pub mod transfer;

@@ -39,6 +39,10 @@ enum Command {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
+    /// Print the operator's tables (flags and environment of the
+    /// long-running processes, their metrics, the printer columns) as
+    /// markdown: what docs/flags-metrics-columns.md holds.
+    Tables,
     /// Print the continuation preamble, or prepend it to a goal read on stdin.
     Preamble(handoff::preamble::PreambleArgs),
     /// Linearize an agent transcript into a handoff document.
@@ -56,6 +60,10 @@ enum Command {
     Diff(handoff::cli::DiffArgs),
     /// Search a project's handoffs by what they say (from the mirror).
     Search(handoff::cli::SearchArgs),
+    /// Export a namespace's (or project's) handoffs to a versioned JSON Lines file.
+    Export(handoff::transfer::ExportArgs),
+    /// Import an export file into a namespace: validated whole, idempotent.
+    Import(handoff::transfer::ImportArgs),
     /// Move a project's handoffs into a team's namespace (without
     /// spec.createdBy: the copy is written by whoever moves it).
     Move(handoff::cli::MoveArgs),
@@ -92,6 +100,7 @@ fn main() -> ExitCode {
         Command::Crd { dir: Some(dir) } => handoff::crd::write(&dir),
         Command::Crd { dir: None } => handoff::crd::print(&mut std::io::stdout().lock()),
         Command::McpHeaders(args) => handoff_bridge::headers::run(args),
+        Command::Tables => handoff::tables::print(&Cli::command()),
         Command::Preamble(args) => handoff::preamble::run(args),
         Command::Transcript(command) => handoff_transcript::cli::run(command),
         Command::Name(args) => {
@@ -114,6 +123,12 @@ fn main() -> ExitCode {
         }
         Command::Rescue(args) => {
             runtime().and_then(|rt| rt.block_on(handoff::hook::run_rescue(args)))
+        }
+        Command::Export(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::transfer::export(args)))
+        }
+        Command::Import(args) => {
+            runtime().and_then(|rt| rt.block_on(handoff::transfer::import(args)))
         }
         Command::Get(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::get(args))),
         Command::History(args) => runtime().and_then(|rt| rt.block_on(handoff::cli::history(args))),

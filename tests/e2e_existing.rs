@@ -28,8 +28,8 @@ const PLAYS_THE_JOB_CONTROLLER: &str = "plays the Job controller (patches a Job'
      Jobs instead)";
 
 /// The `it` tests that cannot run against an existing cluster (names or
-/// module prefixes, as `--skip` takes them), and why. README, "Running on
-/// a real node", lists the same.
+/// module prefixes, as `--skip` takes them), and why. docs/testing.md, "The e2e
+/// tier on a real node", lists the same.
 const CANNOT_RUN_THERE: [(&str, &str); 11] = [
     ("install::", NEEDS_INSTALL),
     ("policy::", NEEDS_INSTALL),

@@ -651,14 +651,23 @@ fn repo_paths_finds_paths_in_prose_tables_and_links() {
     );
 }
 
+/// The docs a newcomer or an agent's wiring follows: the paths and
+/// `handoff` commands they name must exist and parse.
+const AGENT_DOCS: [&str; 8] = [
+    "README.md",
+    "CONTRIBUTING.md",
+    "docs/agents.md",
+    "docs/contract.md",
+    "docs/reference.md",
+    "docs/testing.md",
+    "examples/mcp/README.md",
+    "plugins/handoff/README.md",
+];
+
 #[test]
 fn every_path_the_agent_docs_name_exists() {
     let mut missing = Vec::new();
-    for doc in [
-        "docs/agents.md",
-        "examples/mcp/README.md",
-        "plugins/handoff/README.md",
-    ] {
+    for doc in AGENT_DOCS {
         for path in repo_paths(&read(doc)) {
             if !root().join(&path).exists() {
                 missing.push(format!("{doc}: {path}"));
@@ -697,11 +706,7 @@ fn doc_commands_stops_at_flags_and_placeholders() {
 
 #[test]
 fn every_command_the_agent_docs_name_parses() {
-    for doc in [
-        "docs/agents.md",
-        "examples/mcp/README.md",
-        "plugins/handoff/README.md",
-    ] {
+    for doc in AGENT_DOCS {
         for words in doc_commands(&read(doc)) {
             let words: Vec<&str> = words.iter().map(String::as_str).collect();
             parses(doc, &words);

@@ -118,28 +118,8 @@ impl Link {
     /// identity in `namespace` (default: the kubeconfig's).
     pub async fn from_env(namespace: Option<&str>, profile: &str) -> anyhow::Result<Self> {
         if let Some((url, token)) = bridge_from(|name| std::env::var(name).ok())? {
-            let mut http = HttpConnector::new();
-            http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-            http.enforce_http(false);
             let ca_file = std::env::var_os(CA_FILE_VAR).filter(|v| !v.is_empty());
-            let builder = match ca_file {
-                Some(path) => {
-                    HttpsConnectorBuilder::new().with_tls_config(tls_config(Path::new(&path))?)
-                }
-                None => HttpsConnectorBuilder::new()
-                    .with_provider_and_native_roots(Arc::new(
-                        rustls::crypto::ring::default_provider(),
-                    ))
-                    .context("the system's CA certificates")?,
-            };
-            let connector = builder.https_or_http().enable_http1().wrap_connector(http);
-            let client = Box::new(Client::builder(TokioExecutor::new()).build(connector));
-            return Ok(Link::Http {
-                client,
-                url,
-                token,
-                profile: profile.trim().to_owned(),
-            });
+            return Self::http(url, token, profile, ca_file.as_deref().map(Path::new));
         }
         let config = handoff_kube::proxy::infer().await?;
         let namespace = namespace
@@ -148,6 +128,34 @@ impl Link {
         let client = kube::Client::try_from(auth::with_timeouts(config))?;
         Ok(Link::Local {
             caller: Box::new(Caller::new(client, &namespace, Profile::new(profile))),
+        })
+    }
+
+    /// The bridge at `url` (its `/mcp` route), called with `token` and the
+    /// profile header `profile`; an `https://` bridge is verified against
+    /// the CA certificates of `ca_file` (PEM), else the system's.
+    pub fn http(
+        url: String,
+        token: Token,
+        profile: &str,
+        ca_file: Option<&Path>,
+    ) -> anyhow::Result<Self> {
+        let mut http = HttpConnector::new();
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.enforce_http(false);
+        let builder = match ca_file {
+            Some(path) => HttpsConnectorBuilder::new().with_tls_config(tls_config(path)?),
+            None => HttpsConnectorBuilder::new()
+                .with_provider_and_native_roots(Arc::new(rustls::crypto::ring::default_provider()))
+                .context("the system's CA certificates")?,
+        };
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
+        let client = Box::new(Client::builder(TokioExecutor::new()).build(connector));
+        Ok(Link::Http {
+            client,
+            url,
+            token,
+            profile: profile.trim().to_owned(),
         })
     }
 

@@ -4,9 +4,19 @@
 //! apiserver's count of writes. Nothing here asserts speed; benchmarks print
 //! ratios.
 
-use std::time::Duration;
+use std::ops::Range;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use handoff_core::api::Handoff;
+use handoff_core::api::naming::{labels_for, name_for_key};
+use kube::api::{Api, Patch, PatchParams};
+
+use crate::spec::{Fields, spec};
 use crate::{ControlPlane, PlaneOptions};
+
+/// How often a long fill prints its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 
 /// The bearer token of the benchmark's agent (in `system:masters`).
 pub const TOKEN: &str = "bench-token-0123456789abcdef";
@@ -189,6 +199,62 @@ fn status_field_kib(status: &str, field: &str) -> Option<u64> {
 /// This machine's core count, for report headers.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// `done` of `total` with the rate since `since` and the time left at it.
+pub fn progress(done: usize, total: usize, since: Instant) -> String {
+    let rate = done as f64 / since.elapsed().as_secs_f64().max(1e-3);
+    let left = total.saturating_sub(done) as f64 / rate.max(1e-3);
+    format!("{done} / {total} ({rate:.0}/s, ~{left:.0} s left)")
+}
+
+/// Writes handoffs `range` with server-side apply (field manager
+/// `bench-writer`), 32 in flight: handoff `i` has the key and project
+/// `key_of(i)`, repo `org/repo`, kind `issue` and a body of `body_bytes`
+/// bytes. Prints progress every 10 s under `stage`.
+pub async fn fill(
+    api: &Api<Handoff>,
+    range: Range<usize>,
+    body_bytes: usize,
+    key_of: impl Fn(usize) -> (String, String),
+    stage: &str,
+) -> anyhow::Result<()> {
+    let params = PatchParams::apply("bench-writer").force();
+    let body = "x".repeat(body_bytes);
+    let total = range.len();
+    let mut results = futures::stream::iter(range)
+        .map(|i| {
+            let (api, params, body) = (api.clone(), params.clone(), body.clone());
+            let (key, project) = key_of(i);
+            async move {
+                let name = name_for_key(&key);
+                let mut h = Handoff::new(
+                    &name,
+                    spec(key)
+                        .project(project.clone())
+                        .repo("org/repo")
+                        .kind("issue")
+                        .body(body)
+                        .by("bench"),
+                );
+                h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
+                api.patch(&name, &params, &Patch::Apply(&h)).await
+            }
+        })
+        .buffer_unordered(32);
+    let (started, mut reported, mut done) = (Instant::now(), Instant::now(), 0);
+    while let Some(result) = results.next().await {
+        result?;
+        done += 1;
+        if reported.elapsed() >= PROGRESS_EVERY {
+            eprintln!(
+                "bench: {stage}:   written {}",
+                progress(done, total, started)
+            );
+            reported = Instant::now();
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

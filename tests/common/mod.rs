@@ -150,7 +150,13 @@ impl Bridge {
 
 /// Applies `config/rbac/agent_roles.yaml` (the ClusterRoles agents are bound to).
 pub(crate) fn apply_agent_roles(env: &TestEnv) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config/rbac/agent_roles.yaml");
+    apply_config(env, "config/rbac/agent_roles.yaml");
+}
+
+/// Applies the committed manifest at `relative` (a path from the
+/// repository's root) server-side, as GitOps would.
+pub(crate) fn apply_config(env: &TestEnv, relative: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative);
     let out = env
         .kubectl()
         .args(["apply", "--server-side", "-f"])
@@ -159,7 +165,7 @@ pub(crate) fn apply_agent_roles(env: &TestEnv) {
         .expect("kubectl");
     assert!(
         out.status.success(),
-        "apply agent roles: {}",
+        "apply {relative}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -21,7 +21,7 @@ use handoff_testkit::{BridgeProcess, ConsoleProcess, TestEnv};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{agent_token, apply_agent_roles};
+use crate::common::{agent_token, apply_agent_roles, apply_config};
 
 /// The project every suite writes into.
 pub(crate) const PROJECT: &str = "shop";
@@ -49,7 +49,8 @@ impl World {
         let env = handoff_testkit::shared();
         let ns = env.namespace(prefix).await;
         apply_agent_roles(env);
-        apply_view_role(env);
+        // The read-only ClusterRole people are bound to.
+        apply_config(env, "config/rbac/view.yaml");
         let postgres = tokio::task::spawn_blocking(handoff_testkit::shared_postgres_url)
             .await
             .expect("the shared PostgreSQL");
@@ -187,22 +188,6 @@ impl World {
     pub(crate) fn at(console: &ConsoleProcess, path: &str) -> String {
         format!("{}{path}", console.url())
     }
-}
-
-/// `config/rbac/view.yaml`: the read-only ClusterRole people are bound to.
-fn apply_view_role(env: &TestEnv) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/rbac/view.yaml");
-    let out = env
-        .kubectl()
-        .args(["apply", "--server-side", "-f"])
-        .arg(path)
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "apply the view role: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A browser signed in to a laptop console with its one-time link.

@@ -21,11 +21,11 @@ use handoff_testkit::http::{Answer, addr_of, exchange};
 use handoff_testkit::wait::eventually;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::Api;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::harness::{SYSTEM, UNDISTURBED, e2e, kubectl, kubectl_stdin, must, namespace};
 use crate::images::HANDOFF;
-use crate::install::{Rewrites, WEDGED_AFTER, as_installed, diagnose, installed, pods_of};
+use crate::install::{apply_as_installed, diagnose, installed, pods_of};
 use crate::writes::create_handoff;
 
 /// The Host the stand-in proxy passes on: the console Service's name, as
@@ -50,27 +50,7 @@ fn install_console() {
         kubectl_stdin(&["apply", "--server-side", "-f", "-"], &secret.to_string()),
         "the console's DSN Secret",
     );
-    let built = must(
-        kubectl(&["kustomize", "config/console"]),
-        "kustomize config/console",
-    );
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&built)
-        .unwrap_or_else(|e| panic!("the build is not YAML: {e}"));
-    let objects = as_installed(
-        objects,
-        &Rewrites {
-            image: HANDOFF,
-            wedged_after: WEDGED_AFTER,
-        },
-    );
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    let applied = kubectl_stdin(&["apply", "--server-side", "-f", "-"], &list.to_string());
-    let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
-    must(applied, "apply config/console");
-    assert!(
-        !warnings.contains("PodSecurity"),
-        "the console must meet the restricted Pod Security Standard: {warnings}"
-    );
+    apply_as_installed("config/console", "config/console");
     let rolled = kubectl(&[
         "-n",
         SYSTEM,

@@ -102,26 +102,9 @@ fn install() {
         kubectl_stdin(&["apply", "--server-side", "-f", "-"], &secrets.to_string()),
         "the DSN Secret and the CA ConfigMap",
     );
-    let built = must(
-        kubectl(&["kustomize", "config/overlays/postgres"]),
-        "kustomize config/overlays/postgres",
-    );
-    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&built)
-        .unwrap_or_else(|e| panic!("the build is not YAML: {e}"));
-    let objects = as_installed(
-        objects,
-        &Rewrites {
-            image: HANDOFF,
-            wedged_after: WEDGED_AFTER,
-        },
-    );
-    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
-    let applied = kubectl_stdin(&["apply", "--server-side", "-f", "-"], &list.to_string());
-    let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
-    must(applied, "apply config/default with the PostgreSQL overlay");
-    assert!(
-        !warnings.contains("PodSecurity"),
-        "the Deployments must meet the restricted Pod Security Standard: {warnings}"
+    apply_as_installed(
+        "config/overlays/postgres",
+        "config/default with the PostgreSQL overlay",
     );
     for deployment in ["handoff-webhook", "handoff-bridge", "handoff-controller"] {
         let rolled = kubectl(&[
@@ -141,6 +124,31 @@ fn install() {
         }
     }
     until_the_webhook_refuses_a_twin();
+}
+
+/// Builds the kustomization `dir` (`what` names it in failures), rewrites
+/// it as the e2e installs it ([`as_installed`]) and applies it
+/// server-side; the Deployments must meet the restricted Pod Security
+/// Standard (the namespace warns otherwise).
+pub(crate) fn apply_as_installed(dir: &str, what: &str) {
+    let built = must(kubectl(&["kustomize", dir]), &format!("kustomize {dir}"));
+    let objects: Vec<Value> = serde_saphyr::from_str_multiple(&built)
+        .unwrap_or_else(|e| panic!("the build of {dir} is not YAML: {e}"));
+    let objects = as_installed(
+        objects,
+        &Rewrites {
+            image: HANDOFF,
+            wedged_after: WEDGED_AFTER,
+        },
+    );
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
+    let applied = kubectl_stdin(&["apply", "--server-side", "-f", "-"], &list.to_string());
+    let warnings = String::from_utf8_lossy(&applied.stderr).into_owned();
+    must(applied, &format!("apply {what}"));
+    assert!(
+        !warnings.contains("PodSecurity"),
+        "{what} must meet the restricted Pod Security Standard: {warnings}"
+    );
 }
 
 /// The webhook's pods issue their certificate and inject its CA as they

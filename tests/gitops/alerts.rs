@@ -4,8 +4,8 @@
 //! where it fires and one where it stays quiet, a severity, a summary, a
 //! description and a runbook link to a section of docs/operate.md that
 //! exists; and every metric the alerts and the Grafana dashboard query is
-//! one the code registers (listed by the controller's, the bridge's and
-//! the webhook's registries) or one of the few that
+//! one the code registers (the controller's, the bridge's and the
+//! webhook's expositions, as `handoff tables` reads them) or one of the few that
 //! kube-prometheus-stack brings ([`EXTERNAL`]).
 //!
 //! Needs promtool: built by `hack/tools/build.sh promtool` (`make promtool`
@@ -275,24 +275,25 @@ fn every_alert_says_what_to_do_and_links_a_section_that_exists() {
     }
 }
 
-/// The series names the code's registries hold: every metric the
-/// controller, the bridge and the webhook register (listed at registration:
-/// the encoded text leaves out a labelled family until its first series).
+/// The series names the code's registries expose: every process's
+/// exposition as a fresh process serves it (each family listed before its
+/// first series: `handoff_kube::telemetry::Listed`), read as
+/// `handoff tables` reads it; a histogram's series are its `_bucket`,
+/// `_sum` and `_count`.
 fn registered() -> BTreeSet<String> {
-    let (controller, bridge, webhook) = (
-        handoff_controller::ControllerMetrics::new(),
-        handoff_kube::telemetry::BridgeMetrics::new(),
-        handoff_webhook::WebhookMetrics::new(),
-    );
-    [
-        controller.registered(),
-        bridge.registered(),
-        webhook.registered(),
-    ]
-    .into_iter()
-    .flatten()
-    .flat_map(handoff_kube::registry::Registered::series)
-    .collect()
+    let mut names = BTreeSet::new();
+    for exposition in handoff::tables::expositions() {
+        for metric in handoff::tables::parse_exposition(&exposition.text) {
+            if metric.kind == "histogram" {
+                for suffix in ["_bucket", "_sum", "_count"] {
+                    names.insert(format!("{}{suffix}", metric.name));
+                }
+            } else {
+                names.insert(metric.name);
+            }
+        }
+    }
+    names
 }
 
 /// Removes every match of `pattern` from `text`.

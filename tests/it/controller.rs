@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use handoff_controller::ControllerOptions;
 use handoff_core::api::naming::name_for_key;
-use handoff_core::api::{Handoff, HandoffPhase, HandoffSpec};
+use handoff_core::api::{Handoff, HandoffOrigin, HandoffPhase, HandoffSpec};
 use handoff_core::handoff::MIRRORED;
 use handoff_core::time::{ManualClock, SystemClock};
 use handoff_kube::store::HandoffStore;
@@ -267,6 +267,7 @@ async fn create_update_delete_are_reflected_in_status_events_labels_and_postgres
     assert_eq!(status.approx_tokens, Some(body1.len().div_ceil(4) as i64));
     assert_eq!(status.phase, Some(HandoffPhase::Current));
     assert_eq!(status.observed_generation, first.metadata.generation);
+    assert_eq!(status.origin, Some(HandoffOrigin::Written));
     assert!(status.content_hash.is_some());
     let labels = first.labels();
     assert_eq!(labels.get("project").map(String::as_str), Some("shop"));

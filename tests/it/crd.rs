@@ -82,7 +82,10 @@ async fn kubectl_apply_and_label_listing_show_the_columns() {
         .collect();
     assert_eq!(
         header,
-        ["NAME", "KEY", "PROJECT", "REPO", "KIND", "UPDATED", "AGE"],
+        [
+            "NAME", "KEY", "PROJECT", "REPO", "KIND", "UPDATED", "REVISION", "TOKENS", "LINT",
+            "AGE"
+        ],
         "{listing}"
     );
     assert!(
@@ -94,9 +97,53 @@ async fn kubectl_apply_and_label_listing_show_the_columns() {
         "label selector leaked another project: {listing}"
     );
 
-    let wide = text(&kubectl(&["get", "ho", "-n", &ns, "-o", "wide"], None));
-    assert!(
-        wide.contains("WRITER") && wide.contains("system:serviceaccount:agents:implement"),
+    // The status the controller writes, shown by the columns: revision,
+    // tokens, the Linted condition's reason (a filtered JSONPath) and, with
+    // -o wide, the writer and the origin.
+    let api: Api<Handoff> = Api::namespaced(env.client().await, &ns);
+    let status = serde_json::json!({"status": {
+        "updatedAt": "2026-01-01T00:00:00Z",
+        "revision": 3,
+        "approxTokens": 17,
+        "origin": "Rescued",
+        "conditions": [
+            {"type": "Mirrored", "status": "True", "reason": "RowCurrent", "message": "",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+            {"type": "Linted", "status": "False", "reason": "Warnings", "message": "no Next section",
+             "lastTransitionTime": "2026-01-01T00:00:00Z"},
+        ],
+    }});
+    api.patch_status(
+        &name_for_key("acme/api#42"),
+        &PatchParams::default(),
+        &Patch::Merge(&status),
+    )
+    .await
+    .expect("status");
+    let wide = text(&kubectl(
+        &["get", "ho", "-n", &ns, "-l", "project=shop", "-o", "wide"],
+        None,
+    ));
+    let rows: Vec<Vec<&str>> = wide
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows.first().map(|h| h[6..].to_vec()),
+        Some(vec![
+            "REVISION", "TOKENS", "LINT", "WRITER", "ORIGIN", "AGE"
+        ]),
+        "{wide}"
+    );
+    assert_eq!(
+        rows.get(1).map(|r| r[6..11].to_vec()),
+        Some(vec![
+            "3",
+            "17",
+            "Warnings",
+            "system:serviceaccount:agents:implement",
+            "Rescued"
+        ]),
         "{wide}"
     );
 

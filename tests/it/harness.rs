@@ -237,6 +237,36 @@ fn get_body(url: &str, token: &str, key: &str) -> String {
         .map_or_else(|| results[0].to_string(), str::to_owned)
 }
 
+/// `source <dir>/env && handoff history KEY` in a shell without any
+/// handoff variable of its own, once the mirror holds the key: the SRE's
+/// read through the dev bridge with the dev kubeconfig's token.
+fn history_after_sourcing_env(dir: &Path, key: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("sh")
+            .args(["-c", ". \"$1/env\" && exec \"$2\" history \"$3\"", "sh"])
+            .arg(dir)
+            .arg(env!("CARGO_BIN_EXE_handoff"))
+            .arg(key)
+            .env_remove("KUBECONFIG")
+            .env_remove("HANDOFF_BRIDGE_URL")
+            .env_remove("HANDOFF_POSTGRES_URL")
+            .env_remove("HANDOFF_CA_FILE")
+            .output()
+            .expect("sh runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() {
+            return String::from_utf8_lossy(&out.stdout).into_owned();
+        }
+        // Only "not mirrored yet" is worth waiting for.
+        assert!(
+            stderr.contains("holds no revisions") && Instant::now() < deadline,
+            "source env && handoff history {key}: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
     let dir = data_dir();
@@ -290,6 +320,16 @@ fn handoff_dev_serves_kubectl_and_stops_cleanly_on_interrupt() {
         results[1]["structured"]["handoff"]["created_by"],
         "dev:implement"
     );
+    if handoff_testkit::postgres::available() {
+        let history = history_after_sourcing_env(dir.path(), "dev#1");
+        let rows: Vec<Vec<&str>> = history.lines().map(|l| l.split('\t').collect()).collect();
+        assert_eq!(rows.len(), 2, "{history}");
+        assert_eq!(rows[0], ["REVISION", "UPDATED", "WRITER", "BYTES"]);
+        assert_eq!(
+            (rows[1][0], rows[1][2], rows[1][3]),
+            ("1", "dev:implement", "5")
+        );
+    }
     interrupt(child, &pids);
     assert!(kubeconfig.exists(), "the kubeconfig stays for the next run");
 }

@@ -23,6 +23,7 @@ mod mcp;
 mod mirror;
 mod mirror_bridge;
 mod mirror_tls;
+mod newcomer;
 mod offers;
 mod policy;
 mod postgres;
@@ -34,6 +35,7 @@ mod sre_cli;
 mod tenancy;
 #[path = "../../crates/transcript/tests/support/mod.rs"]
 mod transcript_support;
+mod transfer;
 mod twins;
 mod webhook_certs;
 mod writes;

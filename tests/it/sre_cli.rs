@@ -1,7 +1,10 @@
 //! The SRE's subcommands (`handoff get | history | diff | search`) as a
 //! user runs them: the built binary with the test control plane's
 //! kubeconfig and the shared PostgreSQL mirror, and as the kubectl plugin
-//! `kubectl handoff` (a symlink named `kubectl-handoff` on the PATH).
+//! `kubectl handoff` (a symlink named `kubectl-handoff` on the PATH); and
+//! `history | diff | search` as a person (a ServiceAccount token in a
+//! kubeconfig, no database URL) through the real bridge, where RBAC
+//! decides.
 
 use crate::common;
 use handoff_testkit::controller::{Scene, postgres};
@@ -19,6 +22,8 @@ fn handoff(kubeconfig: &Path, args: &[&str]) -> Output {
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .env_remove("HANDOFF_POSTGRES_URL")
+        .env_remove("HANDOFF_BRIDGE_URL")
+        .env_remove("HANDOFF_CA_FILE")
         .output()
         .expect("run handoff")
 }
@@ -118,7 +123,7 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         "{missing}"
     );
 
-    // The mirror commands say how to name the mirror when it is not given.
+    // The mirror commands name both ways to the history when neither is given.
     for command in [
         vec!["history", "ops/42"],
         vec!["diff", "ops/42", "1", "2"],
@@ -127,14 +132,15 @@ async fn get_history_diff_and_search_from_the_command_line_and_kubectl() {
         let mut args = command.clone();
         args.extend(["-n", &s.ns]);
         let refused = stderr(&handoff(kubeconfig, &args));
-        assert!(
-            refused.contains(&format!(
-                "`handoff {}` reads the PostgreSQL mirror",
-                command[0]
-            )) && refused.contains("--postgres-url URL")
-                && refused.contains("HANDOFF_POSTGRES_URL"),
-            "{refused}"
-        );
+        for words in [
+            format!("`handoff {}` reads the mirror's history", command[0]),
+            "--bridge URL".into(),
+            "HANDOFF_BRIDGE_URL".into(),
+            "--postgres-url URL".into(),
+            "HANDOFF_POSTGRES_URL".into(),
+        ] {
+            assert!(refused.contains(&words), "{words:?} in {refused}");
+        }
     }
 
     let mirrored = |args: &[&str]| with_mirror(kubeconfig, &s.ns, &url, args);
@@ -239,5 +245,253 @@ async fn a_body_cannot_forge_lines_on_the_sre_terminal() {
     let found = stdout(&mirrored(&["search", "shop", "refund"]));
     assert_eq!(hidden(&found), 0, "{found:?}");
     assert_eq!(found.lines().count(), 2, "{found:?}");
+    counter.stop().await;
+}
+
+/// A kubeconfig like `admin`'s (the same cluster) whose user is the bearer
+/// `token`, written in `dir` as `name`.
+fn kubeconfig_of(dir: &Path, admin: &Path, name: &str, token: &str) -> std::path::PathBuf {
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(admin).expect("kubeconfig");
+    for user in &mut kubeconfig.auth_infos {
+        user.auth_info = Some(kube::config::AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..kube::config::AuthInfo::default()
+        });
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, serde_json::to_string(&kubeconfig).expect("json")).expect("write");
+    path
+}
+
+/// Lets ServiceAccount `account` get and list handoffs in `ns` (a Role of
+/// its own, bound to it).
+async fn may_read_handoffs(client: &kube::Client, ns: &str, account: &str) {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    use kube::api::{Api, ObjectMeta, PostParams};
+    let meta = || ObjectMeta {
+        name: Some(format!("{account}-reads-handoffs")),
+        ..ObjectMeta::default()
+    };
+    let role = Role {
+        metadata: meta(),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["handoff.dev".into()]),
+            resources: Some(vec!["handoffs".into()]),
+            verbs: vec!["get".into(), "list".into()],
+            ..PolicyRule::default()
+        }]),
+    };
+    Api::<Role>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .expect("create Role");
+    let binding = RoleBinding {
+        metadata: meta(),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: format!("{account}-reads-handoffs"),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".into(),
+            name: account.into(),
+            namespace: Some(ns.into()),
+            ..Subject::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("create RoleBinding");
+}
+
+/// The person's path: `handoff history | diff | search --bridge URL` with
+/// a kubeconfig holding a ServiceAccount's token and no database URL, the
+/// real bridge (`handoff mcp --listen`, with the mirror) in between. A
+/// reader gets what the mirror's administrator gets; a person without the
+/// binding is refused by reason (who, the verb, the namespace); a
+/// certificate-only kubeconfig, an unreachable bridge and two paths at once
+/// get errors saying what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_diff_and_search_as_the_person_through_the_bridge() {
+    let env = env();
+    let s = Scene::new("sre-person").await;
+    let (url, _) = postgres().await;
+    let counter = s.controller("a").mirror(&url).start(s.client.clone());
+    let bodies = [
+        "## State\nrefund job down\n",
+        "## State\nrefund job up\n## Next\nwatch payments_test.go\n",
+    ];
+    for (i, body) in bodies.iter().enumerate() {
+        s.store
+            .write(
+                &spec("ops/7")
+                    .repo("org/a")
+                    .body(*body)
+                    .by("sre@example.com"),
+            )
+            .await
+            .expect("write");
+        counted(&s.api, "ops/7", i64::try_from(i + 1).expect("small")).await;
+    }
+    let admin = env.kubeconfig_path();
+    // The mirror's administrator's view, once both revisions are mirrored.
+    let direct = history_of(admin, &s.ns, &url, "ops/7", 2).await;
+
+    let reader_token = common::agent_token(env, &s.ns, "sre-reader", None, None).await;
+    may_read_handoffs(&s.client, &s.ns, "sre-reader").await;
+    let stranger_token = common::agent_token(env, &s.ns, "sre-stranger", None, None).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reader = kubeconfig_of(dir.path(), admin, "reader", &reader_token);
+    let stranger = kubeconfig_of(dir.path(), admin, "stranger", &stranger_token);
+    let bridge = common::Bridge::start_with(env, &s.ns, &["--postgres-url", &url]);
+    let as_person = |kubeconfig: &Path, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-n", &s.ns, "--bridge", &bridge.url]);
+        handoff(kubeconfig, &all)
+    };
+
+    // The reader: the same rows as the mirror read directly.
+    let history = stdout(&as_person(&reader, &["history", "ops/7"]));
+    assert_eq!(history, direct);
+    let rows: Vec<Vec<&str>> = history.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), 3, "{history}");
+    assert_eq!(rows[0], ["REVISION", "UPDATED", "WRITER", "BYTES"]);
+    for (row, revision) in rows[1..].iter().zip([2usize, 1]) {
+        let bytes = bodies[revision - 1].len().to_string();
+        assert_eq!(
+            (row[0], row[2], row[3]),
+            (
+                revision.to_string().as_str(),
+                "sre@example.com",
+                bytes.as_str()
+            )
+        );
+    }
+    assert_eq!(
+        stdout(&as_person(&reader, &["diff", "ops/7", "1", "2"])),
+        "--- revision 1\n+++ revision 2\n@@ -1,2 +1,4 @@\n ## State\n-refund job down\n\
+         +refund job up\n+## Next\n+watch payments_test.go\n"
+    );
+    let found = stdout(&as_person(&reader, &["search", "shop", "payments_test.go"]));
+    let direct_found = stdout(&with_mirror(
+        admin,
+        &s.ns,
+        &url,
+        &["search", "shop", "payments_test.go"],
+    ));
+    assert_eq!(found, direct_found);
+    let matches: Vec<Vec<&str>> = found.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(matches.len(), 2, "{found}");
+    assert_eq!(
+        (matches[1][0], matches[1][2]),
+        ("ops/7", "payments_test.go")
+    );
+
+    // Without the binding: refused by reason, nothing printed.
+    let who = format!("system:serviceaccount:{}:sre-stranger", s.ns);
+    for (command, verb) in [
+        (vec!["history", "ops/7"], "get"),
+        (vec!["diff", "ops/7", "1", "2"], "get"),
+        (vec!["search", "shop", "refund"], "list"),
+    ] {
+        let out = as_person(&stranger, &command);
+        let refused = stderr(&out);
+        assert!(
+            out.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        for words in [
+            format!("`handoff {}` refused you", command[0]),
+            who.clone(),
+            format!("may not {verb} handoffs"),
+            format!("cannot {verb} resource \"handoffs\""),
+            format!("in the namespace \"{}\"", s.ns),
+        ] {
+            assert!(refused.contains(&words), "{words:?} in {refused}");
+        }
+    }
+
+    // A client certificate cannot be forwarded; --token-file can stand in.
+    let cert_only = stderr(&as_person(admin, &["history", "ops/7"]));
+    assert!(
+        cert_only.contains("client certificate only") && cert_only.contains("--token-file PATH"),
+        "{cert_only}"
+    );
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &reader_token).expect("write");
+    let token_path = token_file.to_str().expect("utf-8");
+    assert_eq!(
+        stdout(&as_person(
+            admin,
+            &["history", "ops/7", "--token-file", token_path]
+        )),
+        direct
+    );
+
+    // An unreachable bridge names its URL and the port-forward.
+    let gone = stderr(&handoff(
+        &reader,
+        &[
+            "history",
+            "ops/7",
+            "-n",
+            &s.ns,
+            "--bridge",
+            "http://127.0.0.1:1",
+        ],
+    ));
+    assert!(
+        gone.contains(&format!(
+            "http://127.0.0.1:1/mcp/ns/{} is unreachable",
+            s.ns
+        )) && gone.contains("port-forward svc/handoff-bridge"),
+        "{gone}"
+    );
+    // A bridge served over TLS is verified against --bridge-ca-file.
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("certificate");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&cert, certified.cert.pem()).expect("cert");
+    std::fs::write(&key, certified.signing_key.serialize_pem()).expect("key");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let tls = common::Bridge::start_with(
+        env,
+        &s.ns,
+        &[
+            "--postgres-url",
+            &url,
+            "--tls-cert",
+            &cert_arg,
+            "--tls-key",
+            &key_arg,
+        ],
+    );
+    assert!(tls.url.starts_with("https://"), "{}", tls.url);
+    let over_tls = |extra: &[&str]| {
+        let mut all = vec!["history", "ops/7", "-n", &s.ns, "--bridge", &tls.url];
+        all.extend(extra);
+        handoff(&reader, &all)
+    };
+    assert_eq!(stdout(&over_tls(&["--bridge-ca-file", &cert_arg])), direct);
+    let untrusted = stderr(&over_tls(&[]));
+    assert!(untrusted.contains("certificate"), "{untrusted}");
+
+    // Both paths at once: choose one.
+    let both = stderr(&handoff(
+        &reader,
+        &[
+            "history",
+            "ops/7",
+            "-n",
+            &s.ns,
+            "--bridge",
+            &bridge.url,
+            "--postgres-url",
+            &url,
+        ],
+    ));
+    assert!(both.contains("choose one"), "{both}");
     counter.stop().await;
 }

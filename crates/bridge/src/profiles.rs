@@ -1,6 +1,6 @@
 //! Agent profiles and which tools each may see: the contract's four tools
-//! and their extensions, per profile, as the README ("The MCP bridge") and
-//! docs/agents.md ("Identity and profile") describe them.
+//! and their extensions, per profile, as docs/contract.md ("Who sees which
+//! tool") and docs/agents.md ("Identity and profile") describe them.
 //!
 //! The profile is the *agent-facing* gate: it decides which tools an agent
 //! is shown and may call, so a coding agent is never tempted to delete

@@ -20,16 +20,17 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 use crate::backlog;
 use handoff_core::liveness::{Health, Liveness};
 use handoff_kube::loops::LoopMetrics;
-use handoff_kube::registry::{ListedRegistry, Registered};
+use handoff_kube::telemetry::Listed;
 
 /// The controller's metrics (prefix `handoff_controller_`).
 pub struct ControllerMetrics {
-    registry: ListedRegistry,
+    registry: Registry,
     reconciles: Family<ResultLabel, Counter>,
     reconcile_seconds: Histogram,
     pub(crate) leader: Gauge,
@@ -92,7 +93,7 @@ pub(crate) struct RepairLabel {
 impl ControllerMetrics {
     /// Registers every metric.
     pub fn new() -> Arc<Self> {
-        let mut registry = ListedRegistry::with_prefix("handoff_controller");
+        let mut registry = Registry::with_prefix("handoff_controller");
         let reconciles = Family::<ResultLabel, Counter>::default();
         let reconcile_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
         let leader = Gauge::default();
@@ -121,17 +122,17 @@ impl ControllerMetrics {
         registry.register(
             "loop_last_progress_seconds",
             "Seconds the loop's pending work has waited for progress (0 while it has none; /healthz fails past --wedged-after)",
-            loop_stalled_seconds.clone(),
+            Listed(loop_stalled_seconds.clone()),
         );
         registry.register(
             "loop_pending",
             "Objects (or passes) whose work the loop started and has not finished well",
-            loop_pending.clone(),
+            Listed(loop_pending.clone()),
         );
         registry.register(
             "reconciles",
             "Handoff reconciles by result",
-            reconciles.clone(),
+            Listed(reconciles.clone()),
         );
         registry.register(
             "reconcile_duration_seconds",
@@ -172,12 +173,12 @@ impl ControllerMetrics {
         registry.register(
             "mirror_resync_repairs",
             "Rows repaired by resync",
-            resync_repairs.clone(),
+            Listed(resync_repairs.clone()),
         );
         registry.register(
             "mirror_history_purged_rows",
             "History rows deleted by retention (with a deleted handoff, beyond the cap, by age)",
-            history_purged.clone(),
+            Listed(history_purged.clone()),
         );
         registry.register(
             "noncanonical_handoffs",
@@ -220,12 +221,9 @@ impl ControllerMetrics {
         self.refresh_lag();
         self.refresh_progress();
         self.refresh_noncanonical();
-        self.registry.encode()
-    }
-
-    /// Every metric registered (also those with no series yet).
-    pub fn registered(&self) -> &[Registered] {
-        self.registry.listed()
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
     }
 
     /// What `/healthz` answers: ok, or which loop is wedged and for how long.

@@ -57,13 +57,13 @@ pub struct ControllerOptions {
     pub postgres: PostgresArgs,
     /// Delete handoffs not updated within this time (e.g. 72h) in every
     /// project without a TTL of its own. Off when unset.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_DEFAULT_HANDOFF_TTL", value_name = "DURATION", value_parser = parse_duration)]
     pub default_handoff_ttl: Option<Duration>,
     /// Serve /metrics, /healthz and /readyz on this address.
     #[arg(long, env = "HANDOFF_METRICS_LISTEN", default_value = "0.0.0.0:8080")]
     pub metrics_listen: SocketAddr,
     /// Name of the Lease used for leader election.
-    #[arg(long, default_value = "handoff-controller")]
+    #[arg(long, env = "HANDOFF_LEASE_NAME", default_value = "handoff-controller")]
     pub lease_name: String,
     /// Namespace of the Lease (default: the pod's or the kubeconfig's namespace).
     #[arg(long, env = "POD_NAMESPACE")]
@@ -85,7 +85,7 @@ pub struct ControllerOptions {
     )]
     pub namespace_selector: String,
     /// Most reconciles running at once.
-    #[arg(long, default_value_t = DEFAULT_CONCURRENCY)]
+    #[arg(long, env = "HANDOFF_CONCURRENCY", value_name = "N", default_value_t = DEFAULT_CONCURRENCY)]
     pub concurrency: u16,
     /// Most mirror writes (row upserts and history appends) in one batch.
     #[arg(long, env = "HANDOFF_MIRROR_BATCH_ROWS", value_name = "N", default_value_t = DEFAULT_BATCH_ROWS)]
@@ -98,19 +98,19 @@ pub struct ControllerOptions {
     #[arg(long, env = "HANDOFF_APISERVER_TIMEOUT", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub apiserver_timeout: Duration,
     /// How long a Lease stays valid without renewal.
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_LEASE_DURATION", value_name = "DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
     /// How long the leader keeps leading without a successful renewal.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_RENEW_DEADLINE", value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
     pub renew_deadline: Duration,
     /// Pause between Lease acquire / renew attempts.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_RETRY_PERIOD", value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
     pub retry_period: Duration,
     /// How often the mirror is compared with the apiserver and repaired.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_MIRROR_RESYNC_INTERVAL", value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub mirror_resync_interval: Duration,
     /// How often expired handoffs are looked for.
-    #[arg(long, default_value = "1m", value_parser = parse_duration)]
+    #[arg(long, env = "HANDOFF_GROOM_INTERVAL", value_name = "DURATION", default_value = "1m", value_parser = parse_duration)]
     pub groom_interval: Duration,
     /// Revisions of each handoff key kept in the mirror's history; recording
     /// one more drops the oldest.

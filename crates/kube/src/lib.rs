@@ -3,8 +3,7 @@
 //! identity ([`store`]), offer I/O ([`offers`]), a namespace's settings
 //! ([`settings`]), what every reconcile loop shares ([`loops`]) and the one loop
 //! runner ([`runner`]), and
-//! logging, metrics and the health server ([`telemetry`]), a metrics
-//! registry that lists what it holds ([`registry`]), and the TLS
+//! logging, metrics and the health server ([`telemetry`]), and the TLS
 //! certificate a server reloads when its files change ([`tls`]); the
 //! apiserver's proxy chosen as kubectl chooses it ([`proxy`]).
 
@@ -12,7 +11,6 @@ pub mod cluster;
 pub mod loops;
 pub mod offers;
 pub mod proxy;
-pub mod registry;
 pub mod runner;
 pub mod settings;
 pub mod store;

@@ -42,9 +42,12 @@ use kube::runtime::watcher;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 
 use handoff_core::liveness::LoopProgress;
 use handoff_core::loops::{Categorized, Category, bounded_note, delay};
+
+use crate::telemetry::Listed;
 
 /// The [`Category`] of an apiserver error (this crate holds kube's
 /// client; [`Category`] is [`handoff_core::loops`]'s).
@@ -212,16 +215,16 @@ pub struct LoopMetrics {
 
 impl LoopMetrics {
     /// Registers the metrics in `registry`.
-    pub fn register(&self, registry: &mut crate::registry::ListedRegistry) {
+    pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "reconcile_errors",
             "Failed reconciles by object kind, category (invalid or transient) and the step that failed",
-            self.errors.clone(),
+            Listed(self.errors.clone()),
         );
         registry.register(
             "invalid_objects",
             "Objects skipped because they do not deserialize (reported once per change)",
-            self.invalid.clone(),
+            Listed(self.invalid.clone()),
         );
     }
 
@@ -415,7 +418,7 @@ mod tests {
     #[test]
     fn failed_reconciles_are_counted_by_kind_category_and_step() {
         let metrics = LoopMetrics::default();
-        let mut registry = crate::registry::ListedRegistry::with_prefix("handoff_controller");
+        let mut registry = Registry::with_prefix("handoff_controller");
         metrics.register(&mut registry);
         Backoff::default().failed_reconcile(
             &k8s_openapi::api::core::v1::ConfigMap::default(),
@@ -423,7 +426,8 @@ mod tests {
             "patch_status",
             &metrics,
         );
-        let text = registry.encode();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         assert!(
             text.contains(
                 "handoff_controller_reconcile_errors_total{kind=\"ConfigMap\",category=\"transient\",step=\"patch_status\"} 1"

@@ -21,13 +21,13 @@ pub fn init_logging() {
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-
-use crate::registry::{ListedRegistry, Registered};
+use prometheus_client::registry::Registry;
 
 /// Labels of a tool call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -66,9 +66,32 @@ pub(crate) struct RefusalLabels {
     pub reason: &'static str,
 }
 
+/// A metric family `/metrics` lists from the start, before its first
+/// series: its `# HELP` and `# TYPE` lines are written even while no label
+/// combination has been recorded (an empty family is otherwise left out).
+/// So the exposition names every metric a process has, which
+/// docs/flags-metrics-columns.md is generated from, and a rule's expression finds its
+/// family on a fresh process.
+#[derive(Debug)]
+pub struct Listed<M>(pub M);
+
+impl<M: EncodeMetric> EncodeMetric for Listed<M> {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        false
+    }
+}
+
 /// The bridge's metrics.
 pub struct BridgeMetrics {
-    registry: ListedRegistry,
+    registry: Registry,
     calls: Family<ToolCallLabels, Counter>,
     latency: Family<ToolLabels, Histogram>,
     reviews: Family<ReviewLabels, Counter>,
@@ -89,7 +112,7 @@ impl BridgeMetrics {
     /// `handoff_mcp_settings_reads_total`. None has an identity label: the
     /// fair share's gauges are totals over every caller.
     pub fn new() -> Arc<Self> {
-        let mut registry = ListedRegistry::with_prefix("handoff_mcp");
+        let mut registry = Registry::with_prefix("handoff_mcp");
         let calls = Family::<ToolCallLabels, Counter>::default();
         let latency = Family::<ToolLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 14))
@@ -108,12 +131,12 @@ impl BridgeMetrics {
         registry.register(
             "identity_reviews",
             "SelfSubjectReviews the bridge made to identify bearer tokens, by result",
-            reviews.clone(),
+            Listed(reviews.clone()),
         );
         registry.register(
             "http_refusals",
             "HTTP requests refused before any tool ran, by reason",
-            refusals.clone(),
+            Listed(refusals.clone()),
         );
         registry.register(
             "http_requests_in_flight",
@@ -133,12 +156,12 @@ impl BridgeMetrics {
         registry.register(
             "tool_calls",
             "MCP tool calls by tool, profile and outcome",
-            calls.clone(),
+            Listed(calls.clone()),
         );
         registry.register(
             "tool_call_duration_seconds",
             "MCP tool call latency",
-            latency.clone(),
+            Listed(latency.clone()),
         );
         Arc::new(Self {
             registry,
@@ -195,12 +218,9 @@ impl BridgeMetrics {
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
-        self.registry.encode()
-    }
-
-    /// Every metric registered (also those with no series yet).
-    pub fn registered(&self) -> &[Registered] {
-        self.registry.listed()
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
     }
 }
 

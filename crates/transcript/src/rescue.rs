@@ -45,10 +45,7 @@ use jiff::Timestamp;
 use super::linear::next_text_line;
 use super::{AgentKind, Mark, Outcome, Role};
 
-/// The first characters of every rescued body: how a rescued handoff is
-/// recognised (a later rescue may replace it; an agent-written one newer
-/// than the session is never replaced).
-pub const RESCUE_MARK: &str = "> **Rescued handoff**";
+pub use handoff_core::api::{RESCUE_MARK, is_rescued};
 
 /// The default budget of a rescued body, in approximate tokens.
 pub const DEFAULT_MAX_TOKENS: usize = 2_000;
@@ -83,11 +80,6 @@ pub(crate) fn scrub(text: &str) -> String {
 /// ([`handoff_core::lint::approx_tokens`]), as a `usize` for budgets.
 pub fn approx_tokens(text: &str) -> usize {
     text.len().div_ceil(handoff_core::lint::BYTES_PER_TOKEN)
-}
-
-/// Whether `body` is a rescued handoff (see [`RESCUE_MARK`]).
-pub fn is_rescued(body: &str) -> bool {
-    body.starts_with(RESCUE_MARK)
 }
 
 /// The `kind` of a rescued handoff: `<kind>.rescued`, or `rescued`; a kind

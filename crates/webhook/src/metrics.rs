@@ -12,8 +12,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 
-use handoff_kube::registry::{ListedRegistry, Registered};
+use handoff_kube::telemetry::Listed;
 
 use crate::decision::Reason;
 
@@ -52,7 +53,7 @@ pub(crate) enum Outcome {
 
 /// The webhook's metrics.
 pub struct WebhookMetrics {
-    registry: ListedRegistry,
+    registry: Registry,
     requests: Family<RequestLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     latency: Histogram,
@@ -63,7 +64,7 @@ impl WebhookMetrics {
     /// `handoff_webhook_decisions_total` and
     /// `handoff_webhook_request_duration_seconds`.
     pub fn new() -> Arc<Self> {
-        let mut registry = ListedRegistry::with_prefix("handoff_webhook");
+        let mut registry = Registry::with_prefix("handoff_webhook");
         let requests = Family::<RequestLabels, Counter>::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         // 0.5 ms to about 4 s: the apiserver gives up after timeoutSeconds (5).
@@ -71,12 +72,12 @@ impl WebhookMetrics {
         registry.register(
             "requests",
             "Admission reviews answered, by resource and outcome (allowed, denied, malformed)",
-            requests.clone(),
+            Listed(requests.clone()),
         );
         registry.register(
             "decisions",
             "Admission decisions by decision (allowed, denied) and reason",
-            decisions.clone(),
+            Listed(decisions.clone()),
         );
         registry.register(
             "request_duration_seconds",
@@ -112,14 +113,12 @@ impl WebhookMetrics {
             .inc();
     }
 
-    /// The OpenMetrics text exposition.
+    /// The OpenMetrics text exposition (every family listed, also
+    /// before its first series).
     pub fn encode(&self) -> String {
-        self.registry.encode()
-    }
-
-    /// Every metric registered (also those with no series yet).
-    pub fn registered(&self) -> &[Registered] {
-        self.registry.listed()
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
     }
 }
 

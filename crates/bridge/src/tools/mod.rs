@@ -19,6 +19,8 @@
 //! tools import only those leaves, so no two files import each other.
 
 pub mod contract;
+#[cfg(test)]
+mod contract_doc;
 pub(crate) mod definition;
 pub(crate) mod delete;
 pub mod diff;

@@ -90,9 +90,34 @@ pub(super) fn project_rule() -> Rule {
         description = "Last content change"
     ),
     printcolumn(
+        name = "Revision",
+        type_ = "integer",
+        json_path = ".status.revision",
+        description = "Content changes counted; 1 after creation"
+    ),
+    printcolumn(
+        name = "Tokens",
+        type_ = "integer",
+        json_path = ".status.approxTokens",
+        description = "Approximate tokens an agent reads for the body"
+    ),
+    printcolumn(
+        name = "Lint",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Linted\")].reason",
+        description = "NoWarnings, or Warnings (kubectl describe shows them)"
+    ),
+    printcolumn(
         name = "Writer",
         type_ = "string",
         json_path = ".spec.createdBy",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Origin",
+        type_ = "string",
+        json_path = ".status.origin",
+        description = "Written by an agent, or Rescued from a transcript",
         priority = 1
     ),
     printcolumn(
@@ -218,6 +243,38 @@ impl HandoffSpec {
     }
 }
 
+/// The first characters of every rescued body (`handoff rescue`): how a
+/// rescued handoff is recognised (a later rescue may replace it; an
+/// agent-written one newer than the session is never replaced).
+pub const RESCUE_MARK: &str = "> **Rescued handoff**";
+
+/// Whether `body` is a rescued handoff (see [`RESCUE_MARK`]).
+pub fn is_rescued(body: &str) -> bool {
+    body.starts_with(RESCUE_MARK)
+}
+
+/// Who wrote a handoff's body: an agent (or a person), or `handoff rescue`
+/// from a transcript when the agent left none.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum HandoffOrigin {
+    /// Written by an agent or a person.
+    Written,
+    /// Extracted from a transcript by `handoff rescue` (the body starts
+    /// with [`RESCUE_MARK`]).
+    Rescued,
+}
+
+impl HandoffOrigin {
+    /// The origin of `body`.
+    pub fn of(body: &str) -> Self {
+        if is_rescued(body) {
+            Self::Rescued
+        } else {
+            Self::Written
+        }
+    }
+}
+
 /// Where the controller has got with a handoff.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub enum HandoffPhase {
@@ -245,6 +302,10 @@ pub struct HandoffStatus {
     /// per 4 bytes of UTF-8, rounded up (see `handoff_core::lint::approx_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approx_tokens: Option<i64>,
+    /// `Rescued` when the counted body was extracted from a transcript by
+    /// `handoff rescue`, else `Written`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<HandoffOrigin>,
     /// `Pending` until the controller has processed the latest generation, then `Current`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<HandoffPhase>,

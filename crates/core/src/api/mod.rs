@@ -18,8 +18,9 @@ use kube::CustomResourceExt;
 
 pub use condition::set_condition;
 pub use handoff::{
-    Handoff, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS, MAX_KEY_BYTES,
-    MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS, PREVIEW_CHARS, preview_line,
+    Handoff, HandoffOrigin, HandoffPhase, HandoffSpec, HandoffStatus, MAX_BODY_CHARS,
+    MAX_KEY_BYTES, MAX_LABEL_CHARS, MAX_REPO_CHARS, MAX_WRITER_CHARS, PREVIEW_CHARS, RESCUE_MARK,
+    is_rescued, preview_line,
 };
 pub use offer::{
     HandoffOffer, HandoffOfferSpec, HandoffOfferStatus, MAX_ARTIFACT_CHARS, MAX_SESSION_CHARS,
@@ -142,9 +143,30 @@ mod tests {
                 ("Repo", 0),
                 ("Kind", 0),
                 ("Updated", 0),
+                ("Revision", 0),
+                ("Tokens", 0),
+                ("Lint", 0),
                 ("Writer", 1),
+                ("Origin", 1),
                 ("Age", 0)
             ]
+        );
+        let lint = version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .find(|c| c.name == "Lint")
+            .map(|c| c.json_path.as_str());
+        assert_eq!(
+            lint,
+            Some(
+                format!(
+                    ".status.conditions[?(@.type==\"{}\")].reason",
+                    crate::handoff::LINTED
+                )
+                .as_str()
+            ),
+            "the Lint column reads the condition the controller sets"
         );
         let selectable: Vec<_> = version
             .selectable_fields

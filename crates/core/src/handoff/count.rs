@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::conditions::{linted_condition, whole_seconds};
-use crate::api::{HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
+use crate::api::{HandoffOrigin, HandoffPhase, HandoffSpec, HandoffStatus, set_condition};
 use crate::lint::approx_tokens;
 use crate::settings::Budget;
 
@@ -63,6 +63,7 @@ pub(crate) fn count(
         updated_at,
         body_bytes: Some(i64::try_from(spec.body.len()).unwrap_or(i64::MAX)),
         approx_tokens: Some(approx_tokens(&spec.body)),
+        origin: Some(HandoffOrigin::of(&spec.body)),
         phase: Some(HandoffPhase::Current),
         observed_generation: generation,
         conditions: current.conditions,
@@ -203,5 +204,33 @@ mod tests {
         let t = Timestamp::from_millisecond(1_500).expect("ts");
         let (status, _) = count(&spec("x"), None, None, &Budget::default_budget(), t, t);
         assert_eq!(status.updated_at, Some(Time(at(1))));
+    }
+
+    #[test]
+    fn the_origin_is_read_from_the_body() {
+        let rescued = format!(
+            "{}: extracted by `handoff rescue`\n## State\nx",
+            crate::api::RESCUE_MARK
+        );
+        // (body, origin)
+        let cases = [
+            ("## State\nwritten by an agent", HandoffOrigin::Written),
+            (rescued.as_str(), HandoffOrigin::Rescued),
+            (
+                "quoting > **Rescued handoff** later is no rescue",
+                HandoffOrigin::Written,
+            ),
+        ];
+        for (body, origin) in cases {
+            let (status, _) = count(
+                &spec(body),
+                None,
+                None,
+                &Budget::default_budget(),
+                at(1),
+                at(1),
+            );
+            assert_eq!(status.origin, Some(origin), "{body}");
+        }
     }
 }

@@ -1,8 +1,9 @@
 -- The PostgreSQL mirror of Handoff objects (see crates/mirror/src/lib.rs).
 -- Typed columns, hand-written SQL, no JSONB.
 
--- One row per current Handoff: the relational shape of DESIGN §2 plus the
--- namespace, the content revision and the resourceVersion the row was
+-- One row per current Handoff: the fields of its spec
+-- (crates/core/src/api/handoff.rs) plus the namespace, the content
+-- revision and the resourceVersion the row was
 -- written from. `id` is the object's metadata.uid, so a Handoff deleted and
 -- created again under the same key is a different row identity.
 CREATE TABLE handoffs (
