@@ -378,7 +378,14 @@ async fn start_webhook(
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let url = format!("https://{}/validate", listener.local_addr()?);
     tokio::spawn(async move {
-        if let Err(err) = handoff_webhook::serve(listener, cert.served(), shutdown).await {
+        if let Err(err) = handoff_webhook::serve(
+            listener,
+            cert.served(),
+            handoff_webhook::WebhookMetrics::new(),
+            shutdown,
+        )
+        .await
+        {
             eprintln!("handoff dev: the admission webhook stopped: {err}");
         }
     });

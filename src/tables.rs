@@ -43,6 +43,10 @@ pub fn expositions() -> Vec<Exposition<'static>> {
             process: "mcp",
             text: handoff_kube::telemetry::BridgeMetrics::new().encode(),
         },
+        Exposition {
+            process: "webhook",
+            text: handoff_webhook::WebhookMetrics::new().encode(),
+        },
     ]
 }
 

@@ -9,8 +9,10 @@
 //! no read of its own, and examples/console's oauth2-proxy to forwarding
 //! the person's token to it.
 //! (tests/it/install.rs dry-runs the same files against an apiserver.)
+//! config/prometheus's alerts are tested with promtool ([`alerts`]).
 //!
-//! Needs kustomize: built by `hack/tools/build.sh kustomize` (`make tools`).
+//! Needs kustomize and promtool: built by `hack/tools/build.sh kustomize`
+//! and `hack/tools/build.sh promtool` (`make tools`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +21,9 @@ use serde_json::Value;
 
 #[path = "common/yaml.rs"]
 mod yaml;
+
+#[path = "gitops/alerts.rs"]
+mod alerts;
 use yaml::{documents, read};
 
 const NUMBER: &str = env!("CARGO_PKG_VERSION");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds one developer tool (helm, actionlint, kustomize, ...) from the Go
+# Builds one developer tool (helm, actionlint, kustomize, promtool, ...) from the Go
 # module proxy, once per version, into the cache, and prints the binary's
 # path on the last line of stdout.
 #
@@ -50,6 +50,14 @@ tool_ldflags() {
       local version pkg=helm.sh/helm/v4/internal/version
       version="$(cd "$module" && go list -m -f '{{.Version}}' helm.sh/helm/v4)"
       echo "-s -w -X $pkg.version=$version -X $pkg.metadata= -X $pkg.gitTreeState=clean" ;;
+    promtool)
+      # Prometheus publishes release 3.X.Y as module v0.3XX.Y (v0.316.0 is
+      # 3.16.0); `promtool --version` prints what prometheus/common's
+      # version package was given.
+      local module_version minor patch pkg=github.com/prometheus/common/version
+      module_version="$(cd "$module" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)"
+      minor="${module_version#v0.}"; patch="${minor#*.}"; minor="${minor%%.*}"
+      echo "-s -w -X $pkg.Version=$((10#$minor / 100)).$((10#$minor % 100)).$patch -X $pkg.Branch=release" ;;
     *) echo "-s -w" ;;
   esac
 }

@@ -96,6 +96,13 @@ fn bridge_metrics(line: &str) -> Option<String> {
         .flatten()
 }
 
+/// `host:port` in the webhook's `handoff webhook: metrics on http://<addr>/metrics` line.
+fn webhook_metrics(line: &str) -> Option<String> {
+    line.starts_with("handoff webhook: ")
+        .then(|| after(line, "metrics on http://", true))
+        .flatten()
+}
+
 /// The URL in the webhook's `handoff webhook: serving <url>` line.
 fn webhook_url(line: &str) -> Option<String> {
     line.starts_with("handoff webhook: ")
@@ -186,10 +193,10 @@ fn write_pair(dir: &Path, tls: &ServerTls) -> anyhow::Result<()> {
 pub struct ManagedWebhookProcess(Served);
 
 impl ManagedWebhookProcess {
-    /// Starts `binary webhook --listen 127.0.0.1:0` in self-managed mode
-    /// with `kubeconfig` as its identity, and `extra` flags (e.g. short
-    /// lifetimes), and waits for its URL. It serves once it has a
-    /// certificate.
+    /// Starts `binary webhook --listen 127.0.0.1:0 --metrics-listen
+    /// 127.0.0.1:0` in self-managed mode with `kubeconfig` as its identity,
+    /// and `extra` flags (e.g. short lifetimes), and waits for its URL. It
+    /// serves once it has a certificate.
     pub fn start(
         binary: &Path,
         kubeconfig: &Path,
@@ -200,6 +207,7 @@ impl ManagedWebhookProcess {
         let mut command = Command::new(binary);
         command
             .args(["webhook", "--listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .args(["--namespace", namespace])
             .args(["--webhook-configuration", configuration])
             .args(["--extra-san", "127.0.0.1", "--cert-sync-interval", "200ms"])
@@ -208,6 +216,11 @@ impl ManagedWebhookProcess {
             .env_remove("POD_NAMESPACE")
             .env("RUST_LOG", "info");
         Served::start("handoff webhook", command, webhook_url).map(Self)
+    }
+
+    /// `host:port` of its /metrics (plain HTTP).
+    pub fn metrics_addr(&self) -> Option<String> {
+        self.0.log().lines().find_map(webhook_metrics)
     }
 
     /// `https://127.0.0.1:<port>/validate`.

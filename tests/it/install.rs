@@ -447,13 +447,21 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         json!([{"key": "ca.crt", "path": file.to_str().expect("path")}])
     );
 
-    // Monitoring: two ServiceMonitors and a dashboard over the bridge's metrics.
+    // Monitoring: a ServiceMonitor per component, the alerts (unit-tested
+    // in tests/gitops.rs) and a dashboard over the metrics.
     let prometheus = build(env, "config/prometheus");
-    let monitors = prometheus
+    let mut monitors: Vec<&str> = prometheus
         .iter()
         .filter(|o| o["kind"] == "ServiceMonitor")
-        .count();
-    assert_eq!(monitors, 2);
+        .filter_map(|o| o["metadata"]["name"].as_str())
+        .collect();
+    monitors.sort_unstable();
+    assert_eq!(
+        monitors,
+        ["handoff-bridge", "handoff-controller", "handoff-webhook"]
+    );
+    let rule = find(&prometheus, "PrometheusRule", "handoff");
+    assert_eq!(rule["metadata"]["namespace"], json!(NS));
     let dashboard = find(&prometheus, "ConfigMap", "handoff-dashboard");
     assert_eq!(
         dashboard["metadata"]["labels"]["grafana_dashboard"],
@@ -472,6 +480,11 @@ fn kustomize_builds_default_the_postgres_overlay_and_prometheus() {
         "handoff_controller_reconcile_errors_total",
         "handoff_controller_invalid_objects_total",
         "handoff_controller_mirror_history_purged_rows_total",
+        "handoff_controller_mirror_lag_seconds",
+        "handoff_controller_loop_last_progress_seconds",
+        "handoff_webhook_requests_total",
+        "handoff_webhook_decisions_total",
+        "handoff_webhook_request_duration_seconds_bucket",
     ] {
         assert!(json_text.contains(metric), "the dashboard shows {metric}");
     }
@@ -632,6 +645,74 @@ fn config_default_dry_runs_then_applies() {
         stored_versions(env, &manifest),
         before,
         "the re-apply changed what it applied"
+    );
+}
+
+/// The webhook's metrics move with the apiserver's own admission requests
+/// (kubectl through the apiserver to the installed webhook): a twin refused
+/// by name, an honest handoff allowed, each timed. Other tests write too,
+/// so each series must have grown by at least this test's share.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_webhook_counts_the_apiservers_admission_requests() {
+    use handoff_testkit::http::{metric, scrape};
+    let env = installed();
+    let addr = webhook(env)
+        .metrics_addr()
+        .unwrap_or_else(|| panic!("the webhook serves no /metrics:\n{}", webhook(env).log()));
+    let before = scrape(&addr).await.expect("scrape the webhook");
+    let key = "webhook-metrics";
+    let twin = format!(
+        "apiVersion: handoff.dev/v1alpha1\nkind: Handoff\nmetadata:\n  name: webhook-metrics-twin\n  namespace: {NS}\n  labels:\n    project: shop\nspec:\n  handoffKey: \"{key}\"\n  project: shop\n  body: \"state: counted\"\n"
+    );
+    let refused = kubectl_stdin(env, &["create", "-f", "-"], &twin);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains(&name_for_key(key)),
+        "the twin was not refused by name: {err}"
+    );
+    must(
+        kubectl_stdin(
+            env,
+            &["create", "-f", "-"],
+            &handoff_yaml(key, NS, "shop", None),
+        ),
+        "create the key's handoff",
+    );
+    let after = scrape(&addr).await.expect("scrape the webhook");
+    // (series, how much it grew at least)
+    let cases = [
+        (
+            "handoff_webhook_requests_total{resource=\"handoffs\",outcome=\"denied\"}",
+            1.0,
+        ),
+        (
+            "handoff_webhook_decisions_total{decision=\"denied\",reason=\"name_not_derived\"}",
+            1.0,
+        ),
+        (
+            "handoff_webhook_requests_total{resource=\"handoffs\",outcome=\"allowed\"}",
+            1.0,
+        ),
+        (
+            "handoff_webhook_decisions_total{decision=\"allowed\",reason=\"checked\"}",
+            1.0,
+        ),
+        ("handoff_webhook_request_duration_seconds_count", 2.0),
+    ];
+    for (series, grew) in cases {
+        let moved = metric(&after, series) - metric(&before, series);
+        assert!(moved >= grew, "{series} grew {moved}, not {grew}:\n{after}");
+    }
+    let _ = kubectl(
+        env,
+        &[
+            "-n",
+            NS,
+            "delete",
+            "handoff",
+            &name_for_key(key),
+            "--ignore-not-found",
+        ],
     );
 }
 

@@ -1,8 +1,9 @@
 //! The controller's metrics (prefix `handoff_controller_`): reconciles,
 //! revisions, grooming, the mirror (errors, lag and pending rows, which
 //! report the Handoff loop's backlog, batch sizes, resync repairs, history
-//! purges), leadership, each loop's progress (`/healthz`) and the
-//! Handoffs whose name is not derived from their key.
+//! purges), leadership, each loop's progress (`/healthz`), the
+//! Handoffs whose name is not derived from their key and the brainstorm
+//! schedules' finished cycles.
 //!
 //! `noncanonical_handoffs` is a gauge, not a counter: an admin asks how
 //! many such objects exist now (and whether deleting them worked), which a
@@ -43,6 +44,7 @@ pub struct ControllerMetrics {
     history_purged: Family<HistoryLabel, Counter>,
     backlog: Mutex<Option<Arc<backlog::Backlog>>>,
     noncanonical: Gauge,
+    schedule_cycles: Family<ResultLabel, Counter>,
     noncanonical_count: Mutex<Option<NoncanonicalCount>>,
     pub(crate) ready: AtomicBool,
     resyncs: AtomicI64,
@@ -68,7 +70,7 @@ pub(crate) struct LoopLabel {
 /// `result` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub(crate) struct ResultLabel {
-    /// `ok` or `error`.
+    /// `ok` or `error` (reconciles); `succeeded` or `failed` (schedule cycles).
     pub result: String,
 }
 
@@ -104,6 +106,14 @@ impl ControllerMetrics {
         let resync_repairs = Family::<RepairLabel, Counter>::default();
         let history_purged = Family::<HistoryLabel, Counter>::default();
         let noncanonical = Gauge::default();
+        let schedule_cycles = Family::<ResultLabel, Counter>::default();
+        // Both results exist from the start at 0, so the first failed
+        // cycle is an increase an alert's `increase()` sees.
+        for result in ["succeeded", "failed"] {
+            let _ = schedule_cycles.get_or_create(&ResultLabel {
+                result: result.into(),
+            });
+        }
         let loops = Arc::new(LoopMetrics::default());
         loops.register(&mut registry);
         let loop_stalled_seconds =
@@ -175,6 +185,11 @@ impl ControllerMetrics {
             "Handoffs whose metadata.name is not the name derived from spec.handoffKey (condition KeyBound=False): never mirrored nor listed",
             noncanonical.clone(),
         );
+        registry.register(
+            "schedule_cycles",
+            "BrainstormSchedule cycles (refine then brainstorm) finished, by result: failed when either step's Job failed",
+            schedule_cycles.clone(),
+        );
         Arc::new(Self {
             registry,
             reconciles,
@@ -190,6 +205,7 @@ impl ControllerMetrics {
             history_purged,
             backlog: Mutex::new(None),
             noncanonical,
+            schedule_cycles,
             noncanonical_count: Mutex::new(None),
             ready: AtomicBool::new(false),
             resyncs: AtomicI64::new(0),
@@ -277,6 +293,12 @@ impl ControllerMetrics {
                 result: if ok { "ok" } else { "error" }.into(),
             })
             .inc();
+    }
+
+    /// The counter of finished schedule cycles by result (the schedule
+    /// loop counts in it).
+    pub(crate) fn schedule_cycles(&self) -> Family<ResultLabel, Counter> {
+        self.schedule_cycles.clone()
     }
 
     pub(crate) fn count_revision(&self) {
@@ -372,6 +394,23 @@ mod tests {
             text.contains("handoff_controller_loop_pending{loop=\"handoff\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn schedule_cycles_start_at_zero_for_both_results() {
+        let m = ControllerMetrics::new();
+        m.schedule_cycles()
+            .get_or_create(&ResultLabel {
+                result: "failed".into(),
+            })
+            .inc();
+        let text = m.encode();
+        for line in [
+            "handoff_controller_schedule_cycles_total{result=\"succeeded\"} 0",
+            "handoff_controller_schedule_cycles_total{result=\"failed\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} not in {text}");
+        }
     }
 
     #[test]

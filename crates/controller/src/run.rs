@@ -362,7 +362,8 @@ fn mirror_resync<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
 fn schedules<'a>(l: &'a Leading<'a>) -> BoxFuture<'a, ()> {
     let ctx = &l.handoff;
     let schedule = ScheduleLoop::new(ctx.client.clone(), ctx.clock.clone(), &ctx.identity)
-        .with_plumbing(l.plumbing("schedule"));
+        .with_plumbing(l.plumbing("schedule"))
+        .counting_cycles(ctx.metrics.schedule_cycles());
     let namespace = l.options.namespace.as_deref();
     schedule::reconcile::run(
         Arc::new(schedule),

@@ -58,12 +58,66 @@ pub(crate) struct Request<'a> {
 /// The answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    Allowed,
-    /// Refused, with the HTTP code the caller sees and the message kubectl prints.
+    /// Allowed, by [`Reason::Checked`] or [`Reason::NotChecked`].
+    Allowed(Reason),
+    /// Refused, with the HTTP code the caller sees, the message kubectl
+    /// prints and the rule it broke.
     Refused {
         code: u16,
         message: String,
+        reason: Reason,
     },
+}
+
+impl Verdict {
+    /// Why it was decided so.
+    pub(crate) fn reason(&self) -> Reason {
+        match self {
+            Self::Allowed(reason) | Self::Refused { reason, .. } => *reason,
+        }
+    }
+}
+
+/// Why a request was allowed or refused: a fixed set, so it can label the
+/// webhook's metrics (`handoff_webhook_decisions_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    /// Allowed: every rule was checked and holds.
+    Checked,
+    /// Allowed without a look: another group or kind, a DELETE or
+    /// CONNECT, an UPDATE that leaves `spec` alone.
+    NotChecked,
+    /// Refused: the object has no `spec`.
+    NoSpec,
+    /// Refused: the `spec` does not parse.
+    Unparsable,
+    /// Refused: a Handoff's name is not its key's (a twin, a squat,
+    /// `generateName`).
+    NameNotDerived,
+    /// Refused: a field breaks the text rule.
+    TextRule,
+    /// Refused: a field holds a credential.
+    Credential,
+}
+
+impl Reason {
+    /// The label value.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Checked => "checked",
+            Self::NotChecked => "not_checked",
+            Self::NoSpec => "no_spec",
+            Self::Unparsable => "unparsable",
+            Self::NameNotDerived => "name_not_derived",
+            Self::TextRule => "text_rule",
+            Self::Credential => "credential",
+        }
+    }
+
+    /// Whether a request decided for this reason is allowed.
+    pub(crate) fn allows(self) -> bool {
+        matches!(self, Self::Checked | Self::NotChecked)
+    }
 }
 
 /// 422: the object breaks a rule of its own (like the schema's refusals).
@@ -72,62 +126,86 @@ const INVALID: u16 = 422;
 /// Decides one request.
 pub(crate) fn decide(request: &Request<'_>) -> Verdict {
     if request.group != GROUP {
-        return Verdict::Allowed;
+        return Verdict::Allowed(Reason::NotChecked);
     }
     match request.operation {
-        Operation::Other => return Verdict::Allowed,
-        Operation::Update if request.spec == request.old_spec => return Verdict::Allowed,
+        Operation::Other => return Verdict::Allowed(Reason::NotChecked),
+        Operation::Update if request.spec == request.old_spec => {
+            return Verdict::Allowed(Reason::NotChecked);
+        }
         Operation::Create | Operation::Update => {}
     }
     let Some(spec) = request.spec else {
-        return refused(format!("a {} without a spec", request.kind));
+        return refused(Reason::NoSpec, format!("a {} without a spec", request.kind));
     };
     match request.kind {
         "Handoff" => handoff(request.name, spec),
         "HandoffOffer" => match serde_json::from_value::<HandoffOfferSpec>(spec.clone()) {
-            Ok(spec) => text_rule(
-                validation::offer_spec(&spec)
-                    .and_then(|()| validation::no_credentials_in_offer(&spec)),
+            Ok(spec) => text_rule(validation::offer_spec(&spec), || {
+                validation::no_credentials_in_offer(&spec)
+            })
+            .unwrap_or(Verdict::Allowed(Reason::Checked)),
+            Err(err) => refused(
+                Reason::Unparsable,
+                format!("the HandoffOffer's spec does not parse: {err}"),
             ),
-            Err(err) => refused(format!("the HandoffOffer's spec does not parse: {err}")),
         },
-        _ => Verdict::Allowed,
+        _ => Verdict::Allowed(Reason::NotChecked),
     }
 }
 
 fn handoff(name: &str, spec: &Value) -> Verdict {
     let spec = match serde_json::from_value::<HandoffSpec>(spec.clone()) {
         Ok(spec) => spec,
-        Err(err) => return refused(format!("the Handoff's spec does not parse: {err}")),
+        Err(err) => {
+            return refused(
+                Reason::Unparsable,
+                format!("the Handoff's spec does not parse: {err}"),
+            );
+        }
     };
-    let checked =
-        validation::handoff_spec(&spec).and_then(|()| validation::no_credentials_in_handoff(&spec));
-    if let Err(err) = checked {
-        return text_rule(Err(err));
+    if let Some(refusal) = text_rule(validation::handoff_spec(&spec), || {
+        validation::no_credentials_in_handoff(&spec)
+    }) {
+        return refusal;
     }
     let key = &spec.handoff_key;
     let expected = name_for_key(key);
     if name == expected {
-        return Verdict::Allowed;
+        return Verdict::Allowed(Reason::Checked);
     }
-    refused(format!(
-        "metadata.name {name:?} is not the name of spec.handoffKey {key:?}: one key has one \
-         Handoff, named \"{expected}\" (print it with `handoff name {}`); write the Handoff \
-         under that name",
-        shell_quoted(key)
-    ))
+    refused(
+        Reason::NameNotDerived,
+        format!(
+            "metadata.name {name:?} is not the name of spec.handoffKey {key:?}: one key has one \
+             Handoff, named \"{expected}\" (print it with `handoff name {}`); write the Handoff \
+             under that name",
+            shell_quoted(key)
+        ),
+    )
 }
 
-fn text_rule(checked: Result<(), FieldError>) -> Verdict {
-    match checked {
-        Ok(()) => Verdict::Allowed,
-        Err(err) => refused(format!(
+/// The refusal of the first failed check: the text rule (`text`), then the
+/// credential detector (`credentials`, run only when the text rule holds);
+/// `None` when both hold.
+fn text_rule(
+    text: Result<(), FieldError>,
+    credentials: impl FnOnce() -> Result<(), FieldError>,
+) -> Option<Verdict> {
+    let (reason, err) = match text.map(|()| credentials()) {
+        Err(err) => (Reason::TextRule, err),
+        Ok(Err(err)) => (Reason::Credential, err),
+        Ok(Ok(())) => return None,
+    };
+    Some(refused(
+        reason,
+        format!(
             "spec.{}: {}; {}",
             json_field(err.field),
             err.rule,
             err.problem
-        )),
-    }
+        ),
+    ))
 }
 
 /// The spec's JSON name of a field the validation names as the bridge's
@@ -141,10 +219,11 @@ fn json_field(field: &str) -> &str {
     }
 }
 
-fn refused(message: String) -> Verdict {
+fn refused(reason: Reason, message: String) -> Verdict {
     Verdict::Refused {
         code: INVALID,
         message,
+        reason,
     }
 }
 
@@ -184,8 +263,8 @@ mod tests {
     /// The message of a refusal, `None` when allowed.
     fn message(verdict: Verdict) -> Option<String> {
         match verdict {
-            Verdict::Allowed => None,
-            Verdict::Refused { code, message } => {
+            Verdict::Allowed(_) => None,
+            Verdict::Refused { code, message, .. } => {
                 assert_eq!(code, INVALID, "{message}");
                 Some(message)
             }
@@ -408,6 +487,128 @@ mod tests {
                 (Some(part), Some(m)) => assert!(m.contains(part), "{part} not in {m}"),
                 _ => panic!("{group} {kind}: expected {expected:?}, got {got:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn each_decision_names_its_reason() {
+        let key = "acme/api#42";
+        let name = name_for_key(key);
+        let honest = spec(key, "state: ok");
+        let escaped = spec(key, "\u{1b}");
+        let secret = spec(
+            key,
+            &format!("ghp_{}", "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z5A"),
+        );
+        let unparsable = json!({"handoffKey": 42});
+        // (operation, kind, name, spec, old spec, reason)
+        type Case<'a> = (
+            Operation,
+            &'a str,
+            &'a str,
+            Option<&'a Value>,
+            Option<&'a Value>,
+            Reason,
+        );
+        let cases: [Case<'_>; 9] = [
+            (
+                Operation::Create,
+                "Handoff",
+                &name,
+                Some(&honest),
+                None,
+                Reason::Checked,
+            ),
+            (
+                Operation::Create,
+                "HandoffOffer",
+                "o",
+                Some(&json!({"project": "shop", "to": "lead", "fromKey": key})),
+                None,
+                Reason::Checked,
+            ),
+            (
+                Operation::Other,
+                "Handoff",
+                "x",
+                Some(&honest),
+                None,
+                Reason::NotChecked,
+            ),
+            (
+                Operation::Update,
+                "Handoff",
+                "x",
+                Some(&honest),
+                Some(&honest),
+                Reason::NotChecked,
+            ),
+            (
+                Operation::Create,
+                "Handoff",
+                "x",
+                None,
+                None,
+                Reason::NoSpec,
+            ),
+            (
+                Operation::Create,
+                "Handoff",
+                "x",
+                Some(&unparsable),
+                None,
+                Reason::Unparsable,
+            ),
+            (
+                Operation::Create,
+                "Handoff",
+                "my-twin",
+                Some(&honest),
+                None,
+                Reason::NameNotDerived,
+            ),
+            (
+                Operation::Create,
+                "Handoff",
+                &name,
+                Some(&escaped),
+                None,
+                Reason::TextRule,
+            ),
+            (
+                Operation::Create,
+                "Handoff",
+                &name,
+                Some(&secret),
+                None,
+                Reason::Credential,
+            ),
+        ];
+        for (operation, kind, name, spec, old, reason) in cases {
+            let verdict = decide(&request(operation, kind, name, spec, old));
+            assert_eq!(
+                verdict.reason(),
+                reason,
+                "{operation:?} {kind} {name}: {verdict:?}"
+            );
+            assert_eq!(
+                matches!(verdict, Verdict::Allowed(_)),
+                reason.allows(),
+                "{verdict:?}"
+            );
+        }
+        // The metric's label of each reason (docs/operate.md lists them).
+        let labels = [
+            (Reason::Checked, "checked"),
+            (Reason::NotChecked, "not_checked"),
+            (Reason::NoSpec, "no_spec"),
+            (Reason::Unparsable, "unparsable"),
+            (Reason::NameNotDerived, "name_not_derived"),
+            (Reason::TextRule, "text_rule"),
+            (Reason::Credential, "credential"),
+        ];
+        for (reason, label) in labels {
+            assert_eq!(reason.as_str(), label, "{reason:?}");
         }
     }
 }

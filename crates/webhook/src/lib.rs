@@ -12,6 +12,8 @@
 //! - [`server`]: the HTTPS endpoint (`/validate`, `/healthz`, `/readyz`),
 //!   kube's admission types over axum, TLS from handoff-kube's swappable
 //!   certificate (a new pair serves new handshakes without a restart).
+//! - [`metrics`]: what it counts (reviews by resource and outcome,
+//!   decisions by reason, latency), served on `--metrics-listen`.
 //! - [`options`]: the flags, and the mode they choose: the certificate from
 //!   files (cert-manager's mounted Secret) or self-managed.
 //! - [`certs`]: the self-managed certificate: a private CA and a serving
@@ -27,9 +29,11 @@
 
 mod certs;
 mod decision;
+mod metrics;
 mod options;
 pub mod registration;
 mod server;
 
+pub use metrics::WebhookMetrics;
 pub use options::{ManagedArgs, WebhookArgs};
 pub use server::{run, serve};

@@ -25,6 +25,10 @@ pub struct WebhookArgs {
     /// Address to serve HTTPS on (the apiserver calls /validate).
     #[arg(long, env = "HANDOFF_WEBHOOK_LISTEN", default_value = "0.0.0.0:9443")]
     pub listen: SocketAddr,
+    /// Serve /metrics, /healthz and /readyz over plain HTTP on this address
+    /// (off when unset).
+    #[arg(long, env = "HANDOFF_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Serve this PEM certificate chain (tls.crt of a mounted cert-manager
     /// Secret) instead of managing a certificate (--tls-secret).
     #[arg(

@@ -1,17 +1,22 @@
 //! The webhook's HTTPS server: `POST /validate` takes an `AdmissionReview`
 //! (kube's admission types) and answers with [`decide`]'s verdict; `GET
 //! /healthz` answers `ok` and `/readyz` `ok` once a certificate is loaded
-//! for the kubelet's probes (on the same TLS port).
+//! for the kubelet's probes (on the same TLS port). Each review is counted
+//! in [`WebhookMetrics`], served over plain HTTP on `--metrics-listen`
+//! (with `/healthz` and `/readyz` there too) by handoff-kube's telemetry.
 //!
 //! Each connection is bounded: the TLS handshake and each request's headers
 //! within [`HANDSHAKE_TIMEOUT`], so a client that connects and stays silent
 //! holds nothing. Shutdown lets open connections finish their request.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use handoff_kube::tls::ServedCert;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -22,7 +27,8 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::decision::{Operation, Request, Verdict, decide};
+use crate::decision::{Operation, Reason, Request, Verdict, decide};
+use crate::metrics::{Outcome, WebhookMetrics, resource_label};
 use crate::options::{Mode, WebhookArgs};
 
 /// How long a client has for the TLS handshake, and for each request's headers.
@@ -43,6 +49,24 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
             served
         }
     };
+    let metrics = WebhookMetrics::new();
+    if let Some(addr) = args.metrics_listen {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
+        eprintln!(
+            "handoff webhook: metrics on http://{}/metrics",
+            listener.local_addr()?
+        );
+        let (encoded, loaded, stop) = (metrics.clone(), served.clone(), shutdown.clone());
+        tokio::spawn(handoff_kube::telemetry::serve_endpoints(
+            listener,
+            Arc::new(move || encoded.encode()),
+            Arc::new(move || loaded.loaded()),
+            Arc::new(|| Ok(())),
+            async move { stop.cancelled().await },
+        ));
+    }
     let listener = TcpListener::bind(args.listen).await?;
     println!(
         "handoff webhook: serving https://{}/validate",
@@ -53,19 +77,21 @@ pub async fn run(args: WebhookArgs) -> anyhow::Result<()> {
         handoff_kube::telemetry::shutdown_signal().await;
         stop.cancel();
     });
-    serve(listener, served, shutdown).await
+    serve(listener, served, metrics, shutdown).await
 }
 
-/// Serves the webhook on `listener` with `cert` (as it changes) until
-/// `shutdown`; /readyz fails while no certificate is loaded.
+/// Serves the webhook on `listener` with `cert` (as it changes), counting
+/// each review in `metrics`, until `shutdown`; /readyz fails while no
+/// certificate is loaded.
 pub async fn serve(
     listener: TcpListener,
     cert: Arc<ServedCert>,
+    metrics: Arc<WebhookMetrics>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let tls = handoff_kube::tls::acceptor(cert.clone())?;
     let app = axum::Router::new()
-        .route("/validate", post(validate))
+        .route("/validate", post(validate).with_state(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/readyz",
@@ -116,22 +142,45 @@ pub async fn serve(
     Ok(())
 }
 
+/// Answers one review and counts it; a body that is no admission request
+/// is answered as before (axum's rejection, or an invalid review) and
+/// counted `malformed`.
 async fn validate(
-    Json(review): Json<AdmissionReview<DynamicObject>>,
-) -> Json<AdmissionReview<DynamicObject>> {
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(request) => request,
-        Err(err) => return Json(AdmissionResponse::invalid(err).into_review()),
+    State(metrics): State<Arc<WebhookMetrics>>,
+    review: Result<Json<AdmissionReview<DynamicObject>>, JsonRejection>,
+) -> Response {
+    let started = Instant::now();
+    let request: Result<AdmissionRequest<DynamicObject>, Response> = match review {
+        Ok(Json(review)) => review
+            .try_into()
+            .map_err(|err| Json(AdmissionResponse::invalid(err).into_review()).into_response()),
+        Err(rejection) => Err(rejection.into_response()),
     };
-    Json(answer(&request).into_review())
+    match request {
+        Ok(request) => {
+            let (response, reason) = answer(&request);
+            metrics.record(
+                Outcome::Decided {
+                    resource: resource_label(&request.resource.resource),
+                    reason,
+                },
+                started.elapsed(),
+            );
+            Json(response.into_review()).into_response()
+        }
+        Err(malformed) => {
+            metrics.record(Outcome::Malformed, started.elapsed());
+            malformed
+        }
+    }
 }
 
 fn spec(object: Option<&DynamicObject>) -> Option<&serde_json::Value> {
     object.and_then(|o| o.data.get("spec"))
 }
 
-/// The response to one request.
-fn answer(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
+/// The response to one request, and why.
+fn answer(request: &AdmissionRequest<DynamicObject>) -> (AdmissionResponse, Reason) {
     let operation = match request.operation {
         admission::Operation::Create => Operation::Create,
         admission::Operation::Update => Operation::Update,
@@ -151,9 +200,10 @@ fn answer(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
         old_spec: spec(request.old_object.as_ref()),
     });
     let response = AdmissionResponse::from(request);
-    match verdict {
-        Verdict::Allowed => response,
-        Verdict::Refused { code, message } => {
+    let reason = verdict.reason();
+    let response = match verdict {
+        Verdict::Allowed(_) => response,
+        Verdict::Refused { code, message, .. } => {
             tracing::info!(
                 namespace = request.namespace.as_deref().unwrap_or_default(),
                 name,
@@ -167,5 +217,6 @@ fn answer(request: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
             refused.result.reason = "Invalid".to_owned();
             refused
         }
-    }
+    };
+    (response, reason)
 }

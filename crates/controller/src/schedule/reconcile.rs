@@ -18,7 +18,9 @@
 //! owned by schedules are watched; while a step runs, a requeue (30 s by
 //! default, [`ScheduleLoop::with_running_requeue`]) is the safety net. Time comes
 //! from the controller's [`Clock`], so tests never wait for a minute
-//! boundary.
+//! boundary. Each finished cycle is counted by result
+//! (`handoff_controller_schedule_cycles_total{result}`) once its status is
+//! written, so a retried reconcile does not count it twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,10 +36,13 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Reporter};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use handoff_core::api::preview_line;
 use handoff_core::api::{
-    BrainstormSchedule, BrainstormScheduleStatus, DEFAULT_LOOKBACK_DAYS, DEFAULT_MAX_OPEN_PROPOSALS,
+    BrainstormSchedule, BrainstormScheduleStatus, DEFAULT_LOOKBACK_DAYS,
+    DEFAULT_MAX_OPEN_PROPOSALS, JobResult,
 };
 use handoff_core::goals::{MAX_INLINED_HANDOFFS, OpenHandoff, brainstorm_goal, refine_goal};
 use handoff_core::liveness::LoopProgress;
@@ -51,16 +56,20 @@ use handoff_kube::loops::KubeCategory;
 use handoff_kube::runner::{self, LoopError, Plumbing, Reconcile};
 use handoff_kube::store::{HandoffStore, ListQuery};
 
+use crate::metrics::ResultLabel;
+
 /// The default requeue while a step runs, in case a Job event is missed.
 pub(crate) const RUNNING_REQUEUE: Duration = Duration::from_secs(30);
 
 /// What the schedule loop holds besides the runner's [`Plumbing`]: the
-/// client, the clock and the requeue while a step runs.
+/// client, the clock, the requeue while a step runs and the counter of
+/// finished cycles.
 pub struct ScheduleLoop {
     client: Client,
     clock: Arc<dyn Clock>,
     running_requeue: Duration,
     plumbing: Plumbing,
+    cycles: Family<ResultLabel, Counter>,
 }
 
 impl ScheduleLoop {
@@ -80,7 +89,14 @@ impl ScheduleLoop {
             client,
             clock,
             running_requeue: RUNNING_REQUEUE,
+            cycles: Family::default(),
         }
+    }
+
+    /// Counts finished cycles in `cycles` (the controller's metric).
+    pub(crate) fn counting_cycles(mut self, cycles: Family<ResultLabel, Counter>) -> Self {
+        self.cycles = cycles;
+        self
     }
 
     /// Runs with `plumbing` (the controller's progress, metrics and scope).
@@ -199,6 +215,13 @@ pub async fn reconcile_schedule(
         // Planned from an outdated schedule: its watch event brings the
         // new one, planned afresh (Jobs created here are then adopted).
         return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    if let Some(result) = finished_cycle(&plan) {
+        ctx.cycles
+            .get_or_create(&ResultLabel {
+                result: result.into(),
+            })
+            .inc();
     }
     Ok(match plan.wake {
         Wake::OnChange => Action::await_change(),
@@ -394,6 +417,25 @@ async fn write_status(
     }
 }
 
+/// The result of the cycle `plan` finishes (it records `CycleFinished`),
+/// as the metric's label: `succeeded` or `failed`.
+fn finished_cycle(plan: &Plan) -> Option<&'static str> {
+    let finishes = plan.effects.iter().any(|effect| {
+        matches!(
+            effect,
+            Effect::Event {
+                reason: "CycleFinished",
+                ..
+            }
+        )
+    });
+    let result = plan.status.last_cycle.as_ref()?.result?;
+    finishes.then_some(match result {
+        JobResult::Succeeded => "succeeded",
+        JobResult::Failed => "failed",
+    })
+}
+
 /// events.k8s.io's type of a planned Event.
 fn event_type(planned: PlannedType) -> EventType {
     match planned {
@@ -405,6 +447,57 @@ fn event_type(planned: PlannedType) -> EventType {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finished_cycle_is_counted_by_its_result_once() {
+        let cycle = |result| handoff_core::api::Cycle {
+            tick: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+            refine: handoff_core::api::StepRun {
+                job: "r".into(),
+                result: Some(JobResult::Succeeded),
+            },
+            brainstorm: None,
+            result,
+        };
+        let finished = Effect::Event {
+            type_: PlannedType::Normal,
+            reason: "CycleFinished",
+            note: String::new(),
+        };
+        let started = Effect::Event {
+            type_: PlannedType::Normal,
+            reason: "RefineStarted",
+            note: String::new(),
+        };
+        // (the last cycle's result, the plan's effects, what is counted)
+        let cases = [
+            (
+                Some(JobResult::Failed),
+                vec![finished.clone()],
+                Some("failed"),
+            ),
+            (
+                Some(JobResult::Succeeded),
+                vec![finished.clone()],
+                Some("succeeded"),
+            ),
+            // A later reconcile keeps last_cycle but finishes nothing.
+            (Some(JobResult::Failed), vec![started], None),
+            (Some(JobResult::Failed), vec![], None),
+            (None, vec![finished], None),
+        ];
+        for (result, effects, counted) in cases {
+            let plan = Plan {
+                status: BrainstormScheduleStatus {
+                    last_cycle: Some(cycle(result)),
+                    ..Default::default()
+                },
+                effects,
+                wake: Wake::OnChange,
+            };
+            assert_eq!(finished_cycle(&plan), counted, "{plan:?}");
+        }
+    }
 
     #[test]
     fn each_step_names_itself() {
