@@ -52,7 +52,7 @@ pub struct GetArgs {
 }
 
 /// The kubeconfig's client and the namespace to read.
-async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
+pub(crate) async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
     let config = handoff_kube::proxy::infer().await?;
     let ns = namespace
         .namespace

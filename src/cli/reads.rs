@@ -180,6 +180,44 @@ struct RevisionsPage {
     next_cursor: Option<String>,
 }
 
+/// One page of a paged tool's answer: its rows and the cursor of the next.
+trait Page: serde::de::DeserializeOwned {
+    type Row;
+    fn into_parts(self) -> (Vec<Self::Row>, Option<String>);
+}
+
+impl Page for RevisionsPage {
+    type Row = Revision;
+    fn into_parts(self) -> (Vec<Revision>, Option<String>) {
+        (self.revisions, self.next_cursor)
+    }
+}
+
+/// At most `limit` rows of the paged tool `tool` called as `person` with
+/// `call`, page by page (at most [`BRIDGE_PAGE`] a page) while the bridge
+/// gives a cursor.
+async fn paged<P: Page>(
+    person: &Person,
+    tool: &str,
+    mut call: serde_json::Value,
+    limit: u32,
+) -> anyhow::Result<Vec<P::Row>> {
+    let mut rows = Vec::new();
+    while let Some(left) = limit.checked_sub(rows.len().try_into()?)
+        && left > 0
+    {
+        call["limit"] = json!(left.min(BRIDGE_PAGE));
+        let page: P = serde_json::from_value(person.call(tool, call.clone()).await?)?;
+        let (found, next) = page.into_parts();
+        rows.extend(found);
+        match next {
+            Some(cursor) => call["cursor"] = json!(cursor),
+            None => break,
+        }
+    }
+    Ok(rows)
+}
+
 /// Pure: the table of `handoff history`.
 pub(super) fn history_table(rows: &[Revision]) -> String {
     let mut out = String::from("REVISION\tUPDATED\tWRITER\tBYTES\n");
@@ -212,24 +250,8 @@ pub async fn history(args: HistoryArgs) -> anyhow::Result<()> {
             })
             .collect(),
         Source::Bridge(person) => {
-            let mut rows = Vec::new();
-            let mut cursor: Option<String> = None;
-            while let Some(left) = args.limit.checked_sub(rows.len().try_into()?)
-                && left > 0
-            {
-                let mut call = json!({"handoff_key": args.key, "limit": left.min(BRIDGE_PAGE)});
-                if let Some(c) = &cursor {
-                    call["cursor"] = json!(c);
-                }
-                let page: RevisionsPage =
-                    serde_json::from_value(person.call("list_revisions", call).await?)?;
-                rows.extend(page.revisions);
-                cursor = page.next_cursor;
-                if cursor.is_none() {
-                    break;
-                }
-            }
-            rows
+            let call = json!({"handoff_key": args.key});
+            paged::<RevisionsPage>(&person, "list_revisions", call, args.limit).await?
         }
     };
     if rows.is_empty() {
@@ -306,6 +328,13 @@ struct MatchesPage {
     next_cursor: Option<String>,
 }
 
+impl Page for MatchesPage {
+    type Row = Match;
+    fn into_parts(self) -> (Vec<Match>, Option<String>) {
+        (self.matches, self.next_cursor)
+    }
+}
+
 /// Pure: the table of `handoff search`.
 pub(super) fn search_table(rows: &[Match]) -> String {
     let mut out = String::from("KEY\tRANK\tMATCHED\tPREVIEW\n");
@@ -355,28 +384,11 @@ pub async fn search(args: SearchArgs) -> anyhow::Result<()> {
             })
             .collect(),
         Source::Bridge(person) => {
-            let mut rows = Vec::new();
-            let mut cursor: Option<String> = None;
-            while let Some(left) = args.limit.checked_sub(rows.len().try_into()?)
-                && left > 0
-            {
-                let mut call = json!({"project": args.project, "query": args.query,
-                    "limit": left.min(BRIDGE_PAGE)});
-                if let Some(repo) = &args.repo {
-                    call["repo"] = json!(repo);
-                }
-                if let Some(c) = &cursor {
-                    call["cursor"] = json!(c);
-                }
-                let page: MatchesPage =
-                    serde_json::from_value(person.call("search_handoffs", call).await?)?;
-                rows.extend(page.matches);
-                cursor = page.next_cursor;
-                if cursor.is_none() {
-                    break;
-                }
+            let mut call = json!({"project": args.project, "query": args.query});
+            if let Some(repo) = &args.repo {
+                call["repo"] = json!(repo);
             }
-            rows
+            paged::<MatchesPage>(&person, "search_handoffs", call, args.limit).await?
         }
     };
     print!("{}", search_table(&rows));

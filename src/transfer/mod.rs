@@ -44,7 +44,7 @@ use handoff_kube::cluster::Pages;
 use handoff_mirror::Mirror;
 use handoff_mirror::dsn::PostgresArgs;
 
-use crate::cli::Namespace;
+use crate::cli::{Namespace, kube};
 use format::{End, Entry, Header, Revision};
 use plan::{Action, Existing};
 
@@ -85,16 +85,6 @@ pub struct ImportArgs {
     /// Validate and plan, print what would happen, write nothing.
     #[arg(long)]
     pub dry_run: bool,
-}
-
-/// The kubeconfig's client and the namespace.
-async fn kube(namespace: &Namespace) -> anyhow::Result<(kube::Client, String)> {
-    let config = handoff_kube::proxy::infer().await?;
-    let ns = namespace
-        .namespace
-        .clone()
-        .unwrap_or_else(|| config.default_namespace.clone());
-    Ok((kube::Client::try_from(config)?, ns))
 }
 
 /// `handoff export`: the handoffs of a namespace (or project) as an export
