@@ -253,7 +253,7 @@ mod tests {
             ),
             "{text}"
         );
-        assert!(text.contains("| `--fresh` |  | `false` |  |"), "{text}");
+        assert!(text.contains("| `--fresh` |  |  |  |"), "{text}");
         assert!(
             !text.contains("### `handoff mcp`"),
             "absent subcommands are left out"
