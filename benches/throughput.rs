@@ -40,7 +40,6 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use handoff_core::api::Handoff;
 use handoff_core::api::naming::{labels_for, name_for_key};
 use handoff_testkit::bench::{self, TOKEN, Writes, median_p99};
@@ -392,49 +391,30 @@ impl MirrorStage {
     }
 }
 
-/// `done` of `total` at `rate` per second: "1200 / 9000 (340/s, ~23 s left)".
-fn progress(done: usize, total: usize, since: Instant) -> String {
-    let rate = done as f64 / since.elapsed().as_secs_f64().max(1e-3);
-    let left = total.saturating_sub(done) as f64 / rate.max(1e-3);
-    format!("{done} / {total} ({rate:.0}/s, ~{left:.0} s left)")
-}
-
 /// Writes `total` new handoffs with server-side apply, [`MIRROR_WRITERS`]
 /// in flight (agent `i % MIRROR_WRITERS` writes the `i`th).
 async fn write_new(apis: &[Api<Handoff>], total: usize) -> anyhow::Result<()> {
-    let params = PatchParams::apply("bench-direct").force();
-    let mut results = futures::stream::iter(0..total)
-        .map(|i| {
-            let api = apis[i % MIRROR_WRITERS].clone();
-            let params = params.clone();
-            async move {
-                let key = format!("{MIRROR_PROJECT}/{i}");
-                let name = name_for_key(&key);
-                let mut h = Handoff::new(
-                    &name,
-                    spec(key)
-                        .project(MIRROR_PROJECT)
-                        .body(body(i % MIRROR_WRITERS, i))
-                        .by("bench"),
-                );
-                h.metadata.labels = Some(labels_for(MIRROR_PROJECT, None, None));
-                api.patch(&name, &params, &Patch::Apply(&h)).await
-            }
-        })
-        .buffer_unordered(MIRROR_WRITERS);
-    let (started, mut reported, mut done) = (Instant::now(), Instant::now(), 0);
-    while let Some(result) = results.next().await {
-        result?;
-        done += 1;
-        if reported.elapsed() >= PROGRESS_EVERY {
-            eprintln!(
-                "bench: mirror:   written {}",
-                progress(done, total, started)
-            );
-            reported = Instant::now();
-        }
-    }
-    Ok(())
+    let handoff_of = |i| {
+        let key = format!("{MIRROR_PROJECT}/{i}");
+        let mut h = Handoff::new(
+            &name_for_key(&key),
+            spec(key)
+                .project(MIRROR_PROJECT)
+                .body(body(i % MIRROR_WRITERS, i))
+                .by("bench"),
+        );
+        h.metadata.labels = Some(labels_for(MIRROR_PROJECT, None, None));
+        h
+    };
+    bench::apply_all(
+        0..total,
+        MIRROR_WRITERS,
+        "bench-direct",
+        |i| apis[i % MIRROR_WRITERS].clone(),
+        handoff_of,
+        "mirror",
+    )
+    .await
 }
 
 /// Waits until the mirror holds `expected` rows of [`MIRROR_PROJECT`].

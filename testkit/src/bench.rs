@@ -211,7 +211,7 @@ pub fn progress(done: usize, total: usize, since: Instant) -> String {
 /// Writes handoffs `range` with server-side apply (field manager
 /// `bench-writer`), 32 in flight: handoff `i` has the key and project
 /// `key_of(i)`, repo `org/repo`, kind `issue` and a body of `body_bytes`
-/// bytes. Prints progress every 10 s under `stage`.
+/// bytes. Prints progress under `stage` (see [`apply_all`]).
 pub async fn fill(
     api: &Api<Handoff>,
     range: Range<usize>,
@@ -219,29 +219,55 @@ pub async fn fill(
     key_of: impl Fn(usize) -> (String, String),
     stage: &str,
 ) -> anyhow::Result<()> {
-    let params = PatchParams::apply("bench-writer").force();
     let body = "x".repeat(body_bytes);
+    let handoff_of = |i| {
+        let (key, project) = key_of(i);
+        let mut h = Handoff::new(
+            &name_for_key(&key),
+            spec(key)
+                .project(project.clone())
+                .repo("org/repo")
+                .kind("issue")
+                .body(body.clone())
+                .by("bench"),
+        );
+        h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
+        h
+    };
+    apply_all(
+        range,
+        32,
+        "bench-writer",
+        |_| api.clone(),
+        handoff_of,
+        stage,
+    )
+    .await
+}
+
+/// Applies `handoff_of(i)` for each `i` of `range` through `api_of(i)`
+/// with server-side apply as `field_manager` (forced), `in_flight` at
+/// once; the first failure ends it. Prints how many are written every 15 s
+/// under `stage`.
+pub async fn apply_all(
+    range: Range<usize>,
+    in_flight: usize,
+    field_manager: &str,
+    api_of: impl Fn(usize) -> Api<Handoff>,
+    handoff_of: impl Fn(usize) -> Handoff,
+    stage: &str,
+) -> anyhow::Result<()> {
+    let params = PatchParams::apply(field_manager).force();
     let total = range.len();
     let mut results = futures::stream::iter(range)
         .map(|i| {
-            let (api, params, body) = (api.clone(), params.clone(), body.clone());
-            let (key, project) = key_of(i);
+            let (api, params, h) = (api_of(i), params.clone(), handoff_of(i));
             async move {
-                let name = name_for_key(&key);
-                let mut h = Handoff::new(
-                    &name,
-                    spec(key)
-                        .project(project.clone())
-                        .repo("org/repo")
-                        .kind("issue")
-                        .body(body)
-                        .by("bench"),
-                );
-                h.metadata.labels = Some(labels_for(&project, Some("org/repo"), Some("issue")));
+                let name = h.metadata.name.clone().unwrap_or_default();
                 api.patch(&name, &params, &Patch::Apply(&h)).await
             }
         })
-        .buffer_unordered(32);
+        .buffer_unordered(in_flight);
     let (started, mut reported, mut done) = (Instant::now(), Instant::now(), 0);
     while let Some(result) = results.next().await {
         result?;
